@@ -1,0 +1,233 @@
+#include "config/config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace tokentap::config {
+
+namespace {
+
+[[noreturn]] void fail(const YAML::Node& n, const std::string& what) {
+  const auto& m = n.Mark();
+  if (m.line >= 0) throw config_error("line " + std::to_string(m.line + 1) + ": " + what);
+  throw config_error(what);
+}
+
+void check_keys(const YAML::Node& map, std::initializer_list<std::string_view> allowed,
+                std::string_view where) {
+  if (!map.IsMap()) fail(map, std::string(where) + " must be a mapping");
+  for (const auto& kv : map) {
+    const auto key = kv.first.as<std::string>();
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+      fail(kv.first, "unknown key '" + key + "' in " + std::string(where));
+  }
+}
+
+template <class T>
+T scalar(const YAML::Node& n, std::string_view key) {
+  try {
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    fail(n, "invalid value for '" + std::string(key) + "'");
+  }
+}
+
+std::uint64_t non_negative(const YAML::Node& n, std::string_view key) {
+  const auto v = scalar<std::int64_t>(n, key);
+  if (v < 0) fail(n, "'" + std::string(key) + "' must not be negative");
+  return static_cast<std::uint64_t>(v);
+}
+
+host_port address(const YAML::Node& n, std::string_view key) {
+  std::string err;
+  auto hp = parse_host_port(scalar<std::string>(n, key), err);
+  if (!hp) fail(n, std::string(key) + ": " + err);
+  return *hp;
+}
+
+void read_upstream(const std::string& name, const YAML::Node& n, upstream_config& up) {
+  check_keys(n, {"url", "tls_verify", "ca_file", "max_idle_connections", "idle_connection_ttl_ms"},
+             "upstream '" + name + "'");
+  up.name = name;
+  if (!n["url"]) fail(n, "upstream '" + name + "' needs a url");
+  std::string err;
+  auto u = parse_url(scalar<std::string>(n["url"], "url"), err);
+  if (!u) fail(n["url"], "upstream '" + name + "': " + err);
+  up.target = *u;
+  if (n["tls_verify"]) up.tls_verify = scalar<bool>(n["tls_verify"], "tls_verify");
+  if (n["ca_file"]) up.ca_file = scalar<std::string>(n["ca_file"], "ca_file");
+  if (n["max_idle_connections"])
+    up.max_idle = non_negative(n["max_idle_connections"], "max_idle_connections");
+  if (n["idle_connection_ttl_ms"])
+    up.idle_ttl = ms(non_negative(n["idle_connection_ttl_ms"], "idle_connection_ttl_ms"));
+}
+
+void read_timeouts(const YAML::Node& n, timeouts_config& t) {
+  check_keys(n,
+             {"connect_ms", "upstream_header_ms", "idle_ms", "total_ms", "client_header_ms",
+              "keepalive_ms", "client_write_ms", "shutdown_grace_ms"},
+             "timeouts");
+  auto set = [&](const char* key, ms& field) {
+    if (n[key]) field = ms(non_negative(n[key], key));
+  };
+  set("connect_ms", t.connect);
+  set("upstream_header_ms", t.upstream_header);
+  set("idle_ms", t.idle);
+  set("total_ms", t.total);
+  set("client_header_ms", t.client_header);
+  set("keepalive_ms", t.keepalive);
+  set("client_write_ms", t.client_write);
+  set("shutdown_grace_ms", t.shutdown_grace);
+}
+
+void read_limits(const YAML::Node& n, limits_config& l) {
+  check_keys(n,
+             {"max_request_header_bytes", "max_request_body_bytes", "max_response_header_bytes",
+              "max_connections"},
+             "limits");
+  auto set = [&](const char* key, std::size_t& field) {
+    if (n[key]) field = non_negative(n[key], key);
+  };
+  set("max_request_header_bytes", l.max_request_header_bytes);
+  set("max_request_body_bytes", l.max_request_body_bytes);
+  set("max_response_header_bytes", l.max_response_header_bytes);
+  set("max_connections", l.max_connections);
+}
+
+config from_yaml(const YAML::Node& root) {
+  config cfg;
+  if (root.IsNull()) return cfg;
+  check_keys(root,
+             {"listen", "admin", "threads", "upstreams", "routes", "timeouts", "limits",
+              "accept_encoding", "log"},
+             "the top level");
+  if (root["listen"]) cfg.listen = address(root["listen"], "listen");
+  if (root["admin"]) cfg.admin = address(root["admin"], "admin");
+  if (root["threads"]) cfg.threads = static_cast<unsigned>(non_negative(root["threads"], "threads"));
+  if (const auto& ups = root["upstreams"]) {
+    if (!ups.IsMap()) fail(ups, "upstreams must be a mapping of name -> {url: ...}");
+    for (const auto& kv : ups) {
+      upstream_config up;
+      read_upstream(kv.first.as<std::string>(), kv.second, up);
+      cfg.upstreams.push_back(std::move(up));
+    }
+  }
+  if (const auto& routes = root["routes"]) {
+    if (!routes.IsSequence()) fail(routes, "routes must be a list");
+    for (const auto& r : routes) {
+      check_keys(r, {"name", "prefix", "upstream"}, "a route");
+      route_config rc;
+      if (!r["prefix"] || !r["upstream"]) fail(r, "a route needs prefix and upstream");
+      rc.prefix = scalar<std::string>(r["prefix"], "prefix");
+      rc.upstream = scalar<std::string>(r["upstream"], "upstream");
+      rc.name = r["name"] ? scalar<std::string>(r["name"], "name") : rc.upstream;
+      cfg.routes.push_back(std::move(rc));
+    }
+  }
+  if (root["timeouts"]) read_timeouts(root["timeouts"], cfg.timeouts);
+  if (root["limits"]) read_limits(root["limits"], cfg.limits);
+  if (const auto& ae = root["accept_encoding"]) {
+    const auto v = scalar<std::string>(ae, "accept_encoding");
+    if (v != "identity" && v != "passthrough")
+      fail(ae, "accept_encoding must be 'identity' or 'passthrough'");
+    cfg.identity_encoding = v == "identity";
+  }
+  if (const auto& log = root["log"]) {
+    check_keys(log, {"level", "access_log"}, "log");
+    if (log["level"]) cfg.log_level = scalar<std::string>(log["level"], "level");
+    if (log["access_log"]) cfg.access_log = scalar<bool>(log["access_log"], "access_log");
+  }
+  return cfg;
+}
+
+}  // namespace
+
+config parse_config(const std::string& yaml_text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw config_error("YAML syntax error at line " + std::to_string(e.mark.line + 1) + ": " +
+                       e.msg);
+  }
+  auto cfg = from_yaml(root);
+  validate(cfg);
+  return cfg;
+}
+
+config load_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw config_error("cannot read config file '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  try {
+    return parse_config(ss.str());
+  } catch (const config_error& e) {
+    throw config_error(path + ": " + e.what());
+  }
+}
+
+void set_single_upstream(config& cfg, const std::string& url_text) {
+  std::string err;
+  auto u = parse_url(url_text, err);
+  if (!u) throw config_error("--upstream: " + err);
+  upstream_config up;
+  up.name = "default";
+  up.target = *u;
+  cfg.upstreams = {up};
+  cfg.routes = {route_config{"default", "/", "default", 0}};
+}
+
+void validate(config& cfg) {
+  const auto known_levels = {"debug", "info", "warn", "error"};
+  if (std::find(known_levels.begin(), known_levels.end(), cfg.log_level) == known_levels.end())
+    throw config_error("log.level must be one of debug, info, warn, error");
+  std::set<std::string> names;
+  for (const auto& up : cfg.upstreams) {
+    if (!names.insert(up.name).second) throw config_error("duplicate upstream '" + up.name + "'");
+  }
+  if (cfg.upstreams.empty()) throw config_error("no upstream: pass --upstream URL or configure upstreams");
+  if (cfg.routes.empty()) {
+    if (cfg.upstreams.size() != 1)
+      throw config_error("several upstreams but no routes: add routes with prefix and upstream");
+    cfg.routes.push_back({cfg.upstreams[0].name, "/", cfg.upstreams[0].name, 0});
+  }
+  std::set<std::string> prefixes;
+  for (auto& r : cfg.routes) {
+    if (r.prefix.empty() || r.prefix.front() != '/')
+      throw config_error("route prefix '" + r.prefix + "' must start with '/'");
+    if (!prefixes.insert(r.prefix).second)
+      throw config_error("duplicate route prefix '" + r.prefix + "'");
+    auto it = std::find_if(cfg.upstreams.begin(), cfg.upstreams.end(),
+                           [&](const upstream_config& u) { return u.name == r.upstream; });
+    if (it == cfg.upstreams.end())
+      throw config_error("route '" + r.name + "' names unknown upstream '" + r.upstream + "'");
+    r.upstream_index = static_cast<std::size_t>(it - cfg.upstreams.begin());
+  }
+  std::stable_sort(cfg.routes.begin(), cfg.routes.end(),
+                   [](const route_config& a, const route_config& b) {
+                     return a.prefix.size() > b.prefix.size();
+                   });
+  if (cfg.limits.max_request_header_bytes < 1024)
+    throw config_error("limits.max_request_header_bytes must be at least 1024");
+  if (cfg.limits.max_response_header_bytes < 1024)
+    throw config_error("limits.max_response_header_bytes must be at least 1024");
+  if (cfg.limits.max_connections == 0) throw config_error("limits.max_connections must be > 0");
+  if (cfg.timeouts.connect.count() == 0 || cfg.timeouts.upstream_header.count() == 0 ||
+      cfg.timeouts.idle.count() == 0 || cfg.timeouts.client_header.count() == 0 ||
+      cfg.timeouts.client_write.count() == 0)
+    throw config_error("timeouts other than total_ms must be > 0");
+  if (cfg.threads > 1024) throw config_error("threads must be at most 1024");
+}
+
+const route_config* match_route(const config& cfg, std::string_view path) {
+  for (const auto& r : cfg.routes)
+    if (path.starts_with(r.prefix)) return &r;
+  return nullptr;
+}
+
+}  // namespace tokentap::config

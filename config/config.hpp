@@ -1,0 +1,85 @@
+#pragma once
+// The proxy's configuration: schema, YAML loading and validation.  Exceptions are allowed here
+// only because this runs at start-up (Envoy's rule); the data path never throws.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "config/url.hpp"
+
+namespace tokentap::config {
+
+using ms = std::chrono::milliseconds;
+
+/// A bad configuration file or flag value.  `what()` is a one-line reason for the user.
+class config_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct upstream_config {
+  std::string name;
+  url target;
+  bool tls_verify = true;       ///< verify the certificate chain and host name (system store)
+  std::string ca_file;          ///< extra PEM bundle to trust, empty = system store only
+  std::size_t max_idle = 64;    ///< idle keep-alive connections kept per I/O thread
+  ms idle_ttl{4000};            ///< drop idle connections older than this (uvicorn closes at 5 s)
+};
+
+struct route_config {
+  std::string name;
+  std::string prefix;           ///< path prefix, starts with '/'
+  std::string upstream;         ///< name of an upstream
+  std::size_t upstream_index = 0;  ///< resolved by validate()
+};
+
+struct timeouts_config {
+  ms connect{5000};             ///< TCP connect (+ TLS handshake) to the upstream
+  ms upstream_header{300000};   ///< request written -> response head read (covers queueing + TTFT)
+  ms idle{60000};               ///< between two upstream body reads
+  ms total{0};                  ///< whole exchange; 0 = unlimited
+  ms client_header{10000};      ///< reading a request head from the client (slowloris guard)
+  ms keepalive{60000};          ///< idle client connection between requests
+  ms client_write{60000};       ///< one write to the client (a client that stops reading)
+  ms shutdown_grace{30000};     ///< SIGTERM: how long in-flight streams may finish
+};
+
+struct limits_config {
+  std::size_t max_request_header_bytes = 16 * 1024;
+  std::size_t max_request_body_bytes = 32u * 1024 * 1024;
+  std::size_t max_response_header_bytes = 64 * 1024;
+  std::size_t max_connections = 10000;  ///< open client connections; more are closed at accept
+};
+
+struct config {
+  host_port listen{"127.0.0.1", 8080};
+  host_port admin{"127.0.0.1", 9464};
+  unsigned threads = 0;  ///< 0 = number of cores
+  std::vector<upstream_config> upstreams;
+  std::vector<route_config> routes;  ///< sorted longest prefix first by validate()
+  timeouts_config timeouts;
+  limits_config limits;
+  bool identity_encoding = true;  ///< send `Accept-Encoding: identity` upstream so streams stay parseable
+  std::string log_level = "info";
+  bool access_log = true;
+};
+
+/// Reads and validates a YAML file.  Unknown keys are errors, so typos do not pass silently.
+config load_config_file(const std::string& path);
+
+/// Parses YAML text (for tests and `check-config`).
+config parse_config(const std::string& yaml_text);
+
+/// Checks cross references, fills derived fields and sorts routes.  Throws config_error.
+void validate(config& cfg);
+
+/// Replaces all upstreams and routes with one upstream `default` served at `/`.
+void set_single_upstream(config& cfg, const std::string& url_text);
+
+/// Returns the route for `path` (longest prefix), or nullptr.
+const route_config* match_route(const config& cfg, std::string_view path);
+
+}  // namespace tokentap::config

@@ -1,0 +1,70 @@
+#pragma once
+// The seam where stream interception attaches to the relay loop.
+//
+// The proxy forwards every upstream read to the client first and only then hands the same bytes,
+// with the monotonic time they were read, to a per-exchange `stream_tap`.  Taps observe; they can
+// never alter, delay or stop the forwarded stream.  Every method is noexcept: a tap that fails
+// must contain its failure (issue 3 builds the hook chain on this interface).
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+namespace tokentap::hooks {
+
+/// Nanoseconds on a monotonic clock (std::chrono::steady_clock).
+using mono_ns = std::int64_t;
+
+/// How an exchange ended.  Names match the trace record's `outcome` field (DESIGN.md §5).
+enum class stream_outcome {
+  ok,                 ///< the whole response reached the client
+  client_disconnect,  ///< the client went away before the response ended
+  upstream_error,     ///< the upstream could not be reached or answered with garbage
+  upstream_reset,     ///< the upstream connection broke mid-response
+  timeout,            ///< a configured timeout fired
+  stream_error,       ///< the upstream reported an error inside the stream
+};
+
+std::string_view to_string(stream_outcome o) noexcept;
+
+/// The request as forwarded.  Views are valid only during the call.
+struct request_view {
+  std::string_view method;
+  std::string_view target;  ///< path and query, secrets already redacted
+  std::string_view route;
+  std::string_view upstream;
+  std::string_view model;
+  bool stream = false;
+  std::string_view body;
+  mono_ns start_ns = 0;  ///< when the request head was read
+};
+
+/// The upstream response head.  Views are valid only during the call.
+struct response_view {
+  unsigned status = 0;
+  std::string_view content_type;
+  std::string_view content_encoding;  ///< non-empty: the body is compressed and passed through
+  mono_ns t_ns = 0;                   ///< when the head was read from the upstream
+};
+
+/// Per-exchange observer.  Called on the exchange's I/O thread, never concurrently.
+class stream_tap {
+ public:
+  virtual ~stream_tap() = default;
+  virtual void on_request(const request_view&) noexcept {}
+  virtual void on_response_head(const response_view&) noexcept {}
+  /// One forwarded upstream read: `bytes` were read at `read_ns` and had been written to the
+  /// client by `written_ns`.  The span is valid only during the call.
+  virtual void on_body(std::span<const char> bytes, mono_ns read_ns, mono_ns written_ns) noexcept {}
+  virtual void on_stream_end(stream_outcome, mono_ns end_ns) noexcept {}
+};
+
+/// Makes one tap per exchange; shared by all I/O threads, so `create` must be thread safe.
+/// Returning nullptr means "no tap for this exchange" and costs nothing on the relay loop.
+class tap_factory {
+ public:
+  virtual ~tap_factory() = default;
+  virtual std::unique_ptr<stream_tap> create() = 0;
+};
+
+}  // namespace tokentap::hooks

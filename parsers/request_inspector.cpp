@@ -1,0 +1,155 @@
+#include "parsers/request_inspector.hpp"
+
+#include <simdjson.h>
+
+namespace tokentap::parsers {
+
+namespace od = simdjson::ondemand;
+
+struct request_inspector::impl {
+  explicit impl(std::size_t max) : max_bytes(max), parser(max) {}
+  std::size_t max_bytes;
+  od::parser parser;
+  std::string padded;  // reused copy of the body with SIMDJSON_PADDING bytes of slack
+};
+
+namespace {
+
+// Sum of text bytes in a message `content` (a string or an array of parts with "text").
+std::size_t text_size(od::value v) {
+  od::json_type t;
+  if (v.type().get(t)) return 0;
+  if (t == od::json_type::string) {
+    std::string_view s;
+    return v.get_string().get(s) ? 0 : s.size();
+  }
+  if (t != od::json_type::array) return 0;
+  std::size_t total = 0;
+  od::array parts;
+  if (v.get_array().get(parts)) return 0;
+  for (auto part : parts) {
+    od::object o;
+    if (part.get_object().get(o)) continue;
+    for (auto field : o) {
+      std::string_view key;
+      if (field.unescaped_key().get(key)) break;
+      if (key == "text" || key == "content" || key == "thinking") {
+        std::string_view s;
+        if (!field.value().get_string().get(s)) total += s.size();
+      }
+    }
+  }
+  return total;
+}
+
+// Counts elements of a `messages` / `input` array and their text.
+void read_messages(od::value v, request_info& info) {
+  od::json_type t;
+  if (v.type().get(t)) return;
+  if (t == od::json_type::string) {  // Responses `input` may be a plain string
+    info.messages += 1;
+    info.prompt_chars += text_size(v);
+    return;
+  }
+  od::array arr;
+  if (v.get_array().get(arr)) return;
+  for (auto item : arr) {
+    info.messages += 1;
+    od::object msg;
+    if (item.get_object().get(msg)) continue;
+    for (auto field : msg) {
+      std::string_view key;
+      if (field.unescaped_key().get(key)) break;
+      if (key == "content") info.prompt_chars += text_size(field.value());
+    }
+  }
+}
+
+bool is_true(od::value v) {
+  bool b = false;
+  return !v.get_bool().get(b) && b;
+}
+
+}  // namespace
+
+request_inspector::request_inspector(std::size_t max_bytes)
+    : impl_(std::make_unique<impl>(max_bytes)) {}
+request_inspector::~request_inspector() = default;
+request_inspector::request_inspector(request_inspector&&) noexcept = default;
+request_inspector& request_inspector::operator=(request_inspector&&) noexcept = default;
+
+request_info request_inspector::inspect(std::string_view body) {
+  request_info info;
+  if (body.empty()) {
+    info.error = "empty body";
+    return info;
+  }
+  if (body.size() > impl_->max_bytes) {
+    info.error = "body too large to inspect";
+    return info;
+  }
+  // Reuse one buffer with SIMDJSON_PADDING bytes of slack: no allocation once it is warm.
+  auto& buf = impl_->padded;
+  if (buf.capacity() < body.size() + simdjson::SIMDJSON_PADDING)
+    buf.reserve(body.size() + simdjson::SIMDJSON_PADDING);
+  buf.assign(body);
+  od::document doc;
+  if (impl_->parser.iterate(simdjson::padded_string_view(buf.data(), buf.size(), buf.capacity()))
+          .get(doc)) {
+    info.error = "invalid JSON";
+    return info;
+  }
+  od::object root;
+  if (doc.get_object().get(root)) {
+    info.error = "body is not a JSON object";
+    return info;
+  }
+  for (auto field : root) {
+    std::string_view key;
+    if (field.unescaped_key().get(key)) {
+      info.error = "invalid JSON";
+      break;
+    }
+    od::value v;
+    if (field.value().get(v)) {
+      info.error = "invalid JSON";
+      break;
+    }
+    if (key == "model") {
+      std::string_view s;
+      if (!v.get_string().get(s)) info.model.assign(s);
+    } else if (key == "stream") {
+      info.stream = is_true(v);
+    } else if (key == "stream_options") {
+      od::object o;
+      if (v.get_object().get(o)) continue;
+      for (auto f : o) {
+        std::string_view k;
+        if (!f.unescaped_key().get(k) && k == "include_usage") info.include_usage = is_true(f.value());
+      }
+    } else if (key == "max_tokens" || key == "max_completion_tokens" || key == "max_output_tokens") {
+      std::int64_t n = 0;
+      if (!v.get_int64().get(n)) info.max_tokens = n;
+    } else if (key == "messages" || key == "input") {
+      read_messages(v, info);
+    } else if (key == "system") {
+      info.messages += 1;
+      info.prompt_chars += text_size(v);
+    } else if (key == "prompt") {
+      info.prompt_chars += text_size(v);
+    } else if (key == "reasoning_effort" || key == "reasoning") {
+      info.reasoning = true;
+    } else if (key == "thinking") {
+      od::object o;
+      if (v.get_object().get(o)) continue;
+      for (auto f : o) {
+        std::string_view k, s;
+        if (!f.unescaped_key().get(k) && k == "type" && !f.value().get_string().get(s))
+          info.reasoning = (s == "enabled");
+      }
+    }
+  }
+  return info;
+}
+
+}  // namespace tokentap::parsers

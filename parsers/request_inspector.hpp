@@ -1,0 +1,44 @@
+#pragma once
+// Request inspector: reads the few fields of an inference request body that the proxy and the
+// simulator need (model, stream flag, usage option, output budget, prompt size).  Pure: no I/O,
+// no Boost.  simdjson stays behind a pimpl so that this header is cheap to include.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tokentap::parsers {
+
+/// What the inspector learned from one request body.  Fields the body does not carry keep their
+/// defaults; `error` is set (and the rest is best effort) when the body is not a JSON object.
+struct request_info {
+  std::string model;                  ///< `model`, empty when absent
+  bool stream = false;                ///< `stream: true`
+  bool include_usage = false;         ///< `stream_options.include_usage: true` (OpenAI)
+  bool reasoning = false;             ///< Anthropic `thinking.type == "enabled"`, OpenAI `reasoning_effort` / `reasoning`
+  std::optional<std::int64_t> max_tokens;  ///< `max_tokens` or `max_completion_tokens`
+  std::size_t messages = 0;           ///< elements of `messages` (or Responses `input`), plus `system` if any
+  std::size_t prompt_chars = 0;       ///< bytes of text in system/messages/prompt/input
+  std::string_view error;             ///< empty on success, else a static description
+};
+
+/// Inspects request bodies.  One instance per session (it reuses its simdjson parser and padding
+/// buffer); not thread safe.  Never throws.
+class request_inspector {
+ public:
+  /// Bodies larger than `max_bytes` are not parsed (`error` = "body too large to inspect").
+  explicit request_inspector(std::size_t max_bytes = 16u << 20);
+  ~request_inspector();
+  request_inspector(request_inspector&&) noexcept;
+  request_inspector& operator=(request_inspector&&) noexcept;
+
+  request_info inspect(std::string_view body);
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace tokentap::parsers

@@ -1,0 +1,29 @@
+#pragma once
+// The admin listener: small keep-alive HTTP/1.1 sessions answering from a handler table.
+// Routing lives here; the endpoints themselves are registered by their owners (the proxy adds
+// /healthz and /readyz; metrics and the dashboard register theirs in later issues).
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "proxy/net.hpp"
+#include "proxy/server_runtime.hpp"
+
+namespace tokentap::admin {
+
+struct response {
+  unsigned status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+/// Handlers keyed by exact path (query stripped).  Called on an I/O thread; must be thread safe.
+using handler = std::function<response(std::string_view method, std::string_view target)>;
+using handler_table = std::map<std::string, handler, std::less<>>;
+
+/// Serves one accepted admin connection.
+void start_admin_session(tcp::socket socket, worker& w,
+                         std::shared_ptr<const handler_table> handlers);
+
+}  // namespace tokentap::admin

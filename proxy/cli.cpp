@@ -1,0 +1,439 @@
+#include "proxy/cli.hpp"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include <boost/asio/signal_set.hpp>
+
+#include "config/config.hpp"
+#include "proxy/log.hpp"
+#include "proxy/net.hpp"
+#include "proxy/proxy_server.hpp"
+#include "sim/load_generator.hpp"
+#include "sim/sim_server.hpp"
+#include "tokentap/version.hpp"
+
+namespace tokentap::cli {
+
+namespace {
+
+constexpr const char* main_help = R"(tokentap — a tracing reverse proxy for LLM inference endpoints
+
+usage: tokentap <command> [flags]
+
+commands:
+  proxy          run the proxy in front of an inference API
+  sim            run the simulated inference server (OpenAI + Anthropic compatible)
+  demo           simulator + proxy + generated load, all in one process
+  check-config   validate a YAML config file
+
+Run 'tokentap <command> --help' for the flags of a command.  'tokentap --version' prints the version.
+)";
+
+constexpr const char* proxy_help = R"(usage: tokentap proxy [flags]
+
+  --config FILE            YAML config (upstreams, routes, timeouts, limits); flags override it
+  --listen HOST:PORT       where clients connect (default 127.0.0.1:8080)
+  --upstream URL           http:// or https:// inference API; replaces configured upstreams
+  --admin HOST:PORT        admin endpoints /healthz /readyz (default 127.0.0.1:9464)
+  --threads N              I/O threads (default: one per core)
+  --ca-file FILE           extra CA bundle to trust for the --upstream
+  --insecure-skip-verify   do not verify the --upstream's TLS certificate (testing only)
+  --log-level LEVEL        debug | info | warn | error (default info)
+  --no-access-log          do not log one line per request
+  --trace-dir DIR          (accepted for forward compatibility; traces arrive with issue 3)
+
+SIGINT/SIGTERM stop accepting, let in-flight streams finish (timeouts.shutdown_grace_ms), exit 0.
+)";
+
+constexpr const char* sim_help = R"(usage: tokentap sim [flags]
+
+  --listen HOST:PORT       (default 127.0.0.1:8081)
+  --threads N              (default 1)
+  --ttft-ms N              time to first token (default 150)
+  --itl-ms N               mean inter-token latency (default 15)
+  --itl-jitter-ms N        spread of the inter-token latency (default 0)
+  --itl-dist D             fixed | uniform | normal | exponential (default fixed)
+  --tokens N               answer tokens per response (default 48)
+  --reasoning-tokens N     reasoning tokens before the answer (default 0)
+  --reasoning-field F      reasoning_content | reasoning (OpenAI delta field)
+  --seed N                 seed; same seed + same request = same response (default 42)
+  --fault-status N         answer every request with this HTTP status
+  --error-after N          send a provider error event after N tokens
+  --reset-after N          reset the connection after N tokens
+  --stall-after N          stall after N tokens for --stall-ms (0 = until the client leaves)
+  --stall-ms N
+  --tls-cert FILE --tls-key FILE   serve HTTPS
+  --log-level LEVEL
+
+Each request may override any of these with a header x-sim-NAME (e.g. x-sim-ttft-ms: 500,
+x-sim-reset-after: 10, x-sim-hang: 1).  GET /sim/stats shows counters.
+)";
+
+constexpr const char* demo_help = R"(usage: tokentap demo [flags]
+
+Starts the simulator, the proxy in front of it, and a steady mixed load (streamed and plain OpenAI
+chat, Anthropic messages with thinking, reasoning models, a few faults).  Ctrl-C stops everything.
+
+  --listen HOST:PORT       proxy address (default 127.0.0.1:8080)
+  --admin HOST:PORT        admin address (default 127.0.0.1:9464)
+  --sim-listen HOST:PORT   simulator address (default 127.0.0.1:8081)
+  --concurrency N          simulated clients (default 16)
+  --duration-s N           stop after N seconds (default: run until Ctrl-C)
+  --log-level LEVEL        (default warn: the access log of the load would drown the summary)
+)";
+
+bool want_help(const std::vector<std::string>& args) {
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") return true;
+  return false;
+}
+
+// Parses HOST:PORT for a flag, as a usage error on failure.
+config::host_port address_flag(const flags& f, std::string_view name, config::host_port fallback) {
+  auto v = f.get(name);
+  if (!v) return fallback;
+  std::string err;
+  auto hp = config::parse_host_port(*v, err);
+  if (!hp) throw usage_error{"--" + std::string(name) + ": " + err};
+  return *hp;
+}
+
+void apply_log_level(const flags& f, std::string_view fallback) {
+  const auto v = f.get("log-level").value_or(std::string(fallback));
+  log::level l;
+  if (!log::parse_level(v, l)) throw usage_error{"--log-level must be debug, info, warn or error"};
+  log::set_level(l);
+}
+
+// Blocks until SIGINT or SIGTERM; calls on_first for the first one, on_second for a second one.
+template <class First, class Second>
+void wait_for_signals(First on_first, Second on_second, std::optional<double> timeout_s = {}) {
+  net::io_context ioc(1);
+  net::signal_set signals(ioc, SIGINT, SIGTERM);
+  int count = 0;
+  std::function<void(error_code, int)> handler = [&](error_code ec, int sig) {
+    if (ec) return;
+    if (++count == 1) {
+      TT_LOG(info) << "signal " << sig << ": shutting down (again to force)";
+      on_first();
+      signals.async_wait(handler);
+    } else {
+      on_second();
+      ioc.stop();
+    }
+  };
+  signals.async_wait(handler);
+  std::optional<net::steady_timer> timer;
+  if (timeout_s) {
+    timer.emplace(ioc, std::chrono::milliseconds(static_cast<long>(*timeout_s * 1000)));
+    timer->async_wait([&](error_code ec) {
+      if (!ec) {
+        on_first();
+        ioc.stop();
+      }
+    });
+  }
+  ioc.run_one();  // the first signal (or the timeout)
+  // Keep listening for a second signal while the caller drains (on another thread).
+  std::thread t([&] { ioc.run(); });
+  t.detach();
+}
+
+int cmd_check_config(const std::vector<std::string>& args) {
+  auto f = flags::parse("check-config", args, {}, {});
+  if (f.positional().size() != 1) throw usage_error{"usage: tokentap check-config FILE"};
+  const auto cfg = config::load_config_file(f.positional()[0]);
+  std::cout << f.positional()[0] << ": ok (" << cfg.upstreams.size() << " upstream(s), "
+            << cfg.routes.size() << " route(s))\n";
+  return 0;
+}
+
+config::config proxy_config(const flags& f) {
+  config::config cfg;
+  if (auto path = f.get("config")) cfg = config::load_config_file(*path);
+  if (auto up = f.get("upstream")) config::set_single_upstream(cfg, *up);
+  cfg.listen = address_flag(f, "listen", cfg.listen);
+  cfg.admin = address_flag(f, "admin", cfg.admin);
+  if (f.has("threads")) cfg.threads = static_cast<unsigned>(f.number("threads", 0, 0, 1024));
+  if (f.has("insecure-skip-verify") || f.has("ca-file")) {
+    if (!f.has("upstream"))
+      throw usage_error{"--insecure-skip-verify and --ca-file apply to --upstream; set tls_verify/ca_file per upstream in the config"};
+    cfg.upstreams[0].tls_verify = !f.has("insecure-skip-verify");
+    cfg.upstreams[0].ca_file = f.get("ca-file").value_or("");
+  }
+  if (auto l = f.get("log-level")) cfg.log_level = *l;
+  if (f.has("no-access-log")) cfg.access_log = false;
+  config::validate(cfg);
+  return cfg;
+}
+
+int cmd_proxy(const std::vector<std::string>& args) {
+  if (want_help(args)) return std::cout << proxy_help, 0;
+  auto f = flags::parse("proxy", args,
+                        {"config", "listen", "upstream", "admin", "threads", "ca-file", "log-level",
+                         "trace-dir"},
+                        {"insecure-skip-verify", "no-access-log"});
+  if (!f.positional().empty()) throw usage_error{"unexpected argument '" + f.positional()[0] + "'"};
+  auto cfg = proxy_config(f);
+  log::level l;
+  log::parse_level(cfg.log_level, l);
+  log::set_level(l);
+  proxy::proxy_server server(cfg);
+  server.start();
+  TT_LOG(info) << "tokentap " << version_string << " proxy listening on "
+               << server.endpoint().address().to_string() << ":" << server.endpoint().port()
+               << ", admin on " << server.admin_endpoint().address().to_string() << ":"
+               << server.admin_endpoint().port();
+  for (const auto& r : server.cfg().routes) {
+    const auto& up = server.cfg().upstreams[r.upstream_index];
+    TT_LOG(info) << "route " << r.name << ": " << r.prefix << " -> " << up.name << " ("
+                 << up.target.to_string() << (up.target.tls && !up.tls_verify ? ", TLS NOT VERIFIED" : "")
+                 << ")";
+  }
+  // Machine-readable readiness line for scripts and tests (ports may be ephemeral).
+  std::printf("ready proxy=%s:%u admin=%s:%u\n", server.endpoint().address().to_string().c_str(),
+              server.endpoint().port(), server.admin_endpoint().address().to_string().c_str(),
+              server.admin_endpoint().port());
+  std::fflush(stdout);
+  wait_for_signals([&] { server.shutdown(); },
+                   [&] { server.shutdown(std::chrono::milliseconds(0)); });
+  server.join();
+  TT_LOG(info) << "proxy stopped";
+  return 0;
+}
+
+sim::server_options sim_options(const flags& f) {
+  sim::server_options o;
+  auto hp = address_flag(f, "listen", {"127.0.0.1", 8081});
+  o.host = hp.host;
+  o.port = hp.port;
+  o.threads = static_cast<unsigned>(f.number("threads", 1, 1, 64));
+  // Every x-sim-* header has the same-named flag; apply_header validates both.
+  for (const char* name : {"ttft-ms", "itl-ms", "itl-jitter-ms", "itl-dist", "tokens",
+                           "reasoning-tokens", "reasoning-field", "seed", "error-after",
+                           "reset-after", "stall-after", "stall-ms"}) {
+    if (auto v = f.get(name)) {
+      if (auto err = sim::apply_header(o.defaults, name, *v))
+        throw usage_error{"--" + std::string(name) + ": invalid value '" + *v + "'"};
+    }
+  }
+  if (auto v = f.get("fault-status")) {
+    if (sim::apply_header(o.defaults, "status", *v)) throw usage_error{"--fault-status: invalid value"};
+  }
+  o.tls_cert = f.get("tls-cert").value_or("");
+  o.tls_key = f.get("tls-key").value_or("");
+  if (o.tls_cert.empty() != o.tls_key.empty()) throw usage_error{"--tls-cert and --tls-key go together"};
+  return o;
+}
+
+int cmd_sim(const std::vector<std::string>& args) {
+  if (want_help(args)) return std::cout << sim_help, 0;
+  auto f = flags::parse("sim", args,
+                        {"listen", "threads", "ttft-ms", "itl-ms", "itl-jitter-ms", "itl-dist",
+                         "tokens", "reasoning-tokens", "reasoning-field", "seed", "fault-status",
+                         "error-after", "reset-after", "stall-after", "stall-ms", "tls-cert",
+                         "tls-key", "log-level"},
+                        {});
+  apply_log_level(f, "info");
+  sim::server server(sim_options(f));
+  server.start();
+  TT_LOG(info) << "tokentap sim listening on " << server.endpoint().address().to_string() << ":"
+               << server.endpoint().port();
+  std::printf("ready sim=%s:%u\n", server.endpoint().address().to_string().c_str(),
+              server.endpoint().port());
+  std::fflush(stdout);
+  wait_for_signals([&] { server.shutdown(std::chrono::milliseconds(2000)); },
+                   [&] { server.shutdown(std::chrono::milliseconds(0)); });
+  server.join();
+  return 0;
+}
+
+int cmd_demo(const std::vector<std::string>& args) {
+  if (want_help(args)) return std::cout << demo_help, 0;
+  auto f = flags::parse("demo", args,
+                        {"listen", "admin", "sim-listen", "concurrency", "duration-s", "log-level"},
+                        {});
+  apply_log_level(f, "warn");
+  const auto sim_addr = address_flag(f, "sim-listen", {"127.0.0.1", 8081});
+  sim::server_options so;
+  so.host = sim_addr.host;
+  so.port = sim_addr.port;
+  so.threads = 1;
+  sim::server sim_server(so);
+  sim_server.start();
+
+  config::config cfg;
+  cfg.listen = address_flag(f, "listen", cfg.listen);
+  cfg.admin = address_flag(f, "admin", cfg.admin);
+  cfg.log_level = f.get("log-level").value_or("warn");
+  config::set_single_upstream(cfg, "http://" + sim_addr.host + ":" +
+                                       std::to_string(sim_server.endpoint().port()));
+  config::validate(cfg);
+  proxy::proxy_server proxy_server(cfg);
+  proxy_server.start();
+
+  const auto p = proxy_server.endpoint();
+  const auto a = proxy_server.admin_endpoint();
+  const std::string base = "http://" + p.address().to_string() + ":" + std::to_string(p.port());
+  const std::string admin = "http://" + a.address().to_string() + ":" + std::to_string(a.port());
+  std::printf(
+      "\ntokentap %s demo\n"
+      "  simulator  http://%s:%u   (OpenAI + Anthropic compatible)\n"
+      "  proxy      %s   <- send your requests here\n"
+      "  admin      %s/healthz  %s/readyz\n\n"
+      "try it:\n"
+      "  curl -N %s/v1/chat/completions -H 'content-type: application/json' \\\n"
+      "    -d '{\"model\":\"sim-small\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'\n\n"
+      "generated load: %s clients, mixed OpenAI/Anthropic, streamed/plain, reasoning, faults.\n"
+      "Ctrl-C stops everything.\n\n",
+      version_string, sim_addr.host.c_str(), sim_server.endpoint().port(), base.c_str(),
+      admin.c_str(), admin.c_str(), base.c_str(), f.get("concurrency").value_or("16").c_str());
+  std::fflush(stdout);
+
+  sim::load_options lo;
+  lo.host = p.address().to_string();
+  lo.port = p.port();
+  lo.concurrency = static_cast<unsigned>(f.number("concurrency", 16, 1, 10000));
+  lo.think_time = std::chrono::milliseconds(300);
+  lo.next = [](unsigned c, std::uint64_t n) { return sim::demo_scenario(c, n, 42); };
+  sim::load_generator load(lo);
+  load.start();
+
+  // A one-line summary every 5 s so the terminal shows the numbers moving.
+  std::atomic<bool> done{false};
+  std::thread reporter([&] {
+    std::uint64_t last_events = 0;
+    auto last = clock::now();
+    while (!done) {
+      for (int i = 0; i < 50 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (done) break;
+      auto& t = load.totals();
+      std::vector<double> ttfb;
+      {
+        std::lock_guard lk(t.mu);
+        const auto n = std::min<std::size_t>(t.ttfb_ms.size(), 2000);
+        ttfb.assign(t.ttfb_ms.end() - static_cast<long>(n), t.ttfb_ms.end());
+      }
+      const auto now = clock::now();
+      const double secs = std::chrono::duration<double>(now - last).count();
+      const auto events = t.events.load();
+      std::printf("requests ok=%llu failed=%llu  in flight=%llu  events/s=%.0f  TTFB p50=%.0fms p99=%.0fms\n",
+                  static_cast<unsigned long long>(t.ok.load()),
+                  static_cast<unsigned long long>(t.failed.load()),
+                  static_cast<unsigned long long>(t.active.load()),
+                  static_cast<double>(events - last_events) / secs, sim::percentile(ttfb, 0.5),
+                  sim::percentile(ttfb, 0.99));
+      std::fflush(stdout);
+      last_events = events;
+      last = now;
+    }
+  });
+
+  std::optional<double> duration;
+  if (f.has("duration-s")) duration = f.number("duration-s", 0, 1, 1e7);
+  wait_for_signals([&] { done = true; }, [&] {}, duration);
+  done = true;
+  reporter.join();
+  load.stop();
+  proxy_server.shutdown(std::chrono::milliseconds(3000));
+  proxy_server.join();
+  sim_server.shutdown(std::chrono::milliseconds(1000));
+  sim_server.join();
+  std::printf("demo stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+flags flags::parse(std::string_view command, const std::vector<std::string>& args,
+                   std::vector<std::string_view> valued, std::vector<std::string_view> booleans) {
+  flags f;
+  f.command_ = command;
+  auto is_in = [](const std::vector<std::string_view>& v, std::string_view s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
+  };
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string_view a = args[i];
+    if (!a.starts_with("--")) {
+      f.positional_.emplace_back(a);
+      continue;
+    }
+    a.remove_prefix(2);
+    std::string name(a.substr(0, a.find('=')));
+    std::optional<std::string> inline_value;
+    if (a.find('=') != std::string_view::npos) inline_value = std::string(a.substr(a.find('=') + 1));
+    if (is_in(booleans, name)) {
+      if (inline_value) throw usage_error{"--" + name + " takes no value"};
+      f.values_[name] = "1";
+    } else if (is_in(valued, name)) {
+      if (!inline_value) {
+        if (i + 1 >= args.size()) throw usage_error{"--" + name + " needs a value"};
+        inline_value = args[++i];
+      }
+      f.values_[name] = *inline_value;
+    } else {
+      throw usage_error{"unknown flag --" + name + " (see 'tokentap " + std::string(command) +
+                        " --help')"};
+    }
+  }
+  return f;
+}
+
+std::optional<std::string> flags::get(std::string_view name) const {
+  auto it = values_.find(std::string(name));
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+double flags::number(std::string_view name, double fallback, double min, double max) const {
+  auto v = get(name);
+  if (!v) return fallback;
+  double d = 0;
+  auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), d);
+  if (ec != std::errc{} || p != v->data() + v->size() || d < min || d > max) {
+    throw usage_error{"--" + std::string(name) + " must be a number between " +
+                      std::to_string(static_cast<long long>(min)) + " and " +
+                      std::to_string(static_cast<long long>(max))};
+  }
+  return d;
+}
+
+int run(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << main_help;
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version" || args[0] == "version") {
+    std::cout << "tokentap " << version_string << "\n";
+    return 0;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+  try {
+    if (command == "proxy") return cmd_proxy(args);
+    if (command == "sim") return cmd_sim(args);
+    if (command == "demo") return cmd_demo(args);
+    if (command == "check-config") return cmd_check_config(args);
+    throw usage_error{"unknown command '" + command + "' (see 'tokentap --help')"};
+  } catch (const usage_error& e) {
+    std::fprintf(stderr, "tokentap %s: %s\n", command.c_str(), e.message.c_str());
+    return 2;
+  } catch (const config::config_error& e) {
+    std::fprintf(stderr, "tokentap %s: config: %s\n", command.c_str(), e.what());
+    return 2;
+  } catch (const boost::system::system_error& e) {
+    std::fprintf(stderr, "tokentap %s: %s\n", command.c_str(), e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tokentap %s: %s\n", command.c_str(), e.what());
+    return 2;
+  }
+}
+
+}  // namespace tokentap::cli

@@ -1,0 +1,130 @@
+#include "proxy/http_util.hpp"
+
+#include <boost/beast/core/string.hpp>
+
+#include <array>
+
+namespace tokentap::proxy {
+
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  return boost::beast::iequals(a, b);
+}
+
+// Calls f(token) for each comma-separated token of a field value, trimmed.
+template <class F>
+void for_each_token(std::string_view v, F&& f) {
+  while (!v.empty()) {
+    auto comma = v.find(',');
+    auto tok = v.substr(0, comma);
+    while (!tok.empty() && (tok.front() == ' ' || tok.front() == '\t')) tok.remove_prefix(1);
+    while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\t')) tok.remove_suffix(1);
+    if (!tok.empty()) f(tok);
+    if (comma == std::string_view::npos) break;
+    v.remove_prefix(comma + 1);
+  }
+}
+
+}  // namespace
+
+bool is_hop_by_hop(std::string_view name) noexcept {
+  static constexpr std::array<std::string_view, 9> names = {
+      "connection", "keep-alive",          "proxy-connection", "proxy-authenticate",
+      "te",         "trailer",             "transfer-encoding", "upgrade",
+      "proxy-authorization"};
+  for (auto n : names)
+    if (iequals(n, name)) return true;
+  return false;
+}
+
+void copy_end_to_end(const http::fields& src, http::fields& dst,
+                     std::initializer_list<std::string_view> skip) {
+  const auto connection = src[http::field::connection];
+  for (const auto& f : src) {
+    const auto name = f.name_string();
+    if (is_hop_by_hop(name)) continue;
+    bool skipped = false;
+    for (auto s : skip)
+      if (iequals(s, name)) skipped = true;
+    for_each_token(connection, [&](std::string_view tok) {
+      if (iequals(tok, name)) skipped = true;
+    });
+    if (!skipped) dst.insert(f.name(), name, f.value());
+  }
+}
+
+bool is_secret_header(std::string_view name) noexcept {
+  static constexpr std::array<std::string_view, 6> names = {
+      "authorization", "x-api-key", "api-key", "cookie", "set-cookie", "proxy-authorization"};
+  for (auto n : names)
+    if (iequals(n, name)) return true;
+  return false;
+}
+
+std::string redact_target(std::string_view target) {
+  const auto q = target.find('?');
+  if (q == std::string_view::npos) return std::string(target);
+  std::string out(target.substr(0, q + 1));
+  std::string_view query = target.substr(q + 1);
+  bool first = true;
+  while (true) {
+    const auto amp = query.find('&');
+    const auto param = query.substr(0, amp);
+    const auto eq = param.find('=');
+    const auto name = param.substr(0, eq);
+    if (!first) out.push_back('&');
+    first = false;
+    if (eq != std::string_view::npos &&
+        (iequals(name, "key") || iequals(name, "api_key") || iequals(name, "api-key") ||
+         iequals(name, "access_token"))) {
+      out.append(name).append("=[redacted]");
+    } else {
+      out.append(param);
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return out;
+}
+
+bool is_streaming_content_type(std::string_view ct) noexcept {
+  auto starts = [&](std::string_view p) {
+    return ct.size() >= p.size() && iequals(ct.substr(0, p.size()), p);
+  };
+  return starts("text/event-stream") || starts("application/x-ndjson") ||
+         starts("application/jsonl") || starts("application/json-seq");
+}
+
+void append_json_escaped(std::string& out, std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out.push_back(hex[c >> 4]);
+          out.push_back(hex[c & 15]);
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+  }
+}
+
+std::string error_body(unsigned status, std::string_view type, std::string_view message) {
+  std::string out = R"({"error":{"type":")";
+  append_json_escaped(out, type);
+  out += R"(","message":")";
+  append_json_escaped(out, message);
+  out += R"(","code":)" + std::to_string(status) + R"(,"source":"tokentap"}})";
+  out.push_back('\n');
+  return out;
+}
+
+}  // namespace tokentap::proxy

@@ -1,0 +1,39 @@
+#pragma once
+// Namespace aliases and the Boost headers every networking file needs.  Beast and Asio are
+// compiled once (proxy/beast_impl.cpp); this header only declares.
+#include <utility>  // must precede asio: Boost 1.74's awaitable.hpp uses std::exchange unqualified
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+
+namespace tokentap {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+using tcp = net::ip::tcp;
+using error_code = boost::system::error_code;
+using clock = std::chrono::steady_clock;
+
+/// Completion token for coroutines that reports errors through `ec` instead of throwing:
+/// nothing on the data path throws.
+inline auto use_ec(error_code& ec) { return net::redirect_error(net::use_awaitable, ec); }
+
+/// Monotonic time in nanoseconds (the timestamps handed to taps).
+inline std::int64_t mono_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch())
+      .count();
+}
+
+/// Completion handler for co_spawn'ed sessions: logs an exception that escaped (a bug: the data
+/// path reports errors through error_code), never rethrows into the io_context.
+void log_escaped_exception(std::exception_ptr e, const char* what) noexcept;
+
+}  // namespace tokentap

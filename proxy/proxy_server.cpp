@@ -1,0 +1,64 @@
+#include "proxy/proxy_server.hpp"
+
+#include "proxy/admin.hpp"
+#include "proxy/log.hpp"
+#include "proxy/proxy_session.hpp"
+#include "proxy/tls.hpp"
+#include "proxy/upstream_pool.hpp"
+
+namespace tokentap::proxy {
+
+proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factory> taps)
+    : runtime_(cfg.threads), shared_(std::make_unique<proxy_shared>()) {
+  shared_->cfg = std::move(cfg);
+  shared_->taps = std::move(taps);
+  shared_->runtime = &runtime_;
+  for (const auto& up : shared_->cfg.upstreams) {
+    shared_->tls.push_back(up.target.tls ? tls::make_client_context(up.tls_verify, up.ca_file)
+                                         : nullptr);
+  }
+  for (unsigned i = 0; i < runtime_.size(); ++i) {
+    shared_->pools.push_back(
+        std::make_unique<upstream_pool>(runtime_.at(i).ioc, shared_->cfg, shared_->tls));
+  }
+}
+
+proxy_server::~proxy_server() {
+  shutdown(std::chrono::milliseconds(0));
+  join();
+}
+
+void proxy_server::start() {
+  auto& cfg = shared_->cfg;
+  auto* shared = shared_.get();
+  endpoint_ = runtime_.listen(
+      cfg.listen.host, cfg.listen.port,
+      [shared](tcp::socket s, worker& w) { start_proxy_session(std::move(s), w, *shared); },
+      cfg.limits.max_connections);
+
+  auto handlers = std::make_shared<admin::handler_table>();
+  (*handlers)["/healthz"] = [](std::string_view, std::string_view) {
+    return admin::response{200, "application/json", "{\"status\":\"ok\"}\n"};
+  };
+  (*handlers)["/readyz"] = [rt = &runtime_](std::string_view, std::string_view) {
+    if (rt->draining()) return admin::response{503, "application/json", "{\"status\":\"draining\"}\n"};
+    return admin::response{200, "application/json", "{\"status\":\"ready\"}\n"};
+  };
+  (*handlers)["/"] = [](std::string_view, std::string_view) {
+    return admin::response{200, "application/json",
+                           "{\"endpoints\":[\"/healthz\",\"/readyz\"]}\n"};
+  };
+  std::shared_ptr<const admin::handler_table> table = std::move(handlers);
+  admin_endpoint_ = runtime_.listen(
+      cfg.admin.host, cfg.admin.port,
+      [table](tcp::socket s, worker& w) { admin::start_admin_session(std::move(s), w, table); });
+  runtime_.start();
+}
+
+void proxy_server::shutdown() { shutdown(shared_->cfg.timeouts.shutdown_grace); }
+
+void proxy_server::shutdown(std::chrono::milliseconds grace) { runtime_.shutdown(grace); }
+
+void proxy_server::join() { runtime_.join(); }
+
+}  // namespace tokentap::proxy

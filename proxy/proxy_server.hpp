@@ -1,0 +1,66 @@
+#pragma once
+// The reverse proxy: listener + admin listener on a server_runtime, one upstream pool per I/O
+// thread, and the tap factory that issue 3's interception plugs into.
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include <boost/asio/ssl/context.hpp>
+
+#include "config/config.hpp"
+#include "hooks/tap.hpp"
+#include "proxy/server_runtime.hpp"
+
+namespace tokentap::proxy {
+
+class upstream_pool;
+
+/// Counters the tests and (issue 4) the metrics read.  Relaxed atomics: monotonic counts only.
+struct proxy_stats {
+  std::atomic<std::uint64_t> requests{0};            ///< exchanges answered (any status)
+  std::atomic<std::uint64_t> upstream_connects{0};   ///< new upstream connections made
+  std::atomic<std::uint64_t> upstream_reuses{0};     ///< exchanges on a pooled connection
+  std::atomic<std::uint64_t> upstream_retries{0};    ///< stale pooled connection, retried fresh
+  std::atomic<std::uint64_t> upstream_errors{0};     ///< connect/tls/timeout/reset/protocol
+  std::atomic<std::uint64_t> client_disconnects{0};  ///< clients gone mid-exchange
+  std::atomic<std::uint64_t> rejected_requests{0};   ///< 400/413/431 answered by the proxy
+  std::atomic<std::uint64_t> active_streams{0};      ///< exchanges in flight
+};
+
+/// Everything sessions share; immutable after start except the atomics and per-worker pools.
+struct proxy_shared {
+  config::config cfg;
+  std::vector<std::shared_ptr<net::ssl::context>> tls;  ///< per upstream, nullptr for http://
+  std::vector<std::unique_ptr<upstream_pool>> pools;    ///< per worker
+  std::shared_ptr<hooks::tap_factory> taps;
+  proxy_stats stats;
+  server_runtime* runtime = nullptr;
+};
+
+class proxy_server {
+ public:
+  /// Validates TLS settings (throws std::runtime_error with a one-line reason).
+  explicit proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factory> taps = nullptr);
+  ~proxy_server();
+
+  /// Binds the proxy and admin listeners and starts the I/O threads.  Throws on bind failure.
+  void start();
+  tcp::endpoint endpoint() const { return endpoint_; }
+  tcp::endpoint admin_endpoint() const { return admin_endpoint_; }
+
+  /// Graceful shutdown with the configured grace period (thread safe, idempotent).
+  void shutdown();
+  void shutdown(std::chrono::milliseconds grace);
+  void join();
+
+  const proxy_stats& stats() const noexcept { return shared_->stats; }
+  const config::config& cfg() const noexcept { return shared_->cfg; }
+
+ private:
+  // The runtime outlives the shared state: pools and sessions hold sockets of its io_contexts.
+  server_runtime runtime_;
+  std::unique_ptr<proxy_shared> shared_;
+  tcp::endpoint endpoint_, admin_endpoint_;
+};
+
+}  // namespace tokentap::proxy

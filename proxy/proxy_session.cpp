@@ -1,0 +1,613 @@
+// The proxy's per-connection logic: read a request, forward it, relay the response unbuffered.
+//
+// Ordering is the contract here:
+//  - each upstream read is written to the client before the next upstream read (no buffering;
+//    a slow client therefore pauses the upstream: backpressure for free);
+//  - the tap sees the bytes only after they were written to the client;
+//  - while an exchange is in flight a watcher waits for the client socket to become readable, so
+//    a client that goes away is noticed at once and the upstream connection is closed (nobody
+//    keeps paying for tokens nobody reads), even while the upstream is silent.
+#include "proxy/proxy_session.hpp"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <limits>
+#include <optional>
+
+#include <boost/asio/write.hpp>
+#include <boost/beast/http.hpp>
+
+#include "config/config.hpp"
+#include "hooks/tap.hpp"
+#include "parsers/request_inspector.hpp"
+#include "proxy/http_util.hpp"
+#include "proxy/log.hpp"
+#include "proxy/proxy_server.hpp"
+#include "proxy/upstream_pool.hpp"
+
+namespace tokentap::proxy {
+
+namespace {
+
+using hooks::stream_outcome;
+
+constexpr std::size_t relay_buffer_bytes = 16 * 1024;
+
+bool is_disconnect(const error_code& ec) {
+  return ec == net::error::eof || ec == net::error::connection_reset ||
+         ec == net::error::broken_pipe || ec == net::error::operation_aborted ||
+         ec == net::error::not_connected || ec == net::error::bad_descriptor ||
+         ec == http::error::end_of_stream;
+}
+
+// Errors on a reused keep-alive connection that mean "the upstream closed it while idle": the
+// request never reached a live server, so one retry on a fresh connection is safe.
+bool is_stale_connection(const error_code& ec) {
+  return ec == http::error::end_of_stream || ec == net::error::eof ||
+         ec == net::error::connection_reset || ec == net::error::broken_pipe;
+}
+
+double ms_between(clock::time_point a, clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Printable, bounded copy of a user-supplied value for the access log.
+std::string log_safe(std::string_view v, std::size_t cap = 128) {
+  std::string out;
+  for (char c : v.substr(0, cap)) out.push_back((c > 0x20 && c < 0x7f && c != '"') ? c : '_');
+  if (v.size() > cap) out += "...";
+  return out;
+}
+
+/// State of one request/response exchange.
+struct exchange {
+  http::request<http::string_body> upstream_req;
+  const config::route_config* route = nullptr;
+  std::string target_redacted;
+  std::string model;
+  bool stream_requested = false;
+  bool head = false;
+  bool client_keep_alive = false;
+  unsigned client_version = 11;
+  clock::time_point start{};
+  std::optional<clock::time_point> deadline;  // total timeout
+  std::unique_ptr<hooks::stream_tap> tap;
+
+  // results
+  unsigned status = 0;
+  std::uint64_t body_bytes = 0;
+  stream_outcome outcome = stream_outcome::ok;
+  std::optional<clock::time_point> first_byte;
+  bool reused_connection = false;
+  bool upstream_reusable = false;
+  bool response_started = false;  // head sent to the client
+  bool response_complete = false;
+};
+
+enum class attempt_result { done, retry };
+
+class proxy_session final : public session_base,
+                            public std::enable_shared_from_this<proxy_session> {
+ public:
+  proxy_session(tcp::socket socket, worker& w, proxy_shared& shared)
+      : session_base(w), shared_(shared), client_(std::move(socket)) {
+    error_code ec;
+    const auto ep = client_.socket().remote_endpoint(ec);
+    if (!ec) peer_ = ep.address().to_string();
+    client_.socket().set_option(tcp::no_delay(true), ec);
+  }
+
+  static net::awaitable<void> run(std::shared_ptr<proxy_session> self) {
+    // (No co_await inside a condition: g++ 12 miscompiles co_await in && operands.)
+    while (!self->closed_) {
+      const bool more = co_await self->serve_one();
+      if (!more) break;
+    }
+    self->close_client();
+  }
+
+  void drain() noexcept override {
+    draining_ = true;
+    if (idle_) close_client();
+  }
+
+  void force_close() noexcept override {
+    draining_ = true;
+    close_upstream();
+    close_client();
+  }
+
+ private:
+  const config::timeouts_config& timeouts() const { return shared_.cfg.timeouts; }
+  const config::limits_config& limits() const { return shared_.cfg.limits; }
+
+  // ---------------------------------------------------------------- request side
+
+  net::awaitable<bool> serve_one() {
+    error_code ec;
+    idle_ = true;
+    if (draining_) co_return false;
+    if (buf_.size() == 0) {
+      // Waiting for the next request: the keep-alive timeout applies until its first byte.
+      client_.expires_after(first_request_ ? timeouts().client_header : timeouts().keepalive);
+      const auto n = co_await client_.async_read_some(buf_.prepare(4096), use_ec(ec));
+      if (ec) co_return false;  // closed, reset, idle timeout or drained: no more requests
+      buf_.commit(n);
+    }
+    first_request_ = false;
+    idle_ = false;
+
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(limits().max_request_header_bytes));
+    parser.body_limit(limits().max_request_body_bytes);
+    // The whole head must arrive within client_header (a byte-per-second client is cut off).
+    client_.expires_after(timeouts().client_header);
+    co_await http::async_read_header(client_, buf_, parser, use_ec(ec));
+    if (ec) co_return co_await reject(ec);
+
+    if (parser.get()[http::field::expect] == "100-continue" && !parser.is_done()) {
+      static constexpr std::string_view cont = "HTTP/1.1 100 Continue\r\n\r\n";
+      co_await net::async_write(client_, net::buffer(cont), use_ec(ec));
+      if (ec) co_return false;
+    }
+    if (!parser.is_done()) {
+      client_.expires_after(std::max(timeouts().client_header, timeouts().idle));
+      co_await http::async_read(client_, buf_, parser, use_ec(ec));
+      if (ec) co_return co_await reject(ec);
+    }
+    client_.expires_never();
+    auto req = parser.release();
+
+    exchange ex;
+    ex.start = clock::now();
+    ex.head = req.method() == http::verb::head;
+    ex.client_version = req.version();
+    ex.client_keep_alive = req.keep_alive();
+    ex.target_redacted = redact_target(req.target());
+    if (timeouts().total.count() > 0) ex.deadline = ex.start + timeouts().total;
+    shared_.stats.requests.fetch_add(1, std::memory_order_relaxed);
+
+    const std::string_view target = req.target();
+    if (target.empty() || target.front() != '/') {
+      shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
+      co_await send_error(ex, 400, "bad_request", "request target must be a path (origin-form)");
+      co_return false;
+    }
+    const auto path = target.substr(0, target.find('?'));
+    ex.route = config::match_route(shared_.cfg, path);
+    if (!ex.route) {
+      co_await send_error(ex, 404, "no_route", "no route matches " + log_safe(path, 256));
+      co_return ex.client_keep_alive && !draining_;
+    }
+
+    inspect(req, ex);
+    build_upstream_request(std::move(req), ex);
+    if (shared_.taps) ex.tap = shared_.taps->create();
+    if (ex.tap) {
+      const auto& up = shared_.cfg.upstreams[ex.route->upstream_index];
+      ex.tap->on_request({ex.upstream_req.method_string(), ex.target_redacted, ex.route->name,
+                          up.name, ex.model, ex.stream_requested, ex.upstream_req.body(),
+                          to_ns(ex.start)});
+    }
+
+    shared_.stats.active_streams.fetch_add(1, std::memory_order_relaxed);
+    watch_client();
+    co_await forward(ex);
+    stop_watching();
+    shared_.stats.active_streams.fetch_sub(1, std::memory_order_relaxed);
+    if (ex.tap) ex.tap->on_stream_end(ex.outcome, mono_now_ns());
+    access_log(ex);
+
+    co_return ex.response_complete && ex.client_keep_alive && !draining_ && !client_gone_;
+  }
+
+  // Answers a request that could not be read (or closes when there is nobody to answer).
+  net::awaitable<bool> reject(error_code ec) {
+    exchange ex;
+    ex.start = clock::now();
+    if (ec == http::error::header_limit) {
+      shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
+      co_await send_error(ex, 431, "request_header_too_large",
+                          "request head exceeds " +
+                              std::to_string(limits().max_request_header_bytes) + " bytes");
+    } else if (ec == http::error::body_limit) {
+      shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
+      co_await send_error(ex, 413, "request_body_too_large",
+                          "request body exceeds " +
+                              std::to_string(limits().max_request_body_bytes) + " bytes");
+    } else if (ec == beast::error::timeout) {
+      TT_LOG(debug) << "client " << peer_ << " too slow sending its request; closing";
+    } else if (!is_disconnect(ec) && ec != http::error::partial_message) {
+      shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
+      co_await send_error(ex, 400, "bad_request", "malformed request: " + ec.message());
+    }
+    co_return false;  // the stream position is unknown after a bad request: close
+  }
+
+  void inspect(const http::request<http::string_body>& req, exchange& ex) {
+    const auto ct = req[http::field::content_type];
+    if (req.body().empty() || ct.find("json") == std::string_view::npos) return;
+    const auto info = inspector_.inspect(req.body());
+    ex.model = info.model;
+    ex.stream_requested = info.stream;
+  }
+
+  void build_upstream_request(http::request<http::string_body>&& req, exchange& ex) {
+    const auto& up = shared_.cfg.upstreams[ex.route->upstream_index];
+    auto& out = ex.upstream_req;
+    out.method_string(req.method_string());
+    out.version(11);
+    out.target(up.target.base_path + std::string(req.target()));
+    copy_end_to_end(req, out,
+                    {"host", "expect", "content-length", "x-forwarded-for", "accept-encoding"});
+    out.set(http::field::host, up.target.host_header());
+    const auto xff = req["X-Forwarded-For"];
+    out.set("X-Forwarded-For", xff.empty() ? peer_ : std::string(xff) + ", " + peer_);
+    if (req.find("x-forwarded-proto") == req.end()) out.set("X-Forwarded-Proto", "http");
+    // Event streams must come back uncompressed so they can be relayed and parsed as they arrive.
+    if (shared_.cfg.identity_encoding) {
+      out.set(http::field::accept_encoding, "identity");
+    } else if (auto ae = req[http::field::accept_encoding]; !ae.empty()) {
+      out.set(http::field::accept_encoding, ae);
+    }
+    out.body() = std::move(req.body());
+    // The body was read whole (bounded by max_request_body_bytes): send it with a Content-Length.
+    if (!out.body().empty() || req.method() == http::verb::post || req.method() == http::verb::put ||
+        req.method() == http::verb::patch)
+      out.content_length(out.body().size());
+    out.keep_alive(true);
+  }
+
+  // ---------------------------------------------------------------- upstream side
+
+  net::awaitable<void> forward(exchange& ex) {
+    const auto index = ex.route->upstream_index;
+    auto& pool = *shared_.pools[owner().index];
+    for (int attempt = 0;; ++attempt) {
+      auto conn = pool.take(index);
+      ex.reused_connection = conn != nullptr;
+      if (!conn) {
+        error_code ec;
+        connect_failure why{};
+        conn = co_await pool.connect(index, ec, why);
+        if (client_gone_) {
+          ex.outcome = stream_outcome::client_disconnect;
+          co_return;
+        }
+        if (!conn) {
+          shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
+          ex.outcome = why == connect_failure::timeout ? stream_outcome::timeout
+                                                       : stream_outcome::upstream_error;
+          const auto& up = shared_.cfg.upstreams[index];
+          TT_LOG(warn) << "upstream " << up.name << " (" << up.target.to_string()
+                       << "): " << to_string(why) << " failed: " << ec.message();
+          co_await send_error(ex, 502,
+                              why == connect_failure::tls ? "upstream_tls_error"
+                                                          : "upstream_connect_error",
+                              "cannot reach upstream '" + up.name + "': " +
+                                  std::string(to_string(why)) + ": " + ec.message());
+          co_return;
+        }
+        shared_.stats.upstream_connects.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        shared_.stats.upstream_reuses.fetch_add(1, std::memory_order_relaxed);
+      }
+      upstream_ = conn.get();
+      const bool may_retry = ex.reused_connection && attempt == 0;
+      const auto r = co_await conn->visit(
+          [&](auto& s) { return exchange_on(s, *conn, ex, may_retry); });
+      upstream_ = nullptr;
+      if (r == attempt_result::retry) {
+        shared_.stats.upstream_retries.fetch_add(1, std::memory_order_relaxed);
+        continue;  // the stale connection is dropped here
+      }
+      if (ex.upstream_reusable && !draining_) pool.give_back(index, std::move(conn));
+      co_return;
+    }
+  }
+
+  // Expiry for the next upstream operation: `t` from now, but never past the total deadline.
+  clock::time_point bounded(const exchange& ex, config::ms t) const {
+    const auto at = clock::now() + t;
+    return ex.deadline ? std::min(at, *ex.deadline) : at;
+  }
+
+  template <class Stream>
+  net::awaitable<attempt_result> exchange_on(Stream& up, upstream_connection& conn, exchange& ex,
+                                             bool may_retry) {
+    error_code ec;
+    auto& lowest = conn.lowest();
+
+    lowest.expires_at(bounded(ex, timeouts().upstream_header));
+    co_await http::async_write(up, ex.upstream_req, use_ec(ec));
+    if (ec) {
+      if (may_retry && !client_gone_ && is_stale_connection(ec)) co_return attempt_result::retry;
+      co_await fail_before_head(ex, ec, "sending the request");
+      co_return attempt_result::done;
+    }
+
+    // Read the response head, skipping interim 1xx responses (100 Continue, 103 Early Hints).
+    std::optional<http::response_parser<http::buffer_body>> parser;
+    for (;;) {
+      parser.emplace();
+      parser->header_limit(static_cast<std::uint32_t>(limits().max_response_header_bytes));
+      parser->body_limit(std::numeric_limits<std::uint64_t>::max());  // streams are long
+      if (ex.head) parser->skip(true);
+      lowest.expires_at(bounded(ex, timeouts().upstream_header));
+      co_await http::async_read_header(up, conn.buffer, *parser, use_ec(ec));
+      if (ec) break;
+      const auto code = parser->get().result_int();
+      if (code < 100 || code >= 200 || code == 101) break;
+    }
+    if (ec) {
+      if (may_retry && !client_gone_ && is_stale_connection(ec)) co_return attempt_result::retry;
+      co_await fail_before_head(ex, ec, "reading the response head");
+      co_return attempt_result::done;
+    }
+    const auto head_time = clock::now();
+    auto& ures = parser->get();
+    ex.status = ures.result_int();
+
+    // The response head for the client: same status and end-to-end fields, our own framing.
+    http::response<http::buffer_body> res;
+    res.result(ures.result_int());
+    res.reason(ures.reason());
+    res.version(ex.client_version);
+    copy_end_to_end(ures, res, {"content-length"});
+    const auto content_type = ures[http::field::content_type];
+    const bool streaming = is_streaming_content_type(content_type);
+    if (streaming) res.set("X-Accel-Buffering", "no");
+    const bool no_body = ex.head || ex.status == 204 || ex.status == 304;
+    const auto length = parser->content_length();
+    if (no_body) {
+      if (ex.head && length) res.set(http::field::content_length, std::to_string(*length));
+    } else if (length) {
+      res.content_length(*length);
+    } else if (ex.client_version >= 11) {
+      res.chunked(true);
+    } else {
+      ex.client_keep_alive = false;  // HTTP/1.0 client, unknown length: end by closing
+    }
+    if (draining_ || owner().runtime.draining()) ex.client_keep_alive = false;
+    res.keep_alive(ex.client_keep_alive);
+    if (ex.tap) {
+      ex.tap->on_response_head({ex.status, content_type, ures[http::field::content_encoding],
+                                to_ns(head_time)});
+    }
+
+    http::response_serializer<http::buffer_body> sr{res};
+    res.body().data = nullptr;
+    res.body().more = !no_body;
+    client_.expires_after(timeouts().client_write);
+    co_await http::async_write_header(client_, sr, use_ec(ec));
+    ex.response_started = true;
+    if (ec) {
+      client_lost(ex);
+      co_return attempt_result::done;
+    }
+    if (no_body) {
+      client_.expires_never();
+      ex.response_complete = true;
+      ex.upstream_reusable = parser->is_done() && parser->keep_alive();
+      co_return attempt_result::done;
+    }
+
+    // The relay loop.  One read, one write, repeat: never read ahead of the client.
+    if (!relay_buf_) relay_buf_ = std::make_unique<char[]>(relay_buffer_bytes);
+    while (!parser->is_done()) {
+      parser->get().body().data = relay_buf_.get();
+      parser->get().body().size = relay_buffer_bytes;
+      lowest.expires_at(bounded(ex, timeouts().idle));
+      co_await http::async_read_some(up, conn.buffer, *parser, use_ec(ec));
+      if (ec == http::error::need_buffer) ec = {};
+      const auto read_ns = mono_now_ns();
+      const std::size_t n = relay_buffer_bytes - parser->get().body().size;
+      if (n > 0) {
+        if (!ex.first_byte) ex.first_byte = clock::now();
+        res.body().data = relay_buf_.get();
+        res.body().size = n;
+        res.body().more = true;
+        client_.expires_after(timeouts().client_write);
+        error_code wec;
+        co_await http::async_write(client_, sr, use_ec(wec));
+        if (wec == http::error::need_buffer) wec = {};
+        if (wec) {
+          client_lost(ex);
+          co_return attempt_result::done;
+        }
+        ex.body_bytes += n;
+        if (ex.tap) ex.tap->on_body({relay_buf_.get(), n}, read_ns, mono_now_ns());
+      }
+      if (ec) {
+        if (client_gone_) {
+          client_lost(ex);
+        } else {
+          // The upstream broke mid-response: the client must see a truncated response, never
+          // a clean end, so the connection is closed without the terminating chunk.
+          shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
+          ex.outcome = ec == beast::error::timeout ? stream_outcome::timeout
+                                                   : stream_outcome::upstream_reset;
+          TT_LOG(warn) << "upstream broke mid-response after " << ex.body_bytes
+                       << " bytes: " << ec.message() << "; aborting the client response";
+          close_client();
+        }
+        co_return attempt_result::done;
+      }
+    }
+
+    // End of body: the terminating chunk (chunked) or nothing (content-length).
+    res.body().data = nullptr;
+    res.body().size = 0;
+    res.body().more = false;
+    client_.expires_after(timeouts().client_write);
+    co_await http::async_write(client_, sr, use_ec(ec));
+    if (ec == http::error::need_buffer) ec = {};
+    client_.expires_never();
+    if (ec) {
+      client_lost(ex);
+      co_return attempt_result::done;
+    }
+    ex.response_complete = true;
+    ex.upstream_reusable = parser->keep_alive() && conn.buffer.size() == 0;
+    if (!length && ex.client_version < 11) close_client();
+    co_return attempt_result::done;
+  }
+
+  net::awaitable<void> fail_before_head(exchange& ex, error_code ec, const char* what) {
+    if (client_gone_) {
+      client_lost(ex);
+      co_return;
+    }
+    shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
+    const auto& up = shared_.cfg.upstreams[ex.route->upstream_index];
+    if (ec == beast::error::timeout) {
+      ex.outcome = stream_outcome::timeout;
+      TT_LOG(warn) << "upstream " << up.name << " timed out " << what;
+      co_await send_error(ex, 504, "upstream_timeout",
+                          "upstream '" + up.name + "' did not respond in time (" + what + ")");
+      co_return;
+    }
+    ex.outcome = is_stale_connection(ec) ? stream_outcome::upstream_reset
+                                         : stream_outcome::upstream_error;
+    TT_LOG(warn) << "upstream " << up.name << " failed " << what << ": " << ec.message();
+    co_await send_error(ex, 502,
+                        ex.outcome == stream_outcome::upstream_reset ? "upstream_reset"
+                                                                     : "upstream_protocol_error",
+                        "upstream '" + up.name + "' failed " + what + ": " + ec.message());
+  }
+
+  void client_lost(exchange& ex) {
+    ex.outcome = stream_outcome::client_disconnect;
+    client_gone_ = true;
+    shared_.stats.client_disconnects.fetch_add(1, std::memory_order_relaxed);
+    close_upstream();
+    close_client();
+  }
+
+  // ---------------------------------------------------------------- responses of our own
+
+  net::awaitable<void> send_error(exchange& ex, unsigned status, std::string_view type,
+                                  std::string message) {
+    http::response<http::string_body> res{static_cast<http::status>(status), ex.client_version};
+    res.set(http::field::content_type, "application/json");
+    res.set(http::field::cache_control, "no-store");
+    res.body() = error_body(status, type, message);
+    const bool keep = ex.client_keep_alive && status < 500 && status != 400 && status != 413 &&
+                      status != 431 && !draining_;
+    ex.client_keep_alive = keep;
+    res.keep_alive(keep);
+    res.prepare_payload();
+    ex.status = status;
+    error_code ec;
+    client_.expires_after(timeouts().client_write);
+    co_await http::async_write(client_, res, use_ec(ec));
+    client_.expires_never();
+    ex.response_started = true;
+    ex.response_complete = !ec;
+    if (ex.route == nullptr || status == 404) access_log(ex);
+  }
+
+  // ---------------------------------------------------------------- client watcher
+
+  void watch_client() {
+    watching_ = true;
+    client_gone_ = false;
+    client_.socket().async_wait(
+        tcp::socket::wait_read,
+        [self = shared_from_this(), gen = ++watch_gen_](error_code ec) {
+          self->on_client_readable(ec, gen);
+        });
+  }
+
+  void stop_watching() {
+    if (!watching_) return;
+    watching_ = false;
+    ++watch_gen_;
+    error_code ignored;
+    client_.socket().cancel(ignored);
+  }
+
+  void on_client_readable(error_code ec, std::uint64_t gen) {
+    if (gen != watch_gen_ || !watching_ || ec == net::error::operation_aborted) return;
+    watching_ = false;
+    if (!ec) {
+      char byte;
+      const auto n = ::recv(client_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0) return;  // a pipelined request: it waits in the socket for the next exchange
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        watch_client();
+        return;
+      }
+    }
+    // EOF or error: the client is gone.  Stop the upstream now.
+    TT_LOG(debug) << "client " << peer_ << " disconnected mid-exchange; closing upstream";
+    client_gone_ = true;
+    close_upstream();
+  }
+
+  // ---------------------------------------------------------------- closing
+
+  void close_upstream() noexcept {
+    if (!upstream_) return;
+    error_code ignored;
+    auto& s = upstream_->lowest().socket();
+    s.shutdown(tcp::socket::shutdown_both, ignored);
+    s.close(ignored);
+  }
+
+  void close_client() noexcept {
+    if (closed_) return;
+    closed_ = true;
+    error_code ignored;
+    client_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    client_.socket().close(ignored);
+  }
+
+  // ---------------------------------------------------------------- logging
+
+  static std::int64_t to_ns(clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  }
+
+  void access_log(const exchange& ex) {
+    if (!shared_.cfg.access_log || !log::enabled(log::level::info)) return;
+    const auto end = clock::now();
+    log::line l(log::level::info);
+    l << "access peer=" << peer_ << " method=" << log_safe(ex.upstream_req.method_string(), 16)
+      << " path=" << log_safe(ex.target_redacted, 512)
+      << " route=" << (ex.route ? ex.route->name : std::string("-")) << " status=" << ex.status
+      << " outcome=" << hooks::to_string(ex.outcome);
+    if (!ex.model.empty()) l << " model=" << log_safe(ex.model);
+    if (ex.stream_requested) l << " stream=1";
+    if (ex.first_byte) l << " ttfb_ms=" << ms_between(ex.start, *ex.first_byte);
+    l << " dur_ms=" << ms_between(ex.start, end) << " bytes=" << ex.body_bytes
+      << " conn=" << (ex.reused_connection ? "reused" : "new");
+  }
+
+  proxy_shared& shared_;
+  beast::tcp_stream client_;
+  beast::flat_buffer buf_;
+  std::string peer_ = "unknown";
+  parsers::request_inspector inspector_{1u << 20};
+  std::unique_ptr<char[]> relay_buf_;
+  upstream_connection* upstream_ = nullptr;  // the connection of the exchange in flight
+  std::uint64_t watch_gen_ = 0;
+  bool first_request_ = true;
+  bool idle_ = true;
+  bool draining_ = false;
+  bool closed_ = false;
+  bool watching_ = false;
+  bool client_gone_ = false;
+};
+
+}  // namespace
+
+void start_proxy_session(tcp::socket socket, worker& w, proxy_shared& shared) {
+  auto s = std::make_shared<proxy_session>(std::move(socket), w, shared);
+  net::co_spawn(w.ioc, proxy_session::run(std::move(s)),
+                [](std::exception_ptr e) { log_escaped_exception(e, "proxy session"); });
+}
+
+}  // namespace tokentap::proxy

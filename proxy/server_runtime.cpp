@@ -1,0 +1,170 @@
+#include "proxy/server_runtime.hpp"
+
+#include <boost/asio/post.hpp>
+
+#include "proxy/log.hpp"
+
+namespace tokentap {
+
+struct server_runtime::listener : std::enable_shared_from_this<listener> {
+  listener(server_runtime& rt, net::io_context& ioc, std::size_t max)
+      : runtime(rt), acceptor(ioc), max_connections(max) {}
+  server_runtime& runtime;
+  tcp::acceptor acceptor;
+  std::size_t max_connections;
+  accept_fn on_accept;
+
+  void do_accept() {
+    worker& w = runtime.at(runtime.next_.fetch_add(1, std::memory_order_relaxed) % runtime.size());
+    acceptor.async_accept(w.ioc, [self = shared_from_this(), &w](error_code ec, tcp::socket s) {
+      self->on_accepted(ec, std::move(s), w);
+    });
+  }
+
+  void on_accepted(error_code ec, tcp::socket s, worker& w) {
+    if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+    if (ec) {
+      // EMFILE and friends: log, back off briefly so we do not spin, keep accepting.
+      TT_LOG(warn) << "accept failed: " << ec.message();
+      auto t = std::make_shared<net::steady_timer>(acceptor.get_executor(),
+                                                   std::chrono::milliseconds(50));
+      t->async_wait([self = shared_from_this(), t](error_code) { self->do_accept(); });
+      return;
+    }
+    if (runtime.open_sessions_.load(std::memory_order_relaxed) >= max_connections) {
+      TT_LOG(warn) << "connection limit (" << max_connections << ") reached; closing new connection";
+      error_code ignored;
+      s.close(ignored);
+    } else {
+      // The session is created on its worker's thread, where all of its I/O will run.
+      net::post(w.ioc, [fn = on_accept, s = std::move(s), &w]() mutable { fn(std::move(s), w); });
+    }
+    do_accept();
+  }
+};
+
+session_base::session_base(worker& w) : worker_(w) {
+  w.sessions.insert(this);
+  w.runtime.open_sessions_.fetch_add(1, std::memory_order_relaxed);
+}
+
+session_base::~session_base() {
+  worker_.sessions.erase(this);
+  worker_.runtime.open_sessions_.fetch_sub(1, std::memory_order_relaxed);
+  worker_.runtime.session_gone(worker_);
+}
+
+worker::worker(server_runtime& rt, unsigned idx) : runtime(rt), index(idx) {
+  guard.emplace(ioc.get_executor());
+}
+
+server_runtime::server_runtime(unsigned threads) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  workers_.reserve(threads);
+  for (unsigned i = 0; i < threads; ++i) workers_.push_back(std::make_unique<worker>(*this, i));
+}
+
+server_runtime::~server_runtime() {
+  if (started_) {
+    shutdown(std::chrono::milliseconds(0));
+    join();
+  }
+  // Destroy workers (and any session a hard stop left behind) while the rest is still alive.
+  listeners_.clear();
+  workers_.clear();
+}
+
+tcp::endpoint server_runtime::listen(const std::string& host, std::uint16_t port,
+                                     accept_fn on_accept, std::size_t max_connections) {
+  auto l = std::make_shared<listener>(*this, workers_[0]->ioc, max_connections);
+  l->on_accept = std::move(on_accept);
+  const auto addr = net::ip::make_address(host);
+  tcp::endpoint ep(addr, port);
+  l->acceptor.open(ep.protocol());
+  l->acceptor.set_option(tcp::acceptor::reuse_address(true));
+  l->acceptor.bind(ep);
+  l->acceptor.listen(net::socket_base::max_listen_connections);
+  listeners_.push_back(l);
+  l->do_accept();
+  return l->acceptor.local_endpoint();
+}
+
+void server_runtime::start() {
+  started_ = true;
+  for (auto& w : workers_) {
+    threads_.emplace_back([this, &w] {
+      for (;;) {
+        try {
+          w->ioc.run();
+          break;
+        } catch (const std::exception& e) {
+          // A handler threw: a bug, but one connection's bug must not take the proxy down.
+          TT_LOG(error) << "worker " << w->index << ": handler threw: " << e.what();
+        }
+      }
+      std::lock_guard lk(mu_);
+      ++finished_workers_;
+      cv_.notify_all();
+    });
+  }
+}
+
+void server_runtime::session_gone(worker& w) {
+  if (w.draining && w.sessions.empty()) w.guard.reset();
+}
+
+void server_runtime::force_close_all() {
+  for (auto& w : workers_) {
+    net::post(w->ioc, [wp = w.get()] {
+      // force_close may destroy sessions, which erases from the set: iterate over a copy.
+      std::vector<session_base*> copy(wp->sessions.begin(), wp->sessions.end());
+      for (auto* s : copy)
+        if (wp->sessions.count(s)) s->force_close();
+    });
+  }
+}
+
+void server_runtime::shutdown(std::chrono::milliseconds grace) {
+  if (!started_) return;
+  if (shutdown_calls_.fetch_add(1) > 0) {
+    force_close_all();
+    return;
+  }
+  draining_.store(true, std::memory_order_release);
+  for (auto& l : listeners_) {
+    net::post(l->acceptor.get_executor(), [l] {
+      error_code ignored;
+      l->acceptor.close(ignored);
+    });
+  }
+  for (auto& w : workers_) {
+    net::post(w->ioc, [wp = w.get()] {
+      wp->draining = true;
+      std::vector<session_base*> copy(wp->sessions.begin(), wp->sessions.end());
+      for (auto* s : copy)
+        if (wp->sessions.count(s)) s->drain();
+      if (wp->sessions.empty()) wp->guard.reset();
+    });
+  }
+  // The watchdog enforces the grace period, then stops the loops if anything still lingers.
+  watchdog_ = std::thread([this, grace] {
+    std::unique_lock lk(mu_);
+    const auto all_done = [&] { return finished_workers_ == workers_.size(); };
+    if (cv_.wait_for(lk, grace, all_done)) return;
+    lk.unlock();
+    TT_LOG(warn) << "shutdown grace period over; closing remaining connections";
+    force_close_all();
+    lk.lock();
+    if (cv_.wait_for(lk, std::chrono::seconds(2), all_done)) return;
+    for (auto& w : workers_) w->ioc.stop();
+  });
+}
+
+void server_runtime::join() {
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
+  if (watchdog_.joinable()) watchdog_.join();
+}
+
+}  // namespace tokentap

@@ -1,0 +1,128 @@
+#include "proxy/upstream_pool.hpp"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include <boost/asio/ssl/host_name_verification.hpp>
+
+namespace tokentap::proxy {
+
+upstream_connection::upstream_connection(net::any_io_executor ex)
+    : stream_(std::in_place_type<plain_stream>, ex) {}
+
+upstream_connection::upstream_connection(net::any_io_executor ex, net::ssl::context& ctx)
+    : stream_(std::in_place_type<tls_stream>, ex, ctx) {}
+
+beast::tcp_stream& upstream_connection::lowest() noexcept {
+  return std::visit([](auto& s) -> beast::tcp_stream& { return beast::get_lowest_layer(s); },
+                    stream_);
+}
+
+std::string_view to_string(connect_failure f) noexcept {
+  switch (f) {
+    case connect_failure::none: return "none";
+    case connect_failure::resolve: return "resolve";
+    case connect_failure::connect: return "connect";
+    case connect_failure::timeout: return "timeout";
+    case connect_failure::tls: return "tls";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// An idle keep-alive connection is reusable only if the peer has neither closed it nor sent
+// anything unsolicited.  A non-blocking peek tells without consuming.
+bool still_usable(upstream_connection& c) {
+  if (c.buffer.size() != 0) return false;
+  auto& sock = c.lowest().socket();
+  if (!sock.is_open()) return false;
+  char byte;
+  const auto n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+bool is_ip_literal(const std::string& host) {
+  error_code ec;
+  net::ip::make_address(host, ec);
+  return !ec;
+}
+
+}  // namespace
+
+upstream_pool::upstream_pool(net::io_context& ioc, const config::config& cfg,
+                             const std::vector<std::shared_ptr<net::ssl::context>>& tls)
+    : ioc_(ioc), cfg_(cfg), tls_(tls), idle_(cfg.upstreams.size()) {}
+
+std::unique_ptr<upstream_connection> upstream_pool::take(std::size_t index) {
+  auto& q = idle_[index];
+  const auto ttl = cfg_.upstreams[index].idle_ttl;
+  const auto now = clock::now();
+  while (!q.empty()) {
+    auto c = std::move(q.back());  // most recently used first: warmest, least likely closed
+    q.pop_back();
+    if (now - c->idle_since < ttl && still_usable(*c)) return c;
+  }
+  return nullptr;
+}
+
+void upstream_pool::give_back(std::size_t index, std::unique_ptr<upstream_connection> c) {
+  auto& q = idle_[index];
+  const auto max = cfg_.upstreams[index].max_idle;
+  if (max == 0) return;
+  c->idle_since = clock::now();
+  ++c->exchanges;
+  if (q.size() >= max) q.pop_front();  // drop the oldest
+  q.push_back(std::move(c));
+}
+
+net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(std::size_t index,
+                                                                            error_code& ec,
+                                                                            connect_failure& why) {
+  const auto& up = cfg_.upstreams[index];
+  const auto deadline = clock::now() + cfg_.timeouts.connect;
+  why = connect_failure::none;
+
+  tcp::resolver resolver(ioc_);
+  auto results = co_await resolver.async_resolve(up.target.host, std::to_string(up.target.port),
+                                                 use_ec(ec));
+  if (ec) {
+    why = connect_failure::resolve;
+    co_return nullptr;
+  }
+  auto conn = tls_[index] ? std::make_unique<upstream_connection>(ioc_.get_executor(), *tls_[index])
+                          : std::make_unique<upstream_connection>(ioc_.get_executor());
+  auto& tcp_layer = conn->lowest();
+  tcp_layer.expires_at(deadline);
+  co_await tcp_layer.async_connect(results, use_ec(ec));
+  if (ec) {
+    why = ec == beast::error::timeout ? connect_failure::timeout : connect_failure::connect;
+    co_return nullptr;
+  }
+  tcp_layer.socket().set_option(tcp::no_delay(true), ec);  // tokens are small: no Nagle delay
+  ec = {};
+  if (conn->is_tls()) {
+    co_await conn->visit([&](auto& s) -> net::awaitable<void> {
+      using S = std::decay_t<decltype(s)>;
+      if constexpr (std::is_same_v<S, upstream_connection::tls_stream>) {
+        if (!is_ip_literal(up.target.host) &&
+            !SSL_set_tlsext_host_name(s.native_handle(), up.target.host.c_str())) {
+          ec = error_code(static_cast<int>(::ERR_get_error()), net::error::get_ssl_category());
+          co_return;
+        }
+        if (up.tls_verify) s.set_verify_callback(net::ssl::host_name_verification(up.target.host));
+        tcp_layer.expires_at(deadline);
+        co_await s.async_handshake(net::ssl::stream_base::client, use_ec(ec));
+      }
+    });
+    if (ec) {
+      why = ec == beast::error::timeout ? connect_failure::timeout : connect_failure::tls;
+      co_return nullptr;
+    }
+  }
+  tcp_layer.expires_never();
+  co_return conn;
+}
+
+}  // namespace tokentap::proxy

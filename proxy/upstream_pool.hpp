@@ -1,0 +1,80 @@
+#pragma once
+// Keep-alive connections to the upstreams, one pool per I/O thread (no locks: a pool is only
+// touched by its worker's thread).  Plain TCP and TLS connections share one type.
+#include <deque>
+#include <memory>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <boost/asio/ssl/context.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+
+#include "config/config.hpp"
+#include "proxy/net.hpp"
+
+namespace tokentap::proxy {
+
+/// One connection to an upstream, with its read buffer (bytes read past a response stay with the
+/// connection).
+class upstream_connection {
+ public:
+  using plain_stream = beast::tcp_stream;
+  using tls_stream = beast::ssl_stream<beast::tcp_stream>;
+
+  explicit upstream_connection(net::any_io_executor ex);
+  upstream_connection(net::any_io_executor ex, net::ssl::context& ctx);
+
+  beast::tcp_stream& lowest() noexcept;
+  bool is_tls() const noexcept { return std::holds_alternative<tls_stream>(stream_); }
+
+  /// Calls f(stream) with the concrete stream type.
+  template <class F>
+  decltype(auto) visit(F&& f) {
+    return std::visit(std::forward<F>(f), stream_);
+  }
+
+  beast::flat_buffer buffer;
+  clock::time_point idle_since{};
+  unsigned exchanges = 0;  ///< completed exchanges on this connection
+
+ private:
+  std::variant<plain_stream, tls_stream> stream_;
+};
+
+/// Why a new connection could not be made (the `reason` label of upstream error counters).
+enum class connect_failure { none, resolve, connect, timeout, tls };
+std::string_view to_string(connect_failure f) noexcept;
+
+class upstream_pool {
+ public:
+  /// `tls` holds one client context per upstream (nullptr for http:// upstreams).
+  upstream_pool(net::io_context& ioc, const config::config& cfg,
+                const std::vector<std::shared_ptr<net::ssl::context>>& tls);
+
+  /// A healthy idle connection to upstream `index`, or nullptr.  Connections past their idle TTL
+  /// or already closed by the peer are discarded here.
+  std::unique_ptr<upstream_connection> take(std::size_t index);
+
+  /// Returns a connection whose last exchange completed cleanly and may be reused.
+  void give_back(std::size_t index, std::unique_ptr<upstream_connection> c);
+
+  /// Opens a new connection (TCP connect, then TLS handshake with SNI and host verification),
+  /// bounded by the connect timeout.  On failure `ec` and `why` are set and nullptr returned.
+  net::awaitable<std::unique_ptr<upstream_connection>> connect(std::size_t index, error_code& ec,
+                                                               connect_failure& why);
+
+  std::size_t idle_count(std::size_t index) const { return idle_[index].size(); }
+  /// Drops every idle connection (shutdown).
+  void clear() {
+    for (auto& q : idle_) q.clear();
+  }
+
+ private:
+  net::io_context& ioc_;
+  const config::config& cfg_;
+  const std::vector<std::shared_ptr<net::ssl::context>>& tls_;
+  std::vector<std::deque<std::unique_ptr<upstream_connection>>> idle_;
+};
+
+}  // namespace tokentap::proxy

@@ -1,0 +1,434 @@
+#include "sim/generator.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <random>
+
+namespace tokentap::sim {
+
+namespace {
+
+// ------------------------------------------------------------------ text
+
+constexpr std::string_view answer_words[] = {
+    "The",      "latency",  "of",      "a",        "streamed", "response", "depends", "on",
+    "queueing", "prefill",  "and",     "decode",   "time",     "per",      "token",   "while",
+    "the",      "proxy",    "adds",    "almost",   "nothing",  "because",  "it",      "forwards",
+    "every",    "byte",     "as",      "soon",     "arrives",  "cache",    "hits",    "cut",
+    "first",    "token",    "sharply", "model",    "answers",  "quickly",  "under",   "load",
+    "with",     "steady",   "inter",   "gaps",     "between",  "tokens",   "which",   "users",
+    "notice",   "most",     "when",    "they",     "stall",    "briefly",  "before",  "resuming"};
+
+// Reasoning sentences open with the step markers of design/STEPS.md, so later issues (step
+// tagging) have realistic input from the simulator.
+constexpr std::string_view reasoning_openers[] = {
+    "First,", "Then", "Next,", "Wait,", "Therefore", "So", "Let me check", "Alternatively,",
+    "首先，", "因此", "But", "Finally,"};
+
+std::string json_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+  }
+  return out;
+}
+
+// Token texts: answer tokens are words with a leading space (like BPE tokens); reasoning tokens
+// form sentences that start with step markers and end with ".\n\n" every few words.
+std::vector<std::string> make_answer(std::mt19937_64& rng, int n) {
+  std::vector<std::string> out;
+  out.reserve(static_cast<std::size_t>(n));
+  std::uniform_int_distribution<std::size_t> pick(0, std::size(answer_words) - 1);
+  for (int i = 0; i < n; ++i) {
+    std::string t = i == 0 ? "" : " ";
+    t += answer_words[pick(rng)];
+    if (i + 1 == n) t += ".";
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<std::string> make_reasoning(std::mt19937_64& rng, int n) {
+  std::vector<std::string> out;
+  out.reserve(static_cast<std::size_t>(n));
+  std::uniform_int_distribution<std::size_t> opener(0, std::size(reasoning_openers) - 1);
+  std::uniform_int_distribution<std::size_t> word(0, std::size(answer_words) - 1);
+  std::uniform_int_distribution<int> sentence_len(5, 12);
+  int left_in_sentence = 0;
+  for (int i = 0; i < n; ++i) {
+    std::string t;
+    if (left_in_sentence == 0) {
+      t = std::string(i == 0 ? "" : "\n\n") + std::string(reasoning_openers[opener(rng)]);
+      left_in_sentence = sentence_len(rng);
+    } else {
+      t = " " + std::string(answer_words[word(rng)]);
+      if (--left_in_sentence == 0) t += ".";
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ timing
+
+double next_gap(const params& p, std::mt19937_64& rng) {
+  switch (p.dist) {
+    case latency_dist::fixed: return p.itl_ms;
+    case latency_dist::uniform: {
+      std::uniform_real_distribution<double> d(p.itl_ms - p.itl_jitter_ms, p.itl_ms + p.itl_jitter_ms);
+      return std::max(0.0, d(rng));
+    }
+    case latency_dist::normal: {
+      std::normal_distribution<double> d(p.itl_ms, p.itl_jitter_ms);
+      return std::max(0.0, d(rng));
+    }
+    case latency_dist::exponential: {
+      if (p.itl_ms <= 0) return 0;
+      std::exponential_distribution<double> d(1.0 / p.itl_ms);
+      return d(rng);
+    }
+  }
+  return p.itl_ms;
+}
+
+// ------------------------------------------------------------------ wire formats
+
+struct ids {
+  std::string id;
+  long created = 1764400000;
+};
+
+std::string openai_chunk(const ids& id, const std::string& model, std::string_view delta_json,
+                         std::string_view finish, bool usage_null) {
+  std::string s = "data: {\"id\":\"" + id.id +
+                  "\",\"object\":\"chat.completion.chunk\",\"created\":" +
+                  std::to_string(id.created) + ",\"model\":\"" + json_escape(model) +
+                  "\",\"system_fingerprint\":\"fp_tokentap_sim\",\"choices\":[{\"index\":0,"
+                  "\"delta\":";
+  s += delta_json;
+  s += ",\"logprobs\":null,\"finish_reason\":";
+  s += finish.empty() ? std::string("null") : "\"" + std::string(finish) + "\"";
+  s += "}]";
+  if (usage_null) s += ",\"usage\":null";
+  s += "}\n\n";
+  return s;
+}
+
+std::string openai_usage_json(const plan& pl) {
+  return "{\"prompt_tokens\":" + std::to_string(pl.prompt_tokens) +
+         ",\"completion_tokens\":" + std::to_string(pl.completion_tokens) +
+         ",\"total_tokens\":" + std::to_string(pl.prompt_tokens + pl.completion_tokens) +
+         ",\"prompt_tokens_details\":{\"cached_tokens\":0},\"completion_tokens_details\":"
+         "{\"reasoning_tokens\":" +
+         std::to_string(pl.reasoning_tokens) + "}}";
+}
+
+std::string anthropic_event(std::string_view type, const std::string& data) {
+  return "event: " + std::string(type) + "\ndata: " + data + "\n\n";
+}
+
+std::string anthropic_usage_json(const plan& pl, int output_tokens) {
+  return "{\"input_tokens\":" + std::to_string(pl.prompt_tokens) +
+         ",\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0,\"output_tokens\":" +
+         std::to_string(output_tokens) + "}";
+}
+
+void build_openai_stream(const params& p, const request_shape& shape, const ids& id,
+                         const std::vector<std::string>& reasoning,
+                         const std::vector<std::string>& answer,
+                         const std::vector<double>& token_at, plan& pl) {
+  const bool usage_null = shape.include_usage;
+  pl.events.push_back(
+      {openai_chunk(id, shape.model, R"({"role":"assistant","content":""})", "", usage_null),
+       token_at.empty() ? p.ttft_ms : token_at.front(), false});
+  std::size_t k = 0;
+  for (const auto& t : reasoning) {
+    pl.events.push_back({openai_chunk(id, shape.model,
+                                      "{\"" + p.reasoning_field + "\":\"" + json_escape(t) + "\"}",
+                                      "", usage_null),
+                         token_at[k++], true});
+  }
+  for (const auto& t : answer) {
+    pl.events.push_back({openai_chunk(id, shape.model,
+                                      "{\"content\":\"" + json_escape(t) + "\"}", "", usage_null),
+                         token_at[k++], true});
+  }
+  const double end_at = pl.events.back().at_ms;
+  pl.events.push_back(
+      {openai_chunk(id, shape.model, "{}", pl.truncated ? "length" : "stop", usage_null), end_at,
+       false});
+  if (shape.include_usage) {
+    std::string s = "data: {\"id\":\"" + id.id +
+                    "\",\"object\":\"chat.completion.chunk\",\"created\":" +
+                    std::to_string(id.created) + ",\"model\":\"" + json_escape(shape.model) +
+                    "\",\"system_fingerprint\":\"fp_tokentap_sim\",\"choices\":[],\"usage\":" +
+                    openai_usage_json(pl) + "}\n\n";
+    pl.events.push_back({std::move(s), end_at, false});
+  }
+  pl.events.push_back({"data: [DONE]\n\n", end_at, false});
+}
+
+void build_anthropic_stream(const params& p, const request_shape& shape, const ids& id,
+                            const std::vector<std::string>& reasoning,
+                            const std::vector<std::string>& answer,
+                            const std::vector<double>& token_at, plan& pl) {
+  const double t0 = token_at.empty() ? p.ttft_ms : token_at.front();
+  pl.events.push_back(
+      {anthropic_event("message_start",
+                       "{\"type\":\"message_start\",\"message\":{\"id\":\"" + id.id +
+                           "\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],"
+                           "\"model\":\"" +
+                           json_escape(shape.model) +
+                           "\",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":" +
+                           anthropic_usage_json(pl, 1) + "}}"),
+       t0, false});
+  std::size_t k = 0;
+  int index = 0;
+  if (!reasoning.empty()) {
+    pl.events.push_back(
+        {anthropic_event("content_block_start",
+                         "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":"
+                         "{\"type\":\"thinking\",\"thinking\":\"\"}}"),
+         t0, false});
+    for (const auto& t : reasoning) {
+      pl.events.push_back(
+          {anthropic_event("content_block_delta",
+                           "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+                           "\"thinking_delta\",\"thinking\":\"" +
+                               json_escape(t) + "\"}}"),
+           token_at[k++], true});
+    }
+    const double at = pl.events.back().at_ms;
+    pl.events.push_back(
+        {anthropic_event("content_block_delta",
+                         "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+                         "\"signature_delta\",\"signature\":\"c2ltdWxhdGVkLXNpZ25hdHVyZQ==\"}}"),
+         at, false});
+    pl.events.push_back({anthropic_event("content_block_stop",
+                                         "{\"type\":\"content_block_stop\",\"index\":0}"),
+                         at, false});
+    index = 1;
+  }
+  const std::string idx = std::to_string(index);
+  const double text_start = k < token_at.size() ? token_at[k] : pl.events.back().at_ms;
+  pl.events.push_back(
+      {anthropic_event("content_block_start",
+                       "{\"type\":\"content_block_start\",\"index\":" + idx +
+                           ",\"content_block\":{\"type\":\"text\",\"text\":\"\"}}"),
+       text_start, false});
+  pl.events.push_back({anthropic_event("ping", "{\"type\": \"ping\"}"), text_start, false});
+  for (const auto& t : answer) {
+    pl.events.push_back(
+        {anthropic_event("content_block_delta",
+                         "{\"type\":\"content_block_delta\",\"index\":" + idx +
+                             ",\"delta\":{\"type\":\"text_delta\",\"text\":\"" + json_escape(t) +
+                             "\"}}"),
+         token_at[k++], true});
+  }
+  const double end_at = pl.events.back().at_ms;
+  pl.events.push_back({anthropic_event("content_block_stop",
+                                       "{\"type\":\"content_block_stop\",\"index\":" + idx + "}"),
+                       end_at, false});
+  pl.events.push_back(
+      {anthropic_event("message_delta",
+                       std::string("{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"") +
+                           (pl.truncated ? "max_tokens" : "end_turn") +
+                           "\",\"stop_sequence\":null},\"usage\":" +
+                           anthropic_usage_json(pl, pl.completion_tokens) + "}"),
+       end_at, false});
+  pl.events.push_back(
+      {anthropic_event("message_stop", "{\"type\":\"message_stop\"}"), end_at, false});
+}
+
+std::string openai_body(const request_shape& shape, const ids& id, const params& p,
+                        const plan& pl) {
+  std::string s = "{\"id\":\"" + id.id + "\",\"object\":\"chat.completion\",\"created\":" +
+                  std::to_string(id.created) + ",\"model\":\"" + json_escape(shape.model) +
+                  "\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"" +
+                  json_escape(pl.content_text) + "\"";
+  if (!pl.reasoning_text.empty())
+    s += ",\"" + p.reasoning_field + "\":\"" + json_escape(pl.reasoning_text) + "\"";
+  s += "},\"logprobs\":null,\"finish_reason\":\"";
+  s += pl.truncated ? "length" : "stop";
+  s += "\"}],\"usage\":" + openai_usage_json(pl) + ",\"system_fingerprint\":\"fp_tokentap_sim\"}";
+  return s;
+}
+
+std::string anthropic_body(const request_shape& shape, const ids& id, const plan& pl) {
+  std::string s = "{\"id\":\"" + id.id +
+                  "\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"" +
+                  json_escape(shape.model) + "\",\"content\":[";
+  if (!pl.reasoning_text.empty()) {
+    s += "{\"type\":\"thinking\",\"thinking\":\"" + json_escape(pl.reasoning_text) +
+         "\",\"signature\":\"c2ltdWxhdGVkLXNpZ25hdHVyZQ==\"},";
+  }
+  s += "{\"type\":\"text\",\"text\":\"" + json_escape(pl.content_text) + "\"}],\"stop_reason\":\"";
+  s += pl.truncated ? "max_tokens" : "end_turn";
+  s += "\",\"stop_sequence\":null,\"usage\":" + anthropic_usage_json(pl, pl.completion_tokens) + "}";
+  return s;
+}
+
+template <class T>
+bool parse_number(std::string_view v, T& out) {
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  return ec == std::errc{} && p == v.data() + v.size();
+}
+
+}  // namespace
+
+std::uint64_t fnv1a(std::string_view s) noexcept {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::optional<std::string> apply_header(params& p, std::string_view name, std::string_view value) {
+  auto bad = [&] { return "invalid value '" + std::string(value) + "' for x-sim-" + std::string(name); };
+  auto num = [&](auto& field) -> std::optional<std::string> {
+    std::remove_reference_t<decltype(field)> v{};
+    if (!parse_number(value, v) || v < 0) return bad();
+    field = v;
+    return std::nullopt;
+  };
+  if (name == "ttft-ms") return num(p.ttft_ms);
+  if (name == "itl-ms") return num(p.itl_ms);
+  if (name == "itl-jitter-ms") return num(p.itl_jitter_ms);
+  if (name == "tokens") return num(p.output_tokens);
+  if (name == "reasoning-tokens") return num(p.reasoning_tokens);
+  if (name == "seed") return num(p.seed);
+  if (name == "status") return num(p.fault_status);
+  if (name == "error-after") return num(p.error_after);
+  if (name == "reset-after") return num(p.reset_after);
+  if (name == "stall-after") return num(p.stall_after);
+  if (name == "stall-ms") return num(p.stall_ms);
+  if (name == "hang") {
+    p.hang = value == "1" || value == "true";
+    return std::nullopt;
+  }
+  if (name == "itl-dist") {
+    if (value == "fixed") p.dist = latency_dist::fixed;
+    else if (value == "uniform") p.dist = latency_dist::uniform;
+    else if (value == "normal") p.dist = latency_dist::normal;
+    else if (value == "exponential") p.dist = latency_dist::exponential;
+    else return bad();
+    return std::nullopt;
+  }
+  if (name == "reasoning-field") {
+    if (value != "reasoning_content" && value != "reasoning") return bad();
+    p.reasoning_field = std::string(value);
+    return std::nullopt;
+  }
+  return "unknown simulator header x-sim-" + std::string(name);
+}
+
+plan make_plan(const params& p, const request_shape& shape) {
+  plan pl;
+  std::mt19937_64 rng(p.seed ^ shape.body_hash);
+  const int budget = shape.max_tokens ? static_cast<int>(std::max<std::int64_t>(0, *shape.max_tokens))
+                                      : p.output_tokens + p.reasoning_tokens;
+  const int n_reason = std::min(p.reasoning_tokens, budget);
+  const int n_answer = std::min(p.output_tokens, budget - n_reason);
+  pl.truncated = n_reason + n_answer < p.output_tokens + p.reasoning_tokens;
+  const auto reasoning = make_reasoning(rng, n_reason);
+  const auto answer = make_answer(rng, n_answer);
+  for (const auto& t : reasoning) pl.reasoning_text += t;
+  for (const auto& t : answer) pl.content_text += t;
+  pl.prompt_tokens = static_cast<int>((shape.prompt_chars + 3) / 4 + 4 * shape.messages);
+  pl.reasoning_tokens = n_reason;
+  pl.completion_tokens = n_reason + n_answer;
+
+  std::vector<double> token_at;
+  token_at.reserve(reasoning.size() + answer.size());
+  double t = p.ttft_ms;
+  for (std::size_t i = 0; i < reasoning.size() + answer.size(); ++i) {
+    if (i > 0) t += next_gap(p, rng);
+    token_at.push_back(t);
+  }
+
+  ids id;
+  id.id = (shape.kind == api::openai_chat ? "chatcmpl-sim" : "msg_sim") +
+          std::to_string((p.seed ^ shape.body_hash) % 1000000007ull);
+  if (!shape.stream) {
+    pl.body_at_ms = token_at.empty() ? p.ttft_ms : token_at.back();
+    pl.body = shape.kind == api::openai_chat ? openai_body(shape, id, p, pl)
+                                             : anthropic_body(shape, id, pl);
+    return pl;
+  }
+  if (shape.kind == api::openai_chat)
+    build_openai_stream(p, shape, id, reasoning, answer, token_at, pl);
+  else
+    build_anthropic_stream(p, shape, id, reasoning, answer, token_at, pl);
+
+  // Faults cut the stream after N token events.
+  auto cut_after = [&](int n) -> std::size_t {
+    int seen = 0;
+    for (std::size_t i = 0; i < pl.events.size(); ++i) {
+      if (seen == n) return i;
+      if (pl.events[i].token) ++seen;
+    }
+    return pl.events.size();
+  };
+  if (p.error_after >= 0) {
+    pl.ending = plan::end::error_event;
+    pl.fault_index = cut_after(p.error_after);
+    const double at = pl.fault_index > 0 ? pl.events[pl.fault_index - 1].at_ms : p.ttft_ms;
+    pl.events.resize(pl.fault_index);
+    pl.events.push_back(
+        {shape.kind == api::openai_chat
+             ? std::string("data: {\"error\":{\"message\":\"The server had an error while "
+                           "processing your request.\",\"type\":\"server_error\",\"code\":null}}\n\n")
+             : anthropic_event("error",
+                               "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
+                               "\"message\":\"Overloaded\"}}"),
+         at, false});
+  } else if (p.reset_after >= 0) {
+    pl.ending = plan::end::reset;
+    pl.fault_index = cut_after(p.reset_after);
+    pl.events.resize(pl.fault_index);
+  } else if (p.stall_after >= 0) {
+    pl.ending = plan::end::stall;
+    pl.fault_index = cut_after(p.stall_after);
+    if (p.stall_ms > 0) {
+      for (std::size_t i = pl.fault_index; i < pl.events.size(); ++i) pl.events[i].at_ms += p.stall_ms;
+    } else {
+      pl.events.resize(pl.fault_index);  // stall forever: the rest never comes
+    }
+  }
+  return pl;
+}
+
+std::string error_body(api kind, int status) {
+  if (kind == api::anthropic_messages) {
+    const char* type = status == 529 ? "overloaded_error"
+                       : status == 429 ? "rate_limit_error"
+                       : status >= 500 ? "api_error"
+                                       : "invalid_request_error";
+    return std::string("{\"type\":\"error\",\"error\":{\"type\":\"") + type +
+           "\",\"message\":\"simulated " + std::to_string(status) + "\"}}";
+  }
+  const char* type = status == 429 ? "rate_limit_exceeded" : status >= 500 ? "server_error"
+                                                                           : "invalid_request_error";
+  return std::string("{\"error\":{\"message\":\"simulated ") + std::to_string(status) +
+         "\",\"type\":\"" + type + "\",\"param\":null,\"code\":null}}";
+}
+
+}  // namespace tokentap::sim

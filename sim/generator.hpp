@@ -1,0 +1,83 @@
+#pragma once
+// The simulator's pure part: what to send and when.  Given the parameters of one request and a
+// seed it produces the complete list of wire events (bytes + send offset), in the OpenAI Chat
+// Completions or Anthropic Messages format.  No I/O, no Boost: unit-testable and deterministic.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tokentap::sim {
+
+enum class api { openai_chat, anthropic_messages };
+
+enum class latency_dist { fixed, uniform, normal, exponential };
+
+/// Everything that shapes one simulated response.  Server defaults come from flags; each request
+/// may override them with `x-sim-*` headers (see apply_header).
+struct params {
+  double ttft_ms = 150;          ///< request read -> first token event
+  double itl_ms = 15;            ///< mean gap between token events
+  double itl_jitter_ms = 0;      ///< spread: uniform half-width or normal sd
+  latency_dist dist = latency_dist::fixed;
+  int output_tokens = 48;        ///< answer tokens (capped by the request's max_tokens)
+  int reasoning_tokens = 0;      ///< reasoning tokens before the answer
+  std::string reasoning_field = "reasoning_content";  ///< OpenAI delta field (vLLM: "reasoning")
+  std::uint64_t seed = 42;
+
+  // Faults.
+  int fault_status = 0;          ///< answer with this HTTP status and a provider error body
+  int error_after = -1;          ///< after N token events send a provider error event and end
+  int reset_after = -1;          ///< after N token events reset the TCP connection
+  int stall_after = -1;          ///< after N token events pause for stall_ms (0 = until the client leaves)
+  double stall_ms = 0;
+  bool hang = false;             ///< read the request, never answer (header timeout tests)
+};
+
+/// Applies one `x-sim-NAME: value` override (NAME without the prefix).  Returns an error message
+/// for an unknown name or a bad value, or nullopt when applied.
+std::optional<std::string> apply_header(params& p, std::string_view name, std::string_view value);
+
+/// What the request asked for (from the request inspector).
+struct request_shape {
+  api kind = api::openai_chat;
+  std::string model;
+  bool stream = false;
+  bool include_usage = false;
+  std::optional<std::int64_t> max_tokens;
+  std::size_t prompt_chars = 0;
+  std::size_t messages = 0;
+  std::uint64_t body_hash = 0;   ///< mixes the request into the seed
+};
+
+/// One wire event: `bytes` to send `at_ms` after the request was read.
+struct wire_event {
+  std::string bytes;
+  double at_ms = 0;
+  bool token = false;  ///< carries a content/reasoning token (counts for *_after faults)
+};
+
+/// The planned response.
+struct plan {
+  std::vector<wire_event> events;  ///< streaming: SSE events in order
+  std::string body;                ///< non-streaming: the JSON body, sent at `body_at_ms`
+  double body_at_ms = 0;
+  std::string reasoning_text, content_text;
+  int prompt_tokens = 0, completion_tokens = 0, reasoning_tokens = 0;
+  bool truncated = false;          ///< max_tokens cut the answer (finish_reason "length")
+  enum class end { normal, error_event, reset, stall } ending = end::normal;
+  std::size_t fault_index = 0;     ///< events[fault_index] is the first one after the fault point
+};
+
+/// Plans the response for one request.  Same params + shape = same bytes and timing.
+plan make_plan(const params& p, const request_shape& shape);
+
+/// Provider-shaped error body for `fault_status` answers.
+std::string error_body(api kind, int status);
+
+/// FNV-1a, used to mix request bodies into the seed.
+std::uint64_t fnv1a(std::string_view s) noexcept;
+
+}  // namespace tokentap::sim

@@ -1,0 +1,176 @@
+#include "sim/load_generator.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <random>
+
+#include <boost/beast/http.hpp>
+
+#include "proxy/log.hpp"
+
+namespace tokentap::sim {
+
+namespace http = beast::http;
+
+namespace {
+constexpr std::size_t max_samples = 100000;
+}
+
+load_generator::load_generator(load_options opts) : opts_(std::move(opts)) {
+  for (unsigned i = 0; i < std::max(1u, opts_.threads); ++i)
+    iocs_.push_back(std::make_unique<net::io_context>(1));
+}
+
+load_generator::~load_generator() { stop(); }
+
+void load_generator::start() {
+  for (unsigned c = 0; c < opts_.concurrency; ++c) {
+    auto& ioc = *iocs_[c % iocs_.size()];
+    net::co_spawn(ioc, client(c), [](std::exception_ptr e) { log_escaped_exception(e, "load client"); });
+  }
+  for (auto& ioc : iocs_) threads_.emplace_back([&ioc] { ioc->run(); });
+}
+
+void load_generator::stop() {
+  stop_ = true;
+  wait();
+}
+
+void load_generator::wait() {
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
+}
+
+net::awaitable<void> load_generator::client(unsigned id) {
+  auto ex = co_await net::this_coro::executor;
+  std::mt19937_64 rng(opts_.seed * 7919 + id);
+  tcp::resolver resolver(ex);
+  std::optional<beast::tcp_stream> stream;
+  beast::flat_buffer buf;
+  std::vector<char> body(16 * 1024);
+  error_code ec;
+  for (std::uint64_t n = 0; !stop_ && (opts_.max_requests == 0 || n < opts_.max_requests); ++n) {
+    if (!stream) {
+      auto results = co_await resolver.async_resolve(opts_.host, std::to_string(opts_.port), use_ec(ec));
+      if (ec) co_return;
+      stream.emplace(ex);
+      stream->expires_after(std::chrono::seconds(5));
+      co_await stream->async_connect(results, use_ec(ec));
+      if (ec) {
+        totals_.failed++;
+        stream.reset();
+        net::steady_timer t(ex, std::chrono::milliseconds(200));
+        co_await t.async_wait(use_ec(ec));
+        continue;
+      }
+      stream->socket().set_option(tcp::no_delay(true), ec);
+      buf.clear();
+      totals_.connects++;
+    }
+    const scenario sc = opts_.next(id, n);
+    http::request<http::string_body> req{http::verb::post, sc.path, 11};
+    req.set(http::field::host, opts_.host);
+    req.set(http::field::content_type, "application/json");
+    req.set(http::field::authorization, "Bearer sk-demo-not-a-real-key");
+    for (const auto& [k, v] : sc.headers) req.set(k, v);
+    req.body() = sc.body;
+    req.prepare_payload();
+    totals_.active++;
+    const auto t0 = clock::now();
+    stream->expires_after(std::chrono::seconds(120));
+    co_await http::async_write(*stream, req, use_ec(ec));
+    http::response_parser<http::buffer_body> p;
+    p.body_limit(std::numeric_limits<std::uint64_t>::max());
+    if (!ec) co_await http::async_read_header(*stream, buf, p, use_ec(ec));
+    std::optional<clock::time_point> first;
+    std::uint64_t events = 0;
+    char prev = 0;
+    while (!ec && !p.is_done()) {
+      p.get().body().data = body.data();
+      p.get().body().size = body.size();
+      co_await http::async_read_some(*stream, buf, p, use_ec(ec));
+      if (ec == http::error::need_buffer) ec = {};
+      const auto got = body.size() - p.get().body().size;
+      if (got && !first) first = clock::now();
+      for (std::size_t i = 0; i < got; ++i) {  // SSE events end with a blank line
+        if (body[i] == '\n' && prev == '\n') ++events;
+        prev = body[i];
+      }
+      totals_.bytes += got;
+    }
+    totals_.active--;
+    const auto t1 = clock::now();
+    if (ec || p.get().result_int() >= 400) {
+      totals_.failed++;
+    } else {
+      totals_.ok++;
+      totals_.events += std::max<std::uint64_t>(events, 1);
+    }
+    if (!ec) {
+      std::lock_guard lk(totals_.mu);
+      if (totals_.ttfb_ms.size() < max_samples && first) {
+        totals_.ttfb_ms.push_back(std::chrono::duration<double, std::milli>(*first - t0).count());
+        totals_.total_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      }
+    }
+    if (ec || !p.keep_alive()) stream.reset();
+    if (opts_.think_time.count() > 0) {
+      std::uniform_int_distribution<long> d(0, opts_.think_time.count());
+      net::steady_timer t(ex, std::chrono::milliseconds(d(rng)));
+      co_await t.async_wait(use_ec(ec));
+      ec = {};
+    }
+  }
+}
+
+scenario demo_scenario(unsigned client, std::uint64_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed * 1000003 + client * 7919 + n);
+  std::uniform_int_distribution<int> pct(0, 99), ttft(60, 450), itl(8, 35), tokens(20, 120);
+  scenario s;
+  const int kind = pct(rng);
+  const std::string question = "Explain where the latency of request " + std::to_string(n) +
+                               " from client " + std::to_string(client) + " goes.";
+  s.headers = {{"x-sim-ttft-ms", std::to_string(ttft(rng))},
+               {"x-sim-itl-ms", std::to_string(itl(rng))},
+               {"x-sim-itl-dist", "exponential"},
+               {"x-sim-tokens", std::to_string(tokens(rng))}};
+  if (kind < 35) {
+    s.name = "openai-stream";
+    s.body = R"({"model":"sim-small","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":")" +
+             question + "\"}]}";
+  } else if (kind < 55) {
+    s.name = "openai-reasoning";
+    s.headers.push_back({"x-sim-reasoning-tokens", std::to_string(tokens(rng))});
+    s.body = R"({"model":"sim-reasoner","stream":true,"reasoning_effort":"medium","stream_options":{"include_usage":true},"messages":[{"role":"user","content":")" +
+             question + "\"}]}";
+  } else if (kind < 75) {
+    s.name = "anthropic-thinking";
+    s.path = "/v1/messages";
+    s.headers.push_back({"x-sim-reasoning-tokens", std::to_string(tokens(rng))});
+    s.headers.push_back({"anthropic-version", "2023-06-01"});
+    s.body = R"({"model":"claude-sim","max_tokens":1024,"stream":true,"thinking":{"type":"enabled","budget_tokens":512},"messages":[{"role":"user","content":")" +
+             question + "\"}]}";
+  } else if (kind < 92) {
+    s.name = "openai-plain";
+    s.body = R"({"model":"sim-small","messages":[{"role":"user","content":")" + question + "\"}]}";
+  } else {
+    s.name = "fault";
+    s.body = R"({"model":"sim-small","stream":true,"messages":[{"role":"user","content":")" +
+             question + "\"}]}";
+    const int f = pct(rng);
+    if (f < 40) s.headers.push_back({"x-sim-status", "503"});
+    else if (f < 70) s.headers.push_back({"x-sim-error-after", "10"});
+    else s.headers.push_back({"x-sim-stall-after", "5"}), s.headers.push_back({"x-sim-stall-ms", "1500"});
+  }
+  return s;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  const auto k = static_cast<std::size_t>(std::clamp(q, 0.0, 1.0) * static_cast<double>(v.size() - 1) + 0.5);
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+  return v[k];
+}
+
+}  // namespace tokentap::sim

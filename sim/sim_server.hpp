@@ -1,0 +1,56 @@
+#pragma once
+// `tokentap sim`: an OpenAI- and Anthropic-compatible inference server that streams generated text
+// with configurable latency, reasoning, usage and injected faults.  The demo's upstream and the
+// integration tests' fixture.
+//
+// Endpoints: POST /v1/chat/completions, POST /v1/messages, GET /v1/models, GET /healthz,
+// GET /sim/stats.  Per-request overrides: `x-sim-*` headers (see sim::apply_header).
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "proxy/server_runtime.hpp"
+#include "sim/generator.hpp"
+
+namespace tokentap::sim {
+
+struct server_options {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8081;
+  unsigned threads = 1;
+  params defaults;
+  std::string tls_cert, tls_key;  ///< both set: serve HTTPS
+};
+
+/// Live counters, readable from any thread (tests use them to observe the upstream side).
+struct server_stats {
+  std::atomic<std::uint64_t> connections{0};        ///< TCP connections accepted
+  std::atomic<std::uint64_t> requests{0};           ///< requests read
+  std::atomic<std::uint64_t> streams_completed{0};  ///< responses sent to their end
+  std::atomic<std::uint64_t> disconnects{0};        ///< clients gone before the response ended
+  std::atomic<std::int64_t> last_disconnect_ns{0};  ///< monotonic time the last one was noticed
+  std::atomic<std::uint64_t> open_connections{0};
+};
+
+class server {
+ public:
+  explicit server(server_options opts);
+  ~server();
+  /// Binds and starts the I/O threads; throws on bind or TLS set-up failure.
+  void start();
+  tcp::endpoint endpoint() const { return endpoint_; }
+  const server_stats& stats() const noexcept { return *stats_; }
+  void shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+  void join();
+
+ private:
+  struct impl;
+  server_options opts_;
+  std::shared_ptr<server_stats> stats_;
+  std::unique_ptr<impl> impl_;
+  server_runtime runtime_;
+  tcp::endpoint endpoint_;
+};
+
+}  // namespace tokentap::sim
