@@ -67,11 +67,12 @@ struct config {
   bool access_log = true;
 };
 
-/// Reads and validates a YAML file.  Unknown keys are errors, so typos do not pass silently.
-config load_config_file(const std::string& path);
+/// Reads a YAML file.  Unknown keys are errors, so typos do not pass silently.  With `check`,
+/// also validates (pass false when command-line flags still have to be applied first).
+config load_config_file(const std::string& path, bool check = true);
 
-/// Parses YAML text (for tests and `check-config`).
-config parse_config(const std::string& yaml_text);
+/// Parses YAML text; with `check`, also validates.
+config parse_config(const std::string& yaml_text, bool check = true);
 
 /// Checks cross references, fills derived fields and sorts routes.  Throws config_error.
 void validate(config& cfg);

@@ -87,7 +87,7 @@ std::optional<url> parse_url(std::string_view text, std::string& error) {
     error = "invalid port '" + std::string(port) + "'";
     return std::nullopt;
   }
-  if (!path.empty() && path.front() != '/') {
+  if (path.find_first_of("?#") != std::string_view::npos) {
     error = "upstream URL may not carry a query or fragment";
     return std::nullopt;
   }

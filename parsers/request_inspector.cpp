@@ -100,8 +100,8 @@ request_info request_inspector::inspect(std::string_view body) {
     return info;
   }
   od::object root;
-  if (doc.get_object().get(root)) {
-    info.error = "body is not a JSON object";
+  if (const auto err = doc.get_object().get(root)) {
+    info.error = err == simdjson::INCORRECT_TYPE ? "body is not a JSON object" : "invalid JSON";
     return info;
   }
   for (auto field : root) {

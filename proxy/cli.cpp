@@ -5,7 +5,10 @@
 #include <charconv>
 #include <csignal>
 #include <cstdio>
+#include <functional>
+#include <future>
 #include <iostream>
+#include <thread>
 
 #include <boost/asio/signal_set.hpp>
 
@@ -110,38 +113,46 @@ void apply_log_level(const flags& f, std::string_view fallback) {
   log::set_level(l);
 }
 
-// Blocks until SIGINT or SIGTERM; calls on_first for the first one, on_second for a second one.
-template <class First, class Second>
-void wait_for_signals(First on_first, Second on_second, std::optional<double> timeout_s = {}) {
+// Runs until `wait_done` returns, handling SIGINT/SIGTERM meanwhile: the first signal (or the
+// optional timeout) calls `on_first` (begin a graceful stop), a second one `on_second` (force).
+// `wait_done` runs on its own thread and typically joins the servers' threads.
+void run_until_stopped(const std::function<void()>& on_first, const std::function<void()>& on_second,
+                       const std::function<void()>& wait_done,
+                       std::optional<double> timeout_s = std::nullopt) {
   net::io_context ioc(1);
+  auto guard = net::make_work_guard(ioc);
   net::signal_set signals(ioc, SIGINT, SIGTERM);
   int count = 0;
-  std::function<void(error_code, int)> handler = [&](error_code ec, int sig) {
+  std::function<void(error_code, int)> on_signal = [&](error_code ec, int sig) {
     if (ec) return;
     if (++count == 1) {
-      TT_LOG(info) << "signal " << sig << ": shutting down (again to force)";
+      TT_LOG(info) << "signal " << sig << ": shutting down gracefully (again to force)";
       on_first();
-      signals.async_wait(handler);
     } else {
+      TT_LOG(warn) << "second signal: closing all connections now";
       on_second();
-      ioc.stop();
     }
+    signals.async_wait(on_signal);
   };
-  signals.async_wait(handler);
-  std::optional<net::steady_timer> timer;
+  signals.async_wait(on_signal);
+  net::steady_timer timer(ioc);
   if (timeout_s) {
-    timer.emplace(ioc, std::chrono::milliseconds(static_cast<long>(*timeout_s * 1000)));
-    timer->async_wait([&](error_code ec) {
-      if (!ec) {
-        on_first();
-        ioc.stop();
-      }
+    timer.expires_after(std::chrono::milliseconds(static_cast<long>(*timeout_s * 1000)));
+    timer.async_wait([&](error_code ec) {
+      if (!ec && count++ == 0) on_first();
     });
   }
-  ioc.run_one();  // the first signal (or the timeout)
-  // Keep listening for a second signal while the caller drains (on another thread).
-  std::thread t([&] { ioc.run(); });
-  t.detach();
+  std::thread waiter([&] {
+    wait_done();
+    net::post(ioc, [&] {
+      error_code ignored;
+      signals.cancel(ignored);
+      timer.cancel();
+      guard.reset();
+    });
+  });
+  ioc.run();
+  waiter.join();
 }
 
 int cmd_check_config(const std::vector<std::string>& args) {
@@ -155,7 +166,7 @@ int cmd_check_config(const std::vector<std::string>& args) {
 
 config::config proxy_config(const flags& f) {
   config::config cfg;
-  if (auto path = f.get("config")) cfg = config::load_config_file(*path);
+  if (auto path = f.get("config")) cfg = config::load_config_file(*path, /*check=*/false);
   if (auto up = f.get("upstream")) config::set_single_upstream(cfg, *up);
   cfg.listen = address_flag(f, "listen", cfg.listen);
   cfg.admin = address_flag(f, "admin", cfg.admin);
@@ -200,9 +211,8 @@ int cmd_proxy(const std::vector<std::string>& args) {
               server.endpoint().port(), server.admin_endpoint().address().to_string().c_str(),
               server.admin_endpoint().port());
   std::fflush(stdout);
-  wait_for_signals([&] { server.shutdown(); },
-                   [&] { server.shutdown(std::chrono::milliseconds(0)); });
-  server.join();
+  run_until_stopped([&] { server.shutdown(); },
+                    [&] { server.shutdown(std::chrono::milliseconds(0)); }, [&] { server.join(); });
   TT_LOG(info) << "proxy stopped";
   return 0;
 }
@@ -247,9 +257,8 @@ int cmd_sim(const std::vector<std::string>& args) {
   std::printf("ready sim=%s:%u\n", server.endpoint().address().to_string().c_str(),
               server.endpoint().port());
   std::fflush(stdout);
-  wait_for_signals([&] { server.shutdown(std::chrono::milliseconds(2000)); },
-                   [&] { server.shutdown(std::chrono::milliseconds(0)); });
-  server.join();
+  run_until_stopped([&] { server.shutdown(std::chrono::milliseconds(2000)); },
+                    [&] { server.shutdown(std::chrono::milliseconds(0)); }, [&] { server.join(); });
   return 0;
 }
 
@@ -336,14 +345,26 @@ int cmd_demo(const std::vector<std::string>& args) {
 
   std::optional<double> duration;
   if (f.has("duration-s")) duration = f.number("duration-s", 0, 1, 1e7);
-  wait_for_signals([&] { done = true; }, [&] {}, duration);
-  done = true;
-  reporter.join();
-  load.stop();
-  proxy_server.shutdown(std::chrono::milliseconds(3000));
-  proxy_server.join();
-  sim_server.shutdown(std::chrono::milliseconds(1000));
-  sim_server.join();
+  std::promise<void> stop_requested;
+  run_until_stopped(
+      [&] { stop_requested.set_value(); },
+      [&] {
+        proxy_server.shutdown(std::chrono::milliseconds(0));
+        sim_server.shutdown(std::chrono::milliseconds(0));
+      },
+      [&] {
+        stop_requested.get_future().wait();
+        done = true;
+        reporter.join();
+        // No new requests; what is in flight gets two seconds to finish through the proxy.
+        load.request_stop();
+        proxy_server.shutdown(std::chrono::milliseconds(2000));
+        load.stop();
+        proxy_server.join();
+        sim_server.shutdown(std::chrono::milliseconds(1000));
+        sim_server.join();
+      },
+      duration);
   std::printf("demo stopped\n");
   return 0;
 }

@@ -115,6 +115,7 @@ class proxy_session final : public session_base,
 
   void force_close() noexcept override {
     draining_ = true;
+    forced_ = true;
     close_upstream();
     close_client();
   }
@@ -390,7 +391,9 @@ class proxy_session final : public session_base,
     if (no_body) {
       client_.expires_never();
       ex.response_complete = true;
-      ex.upstream_reusable = parser->is_done() && parser->keep_alive();
+      // After HEAD a non-conforming upstream may still send a body: never reuse that connection.
+      ex.upstream_reusable = !ex.head && parser->is_done() && parser->keep_alive() &&
+                             conn.buffer.size() == 0;
       co_return attempt_result::done;
     }
 
@@ -423,6 +426,11 @@ class proxy_session final : public session_base,
       if (ec) {
         if (client_gone_) {
           client_lost(ex);
+        } else if (forced_) {
+          // Our own shutdown grace period ended: not the upstream's fault.
+          ex.outcome = stream_outcome::timeout;
+          TT_LOG(info) << "shutdown grace period ended " << ex.body_bytes
+                       << " bytes into a response; closed it";
         } else {
           // The upstream broke mid-response: the client must see a truncated response, never
           // a clean end, so the connection is closed without the terminating chunk.
@@ -598,6 +606,7 @@ class proxy_session final : public session_base,
   bool idle_ = true;
   bool draining_ = false;
   bool closed_ = false;
+  bool forced_ = false;  // force_close(): the shutdown grace period is over
   bool watching_ = false;
   bool client_gone_ = false;
 };

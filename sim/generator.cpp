@@ -293,7 +293,7 @@ bool parse_number(std::string_view v, T& out) {
 }  // namespace
 
 std::uint64_t fnv1a(std::string_view s) noexcept {
-  std::uint64_t h = 1469598103934665603ull;
+  std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64-bit offset basis
   for (unsigned char c : s) {
     h ^= c;
     h *= 1099511628211ull;

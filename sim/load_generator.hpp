@@ -47,7 +47,9 @@ class load_generator {
   explicit load_generator(load_options opts);
   ~load_generator();
   void start();
-  /// Asks clients to stop after their current request, then waits for them.
+  /// Asks clients to stop after their current request (does not wait).
+  void request_stop() noexcept { stop_ = true; }
+  /// request_stop(), then waits for the clients.
   void stop();
   /// Blocks until every client has sent max_requests (or stop()).
   void wait();

@@ -30,7 +30,8 @@ std::string stats_json(const server_stats& s) {
          ",\"open_connections\":" + std::to_string(s.open_connections.load()) +
          ",\"requests\":" + std::to_string(s.requests.load()) +
          ",\"streams_completed\":" + std::to_string(s.streams_completed.load()) +
-         ",\"disconnects\":" + std::to_string(s.disconnects.load()) + "}\n";
+         ",\"disconnects\":" + std::to_string(s.disconnects.load()) +
+         ",\"bytes_sent\":" + std::to_string(s.bytes_sent.load()) + "}\n";
 }
 
 template <class Stream>
@@ -85,8 +86,10 @@ class sim_session final : public session_base,
   }
 
   net::awaitable<bool> send_simple(const request& req, unsigned status, std::string body,
-                                   std::string_view content_type = "application/json") {
+                                   std::string_view content_type = "application/json",
+                                   const plan* pl = nullptr) {
     http::response<http::string_body> res{static_cast<http::status>(status), req.version()};
+    if (pl) add_digest_headers(res, *pl);
     res.set(http::field::content_type, content_type);
     res.set(http::field::server, "tokentap-sim");
     res.body() = std::move(body);
@@ -103,6 +106,14 @@ class sim_session final : public session_base,
     if (req.method() == http::verb::get) {
       if (path == "/healthz") co_return co_await send_simple(req, 200, "{\"status\":\"ok\"}\n");
       if (path == "/sim/stats") co_return co_await send_simple(req, 200, stats_json(*stats_));
+    }
+    if (path == "/sim/echo") {
+      // The request head as the upstream received it (tests check the proxy's header rules).
+      std::string head = "request-target: " + std::string(target) + "\n";
+      for (const auto& f : req) head += std::string(f.name_string()) + ": " + std::string(f.value()) + "\n";
+      co_return co_await send_simple(req, 200, head, "text/plain");
+    }
+    if (req.method() == http::verb::get) {
       if (path == "/v1/models") {
         co_return co_await send_simple(
             req, 200,
@@ -171,7 +182,7 @@ class sim_session final : public session_base,
       t.expires_at(start + std::chrono::microseconds(static_cast<long>(pl.body_at_ms * 1000)));
       error_code ec;
       co_await t.async_wait(use_ec(ec));
-      const bool keep = co_await send_simple(req, 200, pl.body + "\n");
+      const bool keep = co_await send_simple(req, 200, pl.body + "\n", "application/json", &pl);
       stats_->streams_completed.fetch_add(1);
       co_return keep;
     }
@@ -187,6 +198,7 @@ class sim_session final : public session_base,
     res.set(http::field::server, "tokentap-sim");
     res.chunked(true);
     res.keep_alive(req.keep_alive());
+    add_digest_headers(res, pl);
     http::response_serializer<http::empty_body> sr{res};
     co_await http::async_write_header(stream_, sr, use_ec(ec));
     if (ec) co_return false;
@@ -194,15 +206,28 @@ class sim_session final : public session_base,
     watch_for_close();
     net::steady_timer timer(stream_.get_executor());
     timer_ = &timer;
-    for (const auto& ev : pl.events) {
-      timer.expires_at(start + std::chrono::microseconds(static_cast<long>(ev.at_ms * 1000)));
-      co_await timer.async_wait(use_ec(ec));
-      if (client_gone_ || closed_) break;
-      co_await net::async_write(stream_, http::make_chunk(net::buffer(ev.bytes)), use_ec(ec));
+    // Each event goes out at its planned time.  Events already due (a zero gap, or a client that
+    // fell behind) are coalesced into one chunk, as a real server's socket buffer would.
+    std::string batch;
+    for (std::size_t i = 0; i < pl.events.size() && !client_gone_ && !closed_;) {
+      const auto due = start + std::chrono::microseconds(static_cast<long>(pl.events[i].at_ms * 1000));
+      if (due > clock::now()) {
+        timer.expires_at(due);
+        co_await timer.async_wait(use_ec(ec));
+        if (client_gone_ || closed_) break;
+      }
+      batch.clear();
+      const auto now = clock::now();
+      do {
+        batch += pl.events[i++].bytes;
+      } while (i < pl.events.size() && batch.size() < 256 * 1024 &&
+               start + std::chrono::microseconds(static_cast<long>(pl.events[i].at_ms * 1000)) <= now);
+      co_await net::async_write(stream_, http::make_chunk(net::buffer(batch)), use_ec(ec));
       if (ec) {
         note_disconnect();
         break;
       }
+      stats_->bytes_sent.fetch_add(batch.size(), std::memory_order_relaxed);
     }
     if (!client_gone_ && !closed_) {
       if (pl.ending == plan::end::reset) {
@@ -222,6 +247,17 @@ class sim_session final : public session_base,
     if (ec) co_return false;
     stats_->streams_completed.fetch_add(1);
     co_return true;
+  }
+
+  // FNV-1a of the generated texts: a client can prove it received every token.
+  template <class Message>
+  static void add_digest_headers(Message& res, const plan& pl) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(pl.content_text)));
+    res.set("x-sim-content-fnv", buf);
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(pl.reasoning_text)));
+    res.set("x-sim-reasoning-fnv", buf);
+    res.set("x-sim-completion-tokens", std::to_string(pl.completion_tokens));
   }
 
   // The sim notices a vanished client immediately, like the proxy does, and records when.
@@ -321,7 +357,8 @@ server::~server() {
 
 void server::start() {
   endpoint_ = runtime_.listen(opts_.host, opts_.port, [this](tcp::socket s, worker& w) {
-    s.set_option(tcp::no_delay(true));
+    error_code ignored;
+    s.set_option(tcp::no_delay(true), ignored);
     if (impl_->tls) {
       spawn<sim_session<beast::ssl_stream<beast::tcp_stream>>>(w, opts_, stats_, std::move(s),
                                                                *impl_->tls);

@@ -31,6 +31,7 @@ struct server_stats {
   std::atomic<std::uint64_t> disconnects{0};        ///< clients gone before the response ended
   std::atomic<std::int64_t> last_disconnect_ns{0};  ///< monotonic time the last one was noticed
   std::atomic<std::uint64_t> open_connections{0};
+  std::atomic<std::uint64_t> bytes_sent{0};         ///< streamed event bytes written to clients
 };
 
 class server {

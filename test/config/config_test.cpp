@@ -1,0 +1,138 @@
+#include "config/config.hpp"
+
+#include <gtest/gtest.h>
+
+namespace tokentap::config {
+namespace {
+
+TEST(Url, ParsesSchemesPortsAndBasePath) {
+  std::string err;
+  auto u = parse_url("https://api.example.com/openai/v1/", err);
+  ASSERT_TRUE(u) << err;
+  EXPECT_TRUE(u->tls);
+  EXPECT_EQ(u->host, "api.example.com");
+  EXPECT_EQ(u->port, 443);
+  EXPECT_EQ(u->base_path, "/openai/v1");
+  EXPECT_EQ(u->host_header(), "api.example.com");
+
+  u = parse_url("http://127.0.0.1:8000", err);
+  ASSERT_TRUE(u) << err;
+  EXPECT_FALSE(u->tls);
+  EXPECT_EQ(u->port, 8000);
+  EXPECT_EQ(u->base_path, "");
+  EXPECT_EQ(u->host_header(), "127.0.0.1:8000");
+
+  u = parse_url("http://[::1]:9000/x", err);
+  ASSERT_TRUE(u) << err;
+  EXPECT_EQ(u->host, "::1");
+  EXPECT_EQ(u->host_header(), "[::1]:9000");
+}
+
+TEST(Url, RejectsWhatItCannotServe) {
+  std::string err;
+  for (const char* bad : {"ftp://x", "127.0.0.1:80", "http://", "http://h:99999", "http://h:0",
+                          "http://user:pw@h/", "http://h/?q=1", "http://::1:80"}) {
+    err.clear();
+    EXPECT_FALSE(parse_url(bad, err)) << bad;
+    EXPECT_FALSE(err.empty()) << bad;
+  }
+}
+
+TEST(HostPort, ParsesListenAddresses) {
+  std::string err;
+  auto hp = parse_host_port("127.0.0.1:8080", err);
+  ASSERT_TRUE(hp);
+  EXPECT_EQ(hp->host, "127.0.0.1");
+  EXPECT_EQ(hp->port, 8080);
+  hp = parse_host_port(":9464", err);
+  ASSERT_TRUE(hp);
+  EXPECT_EQ(hp->host, "0.0.0.0");
+  hp = parse_host_port("[::1]:0", err);
+  ASSERT_TRUE(hp);
+  EXPECT_EQ(hp->host, "::1");
+  EXPECT_FALSE(parse_host_port("localhost", err));
+  EXPECT_FALSE(parse_host_port("h:http", err));
+}
+
+constexpr const char* full_yaml = R"(
+listen: 0.0.0.0:8080
+admin: 127.0.0.1:9464
+threads: 4
+upstreams:
+  vllm:
+    url: http://10.0.0.5:8000
+    max_idle_connections: 8
+  openai:
+    url: https://api.openai.com
+    tls_verify: true
+routes:
+  - {name: chat, prefix: /v1/, upstream: vllm}
+  - {name: openai, prefix: /v1/responses, upstream: openai}
+timeouts: {connect_ms: 1000, upstream_header_ms: 2000, total_ms: 0}
+limits: {max_request_body_bytes: 1048576}
+accept_encoding: passthrough
+log: {level: warn, access_log: false}
+)";
+
+TEST(Config, LoadsEveryField) {
+  const auto cfg = parse_config(full_yaml);
+  EXPECT_EQ(cfg.listen.to_string(), "0.0.0.0:8080");
+  EXPECT_EQ(cfg.threads, 4u);
+  ASSERT_EQ(cfg.upstreams.size(), 2u);
+  EXPECT_EQ(cfg.upstreams[0].max_idle, 8u);
+  EXPECT_TRUE(cfg.upstreams[1].target.tls);
+  EXPECT_EQ(cfg.timeouts.connect, ms(1000));
+  EXPECT_EQ(cfg.timeouts.upstream_header, ms(2000));
+  EXPECT_EQ(cfg.limits.max_request_body_bytes, 1048576u);
+  EXPECT_FALSE(cfg.identity_encoding);
+  EXPECT_EQ(cfg.log_level, "warn");
+  EXPECT_FALSE(cfg.access_log);
+}
+
+TEST(Config, LongestPrefixWins) {
+  const auto cfg = parse_config(full_yaml);
+  const auto* r = match_route(cfg, "/v1/responses");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->name, "openai");
+  EXPECT_EQ(cfg.upstreams[r->upstream_index].name, "openai");
+  r = match_route(cfg, "/v1/chat/completions");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->name, "chat");
+  EXPECT_EQ(match_route(cfg, "/metrics"), nullptr);
+}
+
+void expect_error(const std::string& yaml, const std::string& fragment) {
+  try {
+    parse_config(yaml);
+    ADD_FAILURE() << "accepted: " << yaml;
+  } catch (const config_error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(Config, ErrorsNameTheProblemAndLine) {
+  expect_error("listen: 1.2.3.4:80\nupstream: {}\n", "line 2: unknown key 'upstream'");
+  expect_error("upstreams: {a: {url: http://h}}\nroutes: [{prefix: /v1, upstream: b}]\n",
+               "unknown upstream 'b'");
+  expect_error("upstreams: {a: {url: gopher://h}}\n", "http:// or https://");
+  expect_error("upstreams: {a: {url: http://h}}\ntimeouts: {connect_ms: -1}\n", "negative");
+  expect_error("upstreams: {a: {url: http://h}}\ntimeouts: {connect_ms: soon}\n", "connect_ms");
+  expect_error("upstreams: {a: {url: http://h}}\nroutes: [{prefix: v1, upstream: a}]\n",
+               "must start with '/'");
+  expect_error("upstreams: {a: {url: http://h}, b: {url: http://g}}\n", "no routes");
+  expect_error("listen: [oops\n", "YAML syntax error");
+  expect_error("", "no upstream");
+}
+
+TEST(Config, SingleUpstreamFlagReplacesRoutes) {
+  auto cfg = parse_config(full_yaml);
+  set_single_upstream(cfg, "http://127.0.0.1:1234/base");
+  validate(cfg);
+  ASSERT_EQ(cfg.upstreams.size(), 1u);
+  EXPECT_EQ(cfg.upstreams[0].target.base_path, "/base");
+  EXPECT_EQ(match_route(cfg, "/anything")->upstream, "default");
+  EXPECT_THROW(set_single_upstream(cfg, "127.0.0.1:1234"), config_error);
+}
+
+}  // namespace
+}  // namespace tokentap::config

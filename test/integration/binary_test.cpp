@@ -1,0 +1,201 @@
+// The real `tokentap` binary: command line contract, signals and graceful shutdown.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <fstream>
+#include <future>
+
+#include <boost/asio/ip/address.hpp>
+
+#include "sim/sim_server.hpp"
+#include "test/support/http_client.hpp"
+#include "test/support/process.hpp"
+#include "test/support/tls_cert.hpp"
+
+namespace tokentap::test {
+namespace {
+
+tcp::endpoint parse_endpoint(const std::string& line, const std::string& key) {
+  // "ready proxy=127.0.0.1:PORT admin=127.0.0.1:PORT"
+  const auto k = line.find(key + "=");
+  if (k == std::string::npos) return {};
+  const auto start = k + key.size() + 1;
+  const auto end = line.find(' ', start);
+  const auto hp = line.substr(start, end - start);
+  const auto colon = hp.rfind(':');
+  return {boost::asio::ip::make_address(hp.substr(0, colon)),
+          static_cast<unsigned short>(std::stoi(hp.substr(colon + 1)))};
+}
+
+int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(Binary, VersionAndHelp) {
+  auto r = run({"--version"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out.rfind("tokentap ", 0), 0u);
+  r = run({"--help"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("proxy"), std::string::npos);
+  for (const char* cmd : {"proxy", "sim", "demo"}) {
+    r = run({cmd, "--help"});
+    EXPECT_EQ(r.status, 0) << cmd;
+    EXPECT_NE(r.out.find("usage: tokentap"), std::string::npos) << cmd;
+  }
+}
+
+TEST(Binary, BadUsageIsOneLineAndExitTwo) {
+  const std::vector<std::vector<std::string>> cases = {
+      {},
+      {"frobnicate"},
+      {"proxy", "--bogus"},
+      {"proxy", "--listen"},
+      {"proxy", "--listen", "nonsense", "--upstream", "http://127.0.0.1:1"},
+      {"proxy", "--upstream", "ftp://x"},
+      {"proxy"},  // no upstream
+      {"proxy", "--upstream", "http://127.0.0.1:1", "--threads", "-3"},
+      {"proxy", "--config", "/nonexistent.yaml"},
+      {"sim", "--itl-dist", "zipf"},
+      {"check-config"},
+  };
+  for (const auto& args : cases) {
+    const auto r = run(args);
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    EXPECT_EQ(r.status, 2) << joined;
+    if (!args.empty()) {
+      EXPECT_EQ(lines(r.err), 1) << joined << ": " << r.err;
+      EXPECT_EQ(r.err.rfind("tokentap ", 0), 0u) << r.err;
+    }
+  }
+}
+
+TEST(Binary, CheckConfig) {
+  const auto dir = temp_dir();
+  {
+    std::ofstream(dir + "/good.yaml") << "upstreams:\n  vllm: {url: http://127.0.0.1:8000}\n"
+                                         "routes:\n  - {prefix: /v1/, upstream: vllm}\n";
+    std::ofstream(dir + "/bad.yaml") << "upstreams:\n  vllm: {url: http://127.0.0.1:8000}\n"
+                                        "routes:\n  - {prefix: /v1/, upstream: tgi}\n";
+  }
+  auto r = run({"check-config", dir + "/good.yaml"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("ok"), std::string::npos);
+  r = run({"check-config", dir + "/bad.yaml"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("unknown upstream 'tgi'"), std::string::npos) << r.err;
+  EXPECT_EQ(lines(r.err), 1);
+  // The example shipped in config/ is valid.
+  r = run({"check-config", std::string(TOKENTAP_SOURCE_DIR) + "/config/example.yaml"});
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
+struct binary_stack {
+  explicit binary_stack(std::vector<std::string> extra = {}) {
+    sim::server_options so;
+    so.host = "127.0.0.1";
+    so.port = 0;
+    sim = std::make_unique<sim::server>(so);
+    sim->start();
+    std::vector<std::string> args = {"proxy",        "--listen",  "127.0.0.1:0",
+                                     "--admin",      "127.0.0.1:0", "--threads", "2",
+                                     "--upstream",
+                                     "http://127.0.0.1:" + std::to_string(sim->endpoint().port())};
+    args.insert(args.end(), extra.begin(), extra.end());
+    proc = std::make_unique<process>(args);
+    const auto line = proc->wait_for_line("ready ", std::chrono::seconds(10));
+    proxy = parse_endpoint(line, "proxy");
+    admin = parse_endpoint(line, "admin");
+  }
+  std::unique_ptr<sim::server> sim;
+  std::unique_ptr<process> proc;
+  tcp::endpoint proxy, admin;
+};
+
+request_options long_stream(int tokens, int itl_ms) {
+  request_options o;
+  o.body = chat_body(true, "drain me");
+  o.headers = {{"x-sim-tokens", std::to_string(tokens)},
+               {"x-sim-itl-ms", std::to_string(itl_ms)},
+               {"x-sim-ttft-ms", "10"}};
+  o.timeout = std::chrono::milliseconds(20000);
+  return o;
+}
+
+TEST(Binary, ServesAndReportsHealth) {
+  binary_stack b;
+  ASSERT_NE(b.proxy.port(), 0) << b.proc->err();
+  request_options h;
+  h.method = "GET";
+  h.target = "/healthz";
+  auto r = fetch(b.admin, h);
+  EXPECT_EQ(r.status, 200);
+  h.target = "/readyz";
+  EXPECT_EQ(fetch(b.admin, h).status, 200);
+  r = fetch(b.proxy, long_stream(5, 1));
+  EXPECT_TRUE(r.complete);
+  EXPECT_EQ(r.status, 200);
+  b.proc->signal(SIGTERM);
+  EXPECT_EQ(b.proc->wait(std::chrono::seconds(10)), 0);
+  // One access-log line per request, without the credentials.
+  EXPECT_NE(b.proc->err().find("access "), std::string::npos);
+}
+
+TEST(Binary, SigtermLetsInFlightStreamsFinish) {
+  binary_stack b;
+  ASSERT_NE(b.proxy.port(), 0) << b.proc->err();
+  // ~1.5 s of streaming in three concurrent streams.
+  std::vector<std::future<response>> streams;
+  for (int i = 0; i < 3; ++i)
+    streams.push_back(std::async(std::launch::async, [&] { return fetch(b.proxy, long_stream(50, 30)); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double t0 = now_ms();
+  b.proc->signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // No new connections once draining.
+  boost::asio::io_context ioc;
+  tcp::socket probe(ioc);
+  boost::system::error_code ec;
+  probe.connect(b.proxy, ec);
+  EXPECT_TRUE(ec) << "the listener must be closed while draining";
+  for (auto& f : streams) {
+    const auto r = f.get();
+    EXPECT_TRUE(r.complete) << r.error.message();
+    EXPECT_EQ(sse_data(r.body).back(), "[DONE]");
+  }
+  EXPECT_EQ(b.proc->wait(std::chrono::seconds(10)), 0);
+  EXPECT_LT(now_ms() - t0, 5000);
+}
+
+TEST(Binary, GracePeriodBoundsShutdown) {
+  const auto dir = temp_dir();
+  std::ofstream(dir + "/c.yaml") << "timeouts: {shutdown_grace_ms: 500}\n";
+  binary_stack b({"--config", dir + "/c.yaml"});
+  ASSERT_NE(b.proxy.port(), 0) << b.proc->err();
+  auto stream = std::async(std::launch::async, [&] { return fetch(b.proxy, long_stream(1000, 20)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double t0 = now_ms();
+  b.proc->signal(SIGTERM);
+  EXPECT_EQ(b.proc->wait(std::chrono::seconds(10)), 0);
+  const double took = now_ms() - t0;
+  EXPECT_GE(took, 450);
+  EXPECT_LT(took, 3000);
+  const auto r = stream.get();
+  EXPECT_FALSE(r.complete) << "a stream cut by the grace period must look truncated";
+}
+
+TEST(Binary, DemoRunsSimulatorProxyAndLoad) {
+  const auto r = run({"demo", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--sim-listen",
+                      "127.0.0.1:0", "--duration-s", "6", "--concurrency", "8"},
+                     std::chrono::seconds(30));
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("send your requests here"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/healthz"), std::string::npos);
+  const auto k = r.out.find("requests ok=");
+  ASSERT_NE(k, std::string::npos) << r.out;
+  EXPECT_GT(std::stoi(r.out.substr(k + 12)), 0) << r.out;
+  EXPECT_NE(r.out.find("demo stopped"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tokentap::test

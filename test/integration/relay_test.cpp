@@ -1,0 +1,311 @@
+// The proxy relays real responses from the real simulator byte for byte, streamed as they arrive.
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+
+#include <mutex>
+#include <thread>
+
+#include "hooks/tap.hpp"
+#include "sim/load_generator.hpp"
+#include "test/support/http_client.hpp"
+#include "test/support/stack.hpp"
+
+namespace tokentap::test {
+namespace {
+
+request_options stream_request(int tokens, int ttft_ms = 20, int itl_ms = 5) {
+  request_options o;
+  o.body = chat_body(true, "relay me");
+  o.headers = {{"x-sim-tokens", std::to_string(tokens)},
+               {"x-sim-reasoning-tokens", "7"},
+               {"x-sim-ttft-ms", std::to_string(ttft_ms)},
+               {"x-sim-itl-ms", std::to_string(itl_ms)}};
+  return o;
+}
+
+TEST(Relay, StreamedResponseIsByteExactAndUnbuffered) {
+  stack s;
+  const auto opts = stream_request(40, 50, 25);
+  const auto direct = fetch(s.sim_ep(), opts);
+  const auto proxied = fetch(s.proxy_ep(), opts);
+  ASSERT_TRUE(direct.complete);
+  ASSERT_TRUE(proxied.complete) << proxied.error.message();
+  EXPECT_EQ(proxied.status, 200);
+  EXPECT_EQ(proxied.body, direct.body);
+  EXPECT_EQ(sse_data(proxied.body).back(), "[DONE]");
+  EXPECT_EQ(proxied.header("x-accel-buffering"), "no");
+  EXPECT_EQ(proxied.header("content-type"), "text/event-stream; charset=utf-8");
+  EXPECT_EQ(proxied.header("x-sim-content-fnv"), direct.header("x-sim-content-fnv"));
+  // Unbuffered: 47 tokens 25 ms apart arrive as many separate reads spread over the stream,
+  // not in one lump at the end.
+  ASSERT_GE(proxied.chunk_ms.size(), 20u);
+  EXPECT_GT(proxied.chunk_ms.back() - proxied.chunk_ms.front(), 46 * 25 * 0.8);
+}
+
+TEST(Relay, PlainJsonResponsesKeepContentLength) {
+  stack s;
+  request_options o;
+  o.body = chat_body(false);
+  o.headers = {{"x-sim-tokens", "30"}, {"x-sim-ttft-ms", "5"}, {"x-sim-itl-ms", "0"}};
+  const auto direct = fetch(s.sim_ep(), o);
+  const auto proxied = fetch(s.proxy_ep(), o);
+  ASSERT_TRUE(proxied.complete);
+  EXPECT_EQ(proxied.status, 200);
+  EXPECT_EQ(proxied.body, direct.body);
+  EXPECT_EQ(proxied.header("content-length"), std::to_string(direct.body.size()));
+  EXPECT_EQ(proxied.header("transfer-encoding"), "");
+  EXPECT_EQ(proxied.header("x-accel-buffering"), "");
+}
+
+TEST(Relay, AnthropicMessagesStream) {
+  stack s;
+  request_options o;
+  o.target = "/v1/messages";
+  o.body = R"({"model":"claude-sim","max_tokens":500,"stream":true,"thinking":{"type":"enabled","budget_tokens":100},"messages":[{"role":"user","content":"hi"}]})";
+  o.headers = {{"x-sim-tokens", "12"}, {"x-sim-reasoning-tokens", "6"}, {"x-sim-itl-ms", "2"}};
+  const auto direct = fetch(s.sim_ep(), o);
+  const auto proxied = fetch(s.proxy_ep(), o);
+  ASSERT_TRUE(proxied.complete);
+  EXPECT_EQ(proxied.body, direct.body);
+  EXPECT_NE(proxied.body.find("event: message_stop"), std::string::npos);
+}
+
+TEST(Relay, RequestHeadersFollowProxyRules) {
+  stack s;
+  request_options o;
+  o.method = "GET";
+  o.target = "/sim/echo?x=1";
+  o.headers = {{"Connection", "keep-alive, X-Hop"},
+               {"X-Hop", "drop me"},
+               {"Keep-Alive", "timeout=5"},
+               {"TE", "trailers"},
+               {"Accept-Encoding", "gzip, br"},
+               {"X-Forwarded-For", "203.0.113.9"},
+               {"Authorization", "Bearer sk-test"}};
+  const auto r = fetch(s.proxy_ep(), o);
+  ASSERT_EQ(r.status, 200);
+  const auto& head = r.body;
+  EXPECT_NE(head.find("request-target: /sim/echo?x=1\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("Host: 127.0.0.1:" + std::to_string(s.sim_ep().port())), std::string::npos);
+  EXPECT_NE(head.find("X-Forwarded-For: 203.0.113.9, 127.0.0.1\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("X-Forwarded-Proto: http\n"), std::string::npos);
+  EXPECT_NE(head.find("Accept-Encoding: identity\n"), std::string::npos);
+  EXPECT_NE(head.find("Authorization: Bearer sk-test\n"), std::string::npos);
+  EXPECT_EQ(head.find("X-Hop"), std::string::npos) << head;
+  EXPECT_EQ(head.find("Keep-Alive"), std::string::npos);
+  EXPECT_EQ(head.find("TE:"), std::string::npos);
+}
+
+TEST(Relay, BasePathOfTheUpstreamIsPrepended) {
+  stack s([](config::config& cfg) { cfg.upstreams[0].target.base_path = "/sim"; });
+  request_options o;
+  o.method = "GET";
+  o.target = "/echo";
+  const auto r = fetch(s.proxy_ep(), o);
+  ASSERT_EQ(r.status, 200);
+  EXPECT_NE(r.body.find("request-target: /sim/echo\n"), std::string::npos) << r.body;
+}
+
+TEST(Relay, ChunkedRequestBodyIsForwarded) {
+  stack s;
+  connection c(s.proxy_ep());
+  const std::string body = chat_body(false, "chunked upload");
+  std::string raw = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    "x-sim-tokens: 3\r\nx-sim-ttft-ms: 1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const auto half = body.size() / 2;
+  char size_line[32];
+  std::snprintf(size_line, sizeof size_line, "%zx\r\n", half);
+  raw += size_line + body.substr(0, half) + "\r\n";
+  std::snprintf(size_line, sizeof size_line, "%zx\r\n", body.size() - half);
+  raw += size_line + body.substr(half) + "\r\n0\r\n\r\n";
+  c.send_raw(raw);
+  const auto r = c.read_response();
+  ASSERT_TRUE(r.complete);
+  EXPECT_EQ(r.status, 200);
+  request_options o;
+  o.body = body;
+  o.headers = {{"x-sim-tokens", "3"}, {"x-sim-ttft-ms", "1"}};
+  EXPECT_EQ(r.body, fetch(s.sim_ep(), o).body);  // same body hash -> same generated answer
+}
+
+TEST(Relay, KeepAliveOnBothSides) {
+  stack s;
+  connection c(s.proxy_ep());
+  for (int i = 0; i < 5; ++i) {
+    auto o = stream_request(5, 1, 1);
+    const auto r = c.request(o);
+    ASSERT_TRUE(r.complete) << i << ": " << r.error.message();
+    EXPECT_EQ(r.status, 200);
+  }
+  EXPECT_EQ(s.sim->stats().connections.load(), 1u);
+  EXPECT_EQ(s.proxy->stats().upstream_connects.load(), 1u);
+  EXPECT_EQ(s.proxy->stats().upstream_reuses.load(), 4u);
+}
+
+TEST(Relay, UpstreamRestartBetweenRequestsIsInvisible) {
+  // A pooled connection whose upstream went away is detected (or retried) and replaced.
+  stack s;
+  const auto port = s.sim_ep().port();
+  ASSERT_EQ(fetch(s.proxy_ep(), stream_request(3, 1, 1)).status, 200);
+  s.sim.reset();
+  sim::server_options so;
+  so.host = "127.0.0.1";
+  so.port = port;
+  s.sim = std::make_unique<sim::server>(so);
+  s.sim->start();
+  const auto r = fetch(s.proxy_ep(), stream_request(3, 1, 1));
+  EXPECT_TRUE(r.complete);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(s.proxy->stats().upstream_connects.load(), 2u);
+}
+
+TEST(Relay, HeadResponseHasNoBodyAndTheConnectionStaysUsable) {
+  stack s;
+  connection c(s.proxy_ep());
+  c.send_raw("HEAD /v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
+  const auto head = c.read_response(std::chrono::milliseconds(5000), /*head=*/true);
+  ASSERT_TRUE(head.complete) << head.error.message();
+  EXPECT_EQ(head.status, 404);  // the simulator serves GET only
+  EXPECT_FALSE(head.header("content-length").empty());
+  EXPECT_TRUE(head.body.empty());
+  request_options o;
+  o.method = "GET";
+  o.target = "/v1/models";
+  const auto next = c.request(o);
+  ASSERT_TRUE(next.complete);
+  EXPECT_EQ(next.status, 200);
+  EXPECT_NE(next.body.find("sim-small"), std::string::npos);
+}
+
+// A tap that records what it was handed.
+struct recording_tap_factory : hooks::tap_factory {
+  struct tap : hooks::stream_tap {
+    explicit tap(recording_tap_factory& f) : f_(f) {}
+    void on_request(const hooks::request_view& r) noexcept override {
+      std::lock_guard lk(f_.mu);
+      f_.model = r.model;
+      f_.stream = r.stream;
+      f_.target = r.target;
+    }
+    void on_response_head(const hooks::response_view& r) noexcept override {
+      std::lock_guard lk(f_.mu);
+      f_.status = r.status;
+    }
+    void on_body(std::span<const char> b, hooks::mono_ns read, hooks::mono_ns written) noexcept override {
+      std::lock_guard lk(f_.mu);
+      f_.bytes.append(b.data(), b.size());
+      f_.ordered = f_.ordered && written >= read && read >= f_.last_read;
+      f_.last_read = read;
+      ++f_.reads;
+    }
+    void on_stream_end(hooks::stream_outcome o, hooks::mono_ns) noexcept override {
+      std::lock_guard lk(f_.mu);
+      f_.outcome = o;
+      f_.ended = true;
+    }
+    recording_tap_factory& f_;
+  };
+  std::unique_ptr<hooks::stream_tap> create() override { return std::make_unique<tap>(*this); }
+  std::mutex mu;
+  std::string bytes, model, target;
+  bool stream = false, ordered = true, ended = false;
+  unsigned status = 0;
+  int reads = 0;
+  hooks::mono_ns last_read = 0;
+  hooks::stream_outcome outcome{};
+};
+
+TEST(Relay, TapSeesEveryForwardedByteAfterItWasWritten) {
+  auto taps = std::make_shared<recording_tap_factory>();
+  stack s({}, {}, taps);
+  auto o = stream_request(25);
+  o.target = "/v1/chat/completions?key=secret-value";
+  const auto r = fetch(s.proxy_ep(), o);
+  ASSERT_TRUE(r.complete);
+  // on_stream_end runs right after the last write; give the proxy thread a moment.
+  for (int i = 0; i < 100; ++i) {
+    {
+      std::lock_guard lk(taps->mu);
+      if (taps->ended) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::lock_guard lk(taps->mu);
+  EXPECT_TRUE(taps->ended);
+  EXPECT_EQ(taps->bytes, r.body);
+  EXPECT_TRUE(taps->ordered);
+  EXPECT_GT(taps->reads, 10);
+  EXPECT_EQ(taps->model, "sim-small");
+  EXPECT_TRUE(taps->stream);
+  EXPECT_EQ(taps->status, 200u);
+  EXPECT_EQ(taps->outcome, hooks::stream_outcome::ok);
+  EXPECT_EQ(taps->target, "/v1/chat/completions?key=[redacted]");
+}
+
+TEST(Relay, TwoHundredConcurrentStreams) {
+  stack s([](config::config& cfg) { cfg.threads = 2; }, [] {
+    sim::server_options so;
+    so.threads = 2;
+    return so;
+  }());
+  request_options one = stream_request(30, 20, 10);
+  const auto expected = fetch(s.sim_ep(), one);
+  ASSERT_TRUE(expected.complete);
+
+  sim::load_options lo;
+  lo.host = "127.0.0.1";
+  lo.port = s.proxy_ep().port();
+  lo.concurrency = 200;
+  lo.threads = 2;
+  lo.max_requests = 2;
+  lo.next = [&](unsigned, std::uint64_t) {
+    sim::scenario sc;
+    sc.body = one.body;
+    sc.headers = one.headers;
+    return sc;
+  };
+  sim::load_generator load(lo);
+  load.start();
+  load.wait();
+  auto& t = load.totals();
+  EXPECT_EQ(t.ok.load(), 400u);
+  EXPECT_EQ(t.failed.load(), 0u);
+  // Every stream carried exactly the bytes the simulator generated for that request.
+  EXPECT_EQ(t.bytes.load(), 400u * expected.body.size());
+  EXPECT_EQ(t.events.load(), 400u * sse_data(expected.body).size());
+  // The last bytes reach the client just before the proxy finishes its bookkeeping.
+  for (int i = 0; i < 200 && s.proxy->stats().active_streams.load() != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(s.proxy->stats().active_streams.load(), 0u);
+}
+
+TEST(Relay, SlowClientPausesTheUpstream) {
+  // Backpressure, not buffering: while the client does not read, the proxy stops reading the
+  // upstream, so what the simulator manages to send plateaus far below the stream's size.
+  stack s;
+  connection c(s.proxy_ep());
+  const int small = 64 * 1024;
+  ::setsockopt(c.socket().native_handle(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  request_options o;
+  o.body = chat_body(true, "flood");
+  o.headers = {{"x-sim-tokens", "200000"}, {"x-sim-ttft-ms", "0"}, {"x-sim-itl-ms", "0"}};
+  c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+             "x-sim-tokens: 200000\r\nx-sim-ttft-ms: 0\r\nx-sim-itl-ms: 0\r\nContent-Length: " +
+             std::to_string(o.body.size()) + "\r\n\r\n" + o.body);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const auto sent_a = s.sim->stats().bytes_sent.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto sent_b = s.sim->stats().bytes_sent.load();
+  EXPECT_GT(sent_a, 0u);
+  EXPECT_EQ(sent_a, sent_b) << "the upstream kept sending while the client read nothing";
+  EXPECT_EQ(s.sim->stats().streams_completed.load(), 0u);
+
+  const auto r = c.read_response(std::chrono::milliseconds(30000));
+  ASSERT_TRUE(r.complete) << r.error.message();
+  EXPECT_GT(r.body.size(), 2 * sent_a) << "the stream must be larger than what the buffers hold";
+  EXPECT_EQ(r.body, fetch(s.sim_ep(), o).body);
+}
+
+}  // namespace
+}  // namespace tokentap::test

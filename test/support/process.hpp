@@ -1,0 +1,44 @@
+#pragma once
+// Runs the real tokentap binary as a child process, with its stdout and stderr captured.
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace tokentap::test {
+
+/// Path of the binary under test (set by CMake).
+std::string tokentap_binary();
+
+class process {
+ public:
+  explicit process(std::vector<std::string> args);
+  ~process();
+  /// Reads stdout lines until one starts with `prefix`; returns it ("" on EOF or timeout).
+  std::string wait_for_line(const std::string& prefix, std::chrono::milliseconds timeout);
+  void signal(int sig);
+  /// Waits for exit; returns the exit status, or -1 on timeout (the child is then killed).
+  int wait(std::chrono::milliseconds timeout);
+  /// Everything the child wrote to stdout / stderr so far (after wait: all of it).
+  std::string out();
+  std::string err();
+  pid_t pid() const { return pid_; }
+
+ private:
+  void drain(int fd, std::string& into, int timeout_ms);
+  pid_t pid_ = -1;
+  int out_fd_ = -1, err_fd_ = -1;
+  std::string out_, err_;
+  std::size_t consumed_ = 0;
+  bool exited_ = false;
+};
+
+/// Runs to completion; returns {exit status, stdout, stderr}.
+struct run_result {
+  int status;
+  std::string out, err;
+};
+run_result run(std::vector<std::string> args, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+}  // namespace tokentap::test

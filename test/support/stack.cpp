@@ -1,0 +1,28 @@
+#include "test/support/stack.hpp"
+
+namespace tokentap::test {
+
+config::config test_config(const std::string& upstream_url) {
+  config::config cfg;
+  cfg.listen = {"127.0.0.1", 0};
+  cfg.admin = {"127.0.0.1", 0};
+  cfg.threads = 2;
+  cfg.access_log = false;
+  config::set_single_upstream(cfg, upstream_url);
+  return cfg;
+}
+
+stack::stack(std::function<void(config::config&)> tweak, sim::server_options sim_opts,
+             std::shared_ptr<hooks::tap_factory> taps) {
+  sim_opts.host = "127.0.0.1";
+  sim_opts.port = 0;
+  sim = std::make_unique<sim::server>(sim_opts);
+  sim->start();
+  auto cfg = test_config("http://127.0.0.1:" + std::to_string(sim->endpoint().port()));
+  if (tweak) tweak(cfg);
+  config::validate(cfg);
+  proxy = std::make_unique<proxy::proxy_server>(cfg, std::move(taps));
+  proxy->start();
+}
+
+}  // namespace tokentap::test
