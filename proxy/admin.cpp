@@ -15,7 +15,7 @@ class admin_session final : public session_base,
                             public std::enable_shared_from_this<admin_session> {
  public:
   admin_session(tcp::socket s, worker& w, std::shared_ptr<const handler_table> h)
-      : session_base(w), stream_(std::move(s)), handlers_(std::move(h)) {}
+      : session_base(w, listener_role::control), stream_(std::move(s)), handlers_(std::move(h)) {}
 
   static net::awaitable<void> run(std::shared_ptr<admin_session> self) {
     error_code ec;

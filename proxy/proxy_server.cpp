@@ -51,7 +51,8 @@ void proxy_server::start() {
   std::shared_ptr<const admin::handler_table> table = std::move(handlers);
   admin_endpoint_ = runtime_.listen(
       cfg.admin.host, cfg.admin.port,
-      [table](tcp::socket s, worker& w) { admin::start_admin_session(std::move(s), w, table); });
+      [table](tcp::socket s, worker& w) { admin::start_admin_session(std::move(s), w, table); },
+      1024, listener_role::control);
   runtime_.start();
 }
 

@@ -7,11 +7,19 @@
 namespace tokentap {
 
 struct server_runtime::listener : std::enable_shared_from_this<listener> {
-  listener(server_runtime& rt, net::io_context& ioc, std::size_t max)
-      : runtime(rt), acceptor(ioc), max_connections(max) {}
+  listener(server_runtime& rt, net::io_context& ioc, std::size_t max, listener_role r)
+      : runtime(rt), acceptor(ioc), max_connections(max), role(r) {}
   server_runtime& runtime;
   tcp::acceptor acceptor;
   std::size_t max_connections;
+  listener_role role;
+
+  void close() {
+    net::post(acceptor.get_executor(), [self = shared_from_this()] {
+      error_code ignored;
+      self->acceptor.close(ignored);
+    });
+  }
   accept_fn on_accept;
 
   void do_accept() {
@@ -43,15 +51,16 @@ struct server_runtime::listener : std::enable_shared_from_this<listener> {
   }
 };
 
-session_base::session_base(worker& w) : worker_(w) {
+session_base::session_base(worker& w, listener_role role) : worker_(w), role_(role) {
   w.sessions.insert(this);
   w.runtime.open_sessions_.fetch_add(1, std::memory_order_relaxed);
+  if (role == listener_role::traffic) w.runtime.traffic_sessions_.fetch_add(1);
 }
 
 session_base::~session_base() {
   worker_.sessions.erase(this);
   worker_.runtime.open_sessions_.fetch_sub(1, std::memory_order_relaxed);
-  worker_.runtime.session_gone(worker_);
+  worker_.runtime.session_gone(role_);
 }
 
 worker::worker(server_runtime& rt, unsigned idx) : runtime(rt), index(idx) {
@@ -75,8 +84,9 @@ server_runtime::~server_runtime() {
 }
 
 tcp::endpoint server_runtime::listen(const std::string& host, std::uint16_t port,
-                                     accept_fn on_accept, std::size_t max_connections) {
-  auto l = std::make_shared<listener>(*this, workers_[0]->ioc, max_connections);
+                                     accept_fn on_accept, std::size_t max_connections,
+                                     listener_role role) {
+  auto l = std::make_shared<listener>(*this, workers_[0]->ioc, max_connections, role);
   l->on_accept = std::move(on_accept);
   const auto addr = net::ip::make_address(host);
   tcp::endpoint ep(addr, port);
@@ -109,17 +119,32 @@ void server_runtime::start() {
   }
 }
 
-void server_runtime::session_gone(worker& w) {
-  if (w.draining && w.sessions.empty()) w.guard.reset();
+void server_runtime::session_gone(listener_role role) {
+  if (role != listener_role::traffic) return;
+  if (traffic_sessions_.fetch_sub(1) == 1 && draining()) finish();
 }
 
-void server_runtime::force_close_all() {
+void server_runtime::force_close_all(bool traffic_only) {
   for (auto& w : workers_) {
-    net::post(w->ioc, [wp = w.get()] {
+    net::post(w->ioc, [wp = w.get(), traffic_only] {
       // force_close may destroy sessions, which erases from the set: iterate over a copy.
       std::vector<session_base*> copy(wp->sessions.begin(), wp->sessions.end());
       for (auto* s : copy)
+        if (wp->sessions.count(s) && (!traffic_only || s->role() == listener_role::traffic))
+          s->force_close();
+    });
+  }
+}
+
+void server_runtime::finish() {
+  if (finished_.exchange(true)) return;
+  for (auto& l : listeners_) l->close();
+  for (auto& w : workers_) {
+    net::post(w->ioc, [wp = w.get()] {
+      std::vector<session_base*> copy(wp->sessions.begin(), wp->sessions.end());
+      for (auto* s : copy)
         if (wp->sessions.count(s)) s->force_close();
+      wp->guard.reset();  // the loop ends once the last handler has run
     });
   }
 }
@@ -127,23 +152,19 @@ void server_runtime::force_close_all() {
 void server_runtime::shutdown(std::chrono::milliseconds grace) {
   if (!started_) return;
   if (shutdown_calls_.fetch_add(1) > 0) {
-    force_close_all();
+    force_close_all(/*traffic_only=*/true);
     return;
   }
   draining_.store(true, std::memory_order_release);
-  for (auto& l : listeners_) {
-    net::post(l->acceptor.get_executor(), [l] {
-      error_code ignored;
-      l->acceptor.close(ignored);
-    });
-  }
+  for (auto& l : listeners_)
+    if (l->role == listener_role::traffic) l->close();
   for (auto& w : workers_) {
-    net::post(w->ioc, [wp = w.get()] {
+    net::post(w->ioc, [this, wp = w.get()] {
       wp->draining = true;
       std::vector<session_base*> copy(wp->sessions.begin(), wp->sessions.end());
       for (auto* s : copy)
         if (wp->sessions.count(s)) s->drain();
-      if (wp->sessions.empty()) wp->guard.reset();
+      if (traffic_sessions_.load() == 0) finish();
     });
   }
   // The watchdog enforces the grace period, then stops the loops if anything still lingers.
@@ -153,7 +174,7 @@ void server_runtime::shutdown(std::chrono::milliseconds grace) {
     if (cv_.wait_for(lk, grace, all_done)) return;
     lk.unlock();
     TT_LOG(warn) << "shutdown grace period over; closing remaining connections";
-    force_close_all();
+    force_close_all(/*traffic_only=*/true);
     lk.lock();
     if (cv_.wait_for(lk, std::chrono::seconds(2), all_done)) return;
     for (auto& w : workers_) w->ioc.stop();

@@ -26,11 +26,15 @@ namespace tokentap {
 class server_runtime;
 struct worker;
 
+/// Traffic listeners close as soon as shutdown begins and their sessions are drained; control
+/// listeners (admin: /readyz answers 503 while draining) stay open until the traffic is gone.
+enum class listener_role { traffic, control };
+
 /// Base of every connection-owning session.  Construction registers the session with its worker,
 /// destruction unregisters it; both happen on the worker's thread.
 class session_base {
  public:
-  explicit session_base(worker& w);
+  explicit session_base(worker& w, listener_role role = listener_role::traffic);
   virtual ~session_base();
   session_base(const session_base&) = delete;
   session_base& operator=(const session_base&) = delete;
@@ -41,9 +45,11 @@ class session_base {
   virtual void force_close() noexcept = 0;
 
   worker& owner() const noexcept { return worker_; }
+  listener_role role() const noexcept { return role_; }
 
  private:
   worker& worker_;
+  listener_role role_;
 };
 
 /// One I/O thread and what it owns.
@@ -77,13 +83,15 @@ class server_runtime {
   /// taken).  At most `max_connections` sessions from this listener are open at once; further
   /// connections are closed right after accept (the count covers all sessions of the runtime).  Returns the bound endpoint (port 0 resolved).
   tcp::endpoint listen(const std::string& host, std::uint16_t port, accept_fn on_accept,
-                       std::size_t max_connections = 100000);
+                       std::size_t max_connections = 100000,
+                       listener_role role = listener_role::traffic);
 
   /// Starts the worker threads.
   void start();
 
-  /// Graceful shutdown: closes the listeners, asks every session to drain, and after `grace`
-  /// force-closes what is left.  A second call force-closes at once.
+  /// Graceful shutdown: closes the traffic listeners, asks every session to drain, and after
+  /// `grace` force-closes what is left.  Once no traffic session is left, control listeners and
+  /// sessions close too and the threads end.  A second call force-closes at once.
   void shutdown(std::chrono::milliseconds grace);
 
   /// Waits for every worker thread to end (after shutdown).
@@ -94,14 +102,17 @@ class server_runtime {
  private:
   friend class session_base;
   struct listener;
-  void session_gone(worker& w);
-  void force_close_all();
+  void session_gone(listener_role role);
+  void force_close_all(bool traffic_only);
+  void finish();  // no traffic left: close everything else and let the threads end
 
   std::vector<std::unique_ptr<worker>> workers_;
   std::vector<std::shared_ptr<listener>> listeners_;
   std::vector<std::thread> threads_;
   std::atomic<unsigned> next_{0};
   std::atomic<std::size_t> open_sessions_{0};
+  std::atomic<std::size_t> traffic_sessions_{0};
+  std::atomic<bool> finished_{false};
   std::atomic<bool> draining_{false};
   bool started_ = false;
   std::atomic<unsigned> shutdown_calls_{0};

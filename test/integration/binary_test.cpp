@@ -152,6 +152,13 @@ TEST(Binary, SigtermLetsInFlightStreamsFinish) {
   const double t0 = now_ms();
   b.proc->signal(SIGTERM);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Draining: the admin port still answers, and says not ready (load balancers stop sending).
+  request_options ready;
+  ready.method = "GET";
+  ready.target = "/readyz";
+  const auto rz = fetch(b.admin, ready);
+  EXPECT_EQ(rz.status, 503) << rz.body;
+  EXPECT_NE(rz.body.find("draining"), std::string::npos);
   // No new connections once draining.
   boost::asio::io_context ioc;
   tcp::socket probe(ioc);
