@@ -1,0 +1,227 @@
+#include "parsers/sse_parser.hpp"
+
+#include <cstring>
+
+namespace tokentap::parsers {
+
+namespace {
+
+constexpr unsigned char utf8_bom[3] = {0xEF, 0xBB, 0xBF};
+
+const char* find_byte(const char* p, const char* end, char c) {
+  const void* r = std::memchr(p, c, static_cast<std::size_t>(end - p));
+  return r ? static_cast<const char*>(r) : end;
+}
+
+bool parse_retry(std::string_view v, std::int64_t& out) {
+  if (v.empty()) return false;
+  std::int64_t n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return false;
+    if (n < (std::int64_t{1} << 52)) n = n * 10 + (c - '0');  // saturate absurd values
+  }
+  out = n;
+  return true;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ sse_parser
+
+void sse_parser::feed(std::string_view bytes, std::int64_t t_ns, sse_handler& h) {
+  const char* p = bytes.data();
+  const char* const end = p + bytes.size();
+  if (!bom_done_) {
+    // Strip one BOM at stream start, even when its three bytes arrive in separate reads.
+    while (p < end && bom_matched_ < 3 &&
+           static_cast<unsigned char>(*p) == utf8_bom[bom_matched_]) {
+      ++bom_matched_;
+      ++p;
+    }
+    if (bom_matched_ == 3) {
+      bom_done_ = true;
+    } else if (p < end) {
+      // Not a BOM after all: the bytes held so far are ordinary input.
+      bom_done_ = true;
+      const char held[3] = {'\xEF', '\xBB', '\xBF'};
+      feed_lines(held, held + bom_matched_, t_ns, h);
+    } else {
+      return;  // still a BOM prefix; wait for more bytes
+    }
+  }
+  feed_lines(p, end, t_ns, h);
+}
+
+void sse_parser::feed_lines(const char* p, const char* const end, std::int64_t t_ns,
+                            sse_handler& h) {
+  while (p < end) {
+    if (after_cr_) {
+      after_cr_ = false;
+      if (*p == '\n') {  // the LF of a CRLF split across reads
+        ++p;
+        continue;
+      }
+    }
+    // The next line end: the first LF, or an earlier CR.  memchr keeps this fast (SIMD in libc).
+    const char* nl = find_byte(p, end, '\n');
+    const char* eol = find_byte(p, nl, '\r');
+    const std::size_t seg = static_cast<std::size_t>(eol - p);
+
+    if (skipping_) {
+      // Inside an oversized event: only a blank line (which ends it) matters.
+      if (seg > 0) skip_line_has_bytes_ = true;
+      if (eol == end) return;
+      if (!skip_line_has_bytes_) {
+        skipping_ = false;
+        in_event_ = false;
+      }
+      skip_line_has_bytes_ = false;
+    } else if (eol == end) {
+      // An unfinished line: keep it, bounded by the event size cap.
+      if (line_.size() + seg + data_.size() > max_event_bytes_) {
+        start_skip(t_ns, h);
+        skip_line_has_bytes_ = true;
+      } else {
+        line_.append(p, seg);
+      }
+      return;
+    } else if (line_.empty()) {
+      process_line(std::string_view(p, seg), t_ns, h);  // the common case: no copy
+    } else {
+      if (line_.size() + seg + data_.size() > max_event_bytes_) {
+        start_skip(t_ns, h);
+      } else {
+        line_.append(p, seg);
+        process_line(line_, t_ns, h);
+      }
+      line_.clear();
+    }
+
+    if (*eol == '\r') {
+      if (eol + 1 == end) {
+        after_cr_ = true;  // a CR ends the line; an LF at the start of the next read belongs to it
+        return;
+      }
+      p = eol[1] == '\n' ? eol + 2 : eol + 1;
+    } else {
+      p = eol + 1;
+    }
+  }
+}
+
+void sse_parser::start_skip(std::int64_t t_ns, sse_handler& h) {
+  ++oversized_;
+  h.on_oversize(max_event_bytes_, t_ns);
+  skipping_ = true;
+  skip_line_has_bytes_ = false;
+  line_.clear();
+  data_.clear();
+  type_.clear();
+}
+
+void sse_parser::process_line(std::string_view line, std::int64_t t_ns, sse_handler& h) {
+  if (line.empty()) {
+    dispatch(t_ns, h);
+    return;
+  }
+  in_event_ = true;
+  if (line.front() == ':') return;  // comment (keep-alive)
+  std::string_view field = line, value;
+  if (const auto colon = line.find(':'); colon != std::string_view::npos) {
+    field = line.substr(0, colon);
+    value = line.substr(colon + 1);
+    if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  }
+  if (field == "data") {
+    if (data_.size() + value.size() + 1 > max_event_bytes_) {
+      start_skip(t_ns, h);
+      return;
+    }
+    data_.append(value);
+    data_.push_back('\n');
+  } else if (field == "event") {
+    type_.assign(value);
+  } else if (field == "id") {
+    if (value.find('\0') == std::string_view::npos) id_.assign(value);
+  } else if (field == "retry") {
+    std::int64_t ms;
+    if (parse_retry(value, ms)) retry_ms_ = ms;
+  }
+  // Any other field is ignored.
+}
+
+void sse_parser::dispatch(std::int64_t t_ns, sse_handler& h) {
+  in_event_ = false;
+  if (data_.empty()) {
+    type_.clear();
+    return;
+  }
+  data_.pop_back();  // the LF after the last data line
+  ++events_;
+  h.on_event(sse_event{type_, data_, id_, t_ns});
+  data_.clear();
+  type_.clear();
+}
+
+bool sse_parser::finish() {
+  const bool unfinished = in_event_ || skipping_ || !line_.empty() || !data_.empty();
+  line_.clear();
+  data_.clear();
+  type_.clear();
+  id_.clear();
+  retry_ms_ = -1;
+  bom_matched_ = 0;
+  bom_done_ = false;
+  after_cr_ = false;
+  skipping_ = false;
+  skip_line_has_bytes_ = false;
+  in_event_ = false;
+  return unfinished;
+}
+
+// ------------------------------------------------------------------ ndjson_framer
+
+void ndjson_framer::emit(std::string_view line, std::int64_t t_ns, ndjson_handler& h) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line.find_first_not_of(" \t") == std::string_view::npos) return;  // blank line
+  h.on_line(line, t_ns);
+}
+
+void ndjson_framer::feed(std::string_view bytes, std::int64_t t_ns, ndjson_handler& h) {
+  const char* p = bytes.data();
+  const char* const end = p + bytes.size();
+  while (p < end) {
+    const char* nl = find_byte(p, end, '\n');
+    const std::size_t seg = static_cast<std::size_t>(nl - p);
+    if (skipping_) {
+      if (nl == end) return;
+      skipping_ = false;  // the oversized line ended here
+    } else if (line_.size() + seg > max_line_bytes_) {
+      ++oversized_;
+      h.on_oversize(max_line_bytes_, t_ns);
+      line_.clear();
+      if (nl == end) {
+        skipping_ = true;
+        return;
+      }
+    } else if (nl == end) {
+      line_.append(p, seg);
+      return;
+    } else if (line_.empty()) {
+      emit(std::string_view(p, seg), t_ns, h);
+    } else {
+      line_.append(p, seg);
+      emit(line_, t_ns, h);
+      line_.clear();
+    }
+    p = nl + 1;
+  }
+}
+
+void ndjson_framer::finish(std::int64_t t_ns, ndjson_handler& h) {
+  if (!skipping_ && !line_.empty()) emit(line_, t_ns, h);
+  line_.clear();
+  skipping_ = false;
+}
+
+}  // namespace tokentap::parsers
