@@ -146,8 +146,9 @@ void sse_parser::process_line(std::string_view line, std::int64_t t_ns, sse_hand
   } else if (field == "retry") {
     std::int64_t ms;
     if (parse_retry(value, ms)) retry_ms_ = ms;
+  } else {
+    h.on_unknown_field(field, value, t_ns);  // ignored by the spec; observers may care
   }
-  // Any other field is ignored.
 }
 
 void sse_parser::dispatch(std::int64_t t_ns, sse_handler& h) {

@@ -40,6 +40,9 @@ class sse_handler {
   virtual void on_event(const sse_event& e) noexcept = 0;
   /// An event grew past max_event_bytes and was skipped (reported once per event).
   virtual void on_oversize(std::size_t max_event_bytes, std::int64_t t_ns) noexcept {}
+  /// A field the spec ignores (e.g. llama.cpp's legacy `error:` line).  Views valid during the call.
+  virtual void on_unknown_field(std::string_view field, std::string_view value,
+                                std::int64_t t_ns) noexcept {}
 };
 
 class sse_parser {

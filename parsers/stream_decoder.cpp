@@ -1,0 +1,651 @@
+#include "parsers/stream_decoder.hpp"
+
+#include <simdjson.h>
+
+#include <array>
+
+#include "parsers/sse_parser.hpp"
+
+namespace tokentap::parsers {
+
+namespace od = simdjson::ondemand;
+
+std::string_view to_string(provider p) noexcept {
+  switch (p) {
+    case provider::openai_chat: return "openai-chat";
+    case provider::openai_responses: return "openai-responses";
+    case provider::anthropic: return "anthropic";
+    case provider::ollama: return "ollama";
+    case provider::tgi: return "tgi";
+    case provider::llamacpp: return "llamacpp";
+    case provider::unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(channel c) noexcept {
+  switch (c) {
+    case channel::content: return "content";
+    case channel::reasoning: return "reasoning";
+    case channel::tool: return "tool";
+  }
+  return "content";
+}
+
+std::string_view to_string(parse_stage s) noexcept {
+  switch (s) {
+    case parse_stage::framing: return "framing";
+    case parse_stage::json: return "json";
+    case parse_stage::oversize: return "oversize";
+  }
+  return "json";
+}
+
+provider provider_from_path(std::string_view path) noexcept {
+  auto ends = [&](std::string_view s) { return path.ends_with(s); };
+  if (ends("/chat/completions") || ends("/v1/completions")) return provider::openai_chat;
+  if (ends("/responses")) return provider::openai_responses;
+  if (ends("/v1/messages") || ends("/messages")) return provider::anthropic;
+  if (ends("/api/chat") || ends("/api/generate")) return provider::ollama;
+  if (ends("/generate_stream") || ends("/generate")) return provider::tgi;
+  if (ends("/completion")) return provider::llamacpp;
+  return provider::unknown;
+}
+
+namespace {
+
+enum class framing { sse, ndjson, json };
+
+// Reads a JSON value as a string view ("" when it is not a string).
+std::string_view str(od::value v) {
+  std::string_view s;
+  return v.get_string().get(s) ? std::string_view{} : s;
+}
+
+std::int64_t num(od::value v) {
+  std::int64_t n = -1;
+  if (v.get_int64().get(n)) {
+    double d;
+    if (v.get_double().get(d)) return -1;
+    n = static_cast<std::int64_t>(d);
+  }
+  return n;
+}
+
+// `<think>…</think>` spans inside content are reasoning.  Tags may be split across deltas: a
+// possible tag prefix at the end of a delta is held back until the next one.
+class think_splitter {
+ public:
+  template <class Emit>
+  void feed(std::string_view text, Emit&& emit) {
+    std::string_view s = text;
+    if (!held_.empty()) {
+      held_.append(text);
+      s = held_;
+    }
+    while (!s.empty()) {
+      const std::string_view tag = in_think_ ? "</think>" : "<think>";
+      const auto lt = s.find('<');
+      if (lt == std::string_view::npos) {
+        emit(in_think_, s);
+        s = {};
+        break;
+      }
+      if (lt > 0) emit(in_think_, s.substr(0, lt));
+      s.remove_prefix(lt);
+      if (s.size() < tag.size() && tag.starts_with(s)) {  // a partial tag at the end: hold it
+        std::string keep(s);
+        held_ = std::move(keep);
+        return;
+      }
+      if (s.starts_with(tag)) {
+        in_think_ = !in_think_;
+        s.remove_prefix(tag.size());
+      } else {
+        emit(in_think_, s.substr(0, 1));
+        s.remove_prefix(1);
+      }
+    }
+    held_.clear();
+  }
+  template <class Emit>
+  void flush(Emit&& emit) {
+    if (!held_.empty()) emit(in_think_, std::string_view(held_));
+    held_.clear();
+  }
+
+ private:
+  bool in_think_ = false;
+  std::string held_;
+};
+
+}  // namespace
+
+struct stream_decoder::impl : sse_handler, ndjson_handler {
+  impl(provider p, std::string_view content_type, std::size_t max)
+      : prov(p), max_event_bytes(max), sse(max), ndjson(max), parser(max) {
+    if (content_type.find("event-stream") != std::string_view::npos) {
+      frame = framing::sse;
+    } else if (content_type.find("ndjson") != std::string_view::npos ||
+               content_type.find("jsonl") != std::string_view::npos) {
+      frame = framing::ndjson;
+    } else {
+      frame = framing::json;
+    }
+  }
+
+  provider prov;
+  std::size_t max_event_bytes;
+  framing frame;
+  sse_parser sse;
+  ndjson_framer ndjson;
+  od::parser parser;
+  std::string padded;      // reused copy of one payload with SIMDJSON_PADDING slack
+  std::string body;        // whole-JSON framing: the body so far (capped)
+  bool body_oversize = false;
+  decoder_handler* h = nullptr;
+  think_splitter think;
+  std::array<std::uint64_t, 3> tokens{};
+  std::string run;  // reused: the text of one channel run of a content delta
+
+  // Usage as reported, before normalization.
+  std::int64_t input = -1, output = -1, reasoning = -1, cached = -1, cache_write = -1;
+  std::int64_t anth_input = -1, anth_read = -1, anth_creation = -1;
+  std::int64_t timings_prompt = -1, timings_cache = -1, timings_predicted = -1;
+  bool cache_fields = false;
+
+  // ------------------------------------------------------------------ framing callbacks
+
+  void on_event(const sse_event& e) noexcept override {
+    if (e.data == "[DONE]") return;
+    decode(e.data, e.type, e.t_ns);
+  }
+  void on_oversize(std::size_t, std::int64_t t_ns) noexcept override {
+    h->on_parse_error(parse_stage::oversize, t_ns);
+  }
+  void on_unknown_field(std::string_view field, std::string_view value,
+                        std::int64_t t_ns) noexcept override {
+    // llama.cpp before PR #16109 sent errors as a non-standard `error:` field.
+    if (field == "error") decode_error_object(value, t_ns);
+  }
+  void on_line(std::string_view line, std::int64_t t_ns) noexcept override {
+    decode(line, {}, t_ns);
+  }
+
+  // ------------------------------------------------------------------ JSON walking
+
+  // Set by fields()/elements() on any error, however deep: a truncated document can fail inside
+  // a nested loop while the outer loops simply end.
+  bool json_error = false;
+
+  // Calls f(key, value) for each field of an object value; false if it is not an object.
+  template <class F>
+  bool fields(od::value v, F&& f) {
+    od::object o;
+    if (v.get_object().get(o)) return false;
+    for (auto field : o) {
+      std::string_view key;
+      od::value val;
+      if (field.unescaped_key().get(key) || field.value().get(val)) {
+        json_error = true;
+        return false;
+      }
+      f(key, val);
+    }
+    return true;
+  }
+
+  template <class F>
+  void elements(od::value v, F&& f) {
+    od::array a;
+    if (v.get_array().get(a)) return;
+    for (auto item : a) {
+      od::value val;
+      if (item.get(val)) {
+        json_error = true;
+        return;
+      }
+      f(val);
+    }
+  }
+
+  // ------------------------------------------------------------------ payloads
+
+  void token(channel ch, std::string_view text, std::int64_t t_ns) {
+    if (text.empty()) return;
+    ++tokens[static_cast<std::size_t>(ch)];
+    h->on_token(ch, text, t_ns);
+  }
+
+  // Content may carry <think> spans: one token event per channel run within a delta.
+  void content(std::string_view text, std::int64_t t_ns) {
+    if (text.empty()) return;
+    run.clear();
+    bool run_in_think = false;
+    think.feed(text, [&](bool in_think, std::string_view part) {
+      if (!run.empty() && in_think != run_in_think) {
+        token(run_in_think ? channel::reasoning : channel::content, run, t_ns);
+        run.clear();
+      }
+      run_in_think = in_think;
+      run.append(part);
+    });
+    token(run_in_think ? channel::reasoning : channel::content, run, t_ns);
+  }
+
+  // A bare error object (llama.cpp's legacy `error:` field).
+  void decode_error_object(std::string_view payload, std::int64_t t_ns) {
+    od::document doc;
+    od::value root;
+    if (!parse(payload, doc, root)) {
+      h->on_parse_error(parse_stage::json, t_ns);
+      return;
+    }
+    stream_error(root, t_ns);
+  }
+
+  // Parses one payload with the reused parser; false (nothing to decode) on any error.
+  bool parse(std::string_view payload, od::document& doc, od::value& root) {
+    // Validate UTF-8 up front (SIMD, GB/s): On-Demand checks strings only when they are read.
+    if (!simdjson::validate_utf8(payload.data(), payload.size())) return false;
+    if (padded.capacity() < payload.size() + simdjson::SIMDJSON_PADDING)
+      padded.reserve(payload.size() + simdjson::SIMDJSON_PADDING);
+    padded.assign(payload);
+    return !parser.iterate(simdjson::padded_string_view(padded.data(), padded.size(), padded.capacity()))
+                .get(doc) &&
+           !doc.get_value().get(root);
+  }
+
+  void decode(std::string_view payload, std::string_view sse_type, std::int64_t t_ns) {
+    // Skip leading whitespace; non-JSON payloads (keep-alive text) are not errors of ours.
+    const auto first = payload.find_first_not_of(" \t\r\n");
+    if (first == std::string_view::npos) return;
+    if (payload[first] != '{') {
+      h->on_parse_error(parse_stage::json, t_ns);
+      return;
+    }
+    od::document doc;
+    od::value root;
+    if (!parse(payload, doc, root)) {
+      h->on_parse_error(parse_stage::json, t_ns);
+      return;
+    }
+    json_error = false;
+    bool ok = true;
+    switch (prov) {
+      case provider::openai_chat:
+      case provider::llamacpp: ok = decode_openai(root, t_ns); break;
+      case provider::openai_responses: ok = decode_responses(root, t_ns); break;
+      case provider::anthropic: ok = decode_anthropic(root, t_ns); break;
+      case provider::ollama: ok = decode_ollama(root, t_ns); break;
+      case provider::tgi: ok = decode_tgi(root, t_ns); break;
+      case provider::unknown: ok = sniff_and_decode(payload, sse_type, t_ns); break;
+    }
+    if (!ok || json_error) h->on_parse_error(parse_stage::json, t_ns);
+  }
+
+  // The path did not say: recognize the provider from the first payload, then decode it.
+  bool sniff_and_decode(std::string_view payload, std::string_view sse_type, std::int64_t t_ns) {
+    if (sse_type.starts_with("message_") || sse_type.starts_with("content_block") ||
+        payload.find("\"type\":\"message_start\"") != std::string_view::npos ||
+        payload.find("\"type\": \"message_start\"") != std::string_view::npos) {
+      prov = provider::anthropic;
+    } else if (sse_type.starts_with("response.") ||
+               payload.find("\"type\":\"response.") != std::string_view::npos) {
+      prov = provider::openai_responses;
+    } else if (payload.find("\"choices\"") != std::string_view::npos) {
+      prov = provider::openai_chat;
+    } else if (payload.find("\"token\"") != std::string_view::npos ||
+               payload.find("\"generated_text\"") != std::string_view::npos) {
+      prov = provider::tgi;
+    } else if (payload.find("\"done\"") != std::string_view::npos) {
+      prov = provider::ollama;
+    } else if (payload.find("\"stop\"") != std::string_view::npos &&
+               payload.find("\"content\"") != std::string_view::npos) {
+      prov = provider::llamacpp;
+    } else {
+      return true;  // nothing we know yet (e.g. an error object); try the next payload
+    }
+    decode(payload, sse_type, t_ns);  // re-parse with the provider known (once per stream)
+    return true;
+  }
+
+  void stream_error(od::value err, std::int64_t t_ns) {
+    std::string_view type, message;
+    od::json_type jt;
+    if (!err.type().get(jt) && jt == od::json_type::string) {
+      message = str(err);  // TGI / Ollama: "error": "text"
+    } else {
+      fields(err, [&](std::string_view k, od::value v) {
+        if (k == "type" || (k == "code" && type.empty())) type = str(v);
+        else if (k == "message") message = str(v);
+      });
+    }
+    h->on_stream_error(type, message, t_ns);
+  }
+
+  void openai_usage(od::value u) {
+    fields(u, [&](std::string_view k, od::value v) {
+      if (k == "prompt_tokens") input = num(v);
+      else if (k == "completion_tokens") output = num(v);
+      else if (k == "prompt_tokens_details") {
+        fields(v, [&](std::string_view k2, od::value v2) {
+          if (k2 == "cached_tokens") {
+            const auto n = num(v2);
+            if (n >= 0) {
+              cached = n;
+              cache_fields = true;
+            }
+          }
+        });
+      } else if (k == "completion_tokens_details") {
+        fields(v, [&](std::string_view k2, od::value v2) {
+          if (k2 == "reasoning_tokens") reasoning = num(v2);
+        });
+      } else if (k == "prompt_cache_hit_tokens") {  // DeepSeek
+        const auto n = num(v);
+        if (n >= 0) {
+          cached = n;
+          cache_fields = true;
+        }
+      }
+    });
+  }
+
+  void llamacpp_timings(od::value t) {
+    fields(t, [&](std::string_view k, od::value v) {
+      if (k == "prompt_n") timings_prompt = num(v);
+      else if (k == "cache_n") timings_cache = num(v);
+      else if (k == "predicted_n") timings_predicted = num(v);
+    });
+    if (prov == provider::openai_chat) prov = provider::llamacpp;
+  }
+
+  bool decode_openai(od::value root, std::int64_t t_ns) {
+    return fields(root, [&](std::string_view k, od::value v) {
+      if (k == "choices") {
+        elements(v, [&](od::value choice) {
+          fields(choice, [&](std::string_view ck, od::value cv) {
+            if (ck == "delta" || ck == "message") {
+              fields(cv, [&](std::string_view dk, od::value dv) {
+                if (dk == "content") content(str(dv), t_ns);
+                else if (dk == "reasoning_content" || dk == "reasoning") token(channel::reasoning, str(dv), t_ns);
+                else if (dk == "tool_calls") {
+                  elements(dv, [&](od::value call) {
+                    fields(call, [&](std::string_view fk, od::value fv) {
+                      if (fk == "function") {
+                        fields(fv, [&](std::string_view ak, od::value av) {
+                          if (ak == "arguments") token(channel::tool, str(av), t_ns);
+                        });
+                      }
+                    });
+                  });
+                }
+              });
+            } else if (ck == "text") {  // legacy completions
+              content(str(cv), t_ns);
+            } else if (ck == "finish_reason") {
+              const auto r = str(cv);
+              if (!r.empty()) h->on_finish_reason(r);
+            }
+          });
+        });
+      } else if (k == "usage") {
+        openai_usage(v);
+      } else if (k == "error") {
+        stream_error(v, t_ns);
+      } else if (k == "timings") {
+        llamacpp_timings(v);
+      } else if (k == "tokens_cached") {
+        const auto n = num(v);
+        if (n >= 0 && timings_cache < 0) timings_cache = n;
+      } else if (k == "content" && prov == provider::llamacpp) {  // native /completion
+        content(str(v), t_ns);
+      } else if (k == "stop_type" && prov == provider::llamacpp) {
+        const auto r = str(v);
+        if (!r.empty() && r != "none") h->on_finish_reason(r);
+      }
+    });
+  }
+
+  bool decode_responses(od::value root, std::int64_t t_ns) {
+    std::string_view type, err_code, err_message;
+    const bool ok = fields(root, [&](std::string_view k, od::value v) {
+      if (k == "type") {
+        type = str(v);
+      } else if (k == "delta") {
+        const auto d = str(v);
+        if (type == "response.output_text.delta" || type == "response.refusal.delta") token(channel::content, d, t_ns);
+        else if (type == "response.reasoning_summary_text.delta" || type == "response.reasoning_text.delta")
+          token(channel::reasoning, d, t_ns);
+        else if (type == "response.function_call_arguments.delta") token(channel::tool, d, t_ns);
+      } else if (k == "response" && (type == "response.completed" || type == "response.failed" ||
+                                     type == "response.incomplete")) {
+        fields(v, [&](std::string_view rk, od::value rv) {
+          if (rk == "usage") {
+            fields(rv, [&](std::string_view uk, od::value uv) {
+              if (uk == "input_tokens") input = num(uv);
+              else if (uk == "output_tokens") output = num(uv);
+              else if (uk == "input_tokens_details") {
+                fields(uv, [&](std::string_view dk, od::value dv) {
+                  if (dk == "cached_tokens") {
+                    cached = num(dv);
+                    cache_fields = cached >= 0;
+                  }
+                });
+              } else if (uk == "output_tokens_details") {
+                fields(uv, [&](std::string_view dk, od::value dv) {
+                  if (dk == "reasoning_tokens") reasoning = num(dv);
+                });
+              }
+            });
+          } else if (rk == "error" && type == "response.failed") {
+            od::json_type jt;
+            if (!rv.type().get(jt) && jt == od::json_type::object) stream_error(rv, t_ns);
+          } else if (rk == "status" && type != "response.completed") {
+            const auto s = str(rv);
+            if (!s.empty()) h->on_finish_reason(s);
+          }
+        });
+        if (type == "response.completed") h->on_finish_reason("completed");
+      } else if (type == "error" && k == "code") {
+        err_code = str(v);
+      } else if (type == "error" && k == "message") {
+        err_message = str(v);
+      }
+    });
+    if (type == "error") h->on_stream_error(err_code.empty() ? "error" : err_code, err_message, t_ns);
+    return ok;
+  }
+
+  void anthropic_usage(od::value u) {
+    fields(u, [&](std::string_view k, od::value v) {
+      const auto n = num(v);
+      if (n < 0) return;
+      if (k == "input_tokens") anth_input = n;
+      else if (k == "output_tokens") output = n;  // cumulative in message_delta: last wins
+      else if (k == "cache_read_input_tokens") anth_read = n, cache_fields = true;
+      else if (k == "cache_creation_input_tokens") anth_creation = n, cache_fields = true;
+    });
+  }
+
+  bool decode_anthropic(od::value root, std::int64_t t_ns) {
+    std::string_view type;
+    return fields(root, [&](std::string_view k, od::value v) {
+      if (k == "type") {
+        type = str(v);
+      } else if (k == "delta") {
+        fields(v, [&](std::string_view dk, od::value dv) {
+          if (dk == "text") token(channel::content, str(dv), t_ns);
+          else if (dk == "thinking") token(channel::reasoning, str(dv), t_ns);
+          else if (dk == "partial_json") token(channel::tool, str(dv), t_ns);
+          else if (dk == "stop_reason") {
+            const auto r = str(dv);
+            if (!r.empty()) h->on_finish_reason(r);
+          }
+          // signature_delta, citations_delta: not text
+        });
+      } else if (k == "usage") {
+        anthropic_usage(v);
+      } else if (k == "message") {  // message_start
+        fields(v, [&](std::string_view mk, od::value mv) {
+          if (mk == "usage") anthropic_usage(mv);
+        });
+      } else if (k == "error") {
+        stream_error(v, t_ns);
+      } else if (k == "content" && type == "message") {  // a non-streamed message
+        elements(v, [&](od::value block) {
+          fields(block, [&](std::string_view bk, od::value bv) {
+            if (bk == "text") token(channel::content, str(bv), t_ns);
+            else if (bk == "thinking") token(channel::reasoning, str(bv), t_ns);
+          });
+        });
+      } else if (k == "stop_reason" && type == "message") {
+        const auto r = str(v);
+        if (!r.empty()) h->on_finish_reason(r);
+      }
+    });
+  }
+
+  bool decode_ollama(od::value root, std::int64_t t_ns) {
+    return fields(root, [&](std::string_view k, od::value v) {
+      if (k == "message") {
+        fields(v, [&](std::string_view mk, od::value mv) {
+          if (mk == "content") content(str(mv), t_ns);
+          else if (mk == "thinking") token(channel::reasoning, str(mv), t_ns);
+        });
+      } else if (k == "response") {
+        content(str(v), t_ns);
+      } else if (k == "thinking") {
+        token(channel::reasoning, str(v), t_ns);
+      } else if (k == "prompt_eval_count") {
+        input = num(v);
+      } else if (k == "eval_count") {
+        output = num(v);
+      } else if (k == "done_reason") {
+        const auto r = str(v);
+        if (!r.empty()) h->on_finish_reason(r);
+      } else if (k == "error") {
+        stream_error(v, t_ns);
+      }
+    });
+  }
+
+  bool decode_tgi(od::value root, std::int64_t t_ns) {
+    bool streamed_token = false;
+    std::string_view error_text, error_type;
+    const bool ok = fields(root, [&](std::string_view k, od::value v) {
+      if (k == "token") {
+        std::string_view text;
+        bool special = false;
+        fields(v, [&](std::string_view tk, od::value tv) {
+          if (tk == "text") text = str(tv);
+          else if (tk == "special" && tv.get_bool().get(special)) special = false;
+        });
+        if (!special) content(text, t_ns);
+        streamed_token = true;
+      } else if (k == "generated_text" && !streamed_token) {
+        content(str(v), t_ns);  // non-streaming /generate
+      } else if (k == "details") {
+        fields(v, [&](std::string_view dk, od::value dv) {
+          if (dk == "generated_tokens") output = num(dv);
+          else if (dk == "input_length") input = num(dv);
+          else if (dk == "finish_reason") {
+            const auto r = str(dv);
+            if (!r.empty()) h->on_finish_reason(r);
+          }
+        });
+      } else if (k == "error") {
+        error_text = str(v);
+      } else if (k == "error_type") {
+        error_type = str(v);
+      }
+    });
+    if (!error_text.empty()) h->on_stream_error(error_type, error_text, t_ns);
+    return ok;
+  }
+};
+
+stream_decoder::stream_decoder(provider p, std::string_view content_type, std::size_t max)
+    : impl_(std::make_unique<impl>(p, content_type, max)) {}
+stream_decoder::~stream_decoder() = default;
+stream_decoder::stream_decoder(stream_decoder&&) noexcept = default;
+stream_decoder& stream_decoder::operator=(stream_decoder&&) noexcept = default;
+
+void stream_decoder::feed(std::string_view bytes, std::int64_t t_ns, decoder_handler& h) {
+  auto& d = *impl_;
+  d.h = &h;
+  switch (d.frame) {
+    case framing::sse: d.sse.feed(bytes, t_ns, d); break;
+    case framing::ndjson: d.ndjson.feed(bytes, t_ns, d); break;
+    case framing::json:
+      if (d.body_oversize) break;
+      if (d.body.size() + bytes.size() > d.max_event_bytes) {
+        d.body_oversize = true;
+        d.body.clear();
+        h.on_parse_error(parse_stage::oversize, t_ns);
+        break;
+      }
+      d.body.append(bytes);
+      break;
+  }
+}
+
+void stream_decoder::finish(std::int64_t t_ns, decoder_handler& h) {
+  auto& d = *impl_;
+  d.h = &h;
+  switch (d.frame) {
+    case framing::sse:
+      if (d.sse.finish()) h.on_parse_error(parse_stage::framing, t_ns);
+      break;
+    case framing::ndjson: d.ndjson.finish(t_ns, d); break;
+    case framing::json:
+      if (!d.body_oversize && !d.body.empty()) d.decode(d.body, {}, t_ns);
+      d.body.clear();
+      break;
+  }
+  d.think.flush([&](bool in_think, std::string_view part) {
+    d.token(in_think ? channel::reasoning : channel::content, part, t_ns);
+  });
+}
+
+usage_counts stream_decoder::usage() const {
+  const auto& d = *impl_;
+  usage_counts u;
+  u.input_tokens = d.input;
+  u.output_tokens = d.output;
+  u.reasoning_tokens = d.reasoning;
+  u.cached_input_tokens = d.cached;
+  u.cache_write_tokens = d.cache_write;
+  u.cache_fields = d.cache_fields;
+  if (d.anth_input >= 0 || d.anth_read >= 0 || d.anth_creation >= 0) {
+    // Anthropic's input_tokens excludes cache reads and writes; ours includes them.
+    u.input_tokens = std::max<std::int64_t>(0, d.anth_input) + std::max<std::int64_t>(0, d.anth_read) +
+                     std::max<std::int64_t>(0, d.anth_creation);
+    u.cached_input_tokens = d.anth_read;
+    u.cache_write_tokens = d.anth_creation;
+  }
+  if (d.timings_prompt >= 0 || d.timings_cache >= 0 || d.timings_predicted >= 0) {
+    // llama.cpp: the usage block wins where present; timings fill the gaps.
+    if (u.input_tokens < 0 && d.timings_prompt >= 0)
+      u.input_tokens = d.timings_prompt + std::max<std::int64_t>(0, d.timings_cache);
+    if (u.output_tokens < 0) u.output_tokens = d.timings_predicted;
+    if (u.cached_input_tokens < 0 && d.timings_cache >= 0) {
+      u.cached_input_tokens = d.timings_cache;
+      u.cache_fields = true;
+    }
+  }
+  const auto counted_reasoning = static_cast<std::int64_t>(d.tokens[1]);
+  if (u.reasoning_tokens < 0) u.reasoning_tokens = counted_reasoning;
+  if (u.output_tokens < 0 && (d.tokens[0] + d.tokens[1] + d.tokens[2]) > 0)
+    u.output_tokens = static_cast<std::int64_t>(d.tokens[0] + d.tokens[1] + d.tokens[2]);
+  return u;
+}
+
+provider stream_decoder::detected_provider() const noexcept { return impl_->prov; }
+
+std::uint64_t stream_decoder::token_events(channel c) const noexcept {
+  return impl_->tokens[static_cast<std::size_t>(c)];
+}
+
+}  // namespace tokentap::parsers

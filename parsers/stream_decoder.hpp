@@ -1,0 +1,90 @@
+#pragma once
+// Provider decoders: turn a response body (SSE, NDJSON or one JSON document), fed as it arrives,
+// into token events per channel, provider errors and normalized usage (DESIGN.md §6).
+//
+// Pure: no I/O, no Boost, never throws.  One decoder per stream; it reuses one simdjson parser and
+// one padding buffer, so the steady state does not allocate per event.  Malformed JSON, unknown
+// event types, invalid UTF-8 and oversized events are counted and skipped; decoding resumes at the
+// next event and the forwarded stream is never affected (the proxy forwards before it decodes).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace tokentap::parsers {
+
+/// The `provider` label (DESIGN.md §4).
+enum class provider : std::uint8_t {
+  openai_chat,
+  openai_responses,
+  anthropic,
+  ollama,
+  tgi,
+  llamacpp,
+  unknown
+};
+std::string_view to_string(provider p) noexcept;
+
+/// Provider implied by the request path (`/v1/messages` -> anthropic, ...), or unknown.
+provider provider_from_path(std::string_view path) noexcept;
+
+enum class channel : std::uint8_t { content, reasoning, tool };
+std::string_view to_string(channel c) noexcept;
+
+/// Why a payload was not decoded (the `stage` label of tokentap_parse_errors_total).
+enum class parse_stage : std::uint8_t { framing, json, oversize };
+std::string_view to_string(parse_stage s) noexcept;
+
+/// Usage in one meaning for every provider (DESIGN.md §6).  -1 = not reported.
+/// cached_input_tokens and reasoning_tokens are subsets of input and output, never added twice.
+struct usage_counts {
+  std::int64_t input_tokens = -1;         ///< all prompt tokens, cached included
+  std::int64_t output_tokens = -1;        ///< all generated tokens, reasoning included
+  std::int64_t reasoning_tokens = -1;
+  std::int64_t cached_input_tokens = -1;
+  std::int64_t cache_write_tokens = -1;
+  bool cache_fields = false;  ///< the provider reported cache fields (so 0 cached is a real miss)
+};
+
+/// Receives what the decoder finds.  Text views are valid only during the call.
+class decoder_handler {
+ public:
+  virtual ~decoder_handler() = default;
+  /// A token-bearing delta (non-empty text) on a channel, read at t_ns.
+  virtual void on_token(channel ch, std::string_view text, std::int64_t t_ns) noexcept = 0;
+  /// A provider error reported inside the stream (`data: {"error":…}`, `event: error`, …).
+  virtual void on_stream_error(std::string_view type, std::string_view message,
+                               std::int64_t t_ns) noexcept {}
+  /// finish_reason / stop_reason / done_reason.
+  virtual void on_finish_reason(std::string_view reason) noexcept {}
+  /// A payload that could not be decoded (counted; decoding continues with the next one).
+  virtual void on_parse_error(parse_stage stage, std::int64_t t_ns) noexcept {}
+};
+
+class stream_decoder {
+ public:
+  /// `p` from the request path (refined from the stream when unknown); `content_type` of the
+  /// response picks the framing (event stream, NDJSON, else one JSON document).
+  stream_decoder(provider p, std::string_view content_type,
+                 std::size_t max_event_bytes = 1u << 20);
+  ~stream_decoder();
+  stream_decoder(stream_decoder&&) noexcept;
+  stream_decoder& operator=(stream_decoder&&) noexcept;
+
+  /// One upstream read (the decoded body bytes), at t_ns.
+  void feed(std::string_view bytes, std::int64_t t_ns, decoder_handler& h);
+  /// End of the body: decodes a whole-JSON body, reports a stream cut mid-event.
+  void finish(std::int64_t t_ns, decoder_handler& h);
+
+  /// Usage normalized per DESIGN.md §6, from what the stream said so far (reasoning and output
+  /// fall back to counted token events when the provider reports none).
+  usage_counts usage() const;
+  provider detected_provider() const noexcept;
+  std::uint64_t token_events(channel c) const noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace tokentap::parsers
