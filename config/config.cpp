@@ -103,7 +103,7 @@ config from_yaml(const YAML::Node& root) {
   if (root.IsNull()) return cfg;
   check_keys(root,
              {"listen", "admin", "threads", "upstreams", "routes", "timeouts", "limits",
-              "accept_encoding", "log"},
+              "accept_encoding", "log", "hooks", "trace", "timing", "max_event_bytes"},
              "the top level");
   if (root["listen"]) cfg.listen = address(root["listen"], "listen");
   if (root["admin"]) cfg.admin = address(root["admin"], "admin");
@@ -135,6 +135,29 @@ config from_yaml(const YAML::Node& root) {
     if (v != "identity" && v != "passthrough")
       fail(ae, "accept_encoding must be 'identity' or 'passthrough'");
     cfg.identity_encoding = v == "identity";
+  }
+  if (const auto& hooks = root["hooks"]) {
+    if (!hooks.IsSequence()) fail(hooks, "hooks must be a list of hook names");
+    cfg.hooks.clear();
+    for (const auto& h : hooks) cfg.hooks.push_back(scalar<std::string>(h, "hooks"));
+  }
+  if (root["max_event_bytes"]) cfg.max_event_bytes = non_negative(root["max_event_bytes"], "max_event_bytes");
+  if (const auto& t = root["trace"]) {
+    check_keys(t, {"dir", "max_file_bytes", "max_files", "queue_records", "max_record_bytes",
+                   "sample_rate", "bodies"}, "trace");
+    auto& tc = cfg.trace;
+    if (t["dir"]) tc.dir = scalar<std::string>(t["dir"], "dir");
+    if (t["max_file_bytes"]) tc.max_file_bytes = non_negative(t["max_file_bytes"], "max_file_bytes");
+    if (t["max_files"]) tc.max_files = non_negative(t["max_files"], "max_files");
+    if (t["queue_records"]) tc.queue_records = non_negative(t["queue_records"], "queue_records");
+    if (t["max_record_bytes"]) tc.max_record_bytes = non_negative(t["max_record_bytes"], "max_record_bytes");
+    if (t["sample_rate"]) tc.sample_rate = scalar<double>(t["sample_rate"], "sample_rate");
+    if (t["bodies"]) tc.bodies = scalar<bool>(t["bodies"], "bodies");
+  }
+  if (const auto& t = root["timing"]) {
+    check_keys(t, {"stall_threshold_ms"}, "timing");
+    if (t["stall_threshold_ms"])
+      cfg.timing.stall_threshold = ms(non_negative(t["stall_threshold_ms"], "stall_threshold_ms"));
   }
   if (const auto& log = root["log"]) {
     check_keys(log, {"level", "access_log"}, "log");
@@ -222,6 +245,12 @@ void validate(config& cfg) {
       cfg.timeouts.client_write.count() == 0)
     throw config_error("timeouts other than total_ms must be > 0");
   if (cfg.threads > 1024) throw config_error("threads must be at most 1024");
+  if (cfg.trace.sample_rate < 0 || cfg.trace.sample_rate > 1)
+    throw config_error("trace.sample_rate must be between 0 and 1");
+  if (cfg.trace.max_files == 0 || cfg.trace.queue_records == 0 || cfg.trace.max_file_bytes < 4096)
+    throw config_error("trace.max_files and trace.queue_records must be > 0, trace.max_file_bytes >= 4096");
+  if (cfg.max_event_bytes < 1024) throw config_error("max_event_bytes must be at least 1024");
+
 }
 
 const route_config* match_route(const config& cfg, std::string_view path) {

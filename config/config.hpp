@@ -54,6 +54,21 @@ struct limits_config {
   std::size_t max_connections = 10000;  ///< open client connections; more are closed at accept
 };
 
+/// Trace records (DESIGN.md §5).  Disabled while `dir` is empty.
+struct trace_config {
+  std::string dir;
+  std::size_t max_file_bytes = 64u << 20;   ///< rotate past this size
+  std::size_t max_files = 20;               ///< keep this many files, delete the oldest
+  std::size_t queue_records = 1024;         ///< records waiting for the writer; a full queue drops
+  std::size_t max_record_bytes = 8u << 20;  ///< events/texts beyond this are cut (marked truncated)
+  double sample_rate = 1.0;                 ///< fraction of exchanges recorded
+  bool bodies = true;                       ///< record request bodies and response texts
+};
+
+struct timing_config {
+  ms stall_threshold{1000};  ///< a gap between tokens longer than this is a stall
+};
+
 struct config {
   host_port listen{"127.0.0.1", 8080};
   host_port admin{"127.0.0.1", 9464};
@@ -65,6 +80,11 @@ struct config {
   bool identity_encoding = true;  ///< send `Accept-Encoding: identity` upstream so streams stay parseable
   std::string log_level = "info";
   bool access_log = true;
+  /// Hooks run on every intercepted stream, in this order (names from the hook registry).
+  std::vector<std::string> hooks{"timing", "trace"};
+  std::size_t max_event_bytes = 1u << 20;  ///< SSE event / NDJSON line cap for the decoders
+  trace_config trace;
+  timing_config timing;
 };
 
 /// Reads a YAML file.  Unknown keys are errors, so typos do not pass silently.  With `check`,

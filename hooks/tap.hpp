@@ -27,6 +27,12 @@ enum class stream_outcome {
 
 std::string_view to_string(stream_outcome o) noexcept;
 
+/// One header; secret values (Authorization, x-api-key, cookies, ...) are already `[redacted]`.
+struct header_view {
+  std::string_view name;
+  std::string_view value;
+};
+
 /// The request as forwarded.  Views are valid only during the call.
 struct request_view {
   std::string_view method;
@@ -37,6 +43,8 @@ struct request_view {
   bool stream = false;
   std::string_view body;
   mono_ns start_ns = 0;  ///< when the request head was read
+  std::int64_t wall_start_us = 0;  ///< the same instant on the wall clock (µs since the epoch)
+  std::span<const header_view> headers;
 };
 
 /// The upstream response head.  Views are valid only during the call.
@@ -45,6 +53,7 @@ struct response_view {
   std::string_view content_type;
   std::string_view content_encoding;  ///< non-empty: the body is compressed and passed through
   mono_ns t_ns = 0;                   ///< when the head was read from the upstream
+  std::span<const header_view> headers;
 };
 
 /// Per-exchange observer.  Called on the exchange's I/O thread, never concurrently.

@@ -3,7 +3,7 @@
 #include <boost/beast/http.hpp>
 
 #include "proxy/http_util.hpp"
-#include "proxy/log.hpp"
+#include "config/log.hpp"
 
 namespace tokentap::admin {
 

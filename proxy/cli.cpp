@@ -13,7 +13,7 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "config/config.hpp"
-#include "proxy/log.hpp"
+#include "config/log.hpp"
 #include "proxy/net.hpp"
 #include "proxy/proxy_server.hpp"
 #include "sim/load_generator.hpp"
@@ -48,7 +48,7 @@ constexpr const char* proxy_help = R"(usage: tokentap proxy [flags]
   --insecure-skip-verify   do not verify the --upstream's TLS certificate (testing only)
   --log-level LEVEL        debug | info | warn | error (default info)
   --no-access-log          do not log one line per request
-  --trace-dir DIR          (accepted for forward compatibility; traces arrive with issue 3)
+  --trace-dir DIR          write one JSON line per exchange (DESIGN.md §5) into DIR
 
 SIGINT/SIGTERM stop accepting, let in-flight streams finish (timeouts.shutdown_grace_ms), exit 0.
 )";
@@ -179,6 +179,7 @@ config::config proxy_config(const flags& f) {
   }
   if (auto l = f.get("log-level")) cfg.log_level = *l;
   if (f.has("no-access-log")) cfg.access_log = false;
+  if (auto d = f.get("trace-dir")) cfg.trace.dir = *d;
   config::validate(cfg);
   return cfg;
 }

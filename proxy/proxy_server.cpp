@@ -1,7 +1,8 @@
 #include "proxy/proxy_server.hpp"
 
+#include "hooks/hook_chain.hpp"
 #include "proxy/admin.hpp"
-#include "proxy/log.hpp"
+#include "config/log.hpp"
 #include "proxy/proxy_session.hpp"
 #include "proxy/tls.hpp"
 #include "proxy/upstream_pool.hpp"
@@ -11,6 +12,11 @@ namespace tokentap::proxy {
 proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factory> taps)
     : runtime_(cfg.threads), shared_(std::make_unique<proxy_shared>()) {
   shared_->cfg = std::move(cfg);
+  if (!taps) {
+    auto factories = hooks::builtin_hooks().build(shared_->cfg);
+    if (!factories.empty())
+      taps = std::make_shared<hooks::hook_chain_factory>(shared_->cfg, std::move(factories));
+  }
   shared_->taps = std::move(taps);
   shared_->runtime = &runtime_;
   for (const auto& up : shared_->cfg.upstreams) {

@@ -39,7 +39,8 @@ struct proxy_shared {
 
 class proxy_server {
  public:
-  /// Validates TLS settings (throws std::runtime_error with a one-line reason).
+  /// Validates TLS settings (throws std::runtime_error with a one-line reason).  Without an
+  /// explicit tap factory, the hooks named in `cfg.hooks` are built from the registry.
   explicit proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factory> taps = nullptr);
   ~proxy_server();
 
@@ -54,6 +55,8 @@ class proxy_server {
   void join();
 
   const proxy_stats& stats() const noexcept { return shared_->stats; }
+  /// The tap factory in use (a hooks::hook_chain_factory unless one was passed in), or nullptr.
+  hooks::tap_factory* taps() const noexcept { return shared_->taps.get(); }
   const config::config& cfg() const noexcept { return shared_->cfg; }
 
  private:

@@ -23,7 +23,7 @@
 #include "hooks/tap.hpp"
 #include "parsers/request_inspector.hpp"
 #include "proxy/http_util.hpp"
-#include "proxy/log.hpp"
+#include "config/log.hpp"
 #include "proxy/proxy_server.hpp"
 #include "proxy/upstream_pool.hpp"
 
@@ -72,6 +72,7 @@ struct exchange {
   bool client_keep_alive = false;
   unsigned client_version = 11;
   clock::time_point start{};
+  std::int64_t wall_start_us = 0;
   std::optional<clock::time_point> deadline;  // total timeout
   std::unique_ptr<hooks::stream_tap> tap;
 
@@ -163,6 +164,9 @@ class proxy_session final : public session_base,
 
     exchange ex;
     ex.start = clock::now();
+    ex.wall_start_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
     ex.head = req.method() == http::verb::head;
     ex.client_version = req.version();
     ex.client_keep_alive = req.keep_alive();
@@ -188,9 +192,11 @@ class proxy_session final : public session_base,
     if (shared_.taps) ex.tap = shared_.taps->create();
     if (ex.tap) {
       const auto& up = shared_.cfg.upstreams[ex.route->upstream_index];
-      ex.tap->on_request({ex.upstream_req.method_string(), ex.target_redacted, ex.route->name,
-                          up.name, ex.model, ex.stream_requested, ex.upstream_req.body(),
-                          to_ns(ex.start)});
+      const auto headers = redacted_headers(ex.upstream_req);
+      hooks::request_view view{ex.upstream_req.method_string(), ex.target_redacted, ex.route->name,
+                               up.name, ex.model, ex.stream_requested, ex.upstream_req.body(),
+                               to_ns(ex.start), ex.wall_start_us, headers};
+      ex.tap->on_request(view);
     }
 
     shared_.stats.active_streams.fetch_add(1, std::memory_order_relaxed);
@@ -374,8 +380,9 @@ class proxy_session final : public session_base,
     if (draining_ || owner().runtime.draining()) ex.client_keep_alive = false;
     res.keep_alive(ex.client_keep_alive);
     if (ex.tap) {
+      const auto headers = redacted_headers(ures);
       ex.tap->on_response_head({ex.status, content_type, ures[http::field::content_encoding],
-                                to_ns(head_time)});
+                                to_ns(head_time), headers});
     }
 
     http::response_serializer<http::buffer_body> sr{res};
@@ -571,6 +578,16 @@ class proxy_session final : public session_base,
     error_code ignored;
     client_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     client_.socket().close(ignored);
+  }
+
+  // Header views for the taps, secret values already replaced (they never reach a hook).
+  static std::vector<hooks::header_view> redacted_headers(const http::fields& fields) {
+    std::vector<hooks::header_view> out;
+    for (const auto& f : fields) {
+      const auto name = f.name_string();
+      out.push_back({name, is_secret_header(name) ? std::string_view("[redacted]") : f.value()});
+    }
+    return out;
   }
 
   // ---------------------------------------------------------------- logging

@@ -2,7 +2,7 @@
 
 #include <boost/asio/post.hpp>
 
-#include "proxy/log.hpp"
+#include "config/log.hpp"
 
 namespace tokentap {
 
@@ -186,6 +186,17 @@ void server_runtime::join() {
     if (t.joinable()) t.join();
   threads_.clear();
   if (watchdog_.joinable()) watchdog_.join();
+}
+
+void log_escaped_exception(std::exception_ptr e, const char* what) noexcept {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    TT_LOG(error) << what << ": unexpected exception: " << ex.what();
+  } catch (...) {
+    TT_LOG(error) << what << ": unexpected exception";
+  }
 }
 
 }  // namespace tokentap

@@ -6,7 +6,7 @@
 
 #include <boost/beast/http.hpp>
 
-#include "proxy/log.hpp"
+#include "config/log.hpp"
 
 namespace tokentap::sim {
 

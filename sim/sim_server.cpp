@@ -10,7 +10,7 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "parsers/request_inspector.hpp"
-#include "proxy/log.hpp"
+#include "config/log.hpp"
 #include "proxy/tls.hpp"
 
 namespace tokentap::sim {

@@ -1,14 +1,12 @@
-#include "proxy/log.hpp"
+#include "config/log.hpp"
 
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <ctime>
-#include <exception>
 #include <string>
 
-#include "proxy/net.hpp"
 
 namespace tokentap::log {
 
@@ -64,17 +62,3 @@ void write(level l, std::string_view msg) noexcept {
 
 }  // namespace tokentap::log
 
-namespace tokentap {
-
-void log_escaped_exception(std::exception_ptr e, const char* what) noexcept {
-  if (!e) return;
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    TT_LOG(error) << what << ": unexpected exception: " << ex.what();
-  } catch (...) {
-    TT_LOG(error) << what << ": unexpected exception";
-  }
-}
-
-}  // namespace tokentap

@@ -1,0 +1,104 @@
+#pragma once
+// Hooks: per-stream observers of an intercepted exchange, Envoy-filter style.
+//
+//  - A `hook_factory` is built once from the (immutable) configuration and shared by every I/O
+//    thread; it owns whatever is expensive (metric handles, the trace writer).
+//  - For each exchange the chain asks every enabled factory, in configured order, for a cheap
+//    per-stream `hook`.  Every callback has a pass-through default, so a hook overrides only what
+//    it needs.
+//  - Hooks observe.  They run after the bytes were forwarded and cannot alter or delay them.  A
+//    hook that throws is disabled for the rest of that stream and counted; the other hooks and
+//    the forwarding go on.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.hpp"
+#include "hooks/tap.hpp"
+#include "parsers/stream_decoder.hpp"
+
+namespace tokentap::hooks {
+
+/// A token-bearing delta, stamped with the monotonic time its bytes were read from the upstream.
+struct token_event {
+  parsers::channel channel;
+  std::string_view text;
+  mono_ns t_ns;
+};
+
+/// Latency figures of one exchange (milliseconds; -1 = not applicable).  Filled by the timing hook.
+struct timing_summary {
+  double upstream_headers_ms = -1;  ///< request start -> upstream response head
+  double ttft_ms = -1;              ///< request start -> first token of any channel
+  double ttft_answer_ms = -1;       ///< request start -> first content token
+  double e2e_ms = -1;               ///< request start -> end of the response
+  double decode_ms = -1;            ///< first token -> last token
+  double tpot_ms = -1;              ///< decode_ms / (output tokens - 1)
+  double tokens_per_s = -1;         ///< output tokens over decode time
+  struct quantiles {
+    double p50 = -1, p95 = -1, p99 = -1, max = -1;
+    std::uint64_t count = 0;
+  };
+  quantiles itl;                     ///< gaps between consecutive token events, all channels
+  quantiles itl_content, itl_reasoning;
+  quantiles overhead;                ///< per forwarded read: read done -> client write done (ms)
+  std::uint64_t stalls = 0;          ///< gaps longer than the stall threshold
+  std::vector<double> itl_values_ms; ///< every gap, in order (traces, exports)
+};
+
+/// What the chain knows when an exchange ends.  Hooks earlier in the chain may add to it (the
+/// timing hook fills `timing`) for hooks later in the chain (the trace hook records it).
+struct stream_summary {
+  stream_outcome outcome = stream_outcome::ok;
+  parsers::provider provider = parsers::provider::unknown;
+  parsers::usage_counts usage;
+  unsigned status = 0;
+  std::string error_type, error_message;  ///< a provider error reported inside the stream
+  std::string finish_reason;
+  std::uint64_t parse_errors[3] = {0, 0, 0};  ///< by parsers::parse_stage
+  mono_ns start_ns = 0, head_ns = 0, end_ns = 0;
+  std::int64_t wall_start_us = 0;
+  timing_summary timing;
+};
+
+class hook {
+ public:
+  virtual ~hook() = default;
+  virtual void on_request(const request_view&) {}
+  virtual void on_response_head(const response_view&) {}
+  /// One forwarded upstream read (raw body bytes).
+  virtual void on_body(std::string_view bytes, mono_ns read_ns, mono_ns written_ns) {}
+  virtual void on_token(const token_event&) {}
+  virtual void on_stream_end(stream_summary&) {}
+};
+
+class hook_factory {
+ public:
+  virtual ~hook_factory() = default;
+  /// Called for every exchange, from any I/O thread.  nullptr = no hook for this exchange.
+  virtual std::unique_ptr<hook> create() = 0;
+};
+
+/// Hook factories by name.  The built-in hooks ("timing", "trace") are registered by
+/// `builtin_hooks()`; later issues add theirs (steps, cache, metrics) the same way.
+class hook_registry {
+ public:
+  using maker = std::function<std::shared_ptr<hook_factory>(const config::config&)>;
+  void add(std::string name, maker m) { makers_[std::move(name)] = std::move(m); }
+  /// Builds the factories for `cfg.hooks`, in order.  Throws config::config_error for an unknown
+  /// name (start-up only).
+  std::vector<std::shared_ptr<hook_factory>> build(const config::config& cfg) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, maker, std::less<>> makers_;
+};
+
+/// The registry with every built-in hook.
+hook_registry builtin_hooks();
+
+}  // namespace tokentap::hooks

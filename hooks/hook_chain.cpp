@@ -1,0 +1,171 @@
+#include "hooks/hook_chain.hpp"
+
+#include <optional>
+
+#include "config/log.hpp"
+#include "hooks/timing_hook.hpp"
+#include "hooks/trace_hook.hpp"
+
+namespace tokentap::hooks {
+
+namespace {
+
+class chain final : public stream_tap, public parsers::decoder_handler {
+ public:
+  chain(std::size_t max_event_bytes, std::vector<std::unique_ptr<hook>> hooks,
+        std::shared_ptr<chain_stats> stats)
+      : max_event_bytes_(max_event_bytes), hooks_(std::move(hooks)), disabled_(hooks_.size()),
+        stats_(std::move(stats)) {}
+
+  // ---- stream_tap (called by the proxy after forwarding)
+
+  void on_request(const request_view& r) noexcept override {
+    summary_.start_ns = r.start_ns;
+    summary_.wall_start_us = r.wall_start_us;
+    provider_ = parsers::provider_from_path(r.target.substr(0, r.target.find('?')));
+    each([&](hook& h) { h.on_request(r); });
+  }
+
+  void on_response_head(const response_view& r) noexcept override {
+    summary_.status = r.status;
+    summary_.head_ns = r.t_ns;
+    // A compressed body is passed through untouched and not decoded.
+    if (r.content_encoding.empty() || r.content_encoding == "identity")
+      decoder_.emplace(provider_, r.content_type, max_event_bytes_);
+    each([&](hook& h) { h.on_response_head(r); });
+  }
+
+  void on_body(std::span<const char> bytes, mono_ns read_ns, mono_ns written_ns) noexcept override {
+    const std::string_view b(bytes.data(), bytes.size());
+    each([&](hook& h) { h.on_body(b, read_ns, written_ns); });
+    if (decoder_) decoder_->feed(b, read_ns, *this);
+  }
+
+  void on_stream_end(stream_outcome outcome, mono_ns end_ns) noexcept override {
+    if (decoder_) {
+      decoder_->finish(end_ns, *this);
+      summary_.usage = decoder_->usage();
+      summary_.provider = decoder_->detected_provider();
+    } else {
+      summary_.provider = provider_;
+    }
+    summary_.end_ns = end_ns;
+    // A provider error inside an otherwise complete 200 stream is the stream's outcome.
+    const bool provider_error = !summary_.error_type.empty() || !summary_.error_message.empty();
+    summary_.outcome = outcome == stream_outcome::ok && provider_error ? stream_outcome::stream_error
+                                                                        : outcome;
+    each([&](hook& h) { h.on_stream_end(summary_); });
+  }
+
+  // ---- decoder_handler
+
+  void on_token(parsers::channel ch, std::string_view text, std::int64_t t_ns) noexcept override {
+    stats_->tokens.fetch_add(1, std::memory_order_relaxed);
+    const token_event ev{ch, text, t_ns};
+    each([&](hook& h) { h.on_token(ev); });
+  }
+
+  void on_stream_error(std::string_view type, std::string_view message,
+                       std::int64_t) noexcept override {
+    stats_->stream_errors.fetch_add(1, std::memory_order_relaxed);
+    if (summary_.error_type.empty() && summary_.error_message.empty()) {
+      summary_.error_type.assign(type.empty() ? "error" : type);
+      summary_.error_message.assign(message.substr(0, 1024));
+    }
+  }
+
+  void on_finish_reason(std::string_view reason) noexcept override {
+    summary_.finish_reason.assign(reason.substr(0, 64));
+  }
+
+  void on_parse_error(parsers::parse_stage stage, std::int64_t) noexcept override {
+    ++summary_.parse_errors[static_cast<int>(stage)];
+    stats_->parse_errors[static_cast<int>(stage)].fetch_add(1, std::memory_order_relaxed);
+  }
+
+ private:
+  // Runs f on every hook still enabled; a hook that throws is disabled for this stream.
+  template <class F>
+  void each(F&& f) noexcept {
+    for (std::size_t i = 0; i < hooks_.size(); ++i) {
+      if (disabled_[i]) continue;
+      try {
+        f(*hooks_[i]);
+      } catch (const std::exception& e) {
+        disable(i, e.what());
+      } catch (...) {
+        disable(i, "unknown exception");
+      }
+    }
+  }
+
+  void disable(std::size_t i, const char* why) noexcept {
+    disabled_[i] = true;
+    stats_->hook_failures.fetch_add(1, std::memory_order_relaxed);
+    TT_LOG(warn) << "hook #" << i << " failed and is disabled for this stream: " << why;
+  }
+
+  std::size_t max_event_bytes_;
+  std::vector<std::unique_ptr<hook>> hooks_;
+  std::vector<bool> disabled_;
+  std::shared_ptr<chain_stats> stats_;
+  parsers::provider provider_ = parsers::provider::unknown;
+  std::optional<parsers::stream_decoder> decoder_;
+  stream_summary summary_;
+};
+
+}  // namespace
+
+hook_chain_factory::hook_chain_factory(const config::config& cfg,
+                                       std::vector<std::shared_ptr<hook_factory>> hooks)
+    : max_event_bytes_(cfg.max_event_bytes),
+      factories_(std::move(hooks)),
+      stats_(std::make_shared<chain_stats>()) {}
+
+std::unique_ptr<stream_tap> hook_chain_factory::create() {
+  stats_->streams.fetch_add(1, std::memory_order_relaxed);
+  std::vector<std::unique_ptr<hook>> hooks;
+  hooks.reserve(factories_.size());
+  for (auto& f : factories_) {
+    try {
+      if (auto h = f->create()) hooks.push_back(std::move(h));
+    } catch (...) {
+      stats_->hook_failures.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  return std::make_unique<chain>(max_event_bytes_, std::move(hooks), stats_);
+}
+
+std::vector<std::shared_ptr<hook_factory>> hook_registry::build(const config::config& cfg) const {
+  std::vector<std::shared_ptr<hook_factory>> out;
+  for (const auto& name : cfg.hooks) {
+    auto it = makers_.find(name);
+    if (it == makers_.end()) {
+      std::string known;
+      for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
+      throw config::config_error("unknown hook '" + name + "' (available: " + known + ")");
+    }
+    if (auto f = it->second(cfg)) out.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::vector<std::string> hook_registry::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, _] : makers_) out.push_back(name);
+  return out;
+}
+
+hook_registry builtin_hooks() {
+  hook_registry r;
+  r.add("timing", [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
+    return std::make_shared<timing_hook_factory>(cfg.timing);
+  });
+  r.add("trace", [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
+    if (cfg.trace.dir.empty()) return nullptr;  // no --trace-dir: tracing off
+    return std::make_shared<trace_hook_factory>(cfg.trace);
+  });
+  return r;
+}
+
+}  // namespace tokentap::hooks

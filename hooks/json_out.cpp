@@ -1,0 +1,118 @@
+#include "hooks/json_out.hpp"
+
+#include <cstdio>
+
+namespace tokentap::hooks::json {
+
+namespace {
+
+// Length of the valid UTF-8 sequence at s[i], or 0 if invalid.
+std::size_t utf8_seq(std::string_view s, std::size_t i) noexcept {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) return 1;
+  std::size_t n;
+  std::uint32_t cp;
+  if ((c & 0xE0) == 0xC0) n = 2, cp = c & 0x1F;
+  else if ((c & 0xF0) == 0xE0) n = 3, cp = c & 0x0F;
+  else if ((c & 0xF8) == 0xF0) n = 4, cp = c & 0x07;
+  else return 0;
+  if (i + n > s.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k) {
+    const auto cc = static_cast<unsigned char>(s[i + k]);
+    if ((cc & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (cc & 0x3F);
+  }
+  // Overlong forms, surrogates and values past U+10FFFF are invalid.
+  if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+      (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+    return 0;
+  return n;
+}
+
+}  // namespace
+
+bool valid_utf8(std::string_view s) noexcept {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto n = utf8_seq(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+void append_string(std::string& out, std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  out.push_back('"');
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      const auto n = utf8_seq(s, i);
+      if (n == 0) {
+        out += "\xEF\xBF\xBD";  // U+FFFD
+        ++i;
+      } else {
+        out.append(s.substr(i, n));
+        i += n;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out.push_back(hex[c >> 4]);
+          out.push_back(hex[c & 15]);
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+    ++i;
+  }
+  out.push_back('"');
+}
+
+void append_base64(std::string& out, std::string_view s) {
+  static constexpr char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  out.push_back('"');
+  std::size_t i = 0;
+  for (; i + 2 < s.size(); i += 3) {
+    const std::uint32_t v = (static_cast<unsigned char>(s[i]) << 16) |
+                            (static_cast<unsigned char>(s[i + 1]) << 8) |
+                            static_cast<unsigned char>(s[i + 2]);
+    out.push_back(tbl[v >> 18]);
+    out.push_back(tbl[(v >> 12) & 63]);
+    out.push_back(tbl[(v >> 6) & 63]);
+    out.push_back(tbl[v & 63]);
+  }
+  if (i < s.size()) {
+    std::uint32_t v = static_cast<unsigned char>(s[i]) << 16;
+    if (i + 1 < s.size()) v |= static_cast<unsigned char>(s[i + 1]) << 8;
+    out.push_back(tbl[v >> 18]);
+    out.push_back(tbl[(v >> 12) & 63]);
+    out.push_back(i + 1 < s.size() ? tbl[(v >> 6) & 63] : '=');
+    out.push_back('=');
+  }
+  out.push_back('"');
+}
+
+void append_ms(std::string& out, double v) {
+  if (v < 0) {
+    out += "null";
+    return;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  out += buf;
+}
+
+void append_int(std::string& out, std::int64_t v) {
+  if (v < 0) out += "null";
+  else out += std::to_string(v);
+}
+
+}  // namespace tokentap::hooks::json

@@ -1,0 +1,225 @@
+#include "hooks/trace_hook.hpp"
+
+#include <ctime>
+#include <random>
+
+#include "hooks/json_out.hpp"
+
+namespace tokentap::hooks {
+
+namespace {
+
+std::mt19937_64& rng() {
+  thread_local std::mt19937_64 r{std::random_device{}()};
+  return r;
+}
+
+std::string rfc3339_us(std::int64_t us) {
+  const std::time_t secs = static_cast<std::time_t>(us / 1000000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<long long>(us % 1000000));
+  return buf;
+}
+
+void append_headers(std::string& out, std::span<const header_view> headers) {
+  out.push_back('{');
+  bool first = true;
+  for (const auto& h : headers) {
+    if (!first) out.push_back(',');
+    first = false;
+    json::append_string(out, h.name);
+    out.push_back(':');
+    json::append_string(out, h.value);
+  }
+  out.push_back('}');
+}
+
+void append_quantiles(std::string& out, const timing_summary::quantiles& q) {
+  out += "{\"p50\":";
+  json::append_ms(out, q.p50);
+  out += ",\"p95\":";
+  json::append_ms(out, q.p95);
+  out += ",\"p99\":";
+  json::append_ms(out, q.p99);
+  out += ",\"max\":";
+  json::append_ms(out, q.max);
+  out += ",\"n\":" + std::to_string(q.count) + "}";
+}
+
+class trace_hook final : public hook {
+ public:
+  trace_hook(const config::trace_config& cfg, std::shared_ptr<trace_writer> w)
+      : cfg_(cfg), writer_(std::move(w)), budget_(cfg.max_record_bytes) {
+    char id[20];
+    std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(rng()()));
+    id_ = id;
+  }
+
+  void on_request(const request_view& r) override {
+    route_ = r.route;
+    model_ = r.model;
+    start_ns_ = r.start_ns;
+    request_ = "{\"method\":";
+    json::append_string(request_, r.method);
+    request_ += ",\"path\":";
+    json::append_string(request_, r.target);
+    request_ += ",\"headers\":";
+    append_headers(request_, r.headers);
+    request_ += ",\"body\":";
+    if (cfg_.bodies && !r.body.empty() && r.body.size() <= cfg_.max_record_bytes / 2) {
+      json::append_string(request_, r.body);
+      budget_ -= std::min(budget_, r.body.size());
+    } else {
+      request_ += "null";
+    }
+    request_ += "}";
+  }
+
+  void on_response_head(const response_view& r) override {
+    response_ = "{\"status\":" + std::to_string(r.status) + ",\"headers\":";
+    append_headers(response_, r.headers);
+    response_ += "}";
+  }
+
+  void on_body(std::string_view bytes, mono_ns read_ns, mono_ns) override {
+    if (bytes.size() + 64 > budget_) {
+      events_truncated_ = true;
+      return;
+    }
+    events_ += events_.empty() ? "{\"t_us\":" : ",{\"t_us\":";
+    events_ += std::to_string((read_ns - start_ns_) / 1000);
+    // Exact bytes: as a JSON string when they are valid UTF-8, else base64 (a read can end in
+    // the middle of a multi-byte character).
+    if (json::valid_utf8(bytes)) {
+      events_ += ",\"raw\":";
+      json::append_string(events_, bytes);
+    } else {
+      events_ += ",\"raw_b64\":";
+      json::append_base64(events_, bytes);
+    }
+    events_ += "}";
+    budget_ -= bytes.size() + 32;
+  }
+
+  void on_token(const token_event& e) override {
+    if (!cfg_.bodies) return;
+    auto& text = e.channel == parsers::channel::reasoning ? reasoning_ : content_;
+    if (e.channel == parsers::channel::tool) return;
+    if (e.text.size() > budget_) {
+      text_truncated_ = true;
+      return;
+    }
+    text.append(e.text);
+    budget_ -= e.text.size();
+  }
+
+  void on_stream_end(stream_summary& s) override {
+    std::string r;
+    r.reserve(request_.size() + response_.size() + events_.size() + content_.size() +
+              reasoning_.size() + 1024);
+    r += "{\"v\":1,\"id\":\"" + id_ + "\",\"start\":\"" + rfc3339_us(s.wall_start_us) + "\",\"route\":";
+    json::append_string(r, route_);
+    r += ",\"provider\":";
+    json::append_string(r, parsers::to_string(s.provider));
+    r += ",\"model\":";
+    json::append_string(r, model_);
+    r += ",\"request\":" + (request_.empty() ? std::string("null") : request_);
+    r += ",\"response\":" + (response_.empty() ? std::string("{\"status\":" + std::to_string(s.status) + ",\"headers\":{}}") : response_);
+    r += ",\"outcome\":";
+    json::append_string(r, to_string(s.outcome));
+    r += ",\"error\":";
+    if (s.error_type.empty() && s.error_message.empty()) {
+      r += "null";
+    } else {
+      r += "{\"type\":";
+      json::append_string(r, s.error_type);
+      r += ",\"message\":";
+      json::append_string(r, s.error_message);
+      r += "}";
+    }
+    r += ",\"finish_reason\":";
+    if (s.finish_reason.empty()) r += "null";
+    else json::append_string(r, s.finish_reason);
+    const auto& t = s.timing;
+    r += ",\"timing\":{\"ttft_ms\":";
+    json::append_ms(r, t.ttft_ms);
+    r += ",\"ttft_answer_ms\":";
+    json::append_ms(r, t.ttft_answer_ms);
+    r += ",\"e2e_ms\":";
+    json::append_ms(r, t.e2e_ms);
+    r += ",\"upstream_headers_ms\":";
+    json::append_ms(r, t.upstream_headers_ms);
+    r += ",\"decode_ms\":";
+    json::append_ms(r, t.decode_ms);
+    r += ",\"tpot_ms\":";
+    json::append_ms(r, t.tpot_ms);
+    r += ",\"tokens_per_s\":";
+    json::append_ms(r, t.tokens_per_s);
+    r += ",\"itl_ms\":";
+    append_quantiles(r, t.itl);
+    r += ",\"itl_content_ms\":";
+    append_quantiles(r, t.itl_content);
+    r += ",\"itl_reasoning_ms\":";
+    append_quantiles(r, t.itl_reasoning);
+    r += ",\"overhead_ms\":";
+    append_quantiles(r, t.overhead);
+    r += ",\"stalls\":" + std::to_string(t.stalls) + "}";
+    const auto& u = s.usage;
+    r += ",\"usage\":{\"input_tokens\":";
+    json::append_int(r, u.input_tokens);
+    r += ",\"output_tokens\":";
+    json::append_int(r, u.output_tokens);
+    r += ",\"reasoning_tokens\":";
+    json::append_int(r, u.reasoning_tokens);
+    r += ",\"cached_input_tokens\":";
+    json::append_int(r, u.cached_input_tokens);
+    r += ",\"cache_write_tokens\":";
+    json::append_int(r, u.cache_write_tokens);
+    r += "}";
+    r += ",\"text\":";
+    if (cfg_.bodies) {
+      r += "{\"content\":";
+      json::append_string(r, content_);
+      r += ",\"reasoning\":";
+      json::append_string(r, reasoning_);
+      r += "}";
+    } else {
+      r += "null";
+    }
+    r += ",\"events\":[" + events_ + "]";
+    r += ",\"truncated\":";
+    r += (events_truncated_ || text_truncated_) ? "true" : "false";
+    r += ",\"parse_errors\":{\"framing\":" + std::to_string(s.parse_errors[0]) +
+         ",\"json\":" + std::to_string(s.parse_errors[1]) +
+         ",\"oversize\":" + std::to_string(s.parse_errors[2]) + "}";
+    r += ",\"steps\":[],\"cache\":[]}";
+    writer_->submit(std::move(r));
+  }
+
+ private:
+  const config::trace_config& cfg_;
+  std::shared_ptr<trace_writer> writer_;
+  std::string id_, route_, model_, request_, response_, events_, content_, reasoning_;
+  std::size_t budget_;  // bytes of events and texts this record may still take
+  mono_ns start_ns_ = 0;
+  bool events_truncated_ = false, text_truncated_ = false;
+};
+
+}  // namespace
+
+trace_hook_factory::trace_hook_factory(const config::trace_config& cfg)
+    : cfg_(cfg), writer_(std::make_shared<trace_writer>(cfg)) {}
+
+std::unique_ptr<hook> trace_hook_factory::create() {
+  if (cfg_.sample_rate < 1.0) {
+    std::uniform_real_distribution<double> d(0.0, 1.0);
+    if (d(rng()) >= cfg_.sample_rate) return nullptr;
+  }
+  return std::make_unique<trace_hook>(cfg_, writer_);
+}
+
+}  // namespace tokentap::hooks

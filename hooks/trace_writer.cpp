@@ -1,0 +1,158 @@
+#include "hooks/trace_writer.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <vector>
+
+#include "config/log.hpp"
+
+namespace tokentap::hooks {
+
+namespace fs = std::filesystem;
+
+namespace {
+constexpr std::string_view prefix = "tokentap-";
+constexpr std::string_view suffix = ".jsonl";
+
+std::int64_t now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+trace_writer::trace_writer(const config::trace_config& cfg) : cfg_(cfg) {
+  std::error_code ec;
+  fs::create_directories(cfg_.dir, ec);
+  if (ec) TT_LOG(warn) << "trace directory " << cfg_.dir << ": " << ec.message() << " (traces will be dropped)";
+  thread_ = std::thread([this] { run(); });
+}
+
+trace_writer::~trace_writer() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool trace_writer::submit(std::string record) {
+  {
+    std::lock_guard lk(mu_);
+    if (queue_.size() >= cfg_.queue_records || stop_) {
+      stats_.dropped.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    queue_.push_back(std::move(record));
+  }
+  cv_.notify_one();
+  return true;
+}
+
+void trace_writer::flush() {
+  std::unique_lock lk(mu_);
+  idle_cv_.wait(lk, [&] { return queue_.empty() && !busy_; });
+}
+
+void trace_writer::run() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty() && stop_) break;
+    std::string record = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lk.unlock();
+    if (write_one(record)) {
+      stats_.records.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      stats_.dropped.fetch_add(1, std::memory_order_relaxed);
+    }
+    lk.lock();
+    busy_ = false;
+    if (queue_.empty()) idle_cv_.notify_all();
+  }
+  idle_cv_.notify_all();
+}
+
+bool trace_writer::write_one(const std::string& record) {
+  if (fd_ < 0 || file_bytes_ + record.size() + 1 > cfg_.max_file_bytes) {
+    if (!open_next()) return false;
+  }
+  // One write per record: a record is never interleaved or half-visible to a reader that
+  // follows the file.
+  std::string line;
+  line.reserve(record.size() + 1);
+  line.append(record).push_back('\n');
+  std::size_t off = 0;
+  while (off < line.size()) {
+    const auto n = ::write(fd_, line.data() + off, line.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      stats_.write_errors.fetch_add(1, std::memory_order_relaxed);
+      if (now_s() - last_error_log_ >= 10) {
+        last_error_log_ = now_s();
+        TT_LOG(warn) << "trace write failed: " << std::strerror(errno) << " (record dropped)";
+      }
+      ::close(fd_);
+      fd_ = -1;  // try a fresh file next time (the disk may have been freed)
+      return false;
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  file_bytes_ += line.size();
+  return true;
+}
+
+bool trace_writer::open_next() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  const auto t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  char seq[24];
+  std::snprintf(seq, sizeof seq, "%06llu", static_cast<unsigned long long>(seq_++));
+  // Zero-padded so that names sort in creation order (time, then process, then sequence).
+  const auto name = std::string(prefix) + stamp + "-" + std::to_string(::getpid()) + "-" + seq +
+                    std::string(suffix);
+  const auto path = (fs::path(cfg_.dir) / name).string();
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (fd_ < 0) {
+    stats_.write_errors.fetch_add(1, std::memory_order_relaxed);
+    if (now_s() - last_error_log_ >= 10) {
+      last_error_log_ = now_s();
+      TT_LOG(warn) << "cannot open trace file " << path << ": " << std::strerror(errno)
+                   << " (records dropped)";
+    }
+    return false;
+  }
+  file_bytes_ = 0;
+  stats_.files.fetch_add(1, std::memory_order_relaxed);
+  prune();
+  return true;
+}
+
+void trace_writer::prune() {
+  std::error_code ec;
+  std::vector<fs::path> ours;
+  for (const auto& e : fs::directory_iterator(cfg_.dir, ec)) {
+    const auto n = e.path().filename().string();
+    if (n.starts_with(prefix) && n.ends_with(suffix)) ours.push_back(e.path());
+  }
+  if (ours.size() <= cfg_.max_files) return;
+  std::sort(ours.begin(), ours.end());  // oldest first
+  for (std::size_t i = 0; i + cfg_.max_files < ours.size(); ++i) fs::remove(ours[i], ec);
+}
+
+}  // namespace tokentap::hooks

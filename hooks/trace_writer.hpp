@@ -1,0 +1,56 @@
+#pragma once
+// Background writer of trace records (JSON Lines).  The proxy never waits on disk: submit() only
+// queues, and a full queue (or a disk error) drops the record and counts it.  Files rotate by
+// size; only the newest `max_files` are kept.
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "config/config.hpp"
+
+namespace tokentap::hooks {
+
+struct trace_writer_stats {
+  std::atomic<std::uint64_t> records{0};       ///< written to disk
+  std::atomic<std::uint64_t> dropped{0};       ///< queue full or disk error
+  std::atomic<std::uint64_t> write_errors{0};
+  std::atomic<std::uint64_t> files{0};         ///< files opened (rotations + 1)
+};
+
+class trace_writer {
+ public:
+  explicit trace_writer(const config::trace_config& cfg);
+  ~trace_writer();  ///< writes what is queued, then stops
+  trace_writer(const trace_writer&) = delete;
+  trace_writer& operator=(const trace_writer&) = delete;
+
+  /// Queues one record (a JSON object without the newline).  Never blocks; false = dropped.
+  bool submit(std::string record);
+  /// Blocks until everything queued so far is written (tests, shutdown).
+  void flush();
+  const trace_writer_stats& stats() const noexcept { return stats_; }
+
+ private:
+  void run();
+  bool write_one(const std::string& record);
+  bool open_next();
+  void prune();
+
+  config::trace_config cfg_;
+  std::mutex mu_;
+  std::condition_variable cv_, idle_cv_;
+  std::deque<std::string> queue_;
+  bool stop_ = false;
+  bool busy_ = false;
+  int fd_ = -1;
+  std::size_t file_bytes_ = 0;
+  std::uint64_t seq_ = 0;
+  std::int64_t last_error_log_ = 0;
+  trace_writer_stats stats_;
+  std::thread thread_;
+};
+
+}  // namespace tokentap::hooks

@@ -1,0 +1,231 @@
+// The hook chain fed like the proxy feeds it: request, response head, upstream reads with their
+// monotonic timestamps, end of stream.  Checks the timing figures, failure isolation and the
+// trace writer's bounds.
+#include "hooks/hook_chain.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "hooks/timing_hook.hpp"
+#include "hooks/trace_writer.hpp"
+#include "test/support/tls_cert.hpp"
+
+namespace tokentap::hooks {
+namespace {
+
+constexpr mono_ns ms = 1000000;
+
+std::string chunk(std::string_view delta_field, std::string_view text) {
+  return "data: {\"choices\":[{\"index\":0,\"delta\":{\"" + std::string(delta_field) + "\":\"" +
+         std::string(text) + "\"}}]}\n\n";
+}
+
+// Captures the summary as the last hook in the chain sees it.
+struct capture_factory : hook_factory {
+  struct capture : hook {
+    explicit capture(capture_factory& f) : f_(f) {}
+    void on_token(const token_event& e) override { f_.tokens.emplace_back(std::string(e.text), e.t_ns); }
+    void on_stream_end(stream_summary& s) override { f_.summary = s; }
+    capture_factory& f_;
+  };
+  std::unique_ptr<hook> create() override { return std::make_unique<capture>(*this); }
+  stream_summary summary;
+  std::vector<std::pair<std::string, mono_ns>> tokens;
+};
+
+struct throwing_factory : hook_factory {
+  struct thrower : hook {
+    void on_token(const token_event&) override { throw std::runtime_error("boom"); }
+  };
+  std::unique_ptr<hook> create() override { return std::make_unique<thrower>(); }
+};
+
+request_view request(mono_ns start) {
+  request_view r;
+  r.method = "POST";
+  r.target = "/v1/chat/completions";
+  r.start_ns = start;
+  return r;
+}
+
+TEST(HookChain, TimingFiguresFromReadTimestamps) {
+  config::config cfg;
+  cfg.timing.stall_threshold = std::chrono::milliseconds(100);
+  auto cap = std::make_shared<capture_factory>();
+  hook_chain_factory f(cfg, {std::make_shared<timing_hook_factory>(cfg.timing), cap});
+  auto tap = f.create();
+  const mono_ns t0 = 1000 * ms;
+  tap->on_request(request(t0));
+  tap->on_response_head({200, "text/event-stream", "", t0 + 5 * ms, {}});
+  auto body = [&](const std::string& b, mono_ns at, mono_ns write_cost = ms / 10) {
+    tap->on_body({b.data(), b.size()}, at, at + write_cost);
+  };
+  body(chunk("reasoning_content", "First,"), t0 + 50 * ms);        // TTFT 50
+  body(chunk("reasoning_content", " so"), t0 + 60 * ms);           // gap 10
+  body(chunk("content", "Yes") + chunk("content", "!"), t0 + 80 * ms);  // gap 20, then 0
+  body(chunk("content", " Done"), t0 + 280 * ms);                  // gap 200: a stall
+  body("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":5}}\n\ndata: [DONE]\n\n",
+       t0 + 281 * ms);
+  tap->on_stream_end(stream_outcome::ok, t0 + 300 * ms);
+
+  const auto& s = cap->summary;
+  EXPECT_EQ(s.outcome, stream_outcome::ok);
+  EXPECT_EQ(s.provider, parsers::provider::openai_chat);
+  EXPECT_EQ(s.usage.input_tokens, 9);
+  EXPECT_EQ(s.usage.output_tokens, 5);
+  EXPECT_EQ(s.usage.reasoning_tokens, 2);
+  const auto& t = s.timing;
+  EXPECT_DOUBLE_EQ(t.upstream_headers_ms, 5);
+  EXPECT_DOUBLE_EQ(t.ttft_ms, 50);
+  EXPECT_DOUBLE_EQ(t.ttft_answer_ms, 80);
+  EXPECT_DOUBLE_EQ(t.e2e_ms, 300);
+  EXPECT_DOUBLE_EQ(t.decode_ms, 230);
+  EXPECT_DOUBLE_EQ(t.tpot_ms, 230.0 / 4);
+  EXPECT_EQ(t.stalls, 1u);
+  EXPECT_EQ(t.itl.count, 4u);  // 10, 20, 0, 200
+  EXPECT_DOUBLE_EQ(t.itl.p50, 10);
+  EXPECT_DOUBLE_EQ(t.itl.max, 200);
+  EXPECT_EQ(t.itl_reasoning.count, 1u);
+  EXPECT_EQ(t.itl_content.count, 3u);
+  EXPECT_EQ(t.overhead.count, 5u);
+  EXPECT_NEAR(t.overhead.p50, 0.1, 1e-9);
+  // Every token carries the time of the read that brought it.
+  ASSERT_EQ(cap->tokens.size(), 5u);
+  EXPECT_EQ(cap->tokens[2].second, cap->tokens[3].second);
+}
+
+TEST(HookChain, ProviderErrorInA200StreamIsTheOutcome) {
+  config::config cfg;
+  auto cap = std::make_shared<capture_factory>();
+  hook_chain_factory f(cfg, {cap});
+  const std::string b = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+  request_view r = request(0);
+  r.target = "/v1/messages";
+  auto tap = f.create();
+  tap->on_request(r);
+  tap->on_response_head({200, "text/event-stream", "", 1, {}});
+  tap->on_body({b.data(), b.size()}, 2, 3);
+  tap->on_stream_end(stream_outcome::ok, 4);
+  EXPECT_EQ(cap->summary.outcome, stream_outcome::stream_error);
+  EXPECT_EQ(cap->summary.error_type, "overloaded_error");
+  EXPECT_EQ(cap->summary.provider, parsers::provider::anthropic);
+  EXPECT_EQ(f.stats().stream_errors.load(), 1u);
+}
+
+TEST(HookChain, AFailingHookIsDisabledForItsStreamAndCounted) {
+  config::config cfg;
+  auto cap = std::make_shared<capture_factory>();
+  hook_chain_factory f(cfg, {std::make_shared<throwing_factory>(), cap});
+  auto tap = f.create();
+  tap->on_request(request(0));
+  tap->on_response_head({200, "text/event-stream", "", 1, {}});
+  const std::string b = chunk("content", "a") + chunk("content", "b");
+  tap->on_body({b.data(), b.size()}, 2, 3);
+  tap->on_stream_end(stream_outcome::ok, 4);
+  EXPECT_EQ(f.stats().hook_failures.load(), 1u);  // once, then disabled
+  EXPECT_EQ(cap->tokens.size(), 2u);              // the next hook still saw everything
+}
+
+TEST(HookChain, CompressedBodiesAreNotDecoded) {
+  config::config cfg;
+  auto cap = std::make_shared<capture_factory>();
+  hook_chain_factory f(cfg, {cap});
+  auto tap = f.create();
+  tap->on_request(request(0));
+  tap->on_response_head({200, "text/event-stream", "gzip", 1, {}});
+  const std::string b = "\x1f\x8b\x08\x00garbage";
+  tap->on_body({b.data(), b.size()}, 2, 3);
+  tap->on_stream_end(stream_outcome::ok, 4);
+  EXPECT_TRUE(cap->tokens.empty());
+  EXPECT_EQ(f.stats().parse_errors[1].load(), 0u);
+}
+
+TEST(HookRegistry, UnknownHookNamesAreConfigErrors) {
+  config::config cfg;
+  cfg.hooks = {"timing", "nope"};
+  try {
+    builtin_hooks().build(cfg);
+    FAIL() << "accepted an unknown hook";
+  } catch (const config::config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown hook 'nope' (available: timing, trace)"), std::string::npos)
+        << e.what();
+  }
+  cfg.hooks = {"timing", "trace"};
+  EXPECT_EQ(builtin_hooks().build(cfg).size(), 1u);  // trace is off without a directory
+}
+
+TEST(Quantiles, NearestRank) {
+  std::vector<double> v;
+  for (int i = 100; i >= 1; --i) v.push_back(i);
+  const auto q = quantiles_of(v);
+  EXPECT_EQ(q.p50, 50);
+  EXPECT_EQ(q.p95, 95);
+  EXPECT_EQ(q.p99, 99);
+  EXPECT_EQ(q.max, 100);
+  std::vector<double> one{7};
+  EXPECT_EQ(quantiles_of(one).p99, 7);
+}
+
+// ---- trace writer
+
+std::size_t count_lines(const std::string& dir, std::size_t* files = nullptr) {
+  std::size_t lines = 0, n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    ++n;
+    std::ifstream in(e.path());
+    std::string l;
+    while (std::getline(in, l)) ++lines;
+  }
+  if (files) *files = n;
+  return lines;
+}
+
+TEST(TraceWriter, RotatesBySizeAndKeepsTheNewestFiles) {
+  config::trace_config cfg;
+  cfg.dir = test::temp_dir() + "/traces";
+  cfg.max_file_bytes = 4096;
+  cfg.max_files = 3;
+  cfg.queue_records = 10000;
+  trace_writer w(cfg);
+  const std::string record = "{\"v\":1,\"pad\":\"" + std::string(1000, 'x') + "\"}";
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(w.submit(record));
+  w.flush();
+  EXPECT_EQ(w.stats().records.load(), 40u);
+  EXPECT_GE(w.stats().files.load(), 10u);
+  std::size_t files = 0;
+  const auto lines = count_lines(cfg.dir, &files);
+  EXPECT_EQ(files, 3u);
+  EXPECT_LE(lines, 12u);  // 3 files of at most 4 records
+  EXPECT_GE(lines, 9u);
+}
+
+TEST(TraceWriter, AFullQueueDropsAndCountsNeverBlocks) {
+  config::trace_config cfg;
+  cfg.dir = test::temp_dir();
+  cfg.queue_records = 2;
+  trace_writer w(cfg);
+  std::uint64_t accepted = 0;
+  for (int i = 0; i < 2000; ++i) accepted += w.submit("{\"v\":1}") ? 1 : 0;
+  w.flush();
+  EXPECT_EQ(w.stats().records.load() + w.stats().dropped.load(), 2000u);
+  EXPECT_EQ(w.stats().records.load(), accepted);
+  EXPECT_GT(w.stats().dropped.load(), 0u);
+}
+
+TEST(TraceWriter, UnwritableDirectoryDropsAndCounts) {
+  const auto dir = test::temp_dir();
+  std::ofstream(dir + "/file") << "x";
+  config::trace_config cfg;
+  cfg.dir = dir + "/file/sub";  // a directory below a regular file: cannot exist
+  trace_writer w(cfg);
+  EXPECT_TRUE(w.submit("{\"v\":1}"));
+  w.flush();
+  EXPECT_EQ(w.stats().records.load(), 0u);
+  EXPECT_EQ(w.stats().dropped.load(), 1u);
+  EXPECT_GE(w.stats().write_errors.load(), 1u);
+}
+
+}  // namespace
+}  // namespace tokentap::hooks
