@@ -74,6 +74,7 @@ class trace_hook final : public hook {
       json::append_string(request_, r.body);
       budget_ -= std::min(budget_, r.body.size());
     } else {
+      if (cfg_.bodies && !r.body.empty()) events_truncated_ = true;  // too large to keep
       request_ += "null";
     }
     request_ += "}";

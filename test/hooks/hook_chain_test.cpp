@@ -168,6 +168,64 @@ TEST(Quantiles, NearestRank) {
   EXPECT_EQ(quantiles_of(one).p99, 7);
 }
 
+// ---- trace hook settings
+
+std::vector<std::string> trace_lines(const config::config& cfg, int exchanges) {
+  {
+    hook_chain_factory f(cfg, builtin_hooks().build(cfg));
+    for (int i = 0; i < exchanges; ++i) {
+      auto tap = f.create();
+      request_view r = request(0);
+      r.body = R"({"messages":[{"role":"user","content":"private prompt"}]})";
+      tap->on_request(r);
+      tap->on_response_head({200, "text/event-stream", "", 1, {}});
+      const std::string b = chunk("content", "private answer");
+      tap->on_body({b.data(), b.size()}, 2, 3);
+      tap->on_stream_end(stream_outcome::ok, 4);
+    }
+  }  // the writer flushes on destruction
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(cfg.trace.dir)) {
+    std::ifstream in(e.path());
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+  }
+  return out;
+}
+
+TEST(TraceHook, BodiesCanBeSwitchedOff) {
+  config::config cfg;
+  cfg.trace.dir = test::temp_dir();
+  cfg.trace.bodies = false;
+  const auto lines = trace_lines(cfg, 1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].find("private prompt"), std::string::npos);
+  EXPECT_NE(lines[0].find("\"body\":null"), std::string::npos);
+  EXPECT_NE(lines[0].find("\"text\":null"), std::string::npos);
+  // The raw reads are still recorded: replay needs them (switch tracing off to drop them too).
+  EXPECT_NE(lines[0].find("\"events\":[{\"t_us\":"), std::string::npos);
+}
+
+TEST(TraceHook, SampleRateRecordsAFraction) {
+  config::config cfg;
+  cfg.trace.dir = test::temp_dir();
+  cfg.trace.sample_rate = 0.25;
+  const auto n = trace_lines(cfg, 800).size();
+  EXPECT_GT(n, 120u);  // 200 expected; far outside a binomial's spread otherwise
+  EXPECT_LT(n, 280u);
+  cfg.trace.dir = test::temp_dir();
+  cfg.trace.sample_rate = 0;
+  EXPECT_EQ(trace_lines(cfg, 50).size(), 0u);
+}
+
+TEST(TraceHook, RecordsAreCappedAndMarkedTruncated) {
+  config::config cfg;
+  cfg.trace.dir = test::temp_dir();
+  cfg.trace.max_record_bytes = 100;
+  const auto lines = trace_lines(cfg, 1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("\"truncated\":true"), std::string::npos) << lines[0];
+}
+
 // ---- trace writer
 
 std::size_t count_lines(const std::string& dir, std::size_t* files = nullptr) {

@@ -127,6 +127,17 @@ TEST(OpenAIDecoder, NonStreamingBody) {
             "cache_fields=1|provider=openai-chat");
 }
 
+TEST(LlamaCppDecoder, NativeCompletionStream) {
+  const std::string s =
+      "data: {\"content\":\"Hel\",\"tokens\":[1],\"stop\":false}\n\n"
+      "data: {\"content\":\"lo\",\"tokens\":[2],\"stop\":false}\n\n"
+      "data: {\"content\":\"\",\"stop\":true,\"stop_type\":\"eos\",\"tokens_cached\":40,\"tokens_evaluated\":12,"
+      "\"timings\":{\"cache_n\":40,\"prompt_n\":12,\"prompt_ms\":5.1,\"predicted_n\":2,\"predicted_ms\":20.0}}\n\n";
+  EXPECT_EQ(decode(s, provider_from_path("/completion")),
+            "content=Hello|reasoning=|tool=|finish(eos)|in=52 out=2 reasoning=0 cached=40 write=-1 cache_fields=1"
+            "|provider=llamacpp");
+}
+
 // ---- OpenAI Responses (reference §3b)
 
 TEST(ResponsesDecoder, TextReasoningUsageAndFailure) {
