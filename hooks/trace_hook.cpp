@@ -3,7 +3,7 @@
 #include <ctime>
 #include <random>
 
-#include "hooks/json_out.hpp"
+#include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
 

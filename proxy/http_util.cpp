@@ -4,6 +4,8 @@
 
 #include <array>
 
+#include "parsers/json_out.hpp"
+
 namespace tokentap::proxy {
 
 namespace {
@@ -96,32 +98,11 @@ bool is_streaming_content_type(std::string_view ct) noexcept {
          starts("application/jsonl") || starts("application/json-seq");
 }
 
-void append_json_escaped(std::string& out, std::string_view s) {
-  static constexpr char hex[] = "0123456789abcdef";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out.push_back(hex[c >> 4]);
-          out.push_back(hex[c & 15]);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-}
-
 std::string error_body(unsigned status, std::string_view type, std::string_view message) {
   std::string out = R"({"error":{"type":")";
-  append_json_escaped(out, type);
+  json::append_escaped(out, type);
   out += R"(","message":")";
-  append_json_escaped(out, message);
+  json::append_escaped(out, message);
   out += R"(","code":)" + std::to_string(status) + R"(,"source":"tokentap"}})";
   out.push_back('\n');
   return out;

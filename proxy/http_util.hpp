@@ -30,9 +30,6 @@ std::string redact_target(std::string_view target);
 /// `text/event-stream` or NDJSON: a streamed body that must not be buffered by anyone.
 bool is_streaming_content_type(std::string_view content_type) noexcept;
 
-/// Escapes a string for use inside JSON quotes.
-void append_json_escaped(std::string& out, std::string_view s);
-
 /// `{"error":{"type":…,"message":…,"code":status,"source":"tokentap"}}` — shaped like the
 /// providers' own errors so SDKs surface the message.
 std::string error_body(unsigned status, std::string_view type, std::string_view message);

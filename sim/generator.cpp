@@ -5,6 +5,8 @@
 #include <cmath>
 #include <random>
 
+#include "parsers/json_out.hpp"
+
 namespace tokentap::sim {
 
 namespace {
@@ -25,29 +27,6 @@ constexpr std::string_view answer_words[] = {
 constexpr std::string_view reasoning_openers[] = {
     "First,", "Then", "Next,", "Wait,", "Therefore", "So", "Let me check", "Alternatively,",
     "首先，", "因此", "But", "Finally,"};
-
-std::string json_escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 8);
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  return out;
-}
 
 // Token texts: answer tokens are words with a leading space (like BPE tokens); reasoning tokens
 // form sentences that start with step markers and end with ".\n\n" every few words.
@@ -118,7 +97,7 @@ std::string openai_chunk(const ids& id, const std::string& model, std::string_vi
                          std::string_view finish, bool usage_null) {
   std::string s = "data: {\"id\":\"" + id.id +
                   "\",\"object\":\"chat.completion.chunk\",\"created\":" +
-                  std::to_string(id.created) + ",\"model\":\"" + json_escape(model) +
+                  std::to_string(id.created) + ",\"model\":\"" + json::escaped(model) +
                   "\",\"system_fingerprint\":\"fp_tokentap_sim\",\"choices\":[{\"index\":0,"
                   "\"delta\":";
   s += delta_json;
@@ -160,13 +139,13 @@ void build_openai_stream(const params& p, const request_shape& shape, const ids&
   std::size_t k = 0;
   for (const auto& t : reasoning) {
     pl.events.push_back({openai_chunk(id, shape.model,
-                                      "{\"" + p.reasoning_field + "\":\"" + json_escape(t) + "\"}",
+                                      "{\"" + p.reasoning_field + "\":\"" + json::escaped(t) + "\"}",
                                       "", usage_null),
                          token_at[k++], true});
   }
   for (const auto& t : answer) {
     pl.events.push_back({openai_chunk(id, shape.model,
-                                      "{\"content\":\"" + json_escape(t) + "\"}", "", usage_null),
+                                      "{\"content\":\"" + json::escaped(t) + "\"}", "", usage_null),
                          token_at[k++], true});
   }
   const double end_at = pl.events.back().at_ms;
@@ -176,7 +155,7 @@ void build_openai_stream(const params& p, const request_shape& shape, const ids&
   if (shape.include_usage) {
     std::string s = "data: {\"id\":\"" + id.id +
                     "\",\"object\":\"chat.completion.chunk\",\"created\":" +
-                    std::to_string(id.created) + ",\"model\":\"" + json_escape(shape.model) +
+                    std::to_string(id.created) + ",\"model\":\"" + json::escaped(shape.model) +
                     "\",\"system_fingerprint\":\"fp_tokentap_sim\",\"choices\":[],\"usage\":" +
                     openai_usage_json(pl) + "}\n\n";
     pl.events.push_back({std::move(s), end_at, false});
@@ -194,7 +173,7 @@ void build_anthropic_stream(const params& p, const request_shape& shape, const i
                        "{\"type\":\"message_start\",\"message\":{\"id\":\"" + id.id +
                            "\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],"
                            "\"model\":\"" +
-                           json_escape(shape.model) +
+                           json::escaped(shape.model) +
                            "\",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":" +
                            anthropic_usage_json(pl, 1) + "}}"),
        t0, false});
@@ -211,7 +190,7 @@ void build_anthropic_stream(const params& p, const request_shape& shape, const i
           {anthropic_event("content_block_delta",
                            "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
                            "\"thinking_delta\",\"thinking\":\"" +
-                               json_escape(t) + "\"}}"),
+                               json::escaped(t) + "\"}}"),
            token_at[k++], true});
     }
     const double at = pl.events.back().at_ms;
@@ -237,7 +216,7 @@ void build_anthropic_stream(const params& p, const request_shape& shape, const i
     pl.events.push_back(
         {anthropic_event("content_block_delta",
                          "{\"type\":\"content_block_delta\",\"index\":" + idx +
-                             ",\"delta\":{\"type\":\"text_delta\",\"text\":\"" + json_escape(t) +
+                             ",\"delta\":{\"type\":\"text_delta\",\"text\":\"" + json::escaped(t) +
                              "\"}}"),
          token_at[k++], true});
   }
@@ -259,11 +238,11 @@ void build_anthropic_stream(const params& p, const request_shape& shape, const i
 std::string openai_body(const request_shape& shape, const ids& id, const params& p,
                         const plan& pl) {
   std::string s = "{\"id\":\"" + id.id + "\",\"object\":\"chat.completion\",\"created\":" +
-                  std::to_string(id.created) + ",\"model\":\"" + json_escape(shape.model) +
+                  std::to_string(id.created) + ",\"model\":\"" + json::escaped(shape.model) +
                   "\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"" +
-                  json_escape(pl.content_text) + "\"";
+                  json::escaped(pl.content_text) + "\"";
   if (!pl.reasoning_text.empty())
-    s += ",\"" + p.reasoning_field + "\":\"" + json_escape(pl.reasoning_text) + "\"";
+    s += ",\"" + p.reasoning_field + "\":\"" + json::escaped(pl.reasoning_text) + "\"";
   s += "},\"logprobs\":null,\"finish_reason\":\"";
   s += pl.truncated ? "length" : "stop";
   s += "\"}],\"usage\":" + openai_usage_json(pl) + ",\"system_fingerprint\":\"fp_tokentap_sim\"}";
@@ -273,12 +252,12 @@ std::string openai_body(const request_shape& shape, const ids& id, const params&
 std::string anthropic_body(const request_shape& shape, const ids& id, const plan& pl) {
   std::string s = "{\"id\":\"" + id.id +
                   "\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"" +
-                  json_escape(shape.model) + "\",\"content\":[";
+                  json::escaped(shape.model) + "\",\"content\":[";
   if (!pl.reasoning_text.empty()) {
-    s += "{\"type\":\"thinking\",\"thinking\":\"" + json_escape(pl.reasoning_text) +
+    s += "{\"type\":\"thinking\",\"thinking\":\"" + json::escaped(pl.reasoning_text) +
          "\",\"signature\":\"c2ltdWxhdGVkLXNpZ25hdHVyZQ==\"},";
   }
-  s += "{\"type\":\"text\",\"text\":\"" + json_escape(pl.content_text) + "\"}],\"stop_reason\":\"";
+  s += "{\"type\":\"text\",\"text\":\"" + json::escaped(pl.content_text) + "\"}],\"stop_reason\":\"";
   s += pl.truncated ? "max_tokens" : "end_turn";
   s += "\",\"stop_sequence\":null,\"usage\":" + anthropic_usage_json(pl, pl.completion_tokens) + "}";
   return s;

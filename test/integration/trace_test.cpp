@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "hooks/hook_chain.hpp"
-#include "hooks/json_out.hpp"
 #include "sim/generator.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/process.hpp"

@@ -1,8 +1,8 @@
-#include "hooks/json_out.hpp"
+#include "parsers/json_out.hpp"
 
 #include <cstdio>
 
-namespace tokentap::hooks::json {
+namespace tokentap::json {
 
 namespace {
 
@@ -40,9 +40,8 @@ bool valid_utf8(std::string_view s) noexcept {
   return true;
 }
 
-void append_string(std::string& out, std::string_view s) {
+void append_escaped(std::string& out, std::string_view s) {
   static constexpr char hex[] = "0123456789abcdef";
-  out.push_back('"');
   for (std::size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
@@ -73,6 +72,18 @@ void append_string(std::string& out, std::string_view s) {
     }
     ++i;
   }
+}
+
+std::string escaped(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 8);
+  append_escaped(out, s);
+  return out;
+}
+
+void append_string(std::string& out, std::string_view s) {
+  out.push_back('"');
+  append_escaped(out, s);
   out.push_back('"');
 }
 
@@ -115,4 +126,4 @@ void append_int(std::string& out, std::int64_t v) {
   else out += std::to_string(v);
 }
 
-}  // namespace tokentap::hooks::json
+}  // namespace tokentap::json

@@ -1,0 +1,31 @@
+#pragma once
+// Tiny JSON output helpers (escaping, base64, numbers), shared by everything that writes JSON:
+// trace records, the proxy's error bodies, the simulator's streams.  Pure, no allocation beyond
+// the output string.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace tokentap::json {
+
+/// True when `s` is well-formed UTF-8 (JSON strings must be).
+bool valid_utf8(std::string_view s) noexcept;
+
+/// Appends `s` escaped for use between JSON quotes.  Invalid UTF-8 bytes become U+FFFD (lossy:
+/// callers that need the exact bytes check valid_utf8 first and use base64).
+void append_escaped(std::string& out, std::string_view s);
+
+/// `s` escaped, as a new string (for building JSON by concatenation).
+std::string escaped(std::string_view s);
+
+/// Appends `s` as a quoted JSON string.
+void append_string(std::string& out, std::string_view s);
+
+/// Appends `s` base64-encoded, quoted.
+void append_base64(std::string& out, std::string_view s);
+
+/// Appends a number with up to 3 decimals, or `null` when negative (= not applicable).
+void append_ms(std::string& out, double v);
+void append_int(std::string& out, std::int64_t v);  ///< `null` when negative
+
+}  // namespace tokentap::json
