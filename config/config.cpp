@@ -103,7 +103,7 @@ config from_yaml(const YAML::Node& root) {
   if (root.IsNull()) return cfg;
   check_keys(root,
              {"listen", "admin", "threads", "upstreams", "routes", "timeouts", "limits",
-              "accept_encoding", "log", "hooks", "trace", "timing", "max_event_bytes"},
+              "accept_encoding", "log", "hooks", "trace", "timing", "metrics", "max_event_bytes"},
              "the top level");
   if (root["listen"]) cfg.listen = address(root["listen"], "listen");
   if (root["admin"]) cfg.admin = address(root["admin"], "admin");
@@ -153,6 +153,24 @@ config from_yaml(const YAML::Node& root) {
     if (t["max_record_bytes"]) tc.max_record_bytes = non_negative(t["max_record_bytes"], "max_record_bytes");
     if (t["sample_rate"]) tc.sample_rate = scalar<double>(t["sample_rate"], "sample_rate");
     if (t["bodies"]) tc.bodies = scalar<bool>(t["bodies"], "bodies");
+  }
+  if (const auto& m = root["metrics"]) {
+    check_keys(m, {"max_models", "window_s", "ttft_buckets", "itl_buckets", "e2e_buckets"}, "metrics");
+    auto& mc = cfg.metrics;
+    if (m["max_models"]) mc.max_models = non_negative(m["max_models"], "max_models");
+    if (m["window_s"]) mc.window = std::chrono::seconds(non_negative(m["window_s"], "window_s"));
+    auto buckets = [&](const char* key, std::vector<double>& out) {
+      const auto& b = m[key];
+      if (!b) return;
+      if (!b.IsSequence() || b.size() == 0) fail(b, std::string(key) + " must be a non-empty list of seconds");
+      out.clear();
+      for (const auto& v : b) out.push_back(scalar<double>(v, key));
+      for (std::size_t i = 1; i < out.size(); ++i)
+        if (!(out[i] > out[i - 1])) fail(b, std::string(key) + " must be strictly increasing");
+    };
+    buckets("ttft_buckets", mc.ttft_buckets);
+    buckets("itl_buckets", mc.itl_buckets);
+    buckets("e2e_buckets", mc.e2e_buckets);
   }
   if (const auto& t = root["timing"]) {
     check_keys(t, {"stall_threshold_ms"}, "timing");
@@ -250,6 +268,8 @@ void validate(config& cfg) {
   if (cfg.trace.max_files == 0 || cfg.trace.queue_records == 0 || cfg.trace.max_file_bytes < 4096)
     throw config_error("trace.max_files and trace.queue_records must be > 0, trace.max_file_bytes >= 4096");
   if (cfg.max_event_bytes < 1024) throw config_error("max_event_bytes must be at least 1024");
+  if (cfg.metrics.window.count() < 1 || cfg.metrics.window.count() > 3600)
+    throw config_error("metrics.window_s must be between 1 and 3600");
 
 }
 

@@ -65,6 +65,14 @@ struct trace_config {
   bool bodies = true;                       ///< record request bodies and response texts
 };
 
+struct metrics_config {
+  std::size_t max_models = 20;         ///< distinct `model` label values; later ones are "other"
+  std::chrono::seconds window{60};     ///< sliding window of /api/stats
+  std::vector<double> ttft_buckets;    ///< seconds; empty = vLLM's TTFT boundaries
+  std::vector<double> itl_buckets;     ///< seconds; empty = 50 µs .. 10 s (also TPOT, overhead)
+  std::vector<double> e2e_buckets;     ///< seconds; empty = 50 ms .. 1920 s
+};
+
 struct timing_config {
   ms stall_threshold{1000};  ///< a gap between tokens longer than this is a stall
 };
@@ -81,10 +89,11 @@ struct config {
   std::string log_level = "info";
   bool access_log = true;
   /// Hooks run on every intercepted stream, in this order (names from the hook registry).
-  std::vector<std::string> hooks{"timing", "trace"};
+  std::vector<std::string> hooks{"timing", "metrics", "trace"};
   std::size_t max_event_bytes = 1u << 20;  ///< SSE event / NDJSON line cap for the decoders
   trace_config trace;
   timing_config timing;
+  metrics_config metrics;
 };
 
 /// Reads a YAML file.  Unknown keys are errors, so typos do not pass silently.  With `check`,

@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 PACKAGES=(build-essential cmake ninja-build pkg-config libboost-dev libsimdjson-dev
           prometheus-cpp-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libyaml-cpp-dev curl ca-certificates openssl)
+          libyaml-cpp-dev curl ca-certificates openssl
+          prometheus chromium)  # promtool + a real Prometheus, headless Chromium: metrics and dashboard tests
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

@@ -28,6 +28,9 @@ struct token_event {
   parsers::channel channel;
   std::string_view text;
   mono_ns t_ns;
+  /// False for a non-streamed (whole JSON) body: its tokens all arrive with the last byte, so
+  /// they carry no per-token timing (no TTFT, no ITL) — only counts.
+  bool streamed = true;
 };
 
 /// Latency figures of one exchange (milliseconds; -1 = not applicable).  Filled by the timing hook.
@@ -59,6 +62,7 @@ struct stream_summary {
   unsigned status = 0;
   std::string error_type, error_message;  ///< a provider error reported inside the stream
   std::string finish_reason;
+  std::string upstream_error_reason;  ///< set when the proxy answered for a failed upstream
   std::uint64_t parse_errors[3] = {0, 0, 0};  ///< by parsers::parse_stage
   mono_ns start_ns = 0, head_ns = 0, end_ns = 0;
   std::int64_t wall_start_us = 0;
@@ -98,7 +102,10 @@ class hook_registry {
   std::map<std::string, maker, std::less<>> makers_;
 };
 
-/// The registry with every built-in hook.
-hook_registry builtin_hooks();
+class metrics_registry;
+
+/// The registry with every built-in hook.  The "metrics" hook records into `metrics` (and is
+/// skipped without one); "trace" is skipped while no trace directory is configured.
+hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics = nullptr);
 
 }  // namespace tokentap::hooks

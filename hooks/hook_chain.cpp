@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "config/log.hpp"
+#include "hooks/metrics.hpp"
 #include "hooks/timing_hook.hpp"
 #include "hooks/trace_hook.hpp"
 
@@ -32,6 +33,8 @@ class chain final : public stream_tap, public parsers::decoder_handler {
     // A compressed body is passed through untouched and not decoded.
     if (r.content_encoding.empty() || r.content_encoding == "identity")
       decoder_.emplace(provider_, r.content_type, max_event_bytes_);
+    streamed_ = r.content_type.find("event-stream") != std::string_view::npos ||
+                r.content_type.find("ndjson") != std::string_view::npos;
     each([&](hook& h) { h.on_response_head(r); });
   }
 
@@ -39,6 +42,11 @@ class chain final : public stream_tap, public parsers::decoder_handler {
     const std::string_view b(bytes.data(), bytes.size());
     each([&](hook& h) { h.on_body(b, read_ns, written_ns); });
     if (decoder_) decoder_->feed(b, read_ns, *this);
+  }
+
+  void on_upstream_error(std::string_view reason, unsigned status) noexcept override {
+    summary_.upstream_error_reason.assign(reason);
+    if (summary_.status == 0) summary_.status = status;
   }
 
   void on_stream_end(stream_outcome outcome, mono_ns end_ns) noexcept override {
@@ -50,10 +58,12 @@ class chain final : public stream_tap, public parsers::decoder_handler {
       summary_.provider = provider_;
     }
     summary_.end_ns = end_ns;
-    // A provider error inside an otherwise complete 200 stream is the stream's outcome.
+    // A provider error inside an otherwise complete 2xx stream is the stream's outcome (an error
+    // body on a 4xx/5xx answer is just that answer: recorded in `error`, outcome unchanged).
     const bool provider_error = !summary_.error_type.empty() || !summary_.error_message.empty();
-    summary_.outcome = outcome == stream_outcome::ok && provider_error ? stream_outcome::stream_error
-                                                                        : outcome;
+    summary_.outcome = outcome == stream_outcome::ok && provider_error && summary_.status < 300
+                           ? stream_outcome::stream_error
+                           : outcome;
     each([&](hook& h) { h.on_stream_end(summary_); });
   }
 
@@ -61,7 +71,7 @@ class chain final : public stream_tap, public parsers::decoder_handler {
 
   void on_token(parsers::channel ch, std::string_view text, std::int64_t t_ns) noexcept override {
     stats_->tokens.fetch_add(1, std::memory_order_relaxed);
-    const token_event ev{ch, text, t_ns};
+    const token_event ev{ch, text, t_ns, streamed_};
     each([&](hook& h) { h.on_token(ev); });
   }
 
@@ -110,6 +120,7 @@ class chain final : public stream_tap, public parsers::decoder_handler {
   std::vector<bool> disabled_;
   std::shared_ptr<chain_stats> stats_;
   parsers::provider provider_ = parsers::provider::unknown;
+  bool streamed_ = false;
   std::optional<parsers::stream_decoder> decoder_;
   stream_summary summary_;
 };
@@ -156,14 +167,24 @@ std::vector<std::string> hook_registry::names() const {
   return out;
 }
 
-hook_registry builtin_hooks() {
+hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics) {
   hook_registry r;
+  r.add("metrics", [metrics](const config::config&) -> std::shared_ptr<hook_factory> {
+    if (!metrics) return nullptr;
+    return std::make_shared<metrics_hook_factory>(metrics);
+  });
   r.add("timing", [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
     return std::make_shared<timing_hook_factory>(cfg.timing);
   });
-  r.add("trace", [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
+  r.add("trace", [metrics](const config::config& cfg) -> std::shared_ptr<hook_factory> {
     if (cfg.trace.dir.empty()) return nullptr;  // no --trace-dir: tracing off
-    return std::make_shared<trace_hook_factory>(cfg.trace);
+    auto f = std::make_shared<trace_hook_factory>(cfg.trace);
+    if (metrics) {
+      metrics->set_trace_source([w = f->writer_ptr()] {
+        return std::pair{w->stats().records.load(), w->stats().dropped.load()};
+      });
+    }
+    return f;
   });
   return r;
 }

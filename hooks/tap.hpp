@@ -65,6 +65,9 @@ class stream_tap {
   /// One forwarded upstream read: `bytes` were read at `read_ns` and had been written to the
   /// client by `written_ns`.  The span is valid only during the call.
   virtual void on_body(std::span<const char> bytes, mono_ns read_ns, mono_ns written_ns) noexcept {}
+  /// The proxy could not get a response from the upstream and answered `status` itself;
+  /// `reason` is connect, tls, timeout or reset.  Called before on_stream_end.
+  virtual void on_upstream_error(std::string_view reason, unsigned status) noexcept {}
   virtual void on_stream_end(stream_outcome, mono_ns end_ns) noexcept {}
 };
 

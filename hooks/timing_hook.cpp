@@ -37,6 +37,8 @@ class timing_hook final : public hook {
   }
 
   void on_token(const token_event& e) override {
+    ++tokens_;
+    if (!e.streamed) return;  // a whole-JSON body has no per-token timing
     if (first_ns_ < 0) first_ns_ = e.t_ns;
     if (e.channel == parsers::channel::content && first_content_ns_ < 0) first_content_ns_ = e.t_ns;
     if (last_ns_ >= 0) {
@@ -47,7 +49,6 @@ class timing_hook final : public hook {
       if (gap > stall_ns_) ++stalls_;
     }
     last_ns_ = e.t_ns;
-    ++tokens_;
   }
 
   void on_stream_end(stream_summary& s) override {

@@ -14,6 +14,7 @@ class trace_hook_factory final : public hook_factory {
   explicit trace_hook_factory(const config::trace_config& cfg);
   std::unique_ptr<hook> create() override;
   trace_writer& writer() noexcept { return *writer_; }
+  std::shared_ptr<trace_writer> writer_ptr() const noexcept { return writer_; }
 
  private:
   config::trace_config cfg_;

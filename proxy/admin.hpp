@@ -22,6 +22,9 @@ struct response {
 using handler = std::function<response(std::string_view method, std::string_view target)>;
 using handler_table = std::map<std::string, handler, std::less<>>;
 
+/// The self-contained live dashboard page (no external resources; polls /api/stats).
+std::string_view dashboard_html() noexcept;
+
 /// Serves one accepted admin connection.
 void start_admin_session(tcp::socket socket, worker& w,
                          std::shared_ptr<const handler_table> handlers);

@@ -42,7 +42,7 @@ constexpr const char* proxy_help = R"(usage: tokentap proxy [flags]
   --config FILE            YAML config (upstreams, routes, timeouts, limits); flags override it
   --listen HOST:PORT       where clients connect (default 127.0.0.1:8080)
   --upstream URL           http:// or https:// inference API; replaces configured upstreams
-  --admin HOST:PORT        admin endpoints /healthz /readyz (default 127.0.0.1:9464)
+  --admin HOST:PORT        /dashboard /api/stats /metrics /healthz /readyz (default 127.0.0.1:9464)
   --threads N              I/O threads (default: one per core)
   --ca-file FILE           extra CA bundle to trust for the --upstream
   --insecure-skip-verify   do not verify the --upstream's TLS certificate (testing only)
@@ -295,14 +295,16 @@ int cmd_demo(const std::vector<std::string>& args) {
       "\ntokentap %s demo\n"
       "  simulator  http://%s:%u   (OpenAI + Anthropic compatible)\n"
       "  proxy      %s   <- send your requests here\n"
-      "  admin      %s/healthz  %s/readyz\n\n"
+      "  dashboard  %s/dashboard   <- open this in a browser\n"
+      "  metrics    %s/metrics  (Prometheus)   %s/api/stats  (JSON)\n\n"
       "try it:\n"
       "  curl -N %s/v1/chat/completions -H 'content-type: application/json' \\\n"
       "    -d '{\"model\":\"sim-small\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'\n\n"
       "generated load: %s clients, mixed OpenAI/Anthropic, streamed/plain, reasoning, faults.\n"
       "Ctrl-C stops everything.\n\n",
       version_string, sim_addr.host.c_str(), sim_server.endpoint().port(), base.c_str(),
-      admin.c_str(), admin.c_str(), base.c_str(), f.get("concurrency").value_or("16").c_str());
+      admin.c_str(), admin.c_str(), admin.c_str(), base.c_str(),
+      f.get("concurrency").value_or("16").c_str());
   std::fflush(stdout);
 
   sim::load_options lo;

@@ -1,6 +1,7 @@
 #include "proxy/proxy_server.hpp"
 
 #include "hooks/hook_chain.hpp"
+#include "hooks/metrics.hpp"
 #include "proxy/admin.hpp"
 #include "config/log.hpp"
 #include "proxy/proxy_session.hpp"
@@ -12,8 +13,9 @@ namespace tokentap::proxy {
 proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factory> taps)
     : runtime_(cfg.threads), shared_(std::make_unique<proxy_shared>()) {
   shared_->cfg = std::move(cfg);
+  shared_->metrics = std::make_shared<hooks::metrics_registry>(shared_->cfg);
   if (!taps) {
-    auto factories = hooks::builtin_hooks().build(shared_->cfg);
+    auto factories = hooks::builtin_hooks(shared_->metrics).build(shared_->cfg);
     if (!factories.empty())
       taps = std::make_shared<hooks::hook_chain_factory>(shared_->cfg, std::move(factories));
   }
@@ -50,9 +52,18 @@ void proxy_server::start() {
     if (rt->draining()) return admin::response{503, "application/json", "{\"status\":\"draining\"}\n"};
     return admin::response{200, "application/json", "{\"status\":\"ready\"}\n"};
   };
+  (*handlers)["/metrics"] = [m = shared_->metrics](std::string_view, std::string_view) {
+    return admin::response{200, "text/plain; version=0.0.4; charset=utf-8", m->prometheus_text()};
+  };
+  (*handlers)["/api/stats"] = [m = shared_->metrics](std::string_view, std::string_view) {
+    return admin::response{200, "application/json", m->stats_json()};
+  };
+  (*handlers)["/dashboard"] = [](std::string_view, std::string_view) {
+    return admin::response{200, "text/html; charset=utf-8", std::string(admin::dashboard_html())};
+  };
   (*handlers)["/"] = [](std::string_view, std::string_view) {
     return admin::response{200, "application/json",
-                           "{\"endpoints\":[\"/healthz\",\"/readyz\"]}\n"};
+                           "{\"endpoints\":[\"/dashboard\",\"/api/stats\",\"/metrics\",\"/healthz\",\"/readyz\"]}\n"};
   };
   std::shared_ptr<const admin::handler_table> table = std::move(handlers);
   admin_endpoint_ = runtime_.listen(

@@ -9,6 +9,10 @@
 
 #include "config/config.hpp"
 #include "hooks/tap.hpp"
+
+namespace tokentap::hooks {
+class metrics_registry;
+}
 #include "proxy/server_runtime.hpp"
 
 namespace tokentap::proxy {
@@ -33,6 +37,7 @@ struct proxy_shared {
   std::vector<std::shared_ptr<net::ssl::context>> tls;  ///< per upstream, nullptr for http://
   std::vector<std::unique_ptr<upstream_pool>> pools;    ///< per worker
   std::shared_ptr<hooks::tap_factory> taps;
+  std::shared_ptr<hooks::metrics_registry> metrics;
   proxy_stats stats;
   server_runtime* runtime = nullptr;
 };
@@ -57,6 +62,7 @@ class proxy_server {
   const proxy_stats& stats() const noexcept { return shared_->stats; }
   /// The tap factory in use (a hooks::hook_chain_factory unless one was passed in), or nullptr.
   hooks::tap_factory* taps() const noexcept { return shared_->taps.get(); }
+  hooks::metrics_registry& metrics() const noexcept { return *shared_->metrics; }
   const config::config& cfg() const noexcept { return shared_->cfg; }
 
  private:

@@ -287,6 +287,12 @@ class proxy_session final : public session_base,
           shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
           ex.outcome = why == connect_failure::timeout ? stream_outcome::timeout
                                                        : stream_outcome::upstream_error;
+          if (ex.tap) {
+            ex.tap->on_upstream_error(why == connect_failure::tls       ? "tls"
+                                      : why == connect_failure::timeout ? "timeout"
+                                                                        : "connect",
+                                      502);
+          }
           const auto& up = shared_.cfg.upstreams[index];
           TT_LOG(warn) << "upstream " << up.name << " (" << up.target.to_string()
                        << "): " << to_string(why) << " failed: " << ec.message();
@@ -479,6 +485,7 @@ class proxy_session final : public session_base,
     const auto& up = shared_.cfg.upstreams[ex.route->upstream_index];
     if (ec == beast::error::timeout) {
       ex.outcome = stream_outcome::timeout;
+      if (ex.tap) ex.tap->on_upstream_error("timeout", 504);
       TT_LOG(warn) << "upstream " << up.name << " timed out " << what;
       co_await send_error(ex, 504, "upstream_timeout",
                           "upstream '" + up.name + "' did not respond in time (" + what + ")");
@@ -486,6 +493,7 @@ class proxy_session final : public session_base,
     }
     ex.outcome = is_stale_connection(ec) ? stream_outcome::upstream_reset
                                          : stream_outcome::upstream_error;
+    if (ex.tap) ex.tap->on_upstream_error("reset", 502);
     TT_LOG(warn) << "upstream " << up.name << " failed " << what << ": " << ec.message();
     co_await send_error(ex, 502,
                         ex.outcome == stream_outcome::upstream_reset ? "upstream_reset"

@@ -197,7 +197,7 @@ TEST(Binary, DemoRunsSimulatorProxyAndLoad) {
                      std::chrono::seconds(30));
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("send your requests here"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("/healthz"), std::string::npos);
+  EXPECT_NE(r.out.find("/dashboard"), std::string::npos);
   const auto k = r.out.find("requests ok=");
   ASSERT_NE(k, std::string::npos) << r.out;
   EXPECT_GT(std::stoi(r.out.substr(k + 12)), 0) << r.out;

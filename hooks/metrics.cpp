@@ -1,0 +1,609 @@
+#include "hooks/metrics.hpp"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "parsers/json_out.hpp"
+
+namespace tokentap::hooks {
+
+// ------------------------------------------------------------------ quantile_sketch
+
+namespace {
+// gamma = (1 + a) / (1 - a): a value v lands in bucket ceil(log_gamma v) and is reported as the
+// bucket's midpoint 2 gamma^i / (gamma + 1), within a (relative) of v.
+const double sketch_gamma = (1 + quantile_sketch::relative_error) / (1 - quantile_sketch::relative_error);
+const double sketch_log_gamma = std::log(sketch_gamma);
+}  // namespace
+
+void quantile_sketch::add(double v, std::uint64_t n) {
+  count_ += n;
+  if (v <= 1e-9) {
+    zeros_ += n;
+    return;
+  }
+  buckets_[static_cast<int>(std::ceil(std::log(v) / sketch_log_gamma))] += n;
+}
+
+void quantile_sketch::merge(const quantile_sketch& o) {
+  count_ += o.count_;
+  zeros_ += o.zeros_;
+  for (const auto& [k, n] : o.buckets_) buckets_[k] += n;
+}
+
+double quantile_sketch::quantile(double q) const {
+  if (count_ == 0) return -1;
+  const auto rank = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(count_)));
+  std::uint64_t seen = zeros_;
+  if (rank <= seen) return 0;
+  for (const auto& [k, n] : buckets_) {
+    seen += n;
+    if (seen >= rank) return 2 * std::pow(sketch_gamma, k) / (sketch_gamma + 1);
+  }
+  return 2 * std::pow(sketch_gamma, buckets_.rbegin()->first) / (sketch_gamma + 1);
+}
+
+// ------------------------------------------------------------------ families and series
+
+bucket_config default_buckets() {
+  bucket_config b;
+  // vLLM's TTFT boundaries, so existing panels compare.
+  b.ttft = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+            1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+  // Sub-millisecond resolution for fast decoders (vLLM/OTel start at 10 ms).
+  b.itl = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02,
+           0.025,   0.03,   0.04,    0.05,   0.075, 0.1,    0.15,  0.2,    0.3,  0.5,   0.75,
+           1.0,     2.5,    5.0,     10.0};
+  b.e2e = {0.05, 0.1, 0.25, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5, 10, 15, 20, 30, 40, 50, 60,
+           120,  240, 480,  960, 1920};
+  return b;
+}
+
+namespace {
+
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+using prometheus::Histogram;
+
+constexpr std::array<const char*, 4> cache_names = {"hit", "partial", "miss", "unknown"};
+constexpr std::array<const char*, 3> channel_names = {"content", "reasoning", "tool"};
+constexpr std::array<const char*, 5> token_types = {"input", "output", "reasoning", "cached_input",
+                                                    "cache_write"};
+constexpr std::array<const char*, 6> error_reasons = {"connect", "tls", "timeout",
+                                                      "reset",   "status_5xx", "stream_error"};
+constexpr std::array<const char*, 3> stage_names = {"framing", "json", "oversize"};
+
+int cache_index(std::string_view c) {
+  for (int i = 0; i < 4; ++i)
+    if (c == cache_names[static_cast<std::size_t>(i)]) return i;
+  return 3;
+}
+
+std::size_t bucket_of(const std::vector<double>& bounds, double v) {
+  return static_cast<std::size_t>(std::lower_bound(bounds.begin(), bounds.end(), v) - bounds.begin());
+}
+
+}  // namespace
+
+std::string_view cache_class(const parsers::usage_counts& u) noexcept {
+  if (!u.cache_fields || u.input_tokens <= 0 || u.cached_input_tokens < 0) return "unknown";
+  if (u.cached_input_tokens == 0) return "miss";
+  if (static_cast<double>(u.cached_input_tokens) >= 0.9 * static_cast<double>(u.input_tokens)) return "hit";
+  return "partial";
+}
+
+struct metrics_registry::families {
+  explicit families(prometheus::Registry& r)
+      : requests(prometheus::BuildCounter().Name("tokentap_requests_total").Help("Finished requests by HTTP status").Register(r)),
+        duration(prometheus::BuildHistogram().Name("tokentap_request_duration_seconds").Help("End to end: request start to last byte").Register(r)),
+        ttft(prometheus::BuildHistogram().Name("tokentap_time_to_first_token_seconds").Help("Request start to first content or reasoning token").Register(r)),
+        ttft_answer(prometheus::BuildHistogram().Name("tokentap_time_to_first_answer_token_seconds").Help("Request start to first content token (after any reasoning)").Register(r)),
+        itl(prometheus::BuildHistogram().Name("tokentap_inter_token_latency_seconds").Help("Gap between consecutive token-bearing events").Register(r)),
+        tpot(prometheus::BuildHistogram().Name("tokentap_time_per_output_token_seconds").Help("Per request: (last - first token time) / (output tokens - 1)").Register(r)),
+        tokens(prometheus::BuildCounter().Name("tokentap_tokens_total").Help("Tokens from usage, normalized (cached and reasoning are subsets)").Register(r)),
+        steps(prometheus::BuildCounter().Name("tokentap_reasoning_steps_total").Help("Reasoning steps tagged").Register(r)),
+        cache_events(prometheus::BuildCounter().Name("tokentap_cache_events_total").Help("Prompt-cache events").Register(r)),
+        stalls(prometheus::BuildCounter().Name("tokentap_stream_stalls_total").Help("Gaps between tokens longer than the stall threshold").Register(r)),
+        active(prometheus::BuildGauge().Name("tokentap_active_streams").Help("Streams in flight").Register(r)),
+        upstream_errors(prometheus::BuildCounter().Name("tokentap_upstream_errors_total").Help("Upstream failures by reason").Register(r)),
+        overhead(prometheus::BuildHistogram().Name("tokentap_proxy_overhead_seconds").Help("Per forwarded read: upstream read done to client write done").Register(r)),
+        parse_errors(prometheus::BuildCounter().Name("tokentap_parse_errors_total").Help("Payloads not decoded, by stage").Register(r)),
+        trace_records(prometheus::BuildCounter().Name("tokentap_trace_records_total").Help("Trace records written").Register(r)),
+        trace_dropped(prometheus::BuildCounter().Name("tokentap_trace_dropped_total").Help("Trace records dropped (queue full or disk error)").Register(r)) {}
+  Family<Counter>& requests;
+  Family<Histogram>& duration;
+  Family<Histogram>& ttft;
+  Family<Histogram>& ttft_answer;
+  Family<Histogram>& itl;
+  Family<Histogram>& tpot;
+  Family<Counter>& tokens;
+  Family<Counter>& steps;
+  Family<Counter>& cache_events;
+  Family<Counter>& stalls;
+  Family<Gauge>& active;
+  Family<Counter>& upstream_errors;
+  Family<Histogram>& overhead;
+  Family<Counter>& parse_errors;
+  Family<Counter>& trace_records;
+  Family<Counter>& trace_dropped;
+};
+
+/// One second of one (route, model): counts and sketches.
+struct slot {
+  std::int64_t sec = -1;
+  std::uint64_t requests = 0, errors = 0, output_tokens = 0, cache_hits = 0, cache_known = 0, steps = 0;
+  quantile_sketch ttft, ttft_answer, itl, e2e, overhead;
+  void merge(const slot& o) {
+    requests += o.requests;
+    errors += o.errors;
+    output_tokens += o.output_tokens;
+    cache_hits += o.cache_hits;
+    cache_known += o.cache_known;
+    steps += o.steps;
+    ttft.merge(o.ttft);
+    ttft_answer.merge(o.ttft_answer);
+    itl.merge(o.itl);
+    e2e.merge(o.e2e);
+    overhead.merge(o.overhead);
+  }
+};
+
+struct metrics_registry::window {
+  window(std::string r, std::string m, std::size_t n) : route(std::move(r)), model(std::move(m)), ring(n) {}
+  std::string route, model;
+  std::vector<slot> ring;
+  slot total;
+  std::int64_t active = 0;
+  slot& at(std::int64_t sec) {
+    auto& s = ring[static_cast<std::size_t>(sec) % ring.size()];
+    if (s.sec != sec) {
+      s = slot{};
+      s.sec = sec;
+    }
+    return s;
+  }
+};
+
+struct metrics_registry::series {
+  Histogram* duration;
+  std::array<Histogram*, 4> ttft;
+  Histogram* ttft_answer;
+  std::array<Histogram*, 3> itl;
+  Histogram* tpot;
+  Histogram* overhead;
+  std::array<Counter*, 5> tokens;
+  std::array<Counter*, 4> cache_events;  // hit, partial, miss, write
+  Counter* stalls;
+  std::array<Counter*, 6> upstream_errors;
+  std::array<Counter*, 3> parse_errors;
+  Gauge* active;
+  std::map<unsigned, Counter*> requests;  // by status; guarded by metrics_registry::mu_
+  prometheus::Labels labels;
+  window* win;
+};
+
+struct metrics_registry::fold_batch {
+  explicit fold_batch(const bucket_config& b) {
+    for (auto& v : itl_incs) v.assign(b.itl.size() + 1, 0.0);
+    overhead_incs.assign(b.itl.size() + 1, 0.0);
+  }
+  std::array<std::vector<double>, 3> itl_incs;
+  std::array<double, 3> itl_sum{};
+  std::array<std::uint64_t, 3> itl_n{};
+  std::vector<double> overhead_incs;
+  double overhead_sum = 0;
+  std::uint64_t overhead_n = 0;
+  std::vector<double> itl_ms, overhead_ms;  // for the window sketches
+};
+
+metrics_registry::metrics_registry(const config::config& cfg)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      buckets_(default_buckets()),
+      max_models_(cfg.metrics.max_models),
+      window_(cfg.metrics.window),
+      fam_(std::make_unique<families>(*registry_)),
+      started_(std::chrono::steady_clock::now()) {
+  if (!cfg.metrics.ttft_buckets.empty()) buckets_.ttft = cfg.metrics.ttft_buckets;
+  if (!cfg.metrics.itl_buckets.empty()) buckets_.itl = cfg.metrics.itl_buckets;
+  if (!cfg.metrics.e2e_buckets.empty()) buckets_.e2e = cfg.metrics.e2e_buckets;
+}
+
+metrics_registry::~metrics_registry() = default;
+
+std::string metrics_registry::model_label(std::string_view model) {
+  if (model.empty()) return "unknown";
+  std::lock_guard lk(mu_);
+  if (models_.count(model)) return std::string(model);
+  if (models_.size() >= max_models_) return "other";
+  models_.emplace(std::string(model), true);
+  return std::string(model);
+}
+
+metrics_registry::series& metrics_registry::resolve(std::string_view route, std::string_view model,
+                                                    std::string_view provider) {
+  std::lock_guard lk(mu_);
+  series_key key{std::string(route), std::string(model), std::string(provider)};
+  auto it = series_.find(key);
+  if (it != series_.end()) return *it->second;
+  // First stream of this series: resolve every handle once (Family::Add allocates and locks).
+  auto s = std::make_unique<series>();
+  s->labels = {{"route", key.route}, {"model", key.model}, {"provider", key.provider}};
+  auto with = [&](const char* name, const char* value) {
+    auto l = s->labels;
+    l.emplace(name, value);
+    return l;
+  };
+  auto& f = *fam_;
+  s->duration = &f.duration.Add(s->labels, buckets_.e2e);
+  for (std::size_t i = 0; i < 4; ++i) s->ttft[i] = &f.ttft.Add(with("cache", cache_names[i]), buckets_.ttft);
+  s->ttft_answer = &f.ttft_answer.Add(s->labels, buckets_.ttft);
+  for (std::size_t i = 0; i < 3; ++i) s->itl[i] = &f.itl.Add(with("channel", channel_names[i]), buckets_.itl);
+  s->tpot = &f.tpot.Add(s->labels, buckets_.itl);
+  s->overhead = &f.overhead.Add(s->labels, buckets_.itl);
+  for (std::size_t i = 0; i < 5; ++i) s->tokens[i] = &f.tokens.Add(with("type", token_types[i]));
+  const std::array<const char*, 4> cache_events = {"hit", "partial", "miss", "write"};
+  for (std::size_t i = 0; i < 4; ++i) s->cache_events[i] = &f.cache_events.Add(with("event", cache_events[i]));
+  s->stalls = &f.stalls.Add(s->labels);
+  for (std::size_t i = 0; i < 6; ++i) s->upstream_errors[i] = &f.upstream_errors.Add(with("reason", error_reasons[i]));
+  for (std::size_t i = 0; i < 3; ++i) s->parse_errors[i] = &f.parse_errors.Add(with("stage", stage_names[i]));
+  s->active = &f.active.Add(s->labels);
+  const auto wkey = key.route + '\x1f' + key.model;
+  auto w = windows_.find(wkey);
+  if (w == windows_.end())
+    w = windows_.emplace(wkey, std::make_unique<window>(key.route, key.model, static_cast<std::size_t>(window_.count()))).first;
+  s->win = w->second.get();
+  return *series_.emplace(std::move(key), std::move(s)).first->second;
+}
+
+void metrics_registry::set_trace_source(std::function<std::pair<std::uint64_t, std::uint64_t>()> f) {
+  std::lock_guard lk(mu_);
+  trace_source_ = std::move(f);
+}
+
+namespace {
+std::int64_t now_sec() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+void metrics_registry::fold(series& s, fold_batch& b) {
+  for (std::size_t c = 0; c < 3; ++c) {
+    if (b.itl_n[c] == 0) continue;
+    s.itl[c]->ObserveMultiple(b.itl_incs[c], b.itl_sum[c]);
+    std::fill(b.itl_incs[c].begin(), b.itl_incs[c].end(), 0.0);
+    b.itl_sum[c] = 0;
+    b.itl_n[c] = 0;
+  }
+  if (b.overhead_n) {
+    s.overhead->ObserveMultiple(b.overhead_incs, b.overhead_sum);
+    std::fill(b.overhead_incs.begin(), b.overhead_incs.end(), 0.0);
+    b.overhead_sum = 0;
+    b.overhead_n = 0;
+  }
+  if (b.itl_ms.empty() && b.overhead_ms.empty()) return;
+  std::lock_guard lk(mu_);
+  auto& sl = s.win->at(now_sec());
+  for (double v : b.itl_ms) {
+    sl.itl.add(v);
+    s.win->total.itl.add(v);
+  }
+  for (double v : b.overhead_ms) {
+    sl.overhead.add(v);
+    s.win->total.overhead.add(v);
+  }
+  b.itl_ms.clear();
+  b.overhead_ms.clear();
+}
+
+void metrics_registry::finish(series& s, const request_view*, const stream_summary& sum,
+                              const std::string& model, const std::string& route, std::uint64_t steps) {
+  const auto& t = sum.timing;
+  const auto& u = sum.usage;
+  const auto cache = cache_class(u);
+  s.duration->Observe(t.e2e_ms / 1000.0);
+  if (t.ttft_ms >= 0) s.ttft[static_cast<std::size_t>(cache_index(cache))]->Observe(t.ttft_ms / 1000.0);
+  if (t.ttft_answer_ms >= 0) s.ttft_answer->Observe(t.ttft_answer_ms / 1000.0);
+  if (t.tpot_ms >= 0) s.tpot->Observe(t.tpot_ms / 1000.0);
+  const std::array<std::int64_t, 5> tok = {u.input_tokens, u.output_tokens, u.reasoning_tokens,
+                                           u.cached_input_tokens, u.cache_write_tokens};
+  for (std::size_t i = 0; i < 5; ++i)
+    if (tok[i] > 0) s.tokens[i]->Increment(static_cast<double>(tok[i]));
+  if (cache == "hit") s.cache_events[0]->Increment();
+  else if (cache == "partial") s.cache_events[1]->Increment();
+  else if (cache == "miss") s.cache_events[2]->Increment();
+  if (u.cache_write_tokens > 0) s.cache_events[3]->Increment();
+  if (t.stalls) s.stalls->Increment(static_cast<double>(t.stalls));
+  for (std::size_t i = 0; i < 3; ++i)
+    if (sum.parse_errors[i]) s.parse_errors[i]->Increment(static_cast<double>(sum.parse_errors[i]));
+  int reason = -1;
+  if (!sum.upstream_error_reason.empty()) {
+    for (int i = 0; i < 6; ++i)
+      if (sum.upstream_error_reason == error_reasons[static_cast<std::size_t>(i)]) reason = i;
+  } else if (sum.status >= 500) {
+    reason = 4;
+  } else if (sum.outcome == stream_outcome::stream_error) {
+    reason = 5;
+  } else if (sum.outcome == stream_outcome::upstream_reset) {
+    reason = 3;
+  } else if (sum.outcome == stream_outcome::timeout) {
+    reason = 2;
+  }
+  if (reason >= 0) s.upstream_errors[static_cast<std::size_t>(reason)]->Increment();
+  const bool error = reason >= 0 || sum.status >= 500 || sum.status == 429;
+
+  std::lock_guard lk(mu_);
+  auto rit = s.requests.find(sum.status);
+  if (rit == s.requests.end()) {
+    auto l = s.labels;
+    l.emplace("code", std::to_string(sum.status));
+    rit = s.requests.emplace(sum.status, &fam_->requests.Add(l)).first;
+  }
+  rit->second->Increment();
+  auto add = [&](slot& sl) {
+    ++sl.requests;
+    if (error) ++sl.errors;
+    if (u.output_tokens > 0) sl.output_tokens += static_cast<std::uint64_t>(u.output_tokens);
+    if (cache != "unknown") {
+      ++sl.cache_known;
+      if (cache == "hit") ++sl.cache_hits;
+    }
+    sl.steps += steps;
+    if (t.ttft_ms >= 0) sl.ttft.add(t.ttft_ms);
+    if (t.ttft_answer_ms >= 0) sl.ttft_answer.add(t.ttft_answer_ms);
+    sl.e2e.add(t.e2e_ms);
+  };
+  add(s.win->at(now_sec()));
+  add(s.win->total);
+  // The slowest recent requests table.
+  std::string row = "{\"route\":";
+  json::append_string(row, route);
+  row += ",\"model\":";
+  json::append_string(row, model);
+  row += ",\"provider\":";
+  json::append_string(row, parsers::to_string(sum.provider));
+  row += ",\"status\":" + std::to_string(sum.status) + ",\"outcome\":";
+  json::append_string(row, to_string(sum.outcome));
+  row += ",\"start_us\":" + std::to_string(sum.wall_start_us) + ",\"ttft_ms\":";
+  json::append_ms(row, t.ttft_ms);
+  row += ",\"ttft_answer_ms\":";
+  json::append_ms(row, t.ttft_answer_ms);
+  row += ",\"e2e_ms\":";
+  json::append_ms(row, t.e2e_ms);
+  row += ",\"output_tokens\":";
+  json::append_int(row, u.output_tokens);
+  row += ",\"cache\":";
+  json::append_string(row, cache);
+  row += "}";
+  slowest_.push_back(std::move(row));
+  if (slowest_.size() > 200) slowest_.pop_front();
+}
+
+std::string metrics_registry::prometheus_text() {
+  {
+    std::lock_guard lk(mu_);
+    if (trace_source_) {
+      const auto [records, dropped] = trace_source_();
+      auto& rec = fam_->trace_records.Add({});
+      auto& drop = fam_->trace_dropped.Add({});
+      if (records > trace_seen_[0]) rec.Increment(static_cast<double>(records - trace_seen_[0]));
+      if (dropped > trace_seen_[1]) drop.Increment(static_cast<double>(dropped - trace_seen_[1]));
+      trace_seen_[0] = std::max(trace_seen_[0], records);
+      trace_seen_[1] = std::max(trace_seen_[1], dropped);
+    }
+  }
+  std::ostringstream os;
+  prometheus::TextSerializer().Serialize(os, registry_->Collect());
+  return os.str();
+}
+
+namespace {
+
+void append_q(std::string& out, const char* name, const quantile_sketch& q) {
+  out += "\"";
+  out += name;
+  out += "\":{\"p50\":";
+  json::append_ms(out, q.quantile(0.5));
+  out += ",\"p95\":";
+  json::append_ms(out, q.quantile(0.95));
+  out += ",\"p99\":";
+  json::append_ms(out, q.quantile(0.99));
+  out += ",\"n\":" + std::to_string(q.count()) + "}";
+}
+
+void append_slot(std::string& out, const slot& s, double seconds, std::int64_t active) {
+  char buf[64];
+  out += "{\"requests\":" + std::to_string(s.requests) + ",\"errors\":" + std::to_string(s.errors);
+  std::snprintf(buf, sizeof buf, ",\"request_rate\":%.3f", seconds > 0 ? s.requests / seconds : 0.0);
+  out += buf;
+  std::snprintf(buf, sizeof buf, ",\"error_rate\":%.4f", s.requests ? double(s.errors) / double(s.requests) : 0.0);
+  out += buf;
+  std::snprintf(buf, sizeof buf, ",\"tokens_per_s\":%.1f", seconds > 0 ? s.output_tokens / seconds : 0.0);
+  out += buf;
+  out += ",\"cache_hit_ratio\":";
+  if (s.cache_known) {
+    std::snprintf(buf, sizeof buf, "%.4f", double(s.cache_hits) / double(s.cache_known));
+    out += buf;
+  } else {
+    out += "null";
+  }
+  out += ",\"steps_per_response\":";
+  if (s.requests) {
+    std::snprintf(buf, sizeof buf, "%.2f", double(s.steps) / double(s.requests));
+    out += buf;
+  } else {
+    out += "null";
+  }
+  out += ",\"active\":" + std::to_string(active) + ",";
+  append_q(out, "ttft_ms", s.ttft);
+  out += ",";
+  append_q(out, "ttft_answer_ms", s.ttft_answer);
+  out += ",";
+  append_q(out, "itl_ms", s.itl);
+  out += ",";
+  append_q(out, "e2e_ms", s.e2e);
+  out += ",";
+  append_q(out, "overhead_ms", s.overhead);
+  out += "}";
+}
+
+}  // namespace
+
+std::string metrics_registry::stats_json() {
+  std::lock_guard lk(mu_);
+  const auto now = now_sec();
+  const auto n = window_.count();
+  const double uptime =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  const double window_s = std::min<double>(static_cast<double>(n), std::max(1.0, uptime));
+  std::string out = "{\"window_s\":" + std::to_string(n) +
+                    ",\"quantile_relative_error\":" + std::to_string(quantile_sketch::relative_error) +
+                    ",\"series\":[";
+  // Active streams per window key (sum over providers).
+  std::map<const window*, std::int64_t> active;
+  for (const auto& [k, s] : series_) active[s->win] += static_cast<std::int64_t>(s->active->Value());
+  bool first = true;
+  slot all_window;
+  std::vector<slot> timeline(static_cast<std::size_t>(n));
+  for (const auto& [key, w] : windows_) {
+    slot agg;
+    for (const auto& sl : w->ring) {
+      if (sl.sec < 0 || sl.sec <= now - n) continue;
+      agg.merge(sl);
+      timeline[static_cast<std::size_t>(n - 1 - (now - sl.sec))].merge(sl);
+    }
+    all_window.merge(agg);
+    if (!first) out += ",";
+    first = false;
+    out += "{\"route\":";
+    json::append_string(out, w->route);
+    out += ",\"model\":";
+    json::append_string(out, w->model);
+    out += ",\"window\":";
+    append_slot(out, agg, window_s, active[w.get()]);
+    out += ",\"since_start\":";
+    append_slot(out, w->total, uptime, active[w.get()]);
+    out += "}";
+  }
+  std::int64_t all_active = 0;
+  for (const auto& [w, a] : active) all_active += a;
+  out += "],\"all\":";
+  append_slot(out, all_window, window_s, all_active);
+  // Per-second history for the charts (oldest first).
+  out += ",\"timeline\":[";
+  for (std::size_t i = 0; i < timeline.size(); ++i) {
+    const auto& sl = timeline[i];
+    if (i) out += ",";
+    out += "{\"t\":" + std::to_string(static_cast<long long>(i) - n + 1) + ",\"requests\":" +
+           std::to_string(sl.requests) + ",\"errors\":" + std::to_string(sl.errors) +
+           ",\"tokens\":" + std::to_string(sl.output_tokens) + ",\"ttft_p50\":";
+    json::append_ms(out, sl.ttft.quantile(0.5));
+    out += ",\"ttft_p95\":";
+    json::append_ms(out, sl.ttft.quantile(0.95));
+    out += ",\"ttft_p99\":";
+    json::append_ms(out, sl.ttft.quantile(0.99));
+    out += ",\"itl_p50\":";
+    json::append_ms(out, sl.itl.quantile(0.5));
+    out += ",\"itl_p99\":";
+    json::append_ms(out, sl.itl.quantile(0.99));
+    out += "}";
+  }
+  // The slowest of the recent requests.
+  std::vector<std::pair<double, const std::string*>> rows;
+  for (const auto& r : slowest_) {
+    const auto k = r.find("\"e2e_ms\":");
+    rows.emplace_back(k == std::string::npos ? 0 : std::atof(r.c_str() + k + 9), &r);
+  }
+  std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  out += "],\"slowest\":[";
+  for (std::size_t i = 0; i < rows.size() && i < 10; ++i) {
+    if (i) out += ",";
+    out += *rows[i].second;
+  }
+  out += "]}";
+  return out;
+}
+
+// ------------------------------------------------------------------ the hook
+
+namespace {
+
+class metrics_hook final : public hook {
+ public:
+  explicit metrics_hook(std::shared_ptr<metrics_registry> reg)
+      : reg_(std::move(reg)), batch_(reg_->buckets()) {}
+
+  void on_request(const request_view& r) override {
+    route_ = std::string(r.route);
+    model_ = reg_->model_label(r.model);
+    const auto provider = parsers::provider_from_path(r.target.substr(0, r.target.find('?')));
+    series_ = &reg_->resolve(route_, model_, parsers::to_string(provider));
+    series_active().Increment();
+    last_fold_ = r.start_ns;
+  }
+
+  void on_body(std::string_view, mono_ns read_ns, mono_ns written_ns) override {
+    if (!series_) return;
+    const double s = static_cast<double>(written_ns - read_ns) / 1e9;
+    batch_.overhead_incs[bucket_of(reg_->buckets().itl, s)] += 1;
+    batch_.overhead_sum += s;
+    ++batch_.overhead_n;
+    batch_.overhead_ms.push_back(s * 1000);
+    maybe_fold(written_ns);
+  }
+
+  void on_token(const token_event& e) override {
+    if (!series_ || !e.streamed) return;
+    if (last_token_ >= 0) {
+      const double s = static_cast<double>(e.t_ns - last_token_) / 1e9;
+      const auto c = static_cast<std::size_t>(e.channel);
+      batch_.itl_incs[c][bucket_of(reg_->buckets().itl, s)] += 1;
+      batch_.itl_sum[c] += s;
+      ++batch_.itl_n[c];
+      batch_.itl_ms.push_back(s * 1000);
+    }
+    last_token_ = e.t_ns;
+    maybe_fold(e.t_ns);
+  }
+
+  void on_stream_end(stream_summary& sum) override {
+    if (!series_) return;
+    reg_->fold(*series_, batch_);
+    reg_->finish(*series_, nullptr, sum, model_, route_, 0);
+    series_active().Decrement();
+    series_ = nullptr;
+  }
+
+  ~metrics_hook() override {
+    if (series_) series_active().Decrement();  // the stream never ended cleanly
+  }
+
+ private:
+  prometheus::Gauge& series_active() { return *series_->active; }
+  // Folding at most once a second keeps the shared histograms' locks off the per-token path
+  // while a long stream still shows up on dashboards within a second.
+  void maybe_fold(mono_ns now) {
+    if (now - last_fold_ < 1000000000) return;
+    reg_->fold(*series_, batch_);
+    last_fold_ = now;
+  }
+
+  std::shared_ptr<metrics_registry> reg_;
+  metrics_registry::fold_batch batch_;
+  metrics_registry::series* series_ = nullptr;
+  std::string route_, model_;
+  mono_ns last_token_ = -1, last_fold_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<hook> metrics_hook_factory::create() { return std::make_unique<metrics_hook>(reg_); }
+
+}  // namespace tokentap::hooks

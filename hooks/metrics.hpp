@@ -1,0 +1,124 @@
+#pragma once
+// Prometheus metrics (DESIGN.md §4) and the live statistics behind /api/stats and /dashboard.
+//
+// Cost model: nothing takes a lock per token.  A stream tallies its inter-token gaps and
+// per-read overheads into local bucket counts and folds them into the shared histograms with one
+// ObserveMultiple (one lock) at most once per second and at its end, so dashboards move while a
+// long stream runs.  Per-request figures (TTFT, e2e, TPOT, tokens, outcome) are observed once, at
+// the end of the stream.  Label handles are resolved once per (route, model, provider) series
+// and cached; model values past `max_models` distinct ones become "other".
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "hooks/hook.hpp"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+class Registry;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace tokentap::hooks {
+
+/// DDSketch-style log-bucketed quantile sketch: every quantile it reports is within 2 % (relative)
+/// of a value that was added.  Mergeable; memory grows with the spread of values, not their count.
+class quantile_sketch {
+ public:
+  static constexpr double relative_error = 0.02;
+  void add(double v, std::uint64_t n = 1);
+  void merge(const quantile_sketch& o);
+  /// -1 when empty.
+  double quantile(double q) const;
+  std::uint64_t count() const noexcept { return count_; }
+
+ private:
+  std::map<int, std::uint64_t> buckets_;
+  std::uint64_t zeros_ = 0, count_ = 0;
+};
+
+/// Label values of one series.
+struct series_key {
+  std::string route, model, provider;
+  bool operator<(const series_key& o) const {
+    return std::tie(route, model, provider) < std::tie(o.route, o.model, o.provider);
+  }
+};
+
+/// Bucket boundaries in use (seconds), from config or the defaults.
+struct bucket_config {
+  std::vector<double> ttft, itl, e2e;
+};
+bucket_config default_buckets();
+
+class metrics_registry {
+ public:
+  explicit metrics_registry(const config::config& cfg);
+  ~metrics_registry();
+
+  /// Resolved handles of one series; stable for the registry's lifetime.
+  struct series;
+  series& resolve(std::string_view route, std::string_view model, std::string_view provider);
+
+  /// Model label with bounded cardinality.
+  std::string model_label(std::string_view model);
+
+  /// Prometheus text format 0.0.4 of everything registered.
+  std::string prometheus_text();
+  /// JSON for /api/stats: per route and model, over the sliding window and since start.
+  std::string stats_json();
+
+  /// Counters that live outside streams (trace writer), read at scrape time.
+  void set_trace_source(std::function<std::pair<std::uint64_t, std::uint64_t>()> records_dropped);
+
+  // Called by the metrics hook (see metrics.cpp).
+  struct fold_batch;
+  void fold(series& s, fold_batch& b);
+  void finish(series& s, const request_view* req, const stream_summary& sum, const std::string& model,
+              const std::string& route, std::uint64_t steps);
+
+  const bucket_config& buckets() const noexcept { return buckets_; }
+
+ private:
+  struct window;
+  std::shared_ptr<prometheus::Registry> registry_;
+  bucket_config buckets_;
+  std::size_t max_models_;
+  std::chrono::seconds window_;
+  std::mutex mu_;  // series map, model set, windows (never per token)
+  std::map<series_key, std::unique_ptr<series>> series_;
+  std::map<std::string, bool, std::less<>> models_;
+  std::map<std::string, std::unique_ptr<window>, std::less<>> windows_;  // by route \x1f model
+  std::deque<std::string> slowest_;  // recent request summaries (JSON), bounded
+  std::function<std::pair<std::uint64_t, std::uint64_t>()> trace_source_;
+  std::uint64_t trace_seen_[2] = {0, 0};
+  struct families;
+  std::unique_ptr<families> fam_;
+  std::chrono::steady_clock::time_point started_;
+};
+
+/// The "metrics" hook: per-stream tallies folded into a shared metrics_registry.
+class metrics_hook_factory final : public hook_factory {
+ public:
+  explicit metrics_hook_factory(std::shared_ptr<metrics_registry> reg) : reg_(std::move(reg)) {}
+  std::unique_ptr<hook> create() override;
+
+ private:
+  std::shared_ptr<metrics_registry> reg_;
+};
+
+/// Cache class of a request from its usage: hit (>= 90 % of input cached), partial, miss
+/// (the provider reports cache fields and 0 cached), unknown.
+std::string_view cache_class(const parsers::usage_counts& u) noexcept;
+
+}  // namespace tokentap::hooks

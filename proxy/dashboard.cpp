@@ -1,0 +1,126 @@
+// The live dashboard: one self-contained page (no CDN, works offline) that polls /api/stats once
+// a second and draws the numbers, small time-series charts and the slowest recent requests.
+#include "proxy/admin.hpp"
+
+namespace tokentap::admin {
+
+namespace {
+constexpr std::string_view page = R"HTML(<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>tokentap — live latency</title>
+<meta name="viewport" content="width=device-width,initial-scale=1">
+<style>
+:root{--bg:#0f1419;--panel:#171e26;--line:#263241;--text:#d8e1ea;--dim:#8497a8;--a:#4fb3ff;--b:#ffb84f;--c:#ff5f7a;--d:#6fdc8c}
+*{box-sizing:border-box}body{margin:0;background:var(--bg);color:var(--text);font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif}
+header{display:flex;align-items:baseline;gap:16px;padding:14px 20px;border-bottom:1px solid var(--line)}
+h1{font-size:18px;margin:0}h2{font-size:13px;color:var(--dim);font-weight:600;margin:0 0 8px;text-transform:uppercase;letter-spacing:.04em}
+#status{color:var(--dim)}main{padding:16px 20px;display:grid;gap:16px}
+.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(150px,1fr));gap:10px}
+.card{background:var(--panel);border:1px solid var(--line);border-radius:8px;padding:10px 12px}
+.card .v{font-size:22px;font-variant-numeric:tabular-nums}.card .l{color:var(--dim);font-size:12px}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:12px}
+.chart{background:var(--panel);border:1px solid var(--line);border-radius:8px;padding:10px}
+canvas{width:100%;height:140px;display:block}.legend span{margin-right:12px;font-size:12px;color:var(--dim)}
+.legend i{display:inline-block;width:10px;height:3px;margin-right:4px;vertical-align:middle}
+table{width:100%;border-collapse:collapse;background:var(--panel);border:1px solid var(--line);border-radius:8px;font-variant-numeric:tabular-nums}
+th,td{padding:6px 10px;border-bottom:1px solid var(--line);text-align:right;white-space:nowrap}th{color:var(--dim);font-weight:600;font-size:12px}
+td:first-child,th:first-child,td:nth-child(2),th:nth-child(2){text-align:left}.err{color:var(--c)}.ok{color:var(--d)}
+footer{color:var(--dim);font-size:12px;padding:0 20px 16px}
+</style></head><body>
+<header><h1>tokentap</h1><span id="status">connecting…</span></header>
+<main>
+<section class="cards">
+ <div class="card"><div class="v" id="req-rate">–</div><div class="l">requests / s (window)</div></div>
+ <div class="card"><div class="v" id="err-rate">–</div><div class="l">error rate</div></div>
+ <div class="card"><div class="v" id="active">–</div><div class="l">active streams</div></div>
+ <div class="card"><div class="v" id="tok-rate">–</div><div class="l">output tokens / s</div></div>
+ <div class="card"><div class="v" id="ttft-p50">–</div><div class="l">TTFT p50 (ms)</div></div>
+ <div class="card"><div class="v" id="ttft-p95">–</div><div class="l">TTFT p95 (ms)</div></div>
+ <div class="card"><div class="v" id="ttft-p99">–</div><div class="l">TTFT p99 (ms)</div></div>
+ <div class="card"><div class="v" id="answer-p50">–</div><div class="l">answer TTFT p50 (ms)</div></div>
+ <div class="card"><div class="v" id="itl-p50">–</div><div class="l">inter-token p50 / p99 (ms)</div></div>
+ <div class="card"><div class="v" id="e2e-p95">–</div><div class="l">end-to-end p95 (ms)</div></div>
+ <div class="card"><div class="v" id="overhead-p99">–</div><div class="l">proxy overhead p99 (ms)</div></div>
+ <div class="card"><div class="v" id="cache-hit">–</div><div class="l">cache hit ratio</div></div>
+</section>
+<section class="charts">
+ <div class="chart"><h2>Time to first token (ms)</h2><canvas id="c-ttft"></canvas>
+  <div class="legend"><span><i style="background:var(--a)"></i>p50</span><span><i style="background:var(--b)"></i>p95</span><span><i style="background:var(--c)"></i>p99</span></div></div>
+ <div class="chart"><h2>Requests and errors per second</h2><canvas id="c-req"></canvas>
+  <div class="legend"><span><i style="background:var(--a)"></i>requests</span><span><i style="background:var(--c)"></i>errors</span></div></div>
+ <div class="chart"><h2>Output tokens per second</h2><canvas id="c-tok"></canvas>
+  <div class="legend"><span><i style="background:var(--d)"></i>tokens</span></div></div>
+ <div class="chart"><h2>Inter-token latency (ms)</h2><canvas id="c-itl"></canvas>
+  <div class="legend"><span><i style="background:var(--a)"></i>p50</span><span><i style="background:var(--c)"></i>p99</span></div></div>
+</section>
+<section><h2>By route and model (sliding window)</h2>
+<table id="series"><thead><tr><th>route</th><th>model</th><th>req/s</th><th>errors</th><th>active</th><th>TTFT p50</th><th>p95</th><th>p99</th><th>answer p50</th><th>ITL p50</th><th>p99</th><th>e2e p95</th><th>tok/s</th><th>cache hit</th></tr></thead><tbody></tbody></table></section>
+<section><h2>Slowest recent requests</h2>
+<table id="slowest"><thead><tr><th>route</th><th>model</th><th>provider</th><th>status</th><th>outcome</th><th>TTFT</th><th>answer TTFT</th><th>e2e (ms)</th><th>tokens</th><th>cache</th></tr></thead><tbody></tbody></table></section>
+</main>
+<footer>Quantiles from a log-bucketed sketch (relative error ≤ <span id="qerr">2</span> %) over the last <span id="win">60</span> s. Raw metrics: <a href="/metrics" style="color:var(--a)">/metrics</a> · <a href="/api/stats" style="color:var(--a)">/api/stats</a></footer>
+<script>
+"use strict";
+const $ = (id) => document.getElementById(id);
+const fmt = (v, d = 0) => (v === null || v === undefined || v < 0) ? "–" : Number(v).toFixed(d);
+const pct = (v) => (v === null || v === undefined) ? "–" : (100 * v).toFixed(1) + " %";
+function esc(s) { return String(s).replace(/[&<>"']/g, (c) => ({"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;","'":"&#39;"}[c])); }
+function draw(id, series) {
+  const c = $(id), dpr = window.devicePixelRatio || 1, w = c.clientWidth, h = c.clientHeight;
+  c.width = w * dpr; c.height = h * dpr;
+  const g = c.getContext("2d"); g.scale(dpr, dpr); g.clearRect(0, 0, w, h);
+  let max = 0; for (const s of series) for (const v of s.values) if (v !== null && v > max) max = v;
+  max = max > 0 ? max * 1.1 : 1;
+  g.strokeStyle = "#263241"; g.fillStyle = "#8497a8"; g.font = "11px system-ui"; g.lineWidth = 1;
+  for (let i = 0; i <= 2; i++) { const y = h - 14 - (h - 24) * i / 2; g.beginPath(); g.moveTo(30, y); g.lineTo(w, y); g.stroke(); g.fillText((max * i / 2).toFixed(max < 10 ? 1 : 0), 0, y + 4); }
+  for (const s of series) {
+    g.strokeStyle = getComputedStyle(document.body).getPropertyValue(s.color); g.lineWidth = 1.8; g.beginPath();
+    let started = false;
+    s.values.forEach((v, i) => {
+      if (v === null || v < 0) { started = false; return; }
+      const x = 30 + (w - 32) * i / Math.max(1, s.values.length - 1), y = h - 14 - (h - 24) * v / max;
+      if (started) g.lineTo(x, y); else { g.moveTo(x, y); started = true; }
+    });
+    g.stroke();
+  }
+}
+function render(d) {
+  const a = d.all;
+  $("req-rate").textContent = fmt(a.request_rate, 2);
+  $("err-rate").textContent = pct(a.error_rate);
+  $("err-rate").className = "v " + (a.error_rate > 0.05 ? "err" : "ok");
+  $("active").textContent = a.active;
+  $("tok-rate").textContent = fmt(a.tokens_per_s, 0);
+  $("ttft-p50").textContent = fmt(a.ttft_ms.p50);
+  $("ttft-p95").textContent = fmt(a.ttft_ms.p95);
+  $("ttft-p99").textContent = fmt(a.ttft_ms.p99);
+  $("answer-p50").textContent = fmt(a.ttft_answer_ms.p50);
+  $("itl-p50").textContent = fmt(a.itl_ms.p50, 1) + " / " + fmt(a.itl_ms.p99, 1);
+  $("e2e-p95").textContent = fmt(a.e2e_ms.p95);
+  $("overhead-p99").textContent = fmt(a.overhead_ms.p99, 3);
+  $("cache-hit").textContent = pct(a.cache_hit_ratio);
+  $("win").textContent = d.window_s; $("qerr").textContent = (100 * d.quantile_relative_error).toFixed(0);
+  const t = d.timeline;
+  draw("c-ttft", [{color: "--a", values: t.map((x) => x.ttft_p50)}, {color: "--b", values: t.map((x) => x.ttft_p95)}, {color: "--c", values: t.map((x) => x.ttft_p99)}]);
+  draw("c-req", [{color: "--a", values: t.map((x) => x.requests)}, {color: "--c", values: t.map((x) => x.errors)}]);
+  draw("c-tok", [{color: "--d", values: t.map((x) => x.tokens)}]);
+  draw("c-itl", [{color: "--a", values: t.map((x) => x.itl_p50)}, {color: "--c", values: t.map((x) => x.itl_p99)}]);
+  $("series").tBodies[0].innerHTML = d.series.map((s) => { const w = s.window; return `<tr><td>${esc(s.route)}</td><td>${esc(s.model)}</td><td>${fmt(w.request_rate, 2)}</td><td class="${w.errors ? "err" : ""}">${w.errors}</td><td>${w.active}</td><td>${fmt(w.ttft_ms.p50)}</td><td>${fmt(w.ttft_ms.p95)}</td><td>${fmt(w.ttft_ms.p99)}</td><td>${fmt(w.ttft_answer_ms.p50)}</td><td>${fmt(w.itl_ms.p50, 1)}</td><td>${fmt(w.itl_ms.p99, 1)}</td><td>${fmt(w.e2e_ms.p95)}</td><td>${fmt(w.tokens_per_s, 0)}</td><td>${pct(w.cache_hit_ratio)}</td></tr>`; }).join("");
+  $("slowest").tBodies[0].innerHTML = d.slowest.map((r) => `<tr><td>${esc(r.route)}</td><td>${esc(r.model)}</td><td>${esc(r.provider)}</td><td class="${r.status >= 400 ? "err" : ""}">${r.status}</td><td class="${r.outcome === "ok" ? "" : "err"}">${esc(r.outcome)}</td><td>${fmt(r.ttft_ms)}</td><td>${fmt(r.ttft_answer_ms)}</td><td>${fmt(r.e2e_ms)}</td><td>${r.output_tokens ?? "–"}</td><td>${esc(r.cache)}</td></tr>`).join("");
+  $("status").textContent = "live · updated " + new Date().toLocaleTimeString() + " · " + a.requests + " requests in window";
+}
+async function tick() {
+  try {
+    const r = await fetch("/api/stats", {cache: "no-store"});
+    if (!r.ok) throw new Error("HTTP " + r.status);
+    render(await r.json());
+  } catch (e) { $("status").textContent = "disconnected (" + e.message + "), retrying…"; }
+  setTimeout(tick, 1000);
+}
+tick();
+</script></body></html>
+)HTML";
+}  // namespace
+
+std::string_view dashboard_html() noexcept { return page; }
+
+}  // namespace tokentap::admin

@@ -1,0 +1,276 @@
+// Metrics from real traffic through the real proxy: exact counts and sums on /metrics, promtool's
+// verdict, a real Prometheus scraping the admin port, /api/stats and the dashboard in Chromium.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <set>
+#include <thread>
+
+#include <boost/asio/ip/address.hpp>
+
+#include "test/support/http_client.hpp"
+#include "test/support/metrics_text.hpp"
+#include "test/support/process.hpp"
+#include "test/support/stack.hpp"
+#include "test/support/tls_cert.hpp"
+
+namespace tokentap::test {
+namespace {
+
+std::string scrape(const tcp::endpoint& admin, const std::string& path = "/metrics") {
+  request_options o;
+  o.method = "GET";
+  o.target = path;
+  const auto r = fetch(admin, o);
+  EXPECT_EQ(r.status, 200) << path;
+  return r.body;
+}
+
+request_options stream_req(const std::string& model, int ttft_ms, int tokens, int reasoning) {
+  request_options o;
+  o.body = chat_body(true, "metrics", true, model);
+  o.headers = {{"x-sim-ttft-ms", std::to_string(ttft_ms)}, {"x-sim-itl-ms", "4"},
+               {"x-sim-tokens", std::to_string(tokens)},
+               {"x-sim-reasoning-tokens", std::to_string(reasoning)}};
+  return o;
+}
+
+// Waits until the proxy has finished its bookkeeping for `n` requests.
+void wait_requests(const tcp::endpoint& admin, double n) {
+  for (int i = 0; i < 200; ++i) {
+    if (metric_sum(parse_metrics(scrape(admin)), "tokentap_requests_total") >= n) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+TEST(Metrics, ExactCountsAndSumsFromRealTraffic) {
+  stack s;
+  const auto admin = s.proxy->admin_endpoint();
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(fetch(s.proxy_ep(), stream_req("sim-small", 120, 10, 4)).complete);
+  for (int i = 0; i < 2; ++i) {
+    request_options plain;
+    plain.body = chat_body(false, "plain", false, "sim-small");
+    plain.headers = {{"x-sim-tokens", "7"}, {"x-sim-ttft-ms", "1"}, {"x-sim-itl-ms", "0"}};
+    ASSERT_TRUE(fetch(s.proxy_ep(), plain).complete);
+  }
+  auto fault = stream_req("sim-small", 1, 5, 0);
+  fault.headers.push_back({"x-sim-status", "503"});
+  EXPECT_EQ(fetch(s.proxy_ep(), fault).status, 503);
+  wait_requests(admin, 9);
+
+  const auto text = scrape(admin);
+  const auto m = parse_metrics(text);
+  const std::map<std::string, std::string> base = {{"route", "default"}, {"model", "sim-small"},
+                                                   {"provider", "openai-chat"}};
+  auto with = [&](std::map<std::string, std::string> extra) {
+    auto l = base;
+    l.insert(extra.begin(), extra.end());
+    return l;
+  };
+  EXPECT_EQ(metric_sum(m, "tokentap_requests_total", with({{"code", "200"}})), 8);
+  EXPECT_EQ(metric_sum(m, "tokentap_requests_total", with({{"code", "503"}})), 1);
+  // Tokens from the simulator's usage blocks: 6 x (10 + 4) streamed, 2 x 7 plain.
+  EXPECT_EQ(metric_sum(m, "tokentap_tokens_total", with({{"type", "output"}})), 6 * 14 + 2 * 7);
+  EXPECT_EQ(metric_sum(m, "tokentap_tokens_total", with({{"type", "reasoning"}})), 6 * 4);
+  EXPECT_EQ(metric_sum(m, "tokentap_tokens_total", with({{"type", "cached_input"}})), 0);
+  // TTFT only for streamed responses; the simulator reports cached_tokens 0: a cache miss.
+  EXPECT_EQ(metric_sum(m, "tokentap_time_to_first_token_seconds_count", with({{"cache", "miss"}})), 6);
+  const double ttft_sum = metric_sum(m, "tokentap_time_to_first_token_seconds_sum", with({{"cache", "miss"}}));
+  EXPECT_GE(ttft_sum, 6 * 0.120);
+  EXPECT_LT(ttft_sum, 6 * 0.140);
+  // Every TTFT sits in the (0.1, 0.25] bucket.
+  EXPECT_EQ(metric_sum(m, "tokentap_time_to_first_token_seconds_bucket", with({{"cache", "miss"}, {"le", "0.1"}})), 0);
+  EXPECT_EQ(metric_sum(m, "tokentap_time_to_first_token_seconds_bucket", with({{"cache", "miss"}, {"le", "0.25"}})), 6);
+  // 14 token events per stream: 13 gaps, 3 of them into reasoning, 10 into content.
+  EXPECT_EQ(metric_sum(m, "tokentap_inter_token_latency_seconds_count", with({{"channel", "reasoning"}})), 6 * 3);
+  EXPECT_EQ(metric_sum(m, "tokentap_inter_token_latency_seconds_count", with({{"channel", "content"}})), 6 * 10);
+  EXPECT_EQ(metric_sum(m, "tokentap_request_duration_seconds_count", base), 9);
+  EXPECT_EQ(metric_sum(m, "tokentap_upstream_errors_total", with({{"reason", "status_5xx"}})), 1);
+  EXPECT_EQ(metric_sum(m, "tokentap_active_streams", base), 0);
+  EXPECT_EQ(metric_sum(m, "tokentap_time_per_output_token_seconds_count", base), 6);
+  EXPECT_GT(metric_sum(m, "tokentap_proxy_overhead_seconds_count", base), 6);
+  const auto [rc, out] = promtool_check(text);
+  EXPECT_EQ(rc, 0) << "promtool check metrics: " << out;
+}
+
+TEST(Metrics, ModelLabelCardinalityIsBounded) {
+  stack s([](config::config& cfg) { cfg.metrics.max_models = 2; });
+  for (const char* model : {"a", "b", "c", "d"})
+    ASSERT_TRUE(fetch(s.proxy_ep(), stream_req(model, 1, 2, 0)).complete);
+  wait_requests(s.proxy->admin_endpoint(), 4);
+  const auto m = parse_metrics(scrape(s.proxy->admin_endpoint()));
+  std::set<std::string> models;
+  for (const auto& x : m)
+    if (x.name == "tokentap_requests_total") models.insert(x.labels.at("model"));
+  EXPECT_EQ(models, (std::set<std::string>{"a", "b", "other"}));
+  EXPECT_EQ(metric_sum(m, "tokentap_requests_total", {{"model", "other"}}), 2);
+}
+
+TEST(Metrics, UpstreamFailuresAreCountedByReason) {
+  auto cfg = test_config("http://127.0.0.1:" + std::to_string(closed_port()));
+  proxy::proxy_server p(cfg);
+  p.start();
+  EXPECT_EQ(fetch(p.endpoint(), stream_req("m", 1, 1, 0)).status, 502);
+  wait_requests(p.admin_endpoint(), 1);
+  const auto m = parse_metrics(scrape(p.admin_endpoint()));
+  EXPECT_EQ(metric_sum(m, "tokentap_upstream_errors_total", {{"reason", "connect"}}), 1);
+  EXPECT_EQ(metric_sum(m, "tokentap_requests_total", {{"code", "502"}}), 1);
+}
+
+TEST(Metrics, LongStreamsShowUpWhileRunning) {
+  // Folding at least once a second: a 3 s stream's gaps appear on /metrics before it ends.
+  stack s;
+  auto o = stream_req("sim-small", 10, 150, 0);
+  o.headers[1] = {"x-sim-itl-ms", "20"};
+  auto running = std::async(std::launch::async, [&] { return fetch(s.proxy_ep(), o); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1800));
+  const auto m = parse_metrics(scrape(s.proxy->admin_endpoint()));
+  EXPECT_GT(metric_sum(m, "tokentap_inter_token_latency_seconds_count", {{"channel", "content"}}), 30);
+  EXPECT_EQ(metric_sum(m, "tokentap_active_streams"), 1);
+  EXPECT_TRUE(running.get().complete);
+}
+
+TEST(Metrics, ApiStatsReportsWindowQuantiles) {
+  stack s;
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(fetch(s.proxy_ep(), stream_req("sim-small", 150, 8, 2)).complete);
+  wait_requests(s.proxy->admin_endpoint(), 5);
+  const auto body = scrape(s.proxy->admin_endpoint(), "/api/stats");
+  // {"window_s":60,...,"series":[{"route":"default","model":"sim-small","window":{"requests":5,...
+  EXPECT_NE(body.find("\"model\":\"sim-small\",\"window\":{\"requests\":5,"), std::string::npos) << body;
+  const auto k = body.find("\"all\":");
+  ASSERT_NE(k, std::string::npos);
+  const auto t = body.find("\"ttft_ms\":{\"p50\":", k);
+  ASSERT_NE(t, std::string::npos);
+  const double p50 = std::atof(body.c_str() + t + 17);
+  EXPECT_NEAR(p50, 150, 150 * 0.02 + 15) << body.substr(t, 80);
+  EXPECT_NE(body.find("\"slowest\":[{"), std::string::npos);
+}
+
+// ---- a real Prometheus scraping the admin port
+
+std::string http_get_text(const tcp::endpoint& ep, const std::string& target) {
+  request_options o;
+  o.method = "GET";
+  o.target = target;
+  return fetch(ep, o).body;
+}
+
+TEST(Prometheus, ScrapesTheAdminPortAndComputesTtftQuantiles) {
+  stack s;
+  const auto admin = s.proxy->admin_endpoint();
+  const auto dir = temp_dir();
+  const auto prom_port = closed_port();
+  std::ofstream(dir + "/prometheus.yml")
+      << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+         "scrape_configs:\n  - job_name: tokentap\n    static_configs:\n      - targets: ['127.0.0.1:"
+      << admin.port() << "']\n";
+  const std::string cmd = "exec prometheus --config.file=" + dir + "/prometheus.yml --storage.tsdb.path=" + dir +
+                          "/data --web.listen-address=127.0.0.1:" + std::to_string(prom_port) +
+                          " > " + dir + "/prom.log 2>&1";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  struct killer {
+    pid_t pid;
+    ~killer() {
+      kill(pid, SIGTERM);
+      waitpid(pid, nullptr, 0);
+    }
+  } guard{pid};
+  const tcp::endpoint prom(boost::asio::ip::make_address("127.0.0.1"), prom_port);
+  // Traffic with a known TTFT of 300 ms, spread over several scrapes.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(6);
+  while (std::chrono::steady_clock::now() < until)
+    ASSERT_TRUE(fetch(s.proxy_ep(), stream_req("sim-small", 300, 3, 0)).complete);
+  std::string answer;
+  double q = -1;
+  for (int i = 0; i < 40 && q < 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    answer = http_get_text(prom, "/api/v1/query?query=histogram_quantile(0.95,sum(rate(tokentap_time_to_first_token_seconds_bucket[20s]))by(le))");
+    const auto k = answer.find("\"value\":[");
+    if (k == std::string::npos) continue;
+    const auto v = answer.find(",\"", k);
+    const double val = std::atof(answer.c_str() + v + 2);
+    if (val > 0) q = val;
+  }
+  ASSERT_GT(q, 0) << "Prometheus never produced a TTFT quantile: " << answer;
+  // The simulator's 300 ms lies in the (0.25, 0.5] bucket; histogram_quantile interpolates in it.
+  EXPECT_GT(q, 0.25);
+  EXPECT_LE(q, 0.5);
+
+  // Every query of the shipped Grafana dashboard is valid PromQL and returns data here.
+  std::ifstream in(std::string(TOKENTAP_SOURCE_DIR) + "/deploy/grafana-dashboard.json");
+  const std::string dash((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  int checked = 0;
+  for (std::size_t k = dash.find("\"expr\": \""); k != std::string::npos; k = dash.find("\"expr\": \"", k + 1)) {
+    std::string expr;
+    for (std::size_t i = k + 9; i < dash.size() && dash[i] != '"'; ++i) {
+      if (dash[i] == '\\') ++i;
+      expr.push_back(dash[i]);
+    }
+    auto replace = [&](const std::string& from, const std::string& to) {
+      for (auto p = expr.find(from); p != std::string::npos; p = expr.find(from, p + to.size())) expr.replace(p, from.size(), to);
+    };
+    replace("$__rate_interval", "20s");
+    replace("$route", ".*");
+    replace("$model", ".*");
+    std::string encoded;
+    for (unsigned char c : expr) {
+      if (std::isalnum(c) || c == '_' || c == '.' || c == '-') encoded.push_back(static_cast<char>(c));
+      else {
+        char b[4];
+        std::snprintf(b, sizeof b, "%%%02X", c);
+        encoded += b;
+      }
+    }
+    const auto r = http_get_text(prom, "/api/v1/query?query=" + encoded);
+    EXPECT_NE(r.find("\"status\":\"success\""), std::string::npos) << expr << " -> " << r;
+    ++checked;
+  }
+  EXPECT_GE(checked, 12);
+}
+
+// ---- the dashboard in a real browser
+
+TEST(Dashboard, RendersLiveNumbersInHeadlessChromium) {
+  stack s;
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(fetch(s.proxy_ep(), stream_req("sim-small", 200, 10, 3)).complete);
+  wait_requests(s.proxy->admin_endpoint(), 6);
+  const auto url = "http://127.0.0.1:" + std::to_string(s.proxy->admin_endpoint().port()) + "/dashboard";
+  const auto artifacts = std::string(TOKENTAP_BINARY_DIR) + "/test-artifacts";
+  std::filesystem::create_directories(artifacts);
+  const auto profile = temp_dir();
+  const std::string flags =
+      "--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking "
+      "--disable-component-update --disable-sync --disable-dev-shm-usage --user-data-dir=" + profile +
+      " --window-size=1400,1200 --virtual-time-budget=5000 ";
+  const std::string dom_cmd = "chromium " + flags + "--dump-dom " + url + " 2>/dev/null";
+  FILE* p = popen(dom_cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string dom;
+  char buf[4096];
+  while (auto n = fread(buf, 1, sizeof buf, p)) dom.append(buf, n);
+  ASSERT_EQ(pclose(p), 0) << "chromium failed";
+  // The TTFT card shows the simulator's 200 ms (within the sketch's 2 % and scheduling noise).
+  const auto k = dom.find("id=\"ttft-p50\">");
+  ASSERT_NE(k, std::string::npos) << dom.substr(0, 500);
+  const double shown = std::atof(dom.c_str() + k + 14);
+  EXPECT_NEAR(shown, 200, 20) << dom.substr(k, 40);
+  EXPECT_NE(dom.find("<td>sim-small</td>"), std::string::npos);
+  EXPECT_NE(dom.find("live · updated"), std::string::npos);
+  const std::string shot = "chromium " + flags + "--screenshot=" + artifacts + "/dashboard.png " + url + " >/dev/null 2>&1";
+  EXPECT_EQ(std::system(shot.c_str()), 0);
+  EXPECT_GT(std::filesystem::file_size(artifacts + "/dashboard.png"), 10000u);
+  std::printf("dashboard screenshot: %s/dashboard.png\n", artifacts.c_str());
+}
+
+}  // namespace
+}  // namespace tokentap::test
