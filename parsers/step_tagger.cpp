@@ -1,0 +1,413 @@
+#include "parsers/step_tagger.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace tokentap::parsers {
+
+std::string_view to_string(step_kind k) noexcept {
+  switch (k) {
+    case step_kind::step: return "step";
+    case step_kind::conclusion: return "conclusion";
+    case step_kind::verification: return "verification";
+    case step_kind::backtrack: return "backtrack";
+    case step_kind::other: return "other";
+  }
+  return "other";
+}
+
+step_triggers step_triggers::defaults() {
+  step_triggers t;
+  t.step = {"First", "Firstly", "Second", "Secondly", "Third", "Thirdly", "Next", "Then", "Finally",
+            "Now", "首先", "其次", "然后", "接着", "接下来", "最后"};
+  t.conclusion = {"Therefore", "Thus", "Hence", "So", "In summary", "To summarize", "In conclusion",
+                  "Overall", "因此", "所以", "综上所述", "综上", "总之", "故"};
+  t.verification = {"Let me check", "Let me verify", "Let me double-check", "Double-check", "Check",
+                    "Verify", "Verification", "验证", "检查", "检验"};
+  t.backtrack = {"Wait", "But wait", "Actually", "Hmm", "Hold on", "Oops", "No,", "等等", "不对", "等一下"};
+  return t;
+}
+
+namespace {
+
+constexpr std::size_t max_step_text = 8192;   // bytes of a step kept for the redundancy check
+constexpr std::size_t max_compared = 256;     // earlier steps a step is compared with
+constexpr std::size_t min_lookahead = 64;
+
+struct trigger {
+  std::string text;
+  step_kind kind;
+  bool needs_follower;  // English: must be followed by space , : . ! or end of text
+};
+
+enum class verdict { undecided, none, match };
+
+struct decision {
+  verdict v = verdict::none;
+  step_kind kind = step_kind::other;
+};
+
+// Decodes the UTF-8 code point at s[i]; returns its length (1 for an invalid byte).
+std::size_t decode(std::string_view s, std::size_t i, char32_t& cp) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  std::size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+  if (i + n > s.size()) return 0;  // incomplete
+  cp = n == 1 ? c : c & (0xFF >> (n + 1));
+  for (std::size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  return n;
+}
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// Rule 3 list/step markers at a line start: `1.`..`99.` / `1)` + whitespace, `-` `*` `•` +
+// whitespace, `(1)`, `Step N`, `第N步`.  Returns match length, 0 for no, -1 for "need more bytes".
+int marker(std::string_view s, bool eof) {
+  auto need = [&](std::size_t i) { return i >= s.size(); };
+  const auto undecided = eof ? 0 : -1;
+  if (s.empty()) return undecided;
+  if (s[0] == '-' || s[0] == '*') {
+    if (need(1)) return undecided;
+    return is_space(s[1]) ? 2 : 0;
+  }
+  if (s.starts_with("\xE2\x80\xA2")) {  // •
+    if (need(3)) return undecided;
+    return is_space(s[3]) ? 4 : 0;
+  }
+  if (s.size() < 3 && std::string_view("\xE2\x80\xA2").starts_with(s)) return undecided;
+  if (is_digit(s[0])) {
+    std::size_t i = 1;
+    if (need(i)) return undecided;
+    if (is_digit(s[i])) ++i;
+    if (need(i)) return undecided;
+    if (s[0] == '0' && i == 1) return 0;
+    if (s[i] != '.' && s[i] != ')') return 0;
+    if (need(i + 1)) return undecided;
+    return is_space(s[i + 1]) ? static_cast<int>(i + 2) : 0;
+  }
+  if (s[0] == '(') {
+    std::size_t i = 1;
+    while (!need(i) && is_digit(s[i]) && i < 4) ++i;
+    if (need(i)) return undecided;
+    return i > 1 && s[i] == ')' ? static_cast<int>(i + 1) : 0;
+  }
+  constexpr std::string_view step_word = "Step ";
+  if (s.size() <= step_word.size()) {
+    if (step_word.starts_with(s)) return undecided;
+  } else if (s.starts_with(step_word)) {
+    return is_digit(s[step_word.size()]) ? static_cast<int>(step_word.size() + 1) : 0;
+  }
+  constexpr std::string_view di = "\xE7\xAC\xAC";   // 第
+  constexpr std::string_view bu = "\xE6\xAD\xA5";   // 步
+  if (s.size() < di.size()) return di.starts_with(s) ? undecided : 0;
+  if (!s.starts_with(di)) return 0;
+  std::size_t i = di.size();
+  std::size_t numerals = 0;
+  for (;;) {
+    if (need(i)) return undecided;
+    if (is_digit(s[i])) {
+      ++i;
+      ++numerals;
+      continue;
+    }
+    char32_t cp = 0;
+    const auto n = decode(s, i, cp);
+    if (n == 0) return undecided;
+    static constexpr std::u32string_view cn = U"一二三四五六七八九十";
+    if (cn.find(cp) != std::u32string_view::npos) {
+      i += n;
+      ++numerals;
+      continue;
+    }
+    if (numerals > 0 && s.substr(i).starts_with(bu)) return static_cast<int>(i + bu.size());
+    if (numerals > 0 && s.size() - i < bu.size() && bu.starts_with(s.substr(i))) return undecided;
+    return 0;
+  }
+}
+
+bool is_cjk_punct(char32_t cp) {
+  return (cp >= 0x3000 && cp <= 0x303F) || (cp >= 0xFF00 && cp <= 0xFF0F) ||
+         (cp >= 0xFF1A && cp <= 0xFF20) || (cp >= 0xFF3B && cp <= 0xFF40) ||
+         (cp >= 0xFF5B && cp <= 0xFF65) || (cp >= 0x2010 && cp <= 0x2027);
+}
+
+std::uint64_t fnv(std::string_view s, std::uint64_t h = 14695981039346656037ull) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// Trigram set of a step's normalized text: lowercased, punctuation removed, whitespace collapsed;
+// word trigrams, or character trigrams when the text is Chinese/Japanese/Korean.
+std::vector<std::uint64_t> trigrams(std::string_view text) {
+  std::vector<std::string> units;
+  std::string word;
+  for (std::size_t i = 0; i < text.size();) {
+    char32_t cp = 0;
+    auto n = decode(text, i, cp);
+    if (n == 0) break;
+    const bool punct = cp < 0x80 ? (std::ispunct(static_cast<unsigned char>(cp)) != 0) : is_cjk_punct(cp);
+    const bool space = cp < 0x80 && std::isspace(static_cast<unsigned char>(cp));
+    if (cp >= 0x2E80 && !punct) {
+      if (!word.empty()) units.push_back(std::move(word)), word.clear();
+      units.emplace_back(text.substr(i, n));  // each CJK character is a unit: character trigrams
+    } else if (space || punct) {
+      if (!word.empty()) units.push_back(std::move(word)), word.clear();
+    } else if (cp < 0x80) {
+      word.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(cp))));
+    } else {
+      word.append(text.substr(i, n));
+    }
+    i += n;
+  }
+  if (!word.empty()) units.push_back(std::move(word));
+  std::vector<std::uint64_t> grams;
+  if (units.empty()) return grams;
+  if (units.size() < 3) {
+    std::uint64_t h = 14695981039346656037ull;
+    for (const auto& u : units) h = fnv(u, fnv("\x1f", h));
+    grams.push_back(h);
+    return grams;
+  }
+  for (std::size_t i = 0; i + 2 < units.size(); ++i)
+    grams.push_back(fnv(units[i + 2], fnv("\x1f", fnv(units[i + 1], fnv("\x1f", fnv(units[i]))))));
+  std::sort(grams.begin(), grams.end());
+  grams.erase(std::unique(grams.begin(), grams.end()), grams.end());
+  return grams;
+}
+
+double jaccard(const std::vector<std::uint64_t>& a, const std::vector<std::uint64_t>& b) {
+  if (a.empty() || b.empty()) return 0;
+  std::size_t i = 0, j = 0, common = 0;
+  while (i < a.size() && j < b.size()) {
+    if (a[i] == b[j]) ++common, ++i, ++j;
+    else if (a[i] < b[j]) ++i;
+    else ++j;
+  }
+  return static_cast<double>(common) / static_cast<double>(a.size() + b.size() - common);
+}
+
+}  // namespace
+
+struct step_tagger::impl {
+  std::vector<trigger> triggers;  // longest first
+  std::size_t lookahead = min_lookahead;
+  std::size_t max_steps;
+
+  std::string buf;              // bytes not yet consumed (buf[0] is at global offset buf_offset)
+  std::uint64_t buf_offset = 0;
+  std::size_t pos = 0;          // cursor in buf
+  std::uint64_t total = 0;      // bytes fed
+  std::vector<std::pair<std::uint64_t, std::int64_t>> deltas;  // (start offset, t_ns) not yet attributed
+  std::size_t delta_head = 0;
+
+  // Scanner state (STEPS.md rules 1-4).
+  bool text_start = true, after_blank = false, line_start = true, line_has_content = false;
+  bool sentence_start = false, sent_punct = false, checked = false;
+
+  std::vector<step> steps;
+  std::string cur_text;
+  std::vector<std::vector<std::uint64_t>> grams;  // of finished steps
+  std::uint32_t pre_tokens = 0;                   // tokens before the first step
+  std::int64_t pre_t = -1;
+  std::uint64_t redundant_tokens = 0;
+  bool finished = false;
+
+  decision classify(std::string_view s, bool eof, bool markers) const {
+    int best = 0;
+    step_kind kind = step_kind::other;
+    bool maybe = false;
+    for (const auto& t : triggers) {
+      if (s.size() >= t.text.size()) {
+        if (s.compare(0, t.text.size(), t.text) != 0) continue;
+        bool ok;
+        if (!t.needs_follower) {
+          ok = true;
+        } else if (s.size() > t.text.size()) {
+          const char f = s[t.text.size()];
+          ok = is_space(f) || f == ',' || f == ':' || f == '.' || f == '!';
+        } else {
+          ok = eof;
+          if (!eof) maybe = true;
+        }
+        if (ok && static_cast<int>(t.text.size()) > best) {
+          best = static_cast<int>(t.text.size());
+          kind = t.kind;
+        }
+      } else if (!eof && std::string_view(t.text).starts_with(s)) {
+        maybe = true;
+      }
+    }
+    if (markers) {
+      const int m = marker(s, eof);
+      if (m < 0) maybe = true;
+      if (m > best) {
+        best = m;
+        kind = step_kind::step;
+      }
+    }
+    if (maybe && s.size() < lookahead) return {verdict::undecided, kind};
+    return {best > 0 ? verdict::match : verdict::none, kind};
+  }
+
+  void close_step() {
+    if (steps.empty()) return;
+    auto g = trigrams(cur_text);
+    auto& st = steps.back();
+    const std::size_t from = grams.size() > max_compared ? grams.size() - max_compared : 0;
+    for (std::size_t i = from; i < grams.size(); ++i) {
+      if (jaccard(g, grams[i]) >= 0.8) {
+        st.redundant = true;
+        break;
+      }
+    }
+    if (st.redundant) redundant_tokens += st.tokens;
+    grams.push_back(std::move(g));
+    cur_text.clear();
+  }
+
+  void open_step(std::uint64_t offset, step_kind kind) {
+    if (steps.size() >= max_steps) return;
+    close_step();
+    step s;
+    s.offset = offset;
+    s.kind = kind;
+    s.t_ns = t_at(offset);
+    s.end_ns = s.t_ns;
+    if (steps.empty()) {
+      s.tokens = pre_tokens;  // leading whitespace-only tokens belong to the first step
+      pre_tokens = 0;
+    }
+    steps.push_back(s);
+  }
+
+  // Arrival time of the delta containing global offset `off`.
+  std::int64_t t_at(std::uint64_t off) const {
+    std::int64_t t = 0;
+    for (std::size_t i = 0; i < deltas.size(); ++i) {
+      if (deltas[i].first > off) break;
+      t = deltas[i].second;
+    }
+    return t;
+  }
+
+  // Credits every delta starting at or before global offset `off` to the current step.
+  void attribute(std::uint64_t off) {
+    while (delta_head < deltas.size() && deltas[delta_head].first <= off) {
+      if (steps.empty() || steps.size() >= max_steps) {
+        if (steps.empty()) ++pre_tokens;
+      } else {
+        ++steps.back().tokens;
+        steps.back().end_ns = deltas[delta_head].second;
+      }
+      ++delta_head;
+    }
+  }
+
+  void process(bool eof) {
+    while (pos < buf.size()) {
+      const std::uint64_t off = buf_offset + pos;
+      const char c = buf[pos];
+      if (!is_space(c) && !checked) {
+        const int strength = (text_start || after_blank) ? 2 : line_start ? 1 : sentence_start ? 0 : -1;
+        if (strength >= 0) {
+          const auto d = classify(std::string_view(buf).substr(pos), eof, strength >= 1);
+          if (d.v == verdict::undecided) return;  // hold back: need more text to decide
+          if (d.v == verdict::match || strength == 2)
+            open_step(off, d.v == verdict::match ? d.kind : step_kind::other);
+        }
+        checked = true;
+      }
+      char32_t cp = 0;
+      const auto n = decode(buf, pos, cp);
+      if (n == 0) {
+        if (!eof) return;  // a character split across deltas
+        cp = 0xFFFD;
+      }
+      const std::size_t len = n == 0 ? buf.size() - pos : n;
+      // A delta belongs to the step holding its first non-whitespace character (leading blank
+      // lines go with the step they introduce).
+      if (!is_space(c)) attribute(off + len - 1);
+      if (!steps.empty() && cur_text.size() < max_step_text) cur_text.append(buf, pos, len);
+      advance(cp);
+      pos += len;
+      checked = false;
+    }
+    // Drop what was consumed (amortized: only once the consumed prefix is large).
+    if (pos > 4096 || pos == buf.size()) {
+      buf.erase(0, pos);
+      buf_offset += pos;
+      pos = 0;
+      // Keep the last attributed delta: later offsets inside it still need its timestamp.
+      if (delta_head > 1) {
+        deltas.erase(deltas.begin(), deltas.begin() + static_cast<long>(delta_head - 1));
+        delta_head = 1;
+      }
+    }
+  }
+
+  void advance(char32_t cp) {
+    if (cp == '\n') {
+      if (!line_has_content && !text_start) after_blank = true;
+      line_start = true;
+      line_has_content = false;
+      sent_punct = false;
+    } else if (cp == ' ' || cp == '\t' || cp == '\r') {
+      if (sent_punct) sentence_start = true;
+      sent_punct = false;
+    } else {
+      text_start = after_blank = line_start = sentence_start = sent_punct = false;
+      line_has_content = true;
+      if (cp == '.' || cp == '?' || cp == '!') sent_punct = true;
+      else if (cp == 0x3002 || cp == 0xFF1F || cp == 0xFF01 || cp == 0xFF1B) sentence_start = true;  // 。？！；
+    }
+  }
+};
+
+step_tagger::step_tagger(const step_triggers& t, std::size_t max_steps) : impl_(std::make_unique<impl>()) {
+  auto add = [&](const std::vector<std::string>& list, step_kind k) {
+    for (const auto& s : list) {
+      if (s.empty()) continue;
+      const bool ascii = static_cast<unsigned char>(s[0]) < 0x80;
+      impl_->triggers.push_back({s, k, ascii && s.back() != ','});
+      impl_->lookahead = std::max(impl_->lookahead, s.size() + 2);
+    }
+  };
+  add(t.step, step_kind::step);
+  add(t.conclusion, step_kind::conclusion);
+  add(t.verification, step_kind::verification);
+  add(t.backtrack, step_kind::backtrack);
+  std::stable_sort(impl_->triggers.begin(), impl_->triggers.end(),
+                   [](const trigger& a, const trigger& b) { return a.text.size() > b.text.size(); });
+  impl_->max_steps = max_steps;
+}
+
+step_tagger::~step_tagger() = default;
+step_tagger::step_tagger(step_tagger&&) noexcept = default;
+step_tagger& step_tagger::operator=(step_tagger&&) noexcept = default;
+
+void step_tagger::feed(std::string_view text, std::int64_t t_ns) {
+  auto& d = *impl_;
+  if (text.empty() || d.finished) return;
+  d.deltas.emplace_back(d.total, t_ns);
+  d.total += text.size();
+  d.buf.append(text);
+  d.process(false);
+}
+
+void step_tagger::finish() {
+  auto& d = *impl_;
+  if (d.finished) return;
+  d.process(true);
+  d.attribute(~0ull);
+  d.close_step();
+  d.finished = true;
+}
+
+const std::vector<step>& step_tagger::steps() const noexcept { return impl_->steps; }
+std::uint64_t step_tagger::redundant_tokens() const noexcept { return impl_->redundant_tokens; }
+std::uint64_t step_tagger::text_bytes() const noexcept { return impl_->total; }
+
+}  // namespace tokentap::parsers
