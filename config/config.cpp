@@ -103,7 +103,8 @@ config from_yaml(const YAML::Node& root) {
   if (root.IsNull()) return cfg;
   check_keys(root,
              {"listen", "admin", "threads", "upstreams", "routes", "timeouts", "limits",
-              "accept_encoding", "log", "hooks", "trace", "timing", "metrics", "max_event_bytes"},
+              "accept_encoding", "log", "hooks", "trace", "timing", "metrics", "steps",
+              "max_event_bytes"},
              "the top level");
   if (root["listen"]) cfg.listen = address(root["listen"], "listen");
   if (root["admin"]) cfg.admin = address(root["admin"], "admin");
@@ -171,6 +172,24 @@ config from_yaml(const YAML::Node& root) {
     buckets("ttft_buckets", mc.ttft_buckets);
     buckets("itl_buckets", mc.itl_buckets);
     buckets("e2e_buckets", mc.e2e_buckets);
+  }
+  if (const auto& st = root["steps"]) {
+    check_keys(st, {"triggers", "max_steps"}, "steps");
+    if (st["max_steps"]) cfg.steps.max_steps = non_negative(st["max_steps"], "max_steps");
+    if (const auto& tr = st["triggers"]) {
+      check_keys(tr, {"replace", "step", "conclusion", "verification", "backtrack"}, "steps.triggers");
+      if (tr["replace"]) cfg.steps.replace_triggers = scalar<bool>(tr["replace"], "replace");
+      auto list = [&](const char* key, std::vector<std::string>& out) {
+        const auto& l = tr[key];
+        if (!l) return;
+        if (!l.IsSequence()) fail(l, std::string("steps.triggers.") + key + " must be a list");
+        for (const auto& v : l) out.push_back(scalar<std::string>(v, key));
+      };
+      list("step", cfg.steps.step);
+      list("conclusion", cfg.steps.conclusion);
+      list("verification", cfg.steps.verification);
+      list("backtrack", cfg.steps.backtrack);
+    }
   }
   if (const auto& t = root["timing"]) {
     check_keys(t, {"stall_threshold_ms"}, "timing");

@@ -73,6 +73,13 @@ struct metrics_config {
   std::vector<double> e2e_buckets;     ///< seconds; empty = 50 ms .. 1920 s
 };
 
+/// Reasoning step tagging (design/STEPS.md).
+struct steps_config {
+  bool replace_triggers = false;  ///< true: the lists below replace the defaults; false: add to them
+  std::vector<std::string> step, conclusion, verification, backtrack;
+  std::size_t max_steps = 4096;   ///< per response
+};
+
 struct timing_config {
   ms stall_threshold{1000};  ///< a gap between tokens longer than this is a stall
 };
@@ -89,11 +96,12 @@ struct config {
   std::string log_level = "info";
   bool access_log = true;
   /// Hooks run on every intercepted stream, in this order (names from the hook registry).
-  std::vector<std::string> hooks{"timing", "metrics", "trace"};
+  std::vector<std::string> hooks{"timing", "steps", "metrics", "trace"};
   std::size_t max_event_bytes = 1u << 20;  ///< SSE event / NDJSON line cap for the decoders
   trace_config trace;
   timing_config timing;
   metrics_config metrics;
+  steps_config steps;
 };
 
 /// Reads a YAML file.  Unknown keys are errors, so typos do not pass silently.  With `check`,

@@ -19,6 +19,7 @@
 
 #include "config/config.hpp"
 #include "hooks/tap.hpp"
+#include "parsers/step_tagger.hpp"
 #include "parsers/stream_decoder.hpp"
 
 namespace tokentap::hooks {
@@ -67,6 +68,11 @@ struct stream_summary {
   mono_ns start_ns = 0, head_ns = 0, end_ns = 0;
   std::int64_t wall_start_us = 0;
   timing_summary timing;
+  // Filled by the steps hook.
+  std::vector<parsers::step> steps;
+  std::vector<mono_ns> step_end_ns;  ///< when each step ended (the next one's start)
+  parsers::channel steps_channel = parsers::channel::reasoning;
+  std::uint64_t redundant_tokens = 0;
 };
 
 class hook {

@@ -4,6 +4,7 @@
 
 #include "config/log.hpp"
 #include "hooks/metrics.hpp"
+#include "hooks/steps_hook.hpp"
 #include "hooks/timing_hook.hpp"
 #include "hooks/trace_hook.hpp"
 
@@ -172,6 +173,9 @@ hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics) {
   r.add("metrics", [metrics](const config::config&) -> std::shared_ptr<hook_factory> {
     if (!metrics) return nullptr;
     return std::make_shared<metrics_hook_factory>(metrics);
+  });
+  r.add("steps", [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
+    return std::make_shared<steps_hook_factory>(cfg.steps);
   });
   r.add("timing", [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
     return std::make_shared<timing_hook_factory>(cfg.timing);

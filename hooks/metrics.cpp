@@ -117,7 +117,8 @@ struct metrics_registry::families {
         overhead(prometheus::BuildHistogram().Name("tokentap_proxy_overhead_seconds").Help("Per forwarded read: upstream read done to client write done").Register(r)),
         parse_errors(prometheus::BuildCounter().Name("tokentap_parse_errors_total").Help("Payloads not decoded, by stage").Register(r)),
         trace_records(prometheus::BuildCounter().Name("tokentap_trace_records_total").Help("Trace records written").Register(r)),
-        trace_dropped(prometheus::BuildCounter().Name("tokentap_trace_dropped_total").Help("Trace records dropped (queue full or disk error)").Register(r)) {}
+        trace_dropped(prometheus::BuildCounter().Name("tokentap_trace_dropped_total").Help("Trace records dropped (queue full or disk error)").Register(r)),
+        step_duration(prometheus::BuildHistogram().Name("tokentap_reasoning_step_duration_seconds").Help("Reasoning step duration: its first token to the next step's").Register(r)) {}
   Family<Counter>& requests;
   Family<Histogram>& duration;
   Family<Histogram>& ttft;
@@ -134,6 +135,7 @@ struct metrics_registry::families {
   Family<Counter>& parse_errors;
   Family<Counter>& trace_records;
   Family<Counter>& trace_dropped;
+  Family<Histogram>& step_duration;
 };
 
 /// One second of one (route, model): counts and sketches.
@@ -185,6 +187,8 @@ struct metrics_registry::series {
   std::array<Counter*, 6> upstream_errors;
   std::array<Counter*, 3> parse_errors;
   Gauge* active;
+  std::array<std::array<Counter*, 2>, 5> steps;  // [kind][redundant]
+  std::array<Histogram*, 5> step_duration;        // [kind]
   std::map<unsigned, Counter*> requests;  // by status; guarded by metrics_registry::mu_
   prometheus::Labels labels;
   window* win;
@@ -255,6 +259,16 @@ metrics_registry::series& metrics_registry::resolve(std::string_view route, std:
   for (std::size_t i = 0; i < 6; ++i) s->upstream_errors[i] = &f.upstream_errors.Add(with("reason", error_reasons[i]));
   for (std::size_t i = 0; i < 3; ++i) s->parse_errors[i] = &f.parse_errors.Add(with("stage", stage_names[i]));
   s->active = &f.active.Add(s->labels);
+  for (std::size_t k = 0; k < 5; ++k) {
+    const auto kind = std::string(parsers::to_string(static_cast<parsers::step_kind>(k)));
+    for (std::size_t r = 0; r < 2; ++r) {
+      auto l = s->labels;
+      l.emplace("kind", kind);
+      l.emplace("redundant", r ? "true" : "false");
+      s->steps[k][r] = &f.steps.Add(l);
+    }
+    s->step_duration[k] = &f.step_duration.Add(with("kind", kind.c_str()), buckets_.e2e);
+  }
   const auto wkey = key.route + '\x1f' + key.model;
   auto w = windows_.find(wkey);
   if (w == windows_.end())
@@ -338,6 +352,11 @@ void metrics_registry::finish(series& s, const request_view*, const stream_summa
   }
   if (reason >= 0) s.upstream_errors[static_cast<std::size_t>(reason)]->Increment();
   const bool error = reason >= 0 || sum.status >= 500 || sum.status == 429;
+  for (std::size_t i = 0; i < sum.steps.size(); ++i) {
+    const auto k = static_cast<std::size_t>(sum.steps[i].kind);
+    s.steps[k][sum.steps[i].redundant ? 1 : 0]->Increment();
+    s.step_duration[k]->Observe(static_cast<double>(sum.step_end_ns[i] - sum.steps[i].t_ns) / 1e9);
+  }
 
   std::lock_guard lk(mu_);
   auto rit = s.requests.find(sum.status);
@@ -381,7 +400,19 @@ void metrics_registry::finish(series& s, const request_view*, const stream_summa
   json::append_int(row, u.output_tokens);
   row += ",\"cache\":";
   json::append_string(row, cache);
-  row += "}";
+  // Step spans (ms from the request start) for the dashboard's timeline view.
+  row += ",\"steps\":[";
+  for (std::size_t i = 0; i < sum.steps.size() && i < 200; ++i) {
+    if (i) row += ",";
+    row += "{\"kind\":\"";
+    row += parsers::to_string(sum.steps[i].kind);
+    row += "\",\"start_ms\":";
+    json::append_ms(row, static_cast<double>(sum.steps[i].t_ns - sum.start_ns) / 1e6);
+    row += ",\"end_ms\":";
+    json::append_ms(row, static_cast<double>(sum.step_end_ns[i] - sum.start_ns) / 1e6);
+    row += sum.steps[i].redundant ? ",\"redundant\":true}" : "}";
+  }
+  row += "]}";
   slowest_.push_back(std::move(row));
   if (slowest_.size() > 200) slowest_.pop_front();
 }
@@ -576,7 +607,7 @@ class metrics_hook final : public hook {
   void on_stream_end(stream_summary& sum) override {
     if (!series_) return;
     reg_->fold(*series_, batch_);
-    reg_->finish(*series_, nullptr, sum, model_, route_, 0);
+    reg_->finish(*series_, nullptr, sum, model_, route_, sum.steps.size());
     series_active().Decrement();
     series_ = nullptr;
   }

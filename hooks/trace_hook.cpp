@@ -197,7 +197,21 @@ class trace_hook final : public hook {
     r += ",\"parse_errors\":{\"framing\":" + std::to_string(s.parse_errors[0]) +
          ",\"json\":" + std::to_string(s.parse_errors[1]) +
          ",\"oversize\":" + std::to_string(s.parse_errors[2]) + "}";
-    r += ",\"steps\":[],\"cache\":[]}";
+    r += ",\"steps\":[";
+    for (std::size_t i = 0; i < s.steps.size(); ++i) {
+      const auto& st = s.steps[i];
+      if (i) r += ",";
+      r += "{\"offset\":" + std::to_string(st.offset) + ",\"channel\":\"";
+      r += parsers::to_string(s.steps_channel);
+      r += "\",\"kind\":\"";
+      r += parsers::to_string(st.kind);
+      r += "\",\"t_us\":" + std::to_string((st.t_ns - s.start_ns) / 1000) +
+           ",\"duration_us\":" + std::to_string((s.step_end_ns[i] - st.t_ns) / 1000) +
+           ",\"tokens\":" + std::to_string(st.tokens) + ",\"redundant\":" +
+           (st.redundant ? "true" : "false") + "}";
+    }
+    r += "],\"redundant_tokens\":" + std::to_string(s.redundant_tokens);
+    r += ",\"cache\":[]}";
     writer_->submit(std::move(r));
   }
 

@@ -31,7 +31,7 @@ step_triggers step_triggers::defaults() {
 namespace {
 
 constexpr std::size_t max_step_text = 8192;   // bytes of a step kept for the redundancy check
-constexpr std::size_t max_compared = 256;     // earlier steps a step is compared with
+constexpr std::size_t max_compared = 64;      // most recent steps looked at per shared trigram
 constexpr std::size_t min_lookahead = 64;
 
 struct trigger {
@@ -58,6 +58,12 @@ std::size_t decode(std::string_view s, std::size_t i, char32_t& cp) {
 }
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// ASCII that is neither whitespace nor sentence punctuation: it never changes where a step may start.
+bool plain(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return u > ' ' && u < 0x80 && c != '.' && c != '?' && c != '!';
+}
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 // Rule 3 list/step markers at a line start: `1.`..`99.` / `1)` + whitespace, `-` `*` `•` +
@@ -140,53 +146,59 @@ std::uint64_t fnv(std::string_view s, std::uint64_t h = 14695981039346656037ull)
 }
 
 // Trigram set of a step's normalized text: lowercased, punctuation removed, whitespace collapsed;
-// word trigrams, or character trigrams when the text is Chinese/Japanese/Korean.
-std::vector<std::uint64_t> trigrams(std::string_view text) {
-  std::vector<std::string> units;
-  std::string word;
+// word trigrams, or character trigrams for Chinese/Japanese/Korean (each such character is a
+// unit).  Units are hashed as they are scanned, so this allocates nothing once `units` and `out`
+// are warm.
+void trigrams(std::string_view text, std::vector<std::uint64_t>& units, std::vector<std::uint64_t>& out) {
+  constexpr std::uint64_t basis = 14695981039346656037ull, prime = 1099511628211ull;
+  units.clear();
+  out.clear();
+  std::uint64_t h = basis;
+  bool in_word = false;
+  auto end_word = [&] {
+    if (in_word) units.push_back(h);
+    h = basis;
+    in_word = false;
+  };
   for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      const bool upper = c >= 'A' && c <= 'Z';
+      if (upper || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+        h = (h ^ static_cast<unsigned char>(upper ? c + 32 : c)) * prime;
+        in_word = true;
+      } else {
+        end_word();  // whitespace and ASCII punctuation separate words
+      }
+      ++i;
+      continue;
+    }
     char32_t cp = 0;
-    auto n = decode(text, i, cp);
+    const auto n = decode(text, i, cp);
     if (n == 0) break;
-    const bool punct = cp < 0x80 ? (std::ispunct(static_cast<unsigned char>(cp)) != 0) : is_cjk_punct(cp);
-    const bool space = cp < 0x80 && std::isspace(static_cast<unsigned char>(cp));
-    if (cp >= 0x2E80 && !punct) {
-      if (!word.empty()) units.push_back(std::move(word)), word.clear();
-      units.emplace_back(text.substr(i, n));  // each CJK character is a unit: character trigrams
-    } else if (space || punct) {
-      if (!word.empty()) units.push_back(std::move(word)), word.clear();
-    } else if (cp < 0x80) {
-      word.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(cp))));
+    if (is_cjk_punct(cp)) {
+      end_word();
+    } else if (cp >= 0x2E80) {
+      end_word();
+      units.push_back(fnv(text.substr(i, n)));
     } else {
-      word.append(text.substr(i, n));
+      for (std::size_t k = 0; k < n; ++k) h = (h ^ static_cast<unsigned char>(text[i + k])) * prime;
+      in_word = true;
     }
     i += n;
   }
-  if (!word.empty()) units.push_back(std::move(word));
-  std::vector<std::uint64_t> grams;
-  if (units.empty()) return grams;
+  end_word();
+  if (units.empty()) return;
+  auto mix = [](std::uint64_t a, std::uint64_t b) { return (a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2))) * 0xff51afd7ed558ccdull; };
   if (units.size() < 3) {
-    std::uint64_t h = 14695981039346656037ull;
-    for (const auto& u : units) h = fnv(u, fnv("\x1f", h));
-    grams.push_back(h);
-    return grams;
+    std::uint64_t g = units.size();
+    for (auto u : units) g = mix(g, u);
+    out.push_back(g);
+    return;
   }
-  for (std::size_t i = 0; i + 2 < units.size(); ++i)
-    grams.push_back(fnv(units[i + 2], fnv("\x1f", fnv(units[i + 1], fnv("\x1f", fnv(units[i]))))));
-  std::sort(grams.begin(), grams.end());
-  grams.erase(std::unique(grams.begin(), grams.end()), grams.end());
-  return grams;
-}
-
-double jaccard(const std::vector<std::uint64_t>& a, const std::vector<std::uint64_t>& b) {
-  if (a.empty() || b.empty()) return 0;
-  std::size_t i = 0, j = 0, common = 0;
-  while (i < a.size() && j < b.size()) {
-    if (a[i] == b[j]) ++common, ++i, ++j;
-    else if (a[i] < b[j]) ++i;
-    else ++j;
-  }
-  return static_cast<double>(common) / static_cast<double>(a.size() + b.size() - common);
+  for (std::size_t i = 0; i + 2 < units.size(); ++i) out.push_back(mix(mix(mix(3, units[i]), units[i + 1]), units[i + 2]));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
 }
 
 }  // namespace
@@ -209,17 +221,40 @@ struct step_tagger::impl {
 
   std::vector<step> steps;
   std::string cur_text;
-  std::vector<std::vector<std::uint64_t>> grams;  // of finished steps
+  // Redundancy index: trigram -> finished steps containing it, and each step's trigram count.
+  // A new step touches only the steps it shares a trigram with (not every earlier step).  Flat
+  // open-addressing table + linked entries: no allocation per trigram, only amortized growth.
+  struct posting {
+    std::uint64_t gram;
+    std::uint32_t step;
+    std::uint32_t next;  // next posting of the same gram, or npos
+  };
+  static constexpr std::uint32_t npos = 0xFFFFFFFFu;
+  std::vector<std::uint32_t> table = std::vector<std::uint32_t>(1024, npos);  // gram -> head posting
+  std::vector<posting> postings;
+  std::vector<std::uint32_t> gram_count;
+  std::vector<std::uint64_t> g, units;  // scratch
+  std::vector<std::uint32_t> shared;   // scratch: trigrams shared with step i
+  std::vector<std::uint32_t> touched;  // scratch: steps with shared[i] > 0
   std::uint32_t pre_tokens = 0;                   // tokens before the first step
   std::int64_t pre_t = -1;
   std::uint64_t redundant_tokens = 0;
   bool finished = false;
 
+  std::array<bool, 256> first_byte{};  // bytes some trigger starts with
+  std::array<std::vector<std::uint16_t>, 256> by_first;  // trigger indices by first byte, longest first
+
   decision classify(std::string_view s, bool eof, bool markers) const {
+    // Most sentence starts begin with a byte no trigger or marker begins with.
+    const auto b0 = static_cast<unsigned char>(s[0]);
+    if (!first_byte[b0] && !(markers && (b0 == '-' || b0 == '*' || b0 == '(' || b0 == 0xE2 || b0 == 0xE7 ||
+                                        b0 == 'S' || (b0 >= '0' && b0 <= '9'))))
+      return {verdict::none, step_kind::other};
     int best = 0;
     step_kind kind = step_kind::other;
     bool maybe = false;
-    for (const auto& t : triggers) {
+    for (const auto idx : by_first[b0]) {
+      const auto& t = triggers[idx];
       if (s.size() >= t.text.size()) {
         if (s.compare(0, t.text.size(), t.text) != 0) continue;
         bool ok;
@@ -252,19 +287,45 @@ struct step_tagger::impl {
     return {best > 0 ? verdict::match : verdict::none, kind};
   }
 
+  std::uint32_t* slot_of(std::uint64_t gram) {
+    std::size_t mask = table.size() - 1, i = static_cast<std::size_t>(gram * 0x9e3779b97f4a7c15ull) & mask;
+    while (table[i] != npos && postings[table[i]].gram != gram) i = (i + 1) & mask;
+    return &table[i];
+  }
+
+  void grow_table() {
+    std::vector<std::uint32_t> old(table.size() * 2, npos);
+    old.swap(table);
+    for (auto head : old)
+      if (head != npos) *slot_of(postings[head].gram) = head;
+  }
+
   void close_step() {
     if (steps.empty()) return;
-    auto g = trigrams(cur_text);
+    trigrams(cur_text, units, g);
     auto& st = steps.back();
-    const std::size_t from = grams.size() > max_compared ? grams.size() - max_compared : 0;
-    for (std::size_t i = from; i < grams.size(); ++i) {
-      if (jaccard(g, grams[i]) >= 0.8) {
-        st.redundant = true;
-        break;
+    const auto id = static_cast<std::uint32_t>(gram_count.size());
+    shared.resize(gram_count.size() + 1, 0);
+    touched.clear();
+    for (auto h : g) {
+      if ((postings.size() + 1) * 2 > table.size()) grow_table();
+      auto* head = slot_of(h);
+      std::size_t seen = 0;
+      for (auto p = *head; p != npos && seen < max_compared; p = postings[p].next, ++seen) {
+        const auto other = postings[p].step;
+        if (shared[other]++ == 0) touched.push_back(other);
       }
+      postings.push_back({h, id, *head});
+      *head = static_cast<std::uint32_t>(postings.size() - 1);
     }
+    for (auto other : touched) {
+      const double common = shared[other];
+      const double uni = static_cast<double>(g.size() + gram_count[other]) - common;
+      if (!st.redundant && uni > 0 && common / uni >= 0.8) st.redundant = true;
+      shared[other] = 0;
+    }
+    gram_count.push_back(static_cast<std::uint32_t>(g.size()));
     if (st.redundant) redundant_tokens += st.tokens;
-    grams.push_back(std::move(g));
     cur_text.clear();
   }
 
@@ -320,6 +381,20 @@ struct step_tagger::impl {
         }
         checked = true;
       }
+      if (plain(c)) {
+        // Fast path: a run of plain ASCII (no whitespace, no sentence punctuation) can hold no
+        // possible step start after its first byte, so it is consumed in one go.
+        std::size_t j = pos + 1;
+        while (j < buf.size() && plain(buf[j])) ++j;
+        const std::size_t len = j - pos;
+        attribute(off + len - 1);
+        if (!steps.empty() && cur_text.size() < max_step_text) cur_text.append(buf.data() + pos, len);
+        text_start = after_blank = line_start = sentence_start = sent_punct = false;
+        line_has_content = true;
+        pos = j;
+        checked = false;
+        continue;
+      }
       char32_t cp = 0;
       const auto n = decode(buf, pos, cp);
       if (n == 0) {
@@ -372,6 +447,7 @@ step_tagger::step_tagger(const step_triggers& t, std::size_t max_steps) : impl_(
       if (s.empty()) continue;
       const bool ascii = static_cast<unsigned char>(s[0]) < 0x80;
       impl_->triggers.push_back({s, k, ascii && s.back() != ','});
+      impl_->first_byte[static_cast<unsigned char>(s[0])] = true;
       impl_->lookahead = std::max(impl_->lookahead, s.size() + 2);
     }
   };
@@ -381,6 +457,8 @@ step_tagger::step_tagger(const step_triggers& t, std::size_t max_steps) : impl_(
   add(t.backtrack, step_kind::backtrack);
   std::stable_sort(impl_->triggers.begin(), impl_->triggers.end(),
                    [](const trigger& a, const trigger& b) { return a.text.size() > b.text.size(); });
+  for (std::size_t i = 0; i < impl_->triggers.size(); ++i)
+    impl_->by_first[static_cast<unsigned char>(impl_->triggers[i].text[0])].push_back(static_cast<std::uint16_t>(i));
   impl_->max_steps = max_steps;
 }
 

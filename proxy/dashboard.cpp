@@ -55,7 +55,8 @@ footer{color:var(--dim);font-size:12px;padding:0 20px 16px}
 <section><h2>By route and model (sliding window)</h2>
 <table id="series"><thead><tr><th>route</th><th>model</th><th>req/s</th><th>errors</th><th>active</th><th>TTFT p50</th><th>p95</th><th>p99</th><th>answer p50</th><th>ITL p50</th><th>p99</th><th>e2e p95</th><th>tok/s</th><th>cache hit</th></tr></thead><tbody></tbody></table></section>
 <section><h2>Slowest recent requests</h2>
-<table id="slowest"><thead><tr><th>route</th><th>model</th><th>provider</th><th>status</th><th>outcome</th><th>TTFT</th><th>answer TTFT</th><th>e2e (ms)</th><th>tokens</th><th>cache</th></tr></thead><tbody></tbody></table></section>
+<table id="slowest"><thead><tr><th>route</th><th>model</th><th>provider</th><th>status</th><th>outcome</th><th>TTFT</th><th>answer TTFT</th><th>e2e (ms)</th><th>tokens</th><th>cache</th><th>reasoning steps over time</th></tr></thead><tbody></tbody></table>
+<div class="legend" style="margin-top:6px"><span><i style="background:#4fb3ff"></i>step</span><span><i style="background:#6fdc8c"></i>conclusion</span><span><i style="background:#ffb84f"></i>verification</span><span><i style="background:#ff5f7a"></i>backtrack</span><span><i style="background:#8497a8"></i>other</span><span>hatched: redundant</span></div></section>
 </main>
 <footer>Quantiles from a log-bucketed sketch (relative error ≤ <span id="qerr">2</span> %) over the last <span id="win">60</span> s. Raw metrics: <a href="/metrics" style="color:var(--a)">/metrics</a> · <a href="/api/stats" style="color:var(--a)">/api/stats</a></footer>
 <script>
@@ -83,6 +84,18 @@ function draw(id, series) {
     g.stroke();
   }
 }
+const stepColor = {step: "#4fb3ff", conclusion: "#6fdc8c", verification: "#ffb84f", backtrack: "#ff5f7a", other: "#8497a8"};
+// A request's reasoning steps as coloured spans on its own time axis (0 .. end to end).
+function timeline(r) {
+  const steps = r.steps || [];
+  if (!steps.length || !(r.e2e_ms > 0)) return "";
+  const w = 240, h = 14;
+  const spans = steps.map((s) => {
+    const x = w * s.start_ms / r.e2e_ms, x2 = w * s.end_ms / r.e2e_ms;
+    return `<rect x="${x.toFixed(1)}" y="1" width="${Math.max(1, x2 - x).toFixed(1)}" height="${h - 2}" fill="${stepColor[s.kind] || "#888"}"${s.redundant ? ' fill-opacity="0.45" stroke="#fff" stroke-dasharray="2 2"' : ""}><title>${esc(s.kind)} ${s.start_ms.toFixed(0)}–${s.end_ms.toFixed(0)} ms${s.redundant ? " (redundant)" : ""}</title></rect>`;
+  }).join("");
+  return `<svg class="steps" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}"><rect width="${w}" height="${h}" fill="#0f1419"/>${spans}</svg>`;
+}
 function render(d) {
   const a = d.all;
   $("req-rate").textContent = fmt(a.request_rate, 2);
@@ -105,7 +118,7 @@ function render(d) {
   draw("c-tok", [{color: "--d", values: t.map((x) => x.tokens)}]);
   draw("c-itl", [{color: "--a", values: t.map((x) => x.itl_p50)}, {color: "--c", values: t.map((x) => x.itl_p99)}]);
   $("series").tBodies[0].innerHTML = d.series.map((s) => { const w = s.window; return `<tr><td>${esc(s.route)}</td><td>${esc(s.model)}</td><td>${fmt(w.request_rate, 2)}</td><td class="${w.errors ? "err" : ""}">${w.errors}</td><td>${w.active}</td><td>${fmt(w.ttft_ms.p50)}</td><td>${fmt(w.ttft_ms.p95)}</td><td>${fmt(w.ttft_ms.p99)}</td><td>${fmt(w.ttft_answer_ms.p50)}</td><td>${fmt(w.itl_ms.p50, 1)}</td><td>${fmt(w.itl_ms.p99, 1)}</td><td>${fmt(w.e2e_ms.p95)}</td><td>${fmt(w.tokens_per_s, 0)}</td><td>${pct(w.cache_hit_ratio)}</td></tr>`; }).join("");
-  $("slowest").tBodies[0].innerHTML = d.slowest.map((r) => `<tr><td>${esc(r.route)}</td><td>${esc(r.model)}</td><td>${esc(r.provider)}</td><td class="${r.status >= 400 ? "err" : ""}">${r.status}</td><td class="${r.outcome === "ok" ? "" : "err"}">${esc(r.outcome)}</td><td>${fmt(r.ttft_ms)}</td><td>${fmt(r.ttft_answer_ms)}</td><td>${fmt(r.e2e_ms)}</td><td>${r.output_tokens ?? "–"}</td><td>${esc(r.cache)}</td></tr>`).join("");
+  $("slowest").tBodies[0].innerHTML = d.slowest.map((r) => `<tr><td>${esc(r.route)}</td><td>${esc(r.model)}</td><td>${esc(r.provider)}</td><td class="${r.status >= 400 ? "err" : ""}">${r.status}</td><td class="${r.outcome === "ok" ? "" : "err"}">${esc(r.outcome)}</td><td>${fmt(r.ttft_ms)}</td><td>${fmt(r.ttft_answer_ms)}</td><td>${fmt(r.e2e_ms)}</td><td>${r.output_tokens ?? "–"}</td><td>${esc(r.cache)}</td><td style="text-align:left">${timeline(r)}</td></tr>`).join("");
   $("status").textContent = "live · updated " + new Date().toLocaleTimeString() + " · " + a.requests + " requests in window";
 }
 async function tick() {

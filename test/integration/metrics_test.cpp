@@ -95,6 +95,10 @@ TEST(Metrics, ExactCountsAndSumsFromRealTraffic) {
   EXPECT_EQ(metric_sum(m, "tokentap_active_streams", base), 0);
   EXPECT_EQ(metric_sum(m, "tokentap_time_per_output_token_seconds_count", base), 6);
   EXPECT_GT(metric_sum(m, "tokentap_proxy_overhead_seconds_count", base), 6);
+  // Reasoning steps: every streamed response's reasoning opens at least one step.
+  const double steps = metric_sum(m, "tokentap_reasoning_steps_total", base);
+  EXPECT_GE(steps, 6);
+  EXPECT_EQ(metric_sum(m, "tokentap_reasoning_step_duration_seconds_count", base), steps);
   const auto [rc, out] = promtool_check(text);
   EXPECT_EQ(rc, 0) << "promtool check metrics: " << out;
 }

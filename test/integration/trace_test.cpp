@@ -24,7 +24,8 @@ namespace od = simdjson::ondemand;
 struct record {
   std::string outcome, provider, model, content, reasoning, error_type, path, auth, rebuilt;
   double ttft = -1, ttft_answer = -1, itl_p50 = -1;
-  std::int64_t input = -1, output = -1, reasoning_tokens = -1, events = 0;
+  std::int64_t input = -1, output = -1, reasoning_tokens = -1, events = 0, steps = 0;
+  std::string first_step_kind, steps_channel;
   std::string content_fnv;  // from the recorded response headers
 };
 
@@ -90,6 +91,15 @@ record parse(const std::string& line) {
   auto text = doc["text"];
   if (!text["content"].get_string().get(sv)) r.content = sv;
   if (!text["reasoning"].get_string().get(sv)) r.reasoning = sv;
+  od::array steps;
+  if (!doc["steps"].get_array().get(steps)) {
+    for (auto st : steps) {
+      if (r.steps++ == 0) {
+        if (!st["kind"].get_string().get(sv)) r.first_step_kind = sv;
+        if (!st["channel"].get_string().get(sv)) r.steps_channel = sv;
+      }
+    }
+  }
   od::array events;
   if (!doc["events"].get_array().get(events)) {
     for (auto e : events) {
@@ -162,6 +172,10 @@ TEST(Trace, RecordMatchesWhatTheSimulatorSent) {
   EXPECT_LT(rec.ttft, 215.0);
   EXPECT_NEAR(rec.ttft_answer, 200 + 6 * 15, 12);
   EXPECT_NEAR(rec.itl_p50, 15, 3);
+  // Reasoning steps: the simulator's reasoning opens with a step marker word.
+  EXPECT_GT(rec.steps, 0);
+  EXPECT_EQ(rec.steps_channel, "reasoning");
+  EXPECT_NE(rec.first_step_kind, "");
   // The recorded reads rebuild the response body byte for byte.
   EXPECT_EQ(rec.rebuilt, r.body);
   EXPECT_GT(rec.events, 10);

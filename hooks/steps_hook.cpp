@@ -1,0 +1,54 @@
+#include "hooks/steps_hook.hpp"
+
+namespace tokentap::hooks {
+
+namespace {
+
+class steps_hook final : public hook {
+ public:
+  steps_hook(const parsers::step_triggers& t, std::size_t max_steps)
+      : reasoning_(t, max_steps), content_(t, max_steps) {}
+
+  void on_token(const token_event& e) override {
+    if (e.channel == parsers::channel::reasoning) {
+      reasoning_.feed(e.text, e.t_ns);
+    } else if (e.channel == parsers::channel::content && reasoning_.text_bytes() == 0) {
+      content_.feed(e.text, e.t_ns);  // only needed while the response has shown no reasoning
+    }
+  }
+
+  void on_stream_end(stream_summary& s) override {
+    const bool reasoning = reasoning_.text_bytes() > 0;
+    auto& tagger = reasoning ? reasoning_ : content_;
+    tagger.finish();
+    s.steps = tagger.steps();
+    s.steps_channel = reasoning ? parsers::channel::reasoning : parsers::channel::content;
+    s.redundant_tokens = tagger.redundant_tokens();
+    // Each step lasts until the next one starts (the last one until its last token).
+    s.step_end_ns.resize(s.steps.size());
+    for (std::size_t i = 0; i < s.steps.size(); ++i)
+      s.step_end_ns[i] = i + 1 < s.steps.size() ? s.steps[i + 1].t_ns : s.steps[i].end_ns;
+  }
+
+ private:
+  parsers::step_tagger reasoning_, content_;
+};
+
+}  // namespace
+
+steps_hook_factory::steps_hook_factory(const config::steps_config& cfg) : max_steps_(cfg.max_steps) {
+  triggers_ = cfg.replace_triggers ? parsers::step_triggers{} : parsers::step_triggers::defaults();
+  auto add = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  add(triggers_.step, cfg.step);
+  add(triggers_.conclusion, cfg.conclusion);
+  add(triggers_.verification, cfg.verification);
+  add(triggers_.backtrack, cfg.backtrack);
+}
+
+std::unique_ptr<hook> steps_hook_factory::create() {
+  return std::make_unique<steps_hook>(triggers_, max_steps_);
+}
+
+}  // namespace tokentap::hooks

@@ -1,0 +1,20 @@
+#pragma once
+// The steps hook: tags reasoning steps as tokens arrive (parsers::step_tagger) on the reasoning
+// channel, or on the content when a response has no reasoning, and leaves them in the summary for
+// the metrics and trace hooks that follow it in the chain.
+#include "hooks/hook.hpp"
+#include "parsers/step_tagger.hpp"
+
+namespace tokentap::hooks {
+
+class steps_hook_factory final : public hook_factory {
+ public:
+  explicit steps_hook_factory(const config::steps_config& cfg);
+  std::unique_ptr<hook> create() override;
+
+ private:
+  parsers::step_triggers triggers_;
+  std::size_t max_steps_;
+};
+
+}  // namespace tokentap::hooks
