@@ -2,6 +2,8 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
+
 namespace tokentap::parsers {
 
 namespace od = simdjson::ondemand;
@@ -14,6 +16,86 @@ struct request_inspector::impl {
 };
 
 namespace {
+
+constexpr std::uint64_t fnv_basis = 14695981039346656037ull;
+std::uint64_t fnv(std::string_view s, std::uint64_t h = fnv_basis) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// Roles as static strings (digests outlive the parsed document).
+std::string_view intern_role(std::string_view r) {
+  for (std::string_view k : {"system", "user", "assistant", "tool", "developer", "function", "model"})
+    if (k == r) return k;
+  return "other";
+}
+
+// Collects conversation elements as they are found; finish() orders them (tools, system, then
+// messages, wherever those keys appear in the body) and builds digests and the canonical text.
+struct collector {
+  const inspect_options& opts;
+  request_info& info;
+  std::string text;  // scratch: the current element's canonical text
+  std::vector<std::pair<std::string_view, std::string>> tools, system, messages;
+  bool wanted() const { return opts.digests || opts.canonical; }
+  void add(std::string_view role, std::string_view body) {
+    if (!wanted()) return;
+    auto& to = role == "tools" ? tools : role == "system" ? system : messages;
+    to.emplace_back(role, std::string(body));
+  }
+  void finish() {
+    if (!wanted()) return;
+    std::uint64_t chain = fnv_basis, before = 0;
+    for (auto* list : {&tools, &system, &messages}) {
+      for (const auto& [role, body] : *list) {
+        message_digest d;
+        d.role = role;
+        d.hash = fnv(body, fnv("\x1f", fnv(role)));
+        // The chain folds element hashes: equal prefixes of elements give equal chains.
+        chain = fnv(std::string_view(reinterpret_cast<const char*>(&d.hash), sizeof d.hash), chain);
+        d.chain = chain;
+        d.chars = static_cast<std::uint32_t>(body.size());
+        d.chars_before = before;
+        before += body.size();
+        if (opts.digests) info.digests.push_back(d);
+        if (opts.canonical) {
+          info.canonical.append(role).push_back('\x1f');
+          info.canonical.append(body).push_back('\x1e');
+        }
+      }
+    }
+  }
+};
+
+// Appends the text of a `content` value (a string or an array of parts with "text").
+void collect_text(simdjson::ondemand::value v, std::string& out) {
+  namespace od = simdjson::ondemand;
+  od::json_type t;
+  if (v.type().get(t)) return;
+  std::string_view s;
+  if (t == od::json_type::string) {
+    if (!v.get_string().get(s)) out.append(s);
+    return;
+  }
+  if (t != od::json_type::array) return;
+  od::array parts;
+  if (v.get_array().get(parts)) return;
+  for (auto part : parts) {
+    od::object o;
+    if (part.get_object().get(o)) continue;
+    for (auto field : o) {
+      std::string_view key;
+      if (field.unescaped_key().get(key)) break;
+      if ((key == "text" || key == "content" || key == "thinking") && !field.value().get_string().get(s)) {
+        out.append(s);
+        out.push_back('\n');
+      }
+    }
+  }
+}
 
 // Sum of text bytes in a message `content` (a string or an array of parts with "text").
 std::size_t text_size(od::value v) {
@@ -43,25 +125,46 @@ std::size_t text_size(od::value v) {
 }
 
 // Counts elements of a `messages` / `input` array and their text.
-void read_messages(od::value v, request_info& info) {
+void read_messages(od::value v, request_info& info, collector& c) {
   od::json_type t;
   if (v.type().get(t)) return;
   if (t == od::json_type::string) {  // Responses `input` may be a plain string
     info.messages += 1;
-    info.prompt_chars += text_size(v);
+    std::string_view s;
+    if (!v.get_string().get(s)) {
+      info.prompt_chars += s.size();
+      c.add("user", s);
+    }
     return;
   }
   od::array arr;
   if (v.get_array().get(arr)) return;
+  const bool want = c.opts.digests || c.opts.canonical;
   for (auto item : arr) {
     info.messages += 1;
     od::object msg;
     if (item.get_object().get(msg)) continue;
+    std::string_view role = "other";
+    c.text.clear();
     for (auto field : msg) {
       std::string_view key;
       if (field.unescaped_key().get(key)) break;
-      if (key == "content") info.prompt_chars += text_size(field.value());
+      if (key == "content") {
+        od::value cv;
+        if (field.value().get(cv)) break;
+        if (want) {
+          const auto before = c.text.size();
+          collect_text(cv, c.text);
+          info.prompt_chars += c.text.size() - before;
+        } else {
+          info.prompt_chars += text_size(cv);
+        }
+      } else if (key == "role" && want) {
+        std::string_view r;
+        if (!field.value().get_string().get(r)) role = intern_role(r);
+      }
     }
+    c.add(role, c.text);
   }
 }
 
@@ -78,8 +181,9 @@ request_inspector::~request_inspector() = default;
 request_inspector::request_inspector(request_inspector&&) noexcept = default;
 request_inspector& request_inspector::operator=(request_inspector&&) noexcept = default;
 
-request_info request_inspector::inspect(std::string_view body) {
+request_info request_inspector::inspect(std::string_view body, inspect_options opts) {
   request_info info;
+  collector c{opts, info, {}};
   if (body.empty()) {
     info.error = "empty body";
     return info;
@@ -131,10 +235,16 @@ request_info request_inspector::inspect(std::string_view body) {
       std::int64_t n = 0;
       if (!v.get_int64().get(n)) info.max_tokens = n;
     } else if (key == "messages" || key == "input") {
-      read_messages(v, info);
+      read_messages(v, info, c);
     } else if (key == "system") {
       info.messages += 1;
-      info.prompt_chars += text_size(v);
+      c.text.clear();
+      collect_text(v, c.text);
+      info.prompt_chars += c.text.size();
+      c.add("system", c.text);
+    } else if (key == "tools" && (opts.digests || opts.canonical)) {
+      std::string_view raw;
+      if (!v.raw_json().get(raw)) c.add("tools", raw);
     } else if (key == "prompt") {
       info.prompt_chars += text_size(v);
     } else if (key == "reasoning_effort" || key == "reasoning") {
@@ -149,6 +259,7 @@ request_info request_inspector::inspect(std::string_view body) {
       }
     }
   }
+  c.finish();
   return info;
 }
 

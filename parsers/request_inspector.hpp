@@ -8,8 +8,19 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tokentap::parsers {
+
+/// One conversation element in canonical form: role + text, independent of JSON key order,
+/// whitespace and escaping.  `tools` and `system` count as elements before the messages.
+struct message_digest {
+  std::uint64_t hash = 0;        ///< of this element alone (role + text)
+  std::uint64_t chain = 0;       ///< cumulative: this element and every one before it
+  std::uint32_t chars = 0;       ///< text bytes of this element
+  std::uint64_t chars_before = 0;  ///< text bytes of the elements before it
+  std::string_view role;         ///< "tools", "system", "user", "assistant", "tool", ... (static storage)
+};
 
 /// What the inspector learned from one request body.  Fields the body does not carry keep their
 /// defaults; `error` is set (and the rest is best effort) when the body is not a JSON object.
@@ -22,6 +33,14 @@ struct request_info {
   std::size_t messages = 0;           ///< elements of `messages` (or Responses `input`), plus `system` if any
   std::size_t prompt_chars = 0;       ///< bytes of text in system/messages/prompt/input
   std::string_view error;             ///< empty on success, else a static description
+  std::vector<message_digest> digests;  ///< conversation elements in order (when requested)
+  std::string canonical;              ///< the conversation as one canonical string (when requested)
+};
+
+/// What to compute beyond the basic fields.
+struct inspect_options {
+  bool digests = false;    ///< message_digest per conversation element
+  bool canonical = false;  ///< the canonical conversation text (the simulator's prefix cache)
 };
 
 /// Inspects request bodies.  One instance per session (it reuses its simdjson parser and padding
@@ -34,7 +53,7 @@ class request_inspector {
   request_inspector(request_inspector&&) noexcept;
   request_inspector& operator=(request_inspector&&) noexcept;
 
-  request_info inspect(std::string_view body);
+  request_info inspect(std::string_view body, inspect_options opts = {});
 
  private:
   struct impl;

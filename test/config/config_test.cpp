@@ -136,3 +136,53 @@ TEST(Config, SingleUpstreamFlagReplacesRoutes) {
 
 }  // namespace
 }  // namespace tokentap::config
+
+namespace tokentap::config {
+namespace {
+
+TEST(Config, InterceptionSections) {
+  const auto cfg = parse_config(R"(
+upstreams: {a: {url: http://h}}
+hooks: [timing, steps, trace]
+max_event_bytes: 65536
+trace: {dir: /tmp/t, max_file_bytes: 8192, max_files: 3, queue_records: 10, sample_rate: 0.5, bodies: false}
+timing: {stall_threshold_ms: 250}
+metrics: {max_models: 5, window_s: 30, ttft_buckets: [0.1, 0.5, 1]}
+steps:
+  max_steps: 100
+  triggers: {replace: true, step: [Primero], backtrack: [Espera]}
+)");
+  EXPECT_EQ(cfg.hooks, (std::vector<std::string>{"timing", "steps", "trace"}));
+  EXPECT_EQ(cfg.max_event_bytes, 65536u);
+  EXPECT_EQ(cfg.trace.dir, "/tmp/t");
+  EXPECT_EQ(cfg.trace.max_files, 3u);
+  EXPECT_DOUBLE_EQ(cfg.trace.sample_rate, 0.5);
+  EXPECT_FALSE(cfg.trace.bodies);
+  EXPECT_EQ(cfg.timing.stall_threshold, ms(250));
+  EXPECT_EQ(cfg.metrics.max_models, 5u);
+  EXPECT_EQ(cfg.metrics.window, std::chrono::seconds(30));
+  EXPECT_EQ(cfg.metrics.ttft_buckets, (std::vector<double>{0.1, 0.5, 1}));
+  EXPECT_TRUE(cfg.steps.replace_triggers);
+  EXPECT_EQ(cfg.steps.step, (std::vector<std::string>{"Primero"}));
+  EXPECT_EQ(cfg.steps.backtrack, (std::vector<std::string>{"Espera"}));
+  EXPECT_EQ(cfg.steps.max_steps, 100u);
+}
+
+TEST(Config, InterceptionSectionErrors) {
+  for (const auto& [yaml, fragment] : std::vector<std::pair<std::string, std::string>>{
+           {"metrics: {ttft_buckets: [1, 0.5]}", "strictly increasing"},
+           {"trace: {sample_rate: 2}", "sample_rate"},
+           {"steps: {triggers: {step: Primero}}", "must be a list"},
+           {"steps: {triggerz: {}}", "unknown key 'triggerz'"},
+           {"metrics: {window_s: 0}", "window_s"}}) {
+    try {
+      parse_config("upstreams: {a: {url: http://h}}\n" + yaml + "\n");
+      ADD_FAILURE() << "accepted: " << yaml;
+    } catch (const config_error& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tokentap::config
