@@ -83,6 +83,7 @@ void collect_text(simdjson::ondemand::value v, std::string& out) {
   if (t != od::json_type::array) return;
   od::array parts;
   if (v.get_array().get(parts)) return;
+  bool first = true;
   for (auto part : parts) {
     od::object o;
     if (part.get_object().get(o)) continue;
@@ -90,10 +91,56 @@ void collect_text(simdjson::ondemand::value v, std::string& out) {
       std::string_view key;
       if (field.unescaped_key().get(key)) break;
       if ((key == "text" || key == "content" || key == "thinking") && !field.value().get_string().get(s)) {
+        if (!first) out.push_back('\n');  // parts are joined by a newline
         out.append(s);
-        out.push_back('\n');
+        first = false;
       }
     }
+  }
+}
+
+// A whitespace-free rendering of a JSON value with strings unescaped (tool definitions).
+void canonical_json(simdjson::ondemand::value v, std::string& out, int depth) {
+  namespace od = simdjson::ondemand;
+  od::json_type t;
+  if (depth > 32 || v.type().get(t)) return;
+  switch (t) {
+    case od::json_type::object: {
+      od::object o;
+      if (v.get_object().get(o)) return;
+      out.push_back('{');
+      for (auto field : o) {
+        std::string_view key;
+        od::value fv;
+        if (field.unescaped_key().get(key) || field.value().get(fv)) return;
+        out.append(key).push_back(':');
+        canonical_json(fv, out, depth + 1);
+        out.push_back(',');
+      }
+      out.push_back('}');
+      return;
+    }
+    case od::json_type::array: {
+      od::array a;
+      if (v.get_array().get(a)) return;
+      out.push_back('[');
+      for (auto item : a) {
+        od::value iv;
+        if (item.get(iv)) return;
+        canonical_json(iv, out, depth + 1);
+        out.push_back(',');
+      }
+      out.push_back(']');
+      return;
+    }
+    case od::json_type::string: {
+      std::string_view s;
+      if (!v.get_string().get(s)) out.append(s);
+      return;
+    }
+    default:
+      out.append(v.raw_json_token());
+      return;
   }
 }
 
@@ -243,8 +290,9 @@ request_info request_inspector::inspect(std::string_view body, inspect_options o
       info.prompt_chars += c.text.size();
       c.add("system", c.text);
     } else if (key == "tools" && (opts.digests || opts.canonical)) {
-      std::string_view raw;
-      if (!v.raw_json().get(raw)) c.add("tools", raw);
+      c.text.clear();
+      canonical_json(v, c.text, 0);
+      c.add("tools", c.text);
     } else if (key == "prompt") {
       info.prompt_chars += text_size(v);
     } else if (key == "reasoning_effort" || key == "reasoning") {

@@ -56,3 +56,44 @@ TEST(RequestInspector, BadInputIsReportedNotThrown) {
 
 }  // namespace
 }  // namespace tokentap::parsers
+
+namespace tokentap::parsers {
+namespace {
+
+std::vector<message_digest> digests(std::string_view body) {
+  request_inspector in;
+  return in.inspect(body, {.digests = true}).digests;
+}
+
+TEST(RequestInspectorDigests, CanonicalFormIgnoresKeyOrderWhitespaceAndEscapes) {
+  const auto a = digests(R"({"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi \u00e9"}]})");
+  const auto b = digests("{ \"messages\" : [ {\"content\":\"Be brief.\", \"role\":\"system\"},\n {\"content\":[{\"type\":\"text\",\"text\":\"Hi \xC3\xA9\"}],\"role\":\"user\"} ], \"model\":\"m\" }");
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(a[0].hash, b[0].hash);
+  EXPECT_EQ(a[1].chain, b[1].chain);
+  EXPECT_EQ(a[1].role, "user");
+  EXPECT_EQ(a[1].chars_before, 9u);
+}
+
+TEST(RequestInspectorDigests, ChainsShareExactlyTheCommonPrefix) {
+  const auto turn1 = digests(R"({"messages":[{"role":"user","content":"q1"},{"role":"assistant","content":"a1"}]})");
+  const auto turn2 = digests(R"({"messages":[{"role":"user","content":"q1"},{"role":"assistant","content":"a1"},{"role":"user","content":"q2"}]})");
+  const auto edited = digests(R"({"messages":[{"role":"user","content":"q1"},{"role":"assistant","content":"A1"},{"role":"user","content":"q2"}]})");
+  EXPECT_EQ(turn2[1].chain, turn1[1].chain);
+  EXPECT_NE(edited[1].chain, turn1[1].chain);
+  EXPECT_EQ(edited[0].chain, turn1[0].chain);
+  EXPECT_NE(edited[2].chain, turn2[2].chain);  // everything after a change differs
+}
+
+TEST(RequestInspectorDigests, AnthropicSystemAndToolsComeFirstWherever) {
+  const auto a = digests(R"({"messages":[{"role":"user","content":"x"}],"system":"S","tools":[{"name":"t","input_schema":{"type":"object"}}]})");
+  const auto b = digests(R"({"tools":[{"name":"t","input_schema":{"type":"object"}}],"system":[{"type":"text","text":"S"}],"messages":[{"role":"user","content":"x"}]})");
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[0].role, "tools");
+  EXPECT_EQ(a[1].role, "system");
+  EXPECT_EQ(a[2].chain, b[2].chain);
+}
+
+}  // namespace
+}  // namespace tokentap::parsers
