@@ -70,6 +70,11 @@ constexpr const char* sim_help = R"(usage: tokentap sim [flags]
   --reset-after N          reset the connection after N tokens
   --stall-after N          stall after N tokens for --stall-ms (0 = until the client leaves)
   --stall-ms N
+  --prefill-us-per-token N TTFT grows by N µs per prompt token not served from the cache
+  --cache-capacity N       prefix cache size in blocks of 16 tokens (default 0: no cache)
+  --cache-ttl-s N          cached blocks expire after N s (default 300)
+  --evict-rate P           probability that a request finds its prefix evicted (default 0)
+  --context-window N       tokens; longer conversations lose their oldest messages (default 0: none)
   --tls-cert FILE --tls-key FILE   serve HTTPS
   --log-level LEVEL
 
@@ -227,7 +232,7 @@ sim::server_options sim_options(const flags& f) {
   // Every x-sim-* header has the same-named flag; apply_header validates both.
   for (const char* name : {"ttft-ms", "itl-ms", "itl-jitter-ms", "itl-dist", "tokens",
                            "reasoning-tokens", "reasoning-field", "seed", "error-after",
-                           "reset-after", "stall-after", "stall-ms"}) {
+                           "reset-after", "stall-after", "stall-ms", "prefill-us-per-token"}) {
     if (auto v = f.get(name)) {
       if (auto err = sim::apply_header(o.defaults, name, *v))
         throw usage_error{"--" + std::string(name) + ": invalid value '" + *v + "'"};
@@ -236,6 +241,10 @@ sim::server_options sim_options(const flags& f) {
   if (auto v = f.get("fault-status")) {
     if (sim::apply_header(o.defaults, "status", *v)) throw usage_error{"--fault-status: invalid value"};
   }
+  o.cache.capacity_blocks = static_cast<std::size_t>(f.number("cache-capacity", 0, 0, 1e9));
+  o.cache.ttl = std::chrono::milliseconds(static_cast<long>(f.number("cache-ttl-s", 300, 0, 1e7) * 1000));
+  o.cache.evict_rate = f.number("evict-rate", 0, 0, 1);
+  o.context_window = static_cast<std::size_t>(f.number("context-window", 0, 0, 1e9));
   o.tls_cert = f.get("tls-cert").value_or("");
   o.tls_key = f.get("tls-key").value_or("");
   if (o.tls_cert.empty() != o.tls_key.empty()) throw usage_error{"--tls-cert and --tls-key go together"};
@@ -248,7 +257,8 @@ int cmd_sim(const std::vector<std::string>& args) {
                         {"listen", "threads", "ttft-ms", "itl-ms", "itl-jitter-ms", "itl-dist",
                          "tokens", "reasoning-tokens", "reasoning-field", "seed", "fault-status",
                          "error-after", "reset-after", "stall-after", "stall-ms", "tls-cert",
-                         "tls-key", "log-level"},
+                         "tls-key", "log-level", "prefill-us-per-token", "cache-capacity",
+                         "cache-ttl-s", "evict-rate", "context-window"},
                         {});
   apply_log_level(f, "info");
   sim::server server(sim_options(f));

@@ -113,7 +113,8 @@ std::string openai_usage_json(const plan& pl) {
   return "{\"prompt_tokens\":" + std::to_string(pl.prompt_tokens) +
          ",\"completion_tokens\":" + std::to_string(pl.completion_tokens) +
          ",\"total_tokens\":" + std::to_string(pl.prompt_tokens + pl.completion_tokens) +
-         ",\"prompt_tokens_details\":{\"cached_tokens\":0},\"completion_tokens_details\":"
+         ",\"prompt_tokens_details\":{\"cached_tokens\":" + std::to_string(pl.cached_tokens) +
+         "},\"completion_tokens_details\":"
          "{\"reasoning_tokens\":" +
          std::to_string(pl.reasoning_tokens) + "}}";
 }
@@ -123,9 +124,10 @@ std::string anthropic_event(std::string_view type, const std::string& data) {
 }
 
 std::string anthropic_usage_json(const plan& pl, int output_tokens) {
-  return "{\"input_tokens\":" + std::to_string(pl.prompt_tokens) +
-         ",\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0,\"output_tokens\":" +
-         std::to_string(output_tokens) + "}";
+  // Anthropic's input_tokens excludes the cache reads.
+  return "{\"input_tokens\":" + std::to_string(pl.prompt_tokens - pl.cached_tokens) +
+         ",\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":" +
+         std::to_string(pl.cached_tokens) + ",\"output_tokens\":" + std::to_string(output_tokens) + "}";
 }
 
 void build_openai_stream(const params& p, const request_shape& shape, const ids& id,
@@ -299,6 +301,7 @@ std::optional<std::string> apply_header(params& p, std::string_view name, std::s
   if (name == "reset-after") return num(p.reset_after);
   if (name == "stall-after") return num(p.stall_after);
   if (name == "stall-ms") return num(p.stall_ms);
+  if (name == "prefill-us-per-token") return num(p.prefill_us_per_token);
   if (name == "hang") {
     p.hang = value == "1" || value == "true";
     return std::nullopt;
@@ -331,13 +334,18 @@ plan make_plan(const params& p, const request_shape& shape) {
   const auto answer = make_answer(rng, n_answer);
   for (const auto& t : reasoning) pl.reasoning_text += t;
   for (const auto& t : answer) pl.content_text += t;
-  pl.prompt_tokens = static_cast<int>((shape.prompt_chars + 3) / 4 + 4 * shape.messages);
+  pl.prompt_tokens = shape.prompt_tokens > 0
+                         ? static_cast<int>(shape.prompt_tokens)
+                         : static_cast<int>((shape.prompt_chars + 3) / 4 + 4 * shape.messages);
+  pl.cached_tokens = std::min(pl.prompt_tokens, static_cast<int>(shape.cached_tokens));
   pl.reasoning_tokens = n_reason;
   pl.completion_tokens = n_reason + n_answer;
 
   std::vector<double> token_at;
   token_at.reserve(reasoning.size() + answer.size());
-  double t = p.ttft_ms;
+  // Prefill work is proportional to the prompt tokens not served from the cache.
+  const double ttft = p.ttft_ms + p.prefill_us_per_token * (pl.prompt_tokens - pl.cached_tokens) / 1000.0;
+  double t = ttft;
   for (std::size_t i = 0; i < reasoning.size() + answer.size(); ++i) {
     if (i > 0) t += next_gap(p, rng);
     token_at.push_back(t);
@@ -347,7 +355,7 @@ plan make_plan(const params& p, const request_shape& shape) {
   id.id = (shape.kind == api::openai_chat ? "chatcmpl-sim" : "msg_sim") +
           std::to_string((p.seed ^ shape.body_hash) % 1000000007ull);
   if (!shape.stream) {
-    pl.body_at_ms = token_at.empty() ? p.ttft_ms : token_at.back();
+    pl.body_at_ms = token_at.empty() ? ttft : token_at.back();
     pl.body = shape.kind == api::openai_chat ? openai_body(shape, id, p, pl)
                                              : anthropic_body(shape, id, pl);
     return pl;

@@ -34,6 +34,9 @@ struct params {
   int stall_after = -1;          ///< after N token events pause for stall_ms (0 = until the client leaves)
   double stall_ms = 0;
   bool hang = false;             ///< read the request, never answer (header timeout tests)
+
+  // Prefill: TTFT grows with the prompt tokens the cache did not cover.
+  double prefill_us_per_token = 0;
 };
 
 /// Applies one `x-sim-NAME: value` override (NAME without the prefix).  Returns an error message
@@ -50,6 +53,8 @@ struct request_shape {
   std::size_t prompt_chars = 0;
   std::size_t messages = 0;
   std::uint64_t body_hash = 0;   ///< mixes the request into the seed
+  std::size_t prompt_tokens = 0; ///< when > 0, overrides the estimate from prompt_chars
+  std::size_t cached_tokens = 0; ///< prompt tokens served from the prefix cache
 };
 
 /// One wire event: `bytes` to send `at_ms` after the request was read.
@@ -65,7 +70,7 @@ struct plan {
   std::string body;                ///< non-streaming: the JSON body, sent at `body_at_ms`
   double body_at_ms = 0;
   std::string reasoning_text, content_text;
-  int prompt_tokens = 0, completion_tokens = 0, reasoning_tokens = 0;
+  int prompt_tokens = 0, completion_tokens = 0, reasoning_tokens = 0, cached_tokens = 0;
   bool truncated = false;          ///< max_tokens cut the answer (finish_reason "length")
   enum class end { normal, error_event, reset, stall } ending = end::normal;
   std::size_t fault_index = 0;     ///< events[fault_index] is the first one after the fault point

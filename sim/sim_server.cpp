@@ -18,8 +18,36 @@ namespace tokentap::sim {
 namespace http = beast::http;
 
 struct server::impl {
+  explicit impl(const server_options& o) : cache(o.cache) {}
   std::shared_ptr<net::ssl::context> tls;
+  prefix_cache cache;
 };
+
+namespace {
+
+// The canonical conversation (elements end with \x1e) with its oldest messages dropped until it
+// fits the context window; leading tools/system elements stay.  This is the sliding window of a
+// serving stack that truncates, and it changes the prompt's head (so the cache misses).
+std::string slide_window(const std::string& canonical, std::size_t window_tokens) {
+  const std::size_t max_bytes = window_tokens * prefix_cache::bytes_per_token;
+  if (window_tokens == 0 || canonical.size() <= max_bytes) return canonical;
+  std::string_view rest(canonical);
+  std::string head;
+  while (rest.starts_with("tools\x1f") || rest.starts_with("system\x1f")) {
+    const auto end = rest.find('\x1e');
+    if (end == std::string_view::npos) break;
+    head.append(rest.substr(0, end + 1));
+    rest.remove_prefix(end + 1);
+  }
+  while (head.size() + rest.size() > max_bytes) {
+    const auto end = rest.find('\x1e');
+    if (end == std::string_view::npos || end + 1 == rest.size()) break;  // keep the newest message
+    rest.remove_prefix(end + 1);
+  }
+  return head + std::string(rest);
+}
+
+}  // namespace
 
 namespace {
 
@@ -40,8 +68,9 @@ class sim_session final : public session_base,
  public:
   template <class... Args>
   sim_session(worker& w, const server_options& opts, std::shared_ptr<server_stats> stats,
-              Args&&... args)
-      : session_base(w), opts_(opts), stats_(std::move(stats)), stream_(std::forward<Args>(args)...) {
+              prefix_cache& cache, Args&&... args)
+      : session_base(w), opts_(opts), stats_(std::move(stats)), cache_(cache),
+        stream_(std::forward<Args>(args)...) {
     stats_->connections.fetch_add(1);
     stats_->open_connections.fetch_add(1);
   }
@@ -144,7 +173,8 @@ class sim_session final : public session_base,
         }
       }
     }
-    const auto info = inspector_.inspect(req.body());
+    const bool track = cache_.enabled() || opts_.context_window > 0;
+    const auto info = inspector_.inspect(req.body(), {.digests = false, .canonical = track});
     if (!info.error.empty()) {
       co_return co_await send_simple(
           req, 400,
@@ -161,6 +191,13 @@ class sim_session final : public session_base,
     shape.messages = info.messages;
     shape.body_hash = fnv1a(req.body());
     const auto start = clock::now();
+    if (track) {
+      // What the engine actually sees: the conversation, slid into the context window; then the
+      // prefix cache serves its longest cached run of blocks.
+      const std::string prompt = slide_window(info.canonical, opts_.context_window);
+      shape.prompt_tokens = (prompt.size() + prefix_cache::bytes_per_token - 1) / prefix_cache::bytes_per_token;
+      shape.cached_tokens = cache_.lookup_and_insert(prompt, start);
+    }
 
     if (p.hang) {
       // Never answer; wait until the client (the proxy) gives up and closes.
@@ -326,6 +363,7 @@ class sim_session final : public session_base,
 
   const server_options& opts_;
   std::shared_ptr<server_stats> stats_;
+  prefix_cache& cache_;
   Stream stream_;
   parsers::request_inspector inspector_;
   net::steady_timer* timer_ = nullptr;
@@ -344,7 +382,7 @@ void spawn(worker& w, Args&&... args) {
 server::server(server_options opts)
     : opts_(std::move(opts)),
       stats_(std::make_shared<server_stats>()),
-      impl_(std::make_unique<impl>()),
+      impl_(std::make_unique<impl>(opts_)),
       runtime_(opts_.threads) {
   if (!opts_.tls_cert.empty() || !opts_.tls_key.empty())
     impl_->tls = tls::make_server_context(opts_.tls_cert, opts_.tls_key);
@@ -360,10 +398,10 @@ void server::start() {
     error_code ignored;
     s.set_option(tcp::no_delay(true), ignored);
     if (impl_->tls) {
-      spawn<sim_session<beast::ssl_stream<beast::tcp_stream>>>(w, opts_, stats_, std::move(s),
-                                                               *impl_->tls);
+      spawn<sim_session<beast::ssl_stream<beast::tcp_stream>>>(w, opts_, stats_, impl_->cache,
+                                                               std::move(s), *impl_->tls);
     } else {
-      spawn<sim_session<beast::tcp_stream>>(w, opts_, stats_, std::move(s));
+      spawn<sim_session<beast::tcp_stream>>(w, opts_, stats_, impl_->cache, std::move(s));
     }
   });
   runtime_.start();

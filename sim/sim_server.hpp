@@ -12,6 +12,7 @@
 
 #include "proxy/server_runtime.hpp"
 #include "sim/generator.hpp"
+#include "sim/prefix_cache.hpp"
 
 namespace tokentap::sim {
 
@@ -21,6 +22,8 @@ struct server_options {
   unsigned threads = 1;
   params defaults;
   std::string tls_cert, tls_key;  ///< both set: serve HTTPS
+  prefix_cache_options cache;      ///< capacity 0 = no prefix cache (cached_tokens always 0)
+  std::size_t context_window = 0;  ///< tokens; longer conversations lose their oldest messages
 };
 
 /// Live counters, readable from any thread (tests use them to observe the upstream side).
