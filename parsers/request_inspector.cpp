@@ -35,55 +35,82 @@ std::string_view intern_role(std::string_view r) {
 
 // Collects conversation elements as they are found; finish() orders them (tools, system, then
 // messages, wherever those keys appear in the body) and builds digests and the canonical text.
+// Element texts are hashed as they are read: the body is copied once (into the parser's padded
+// buffer), and element texts only when the canonical text is asked for.
 struct collector {
+  struct element {
+    std::string_view role;
+    std::uint64_t hash;
+    std::uint32_t chars;
+    std::string text;  // only with opts.canonical
+  };
   const inspect_options& opts;
   request_info& info;
-  std::string text;  // scratch: the current element's canonical text
-  std::vector<std::pair<std::string_view, std::string>> tools, system, messages;
+  std::vector<element> tools, system, messages;
+  // The element being read.
+  std::uint64_t h = fnv_basis;
+  std::size_t n = 0;
+  std::string text;
+  bool first_part = true;
+
   bool wanted() const { return opts.digests || opts.canonical; }
-  void add(std::string_view role, std::string_view body) {
+  void begin() {
+    h = fnv_basis;
+    n = 0;
+    text.clear();
+    first_part = true;
+  }
+  void append(std::string_view s) {
+    h = fnv(s, h);
+    n += s.size();
+    if (opts.canonical) text.append(s);
+  }
+  void add(std::string_view role) {
     if (!wanted()) return;
     auto& to = role == "tools" ? tools : role == "system" ? system : messages;
-    to.emplace_back(role, std::string(body));
+    element e{role, 0, static_cast<std::uint32_t>(n), opts.canonical ? text : std::string()};
+    // hash of role and text, without materializing "role \x1f text"
+    e.hash = fnv(std::string_view(reinterpret_cast<const char*>(&h), sizeof h), fnv("\x1f", fnv(role)));
+    to.push_back(std::move(e));
   }
   void finish() {
     if (!wanted()) return;
     std::uint64_t chain = fnv_basis, before = 0;
     for (auto* list : {&tools, &system, &messages}) {
-      for (const auto& [role, body] : *list) {
+      for (const auto& e : *list) {
         message_digest d;
-        d.role = role;
-        d.hash = fnv(body, fnv("\x1f", fnv(role)));
+        d.role = e.role;
+        d.hash = e.hash;
         // The chain folds element hashes: equal prefixes of elements give equal chains.
         chain = fnv(std::string_view(reinterpret_cast<const char*>(&d.hash), sizeof d.hash), chain);
         d.chain = chain;
-        d.chars = static_cast<std::uint32_t>(body.size());
+        d.chars = e.chars;
         d.chars_before = before;
-        before += body.size();
+        before += e.chars;
         if (opts.digests) info.digests.push_back(d);
         if (opts.canonical) {
-          info.canonical.append(role).push_back('\x1f');
-          info.canonical.append(body).push_back('\x1e');
+          info.canonical.append(e.role).push_back('\x1f');
+          info.canonical.append(e.text).push_back('\x1e');
         }
       }
     }
   }
 };
 
-// Appends the text of a `content` value (a string or an array of parts with "text").
-void collect_text(simdjson::ondemand::value v, std::string& out) {
+// Feeds the text of a `content` value (a string, or an array of parts with "text", joined by a
+// newline) to the collector.
+void collect_text(simdjson::ondemand::value v, collector& c) {
   namespace od = simdjson::ondemand;
   od::json_type t;
   if (v.type().get(t)) return;
   std::string_view s;
   if (t == od::json_type::string) {
-    if (!v.get_string().get(s)) out.append(s);
+    if (!v.get_string().get(s)) c.append(s);
     return;
   }
   if (t != od::json_type::array) return;
   od::array parts;
   if (v.get_array().get(parts)) return;
-  bool first = true;
   for (auto part : parts) {
     od::object o;
     if (part.get_object().get(o)) continue;
@@ -91,16 +118,16 @@ void collect_text(simdjson::ondemand::value v, std::string& out) {
       std::string_view key;
       if (field.unescaped_key().get(key)) break;
       if ((key == "text" || key == "content" || key == "thinking") && !field.value().get_string().get(s)) {
-        if (!first) out.push_back('\n');  // parts are joined by a newline
-        out.append(s);
-        first = false;
+        if (!c.first_part) c.append("\n");
+        c.append(s);
+        c.first_part = false;
       }
     }
   }
 }
 
 // A whitespace-free rendering of a JSON value with strings unescaped (tool definitions).
-void canonical_json(simdjson::ondemand::value v, std::string& out, int depth) {
+void canonical_json(simdjson::ondemand::value v, collector& out, int depth) {
   namespace od = simdjson::ondemand;
   od::json_type t;
   if (depth > 32 || v.type().get(t)) return;
@@ -108,29 +135,30 @@ void canonical_json(simdjson::ondemand::value v, std::string& out, int depth) {
     case od::json_type::object: {
       od::object o;
       if (v.get_object().get(o)) return;
-      out.push_back('{');
+      out.append("{");
       for (auto field : o) {
         std::string_view key;
         od::value fv;
         if (field.unescaped_key().get(key) || field.value().get(fv)) return;
-        out.append(key).push_back(':');
+        out.append(key);
+        out.append(":");
         canonical_json(fv, out, depth + 1);
-        out.push_back(',');
+        out.append(",");
       }
-      out.push_back('}');
+      out.append("}");
       return;
     }
     case od::json_type::array: {
       od::array a;
       if (v.get_array().get(a)) return;
-      out.push_back('[');
+      out.append("[");
       for (auto item : a) {
         od::value iv;
         if (item.get(iv)) return;
         canonical_json(iv, out, depth + 1);
-        out.push_back(',');
+        out.append(",");
       }
-      out.push_back(']');
+      out.append("]");
       return;
     }
     case od::json_type::string: {
@@ -180,7 +208,9 @@ void read_messages(od::value v, request_info& info, collector& c) {
     std::string_view s;
     if (!v.get_string().get(s)) {
       info.prompt_chars += s.size();
-      c.add("user", s);
+      c.begin();
+      c.append(s);
+      c.add("user");
     }
     return;
   }
@@ -192,7 +222,7 @@ void read_messages(od::value v, request_info& info, collector& c) {
     od::object msg;
     if (item.get_object().get(msg)) continue;
     std::string_view role = "other";
-    c.text.clear();
+    c.begin();
     for (auto field : msg) {
       std::string_view key;
       if (field.unescaped_key().get(key)) break;
@@ -200,9 +230,9 @@ void read_messages(od::value v, request_info& info, collector& c) {
         od::value cv;
         if (field.value().get(cv)) break;
         if (want) {
-          const auto before = c.text.size();
-          collect_text(cv, c.text);
-          info.prompt_chars += c.text.size() - before;
+          const auto before = c.n;
+          collect_text(cv, c);
+          info.prompt_chars += c.n - before;
         } else {
           info.prompt_chars += text_size(cv);
         }
@@ -211,7 +241,7 @@ void read_messages(od::value v, request_info& info, collector& c) {
         if (!field.value().get_string().get(r)) role = intern_role(r);
       }
     }
-    c.add(role, c.text);
+    c.add(role);
   }
 }
 
@@ -230,7 +260,7 @@ request_inspector& request_inspector::operator=(request_inspector&&) noexcept = 
 
 request_info request_inspector::inspect(std::string_view body, inspect_options opts) {
   request_info info;
-  collector c{opts, info, {}};
+  collector c{opts, info, {}, {}, {}};
   if (body.empty()) {
     info.error = "empty body";
     return info;
@@ -285,14 +315,14 @@ request_info request_inspector::inspect(std::string_view body, inspect_options o
       read_messages(v, info, c);
     } else if (key == "system") {
       info.messages += 1;
-      c.text.clear();
-      collect_text(v, c.text);
-      info.prompt_chars += c.text.size();
-      c.add("system", c.text);
+      c.begin();
+      collect_text(v, c);
+      info.prompt_chars += c.n;
+      c.add("system");
     } else if (key == "tools" && (opts.digests || opts.canonical)) {
-      c.text.clear();
-      canonical_json(v, c.text, 0);
-      c.add("tools", c.text);
+      c.begin();
+      canonical_json(v, c, 0);
+      c.add("tools");
     } else if (key == "prompt") {
       info.prompt_chars += text_size(v);
     } else if (key == "reasoning_effort" || key == "reasoning") {
