@@ -104,7 +104,7 @@ config from_yaml(const YAML::Node& root) {
   check_keys(root,
              {"listen", "admin", "threads", "upstreams", "routes", "timeouts", "limits",
               "accept_encoding", "log", "hooks", "trace", "timing", "metrics", "steps",
-              "max_event_bytes"},
+              "cache", "max_event_bytes"},
              "the top level");
   if (root["listen"]) cfg.listen = address(root["listen"], "listen");
   if (root["admin"]) cfg.admin = address(root["admin"], "admin");
@@ -189,6 +189,27 @@ config from_yaml(const YAML::Node& root) {
       list("conclusion", cfg.steps.conclusion);
       list("verification", cfg.steps.verification);
       list("backtrack", cfg.steps.backtrack);
+    }
+  }
+  if (const auto& c = root["cache"]) {
+    check_keys(c, {"max_prefixes", "max_conversations", "ttl_s", "min_prefix_tokens", "prefill_factor",
+                   "prefill_min_samples", "repeated_miss_count", "repeated_miss_window_s",
+                   "truncation_fraction", "context_windows"}, "cache");
+    auto& cc = cfg.cache;
+    if (c["max_prefixes"]) cc.max_prefixes = non_negative(c["max_prefixes"], "max_prefixes");
+    if (c["max_conversations"]) cc.max_conversations = non_negative(c["max_conversations"], "max_conversations");
+    if (c["ttl_s"]) cc.ttl = std::chrono::seconds(non_negative(c["ttl_s"], "ttl_s"));
+    if (c["min_prefix_tokens"]) cc.min_prefix_tokens = non_negative(c["min_prefix_tokens"], "min_prefix_tokens");
+    if (c["prefill_factor"]) cc.prefill_factor = scalar<double>(c["prefill_factor"], "prefill_factor");
+    if (c["prefill_min_samples"]) cc.prefill_min_samples = non_negative(c["prefill_min_samples"], "prefill_min_samples");
+    if (c["repeated_miss_count"]) cc.repeated_miss_count = non_negative(c["repeated_miss_count"], "repeated_miss_count");
+    if (c["repeated_miss_window_s"])
+      cc.repeated_miss_window = std::chrono::seconds(non_negative(c["repeated_miss_window_s"], "repeated_miss_window_s"));
+    if (c["truncation_fraction"]) cc.truncation_fraction = scalar<double>(c["truncation_fraction"], "truncation_fraction");
+    if (const auto& w = c["context_windows"]) {
+      if (!w.IsMap()) fail(w, "cache.context_windows must map model -> tokens");
+      for (const auto& kv : w)
+        cc.context_windows.emplace_back(kv.first.as<std::string>(), non_negative(kv.second, "context_windows"));
     }
   }
   if (const auto& t = root["timing"]) {

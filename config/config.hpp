@@ -80,6 +80,20 @@ struct steps_config {
   std::size_t max_steps = 4096;   ///< per response
 };
 
+/// Prompt-cache analysis (the cache hook).
+struct cache_config {
+  std::size_t max_prefixes = 100000;      ///< remembered conversation prefixes (LRU)
+  std::size_t max_conversations = 10000;  ///< remembered conversations (LRU)
+  std::chrono::seconds ttl{300};          ///< a provider's prefix cache lifetime
+  std::size_t min_prefix_tokens = 1024;   ///< smaller reusable prefixes raise no miss events
+  double prefill_factor = 3;              ///< prefill_anomaly: k x the rolling median
+  std::size_t prefill_min_samples = 20;
+  std::size_t repeated_miss_count = 3;    ///< repeated_miss: this many misses of one prefix ...
+  std::chrono::seconds repeated_miss_window{600};  ///< ... within this window
+  double truncation_fraction = 0.9;       ///< of the model's context window
+  std::vector<std::pair<std::string, std::size_t>> context_windows;  ///< model -> tokens
+};
+
 struct timing_config {
   ms stall_threshold{1000};  ///< a gap between tokens longer than this is a stall
 };
@@ -96,12 +110,13 @@ struct config {
   std::string log_level = "info";
   bool access_log = true;
   /// Hooks run on every intercepted stream, in this order (names from the hook registry).
-  std::vector<std::string> hooks{"timing", "steps", "metrics", "trace"};
+  std::vector<std::string> hooks{"timing", "steps", "cache", "metrics", "trace"};
   std::size_t max_event_bytes = 1u << 20;  ///< SSE event / NDJSON line cap for the decoders
   trace_config trace;
   timing_config timing;
   metrics_config metrics;
   steps_config steps;
+  cache_config cache;
 };
 
 /// Reads a YAML file.  Unknown keys are errors, so typos do not pass silently.  With `check`,

@@ -73,6 +73,8 @@ struct stream_summary {
   std::vector<mono_ns> step_end_ns;  ///< when each step ended (the next one's start)
   parsers::channel steps_channel = parsers::channel::reasoning;
   std::uint64_t redundant_tokens = 0;
+  /// Filled by the cache hook: event names and their evidence (a JSON object each).
+  std::vector<std::pair<std::string, std::string>> cache_events;
 };
 
 class hook {

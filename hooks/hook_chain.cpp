@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "config/log.hpp"
+#include "hooks/cache_hook.hpp"
 #include "hooks/metrics.hpp"
 #include "hooks/steps_hook.hpp"
 #include "hooks/timing_hook.hpp"
@@ -173,6 +174,9 @@ hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics) {
   r.add("metrics", [metrics](const config::config&) -> std::shared_ptr<hook_factory> {
     if (!metrics) return nullptr;
     return std::make_shared<metrics_hook_factory>(metrics);
+  });
+  r.add("cache", [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
+    return std::make_shared<cache_hook_factory>(cfg);
   });
   r.add("steps", [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
     return std::make_shared<steps_hook_factory>(cfg.steps);

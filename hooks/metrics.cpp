@@ -182,7 +182,7 @@ struct metrics_registry::series {
   Histogram* tpot;
   Histogram* overhead;
   std::array<Counter*, 5> tokens;
-  std::array<Counter*, 4> cache_events;  // hit, partial, miss, write
+  std::map<std::string, Counter*> cache_event_counters;  // by event; guarded by mu_
   Counter* stalls;
   std::array<Counter*, 6> upstream_errors;
   std::array<Counter*, 3> parse_errors;
@@ -253,8 +253,6 @@ metrics_registry::series& metrics_registry::resolve(std::string_view route, std:
   s->tpot = &f.tpot.Add(s->labels, buckets_.itl);
   s->overhead = &f.overhead.Add(s->labels, buckets_.itl);
   for (std::size_t i = 0; i < 5; ++i) s->tokens[i] = &f.tokens.Add(with("type", token_types[i]));
-  const std::array<const char*, 4> cache_events = {"hit", "partial", "miss", "write"};
-  for (std::size_t i = 0; i < 4; ++i) s->cache_events[i] = &f.cache_events.Add(with("event", cache_events[i]));
   s->stalls = &f.stalls.Add(s->labels);
   for (std::size_t i = 0; i < 6; ++i) s->upstream_errors[i] = &f.upstream_errors.Add(with("reason", error_reasons[i]));
   for (std::size_t i = 0; i < 3; ++i) s->parse_errors[i] = &f.parse_errors.Add(with("stage", stage_names[i]));
@@ -330,10 +328,6 @@ void metrics_registry::finish(series& s, const request_view*, const stream_summa
                                            u.cached_input_tokens, u.cache_write_tokens};
   for (std::size_t i = 0; i < 5; ++i)
     if (tok[i] > 0) s.tokens[i]->Increment(static_cast<double>(tok[i]));
-  if (cache == "hit") s.cache_events[0]->Increment();
-  else if (cache == "partial") s.cache_events[1]->Increment();
-  else if (cache == "miss") s.cache_events[2]->Increment();
-  if (u.cache_write_tokens > 0) s.cache_events[3]->Increment();
   if (t.stalls) s.stalls->Increment(static_cast<double>(t.stalls));
   for (std::size_t i = 0; i < 3; ++i)
     if (sum.parse_errors[i]) s.parse_errors[i]->Increment(static_cast<double>(sum.parse_errors[i]));
@@ -366,6 +360,16 @@ void metrics_registry::finish(series& s, const request_view*, const stream_summa
     rit = s.requests.emplace(sum.status, &fam_->requests.Add(l)).first;
   }
   rit->second->Increment();
+  // Cache events (the cache hook's, when it runs): one counter per event name.
+  for (const auto& [event, evidence] : sum.cache_events) {
+    auto cit = s.cache_event_counters.find(event);
+    if (cit == s.cache_event_counters.end()) {
+      auto l = s.labels;
+      l.emplace("event", event);
+      cit = s.cache_event_counters.emplace(event, &fam_->cache_events.Add(l)).first;
+    }
+    cit->second->Increment();
+  }
   auto add = [&](slot& sl) {
     ++sl.requests;
     if (error) ++sl.errors;

@@ -10,6 +10,8 @@
 #include <span>
 #include <string_view>
 
+#include "parsers/request_inspector.hpp"
+
 namespace tokentap::hooks {
 
 /// Nanoseconds on a monotonic clock (std::chrono::steady_clock).
@@ -45,6 +47,10 @@ struct request_view {
   mono_ns start_ns = 0;  ///< when the request head was read
   std::int64_t wall_start_us = 0;  ///< the same instant on the wall clock (µs since the epoch)
   std::span<const header_view> headers;
+  /// The conversation's canonical digests (parsers::request_inspector), in order.
+  std::span<const parsers::message_digest> conversation;
+  /// Salted hash of the credential (Authorization / x-api-key); 0 = none.  Never the key.
+  std::uint64_t tenant = 0;
 };
 
 /// The upstream response head.  Views are valid only during the call.

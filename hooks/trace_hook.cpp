@@ -211,7 +211,12 @@ class trace_hook final : public hook {
            (st.redundant ? "true" : "false") + "}";
     }
     r += "],\"redundant_tokens\":" + std::to_string(s.redundant_tokens);
-    r += ",\"cache\":[]}";
+    r += ",\"cache\":[";
+    for (std::size_t i = 0; i < s.cache_events.size(); ++i) {
+      if (i) r += ",";
+      r += s.cache_events[i].second;  // {"event":…, evidence…}
+    }
+    r += "]}";
     writer_->submit(std::move(r));
   }
 

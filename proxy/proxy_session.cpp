@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <limits>
 #include <optional>
+#include <random>
 
 #include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
@@ -68,6 +69,8 @@ struct exchange {
   std::string target_redacted;
   std::string model;
   bool stream_requested = false;
+  std::vector<parsers::message_digest> conversation;
+  std::uint64_t tenant = 0;
   bool head = false;
   bool client_keep_alive = false;
   unsigned client_version = 11;
@@ -195,7 +198,8 @@ class proxy_session final : public session_base,
       const auto headers = redacted_headers(ex.upstream_req);
       hooks::request_view view{ex.upstream_req.method_string(), ex.target_redacted, ex.route->name,
                                up.name, ex.model, ex.stream_requested, ex.upstream_req.body(),
-                               to_ns(ex.start), ex.wall_start_us, headers};
+                               to_ns(ex.start), ex.wall_start_us, headers, ex.conversation,
+                               ex.tenant};
       ex.tap->on_request(view);
     }
 
@@ -234,11 +238,23 @@ class proxy_session final : public session_base,
   }
 
   void inspect(const http::request<http::string_body>& req, exchange& ex) {
+    // The tenant: a salted hash of the credential, so prefixes are never shared across tenants
+    // and the key itself never leaves this function.
+    if (auto v = req[http::field::authorization]; !v.empty()) ex.tenant = tenant_hash(v);
+    else if (auto k = req["x-api-key"]; !k.empty()) ex.tenant = tenant_hash(k);
     const auto ct = req[http::field::content_type];
     if (req.body().empty() || ct.find("json") == std::string_view::npos) return;
-    const auto info = inspector_.inspect(req.body());
+    auto info = inspector_.inspect(req.body(), {.digests = shared_.taps != nullptr});
     ex.model = info.model;
     ex.stream_requested = info.stream;
+    ex.conversation = std::move(info.digests);
+  }
+
+  static std::uint64_t tenant_hash(std::string_view secret) {
+    static const std::uint64_t salt = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ std::random_device{}();
+    std::uint64_t h = 14695981039346656037ull ^ salt;
+    for (unsigned char c : secret) h = (h ^ c) * 1099511628211ull;
+    return h == 0 ? 1 : h;
   }
 
   void build_upstream_request(http::request<http::string_body>&& req, exchange& ex) {

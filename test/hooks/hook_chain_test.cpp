@@ -149,7 +149,7 @@ TEST(HookRegistry, UnknownHookNamesAreConfigErrors) {
     builtin_hooks().build(cfg);
     FAIL() << "accepted an unknown hook";
   } catch (const config::config_error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown hook 'nope' (available: metrics, steps, timing, trace)"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("unknown hook 'nope' (available: cache, metrics, steps, timing, trace)"), std::string::npos)
         << e.what();
   }
   cfg.hooks = {"timing", "trace"};

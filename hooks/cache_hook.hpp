@@ -1,0 +1,117 @@
+#pragma once
+// The cache hook: not only "hit or miss" but *why* a prompt cache missed.
+//
+// Providers report how many prompt tokens were cached; tokentap sees every prompt.  For each
+// request the hook keeps the chain of cumulative hashes of its conversation (parsers::
+// message_digest), scoped by tenant (a salted hash of the credential, never the key), route and
+// model, in bounded LRUs.  From them it recognizes:
+//   prefix_divergence  a known conversation (same first user message) changed before the end of
+//                      its previous turn (at_message 0 = the first element, e.g. the system prompt)
+//   truncation         the conversation's head was dropped (its first user message sits later in a
+//                      recent conversation), or the input reached a fraction of the context window
+//   unexpected_miss    a prefix worth >= min_prefix_tokens was seen within the TTL, yet the provider
+//                      reports < 50 % of it cached
+//   expired            the same, but it was last seen longer ago than the TTL
+//   prefill_anomaly    TTFT per uncached input token above k x the model's rolling median
+//   repeated_miss      the same prefix missed >= N times within a window
+// plus the provider-reported hit / partial / miss / write.  Each event carries its evidence.
+#include <chrono>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "hooks/hook.hpp"
+
+namespace tokentap::hooks {
+
+/// Shared, thread-safe memory of recent conversations.  One lock per request (never per token).
+class prefix_tracker {
+ public:
+  using clock = std::chrono::steady_clock;
+  explicit prefix_tracker(const config::cache_config& cfg);
+
+  struct analysis {
+    bool found = false;             ///< some prefix of this request was seen before
+    std::size_t at_message = 0;     ///< elements in that prefix
+    std::uint64_t shared_chars = 0; ///< text bytes in that prefix
+    double age_s = 0;               ///< since it was last seen
+    std::uint64_t prefix_key = 0;   ///< identifies the prefix (for repeated misses)
+    int divergence_at = -1;         ///< prefix_divergence: first differing element
+    std::size_t previous_elements = 0;
+    int dropped_messages = -1;      ///< truncation of the head: elements dropped
+  };
+
+  /// Compares the request with what was seen, then remembers it.
+  analysis observe(std::uint64_t scope, std::span<const parsers::message_digest> conv, clock::time_point now);
+
+  /// Counts a miss of `prefix_key`; returns the misses within the window (this one included).
+  std::size_t record_miss(std::uint64_t prefix_key, clock::time_point now);
+
+  /// Adds a prefill sample (ms per uncached token) for `model_scope`; returns the median of the
+  /// samples before it and their count.
+  std::pair<double, std::size_t> prefill_sample(std::uint64_t model_scope, double ms_per_token);
+
+  const config::cache_config& cfg() const noexcept { return cfg_; }
+
+ private:
+  struct prefix_entry {
+    std::uint64_t key;
+    clock::time_point last;
+  };
+  struct conversation {
+    std::uint64_t key;
+    std::vector<std::uint64_t> chains;
+    std::vector<std::uint64_t> user_hashes;  // hashes of its user messages, in order
+    clock::time_point last;
+  };
+  template <class Entry>
+  struct lru {
+    std::list<Entry> items;  // most recent first
+    std::unordered_map<std::uint64_t, typename std::list<Entry>::iterator> index;
+    Entry* find(std::uint64_t k) {
+      auto it = index.find(k);
+      return it == index.end() ? nullptr : &*it->second;
+    }
+    Entry& put(std::uint64_t k, std::size_t cap) {
+      if (auto it = index.find(k); it != index.end()) {
+        items.splice(items.begin(), items, it->second);
+        return items.front();
+      }
+      items.push_front(Entry{});
+      items.front().key = k;
+      index[k] = items.begin();
+      if (items.size() > cap) {
+        index.erase(items.back().key);
+        items.pop_back();
+      }
+      return items.front();
+    }
+  };
+
+  config::cache_config cfg_;
+  std::mutex mu_;
+  lru<prefix_entry> prefixes_;
+  lru<conversation> conversations_;
+  struct position {
+    std::uint64_t key;
+    std::uint64_t conversation;
+    std::size_t index;  // of the user message among the conversation's user messages
+  };
+  lru<position> user_positions_;
+  std::unordered_map<std::uint64_t, std::deque<clock::time_point>> misses_;
+  std::unordered_map<std::uint64_t, std::deque<double>> prefill_;
+};
+
+class cache_hook_factory final : public hook_factory {
+ public:
+  explicit cache_hook_factory(const config::config& cfg);
+  std::unique_ptr<hook> create() override;
+  prefix_tracker& tracker() noexcept { return *tracker_; }
+
+ private:
+  std::shared_ptr<prefix_tracker> tracker_;
+};
+
+}  // namespace tokentap::hooks
