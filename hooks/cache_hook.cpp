@@ -43,7 +43,7 @@ prefix_tracker::analysis prefix_tracker::observe(std::uint64_t scope,
       break;
     }
   }
-  if (!a.found) a.prefix_key = mix(scope, conv[0].chain);
+  if (!a.found) a.prefix_key = mix(scope, conv.back().chain);  // this whole prompt, next time
 
   // 2. The conversation it continues: the one with the same first user message.
   std::size_t first_user = conv.size();
