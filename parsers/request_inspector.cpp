@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace tokentap::parsers {
 
@@ -26,6 +27,58 @@ std::uint64_t fnv(std::string_view s, std::uint64_t h = fnv_basis) {
   return h;
 }
 
+// A streaming 64-bit hash that takes 8 bytes per step (FNV-1a's byte loop was 10x slower on large
+// conversations).  The result depends only on the bytes, not on how they were split across
+// update() calls, so "a" + "\n" + "b" hashes like "a\nb" (string vs. array-of-parts content).
+class stream_hash {
+ public:
+  void update(std::string_view s) {
+    const char* p = s.data();
+    std::size_t n = s.size();
+    total_ += n;
+    if (fill_) {
+      const std::size_t take = std::min(n, block - fill_);
+      std::memcpy(tail_ + fill_, p, take);
+      fill_ += take;
+      p += take;
+      n -= take;
+      if (fill_ < block) return;
+      blocks(tail_);
+      fill_ = 0;
+    }
+    for (; n >= block; p += block, n -= block) blocks(p);
+    std::memcpy(tail_, p, n);
+    fill_ = n;
+  }
+  std::uint64_t final() const {
+    std::uint64_t rest[2] = {0, 0};
+    std::memcpy(rest, tail_, fill_);
+    const std::uint64_t h = mix(a_ ^ mix(b_ ^ rest[1]) ^ rest[0] ^ (total_ << 3));
+    return h ^ (h >> 31);
+  }
+
+ private:
+  static constexpr std::size_t block = 16;  // two independent 8-byte lanes
+  static std::uint64_t mix(std::uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 29;
+    return x * 0xc4ceb9fe1a85ec53ull;
+  }
+  void blocks(const char* p) {
+    std::uint64_t w[2];
+    std::memcpy(w, p, sizeof w);
+    a_ = (a_ ^ w[0]) * 0x9e3779b97f4a7c15ull;
+    b_ = (b_ ^ w[1]) * 0xc2b2ae3d27d4eb4full;
+    a_ = (a_ << 27) | (a_ >> 37);
+    b_ = (b_ << 31) | (b_ >> 33);
+  }
+  std::uint64_t a_ = 0x243f6a8885a308d3ull, b_ = 0x13198a2e03707344ull;
+  std::uint64_t total_ = 0;
+  char tail_[block] = {};
+  std::size_t fill_ = 0;
+};
+
 // Roles as static strings (digests outlive the parsed document).
 std::string_view intern_role(std::string_view r) {
   for (std::string_view k : {"system", "user", "assistant", "tool", "developer", "function", "model"})
@@ -48,20 +101,20 @@ struct collector {
   request_info& info;
   std::vector<element> tools, system, messages;
   // The element being read.
-  std::uint64_t h = fnv_basis;
+  stream_hash h;
   std::size_t n = 0;
   std::string text;
   bool first_part = true;
 
   bool wanted() const { return opts.digests || opts.canonical; }
   void begin() {
-    h = fnv_basis;
+    h = stream_hash{};
     n = 0;
     text.clear();
     first_part = true;
   }
   void append(std::string_view s) {
-    h = fnv(s, h);
+    h.update(s);
     n += s.size();
     if (opts.canonical) text.append(s);
   }
@@ -70,7 +123,8 @@ struct collector {
     auto& to = role == "tools" ? tools : role == "system" ? system : messages;
     element e{role, 0, static_cast<std::uint32_t>(n), opts.canonical ? text : std::string()};
     // hash of role and text, without materializing "role \x1f text"
-    e.hash = fnv(std::string_view(reinterpret_cast<const char*>(&h), sizeof h), fnv("\x1f", fnv(role)));
+    const auto th = h.final();
+    e.hash = fnv(std::string_view(reinterpret_cast<const char*>(&th), sizeof th), fnv("\x1f", fnv(role)));
     to.push_back(std::move(e));
   }
   void finish() {
@@ -105,7 +159,13 @@ void collect_text(simdjson::ondemand::value v, collector& c) {
   if (v.type().get(t)) return;
   std::string_view s;
   if (t == od::json_type::string) {
-    if (!v.get_string().get(s)) c.append(s);
+    // Without escapes the raw bytes are the text: hash them in place instead of unescaping a copy.
+    const auto raw = v.raw_json_token();
+    if (raw.size() >= 2 && raw.find('\\') == std::string_view::npos && !c.opts.canonical) {
+      c.append(raw.substr(1, raw.rfind('"') - 1));
+    } else if (!v.get_string().get(s)) {
+      c.append(s);
+    }
     return;
   }
   if (t != od::json_type::array) return;

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "hooks/cache_hook.hpp"
 #include "hooks/metrics.hpp"
+#include "parsers/request_inspector.hpp"
 
 namespace {
 
@@ -54,6 +56,49 @@ void BM_LocalTallyFoldedPerBatch(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_LocalTallyFoldedPerBatch)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
+
+// Cache analysis per request (issue 6 target: < 20 µs for a 50-message, 100 KB conversation):
+// canonical digests of the body (one parse, texts hashed as read) and the prefix lookup.
+std::string conversation_body() {
+  std::string b = R"({"model":"m","stream":true,"messages":[{"role":"system","content":")" + std::string(4000, 's') + "\"}";
+  for (int i = 0; i < 49; ++i)
+    b += R"(,{"role":")" + std::string(i % 2 ? "assistant" : "user") + R"(","content":")" + std::string(1950, 'a' + i % 26) + "\"}";
+  return b + "]}";
+}
+
+void BM_ConversationDigests(benchmark::State& state) {
+  const auto body = conversation_body();
+  tokentap::parsers::request_inspector in(1u << 22);
+  for (auto _ : state) {
+    auto info = in.inspect(body, {.digests = true});
+    benchmark::DoNotOptimize(info.digests.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * body.size()));
+  state.SetLabel(std::to_string(body.size() / 1024) + " KiB, 50 messages");
+}
+BENCHMARK(BM_ConversationDigests);
+
+void BM_ConversationParseOnly(benchmark::State& state) {  // the same body, no digests
+  const auto body = conversation_body();
+  tokentap::parsers::request_inspector in(1u << 22);
+  for (auto _ : state) benchmark::DoNotOptimize(in.inspect(body).messages);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * body.size()));
+}
+BENCHMARK(BM_ConversationParseOnly);
+
+void BM_PrefixTrackerObserve(benchmark::State& state) {
+  const auto body = conversation_body();
+  tokentap::parsers::request_inspector in(1u << 22);
+  const auto digests = in.inspect(body, {.digests = true}).digests;
+  tokentap::config::cache_config cfg;
+  tokentap::hooks::prefix_tracker t(cfg);
+  std::uint64_t scope = 1;
+  for (auto _ : state) {
+    auto a = t.observe(++scope % 1000, digests, std::chrono::steady_clock::now());
+    benchmark::DoNotOptimize(a);
+  }
+}
+BENCHMARK(BM_PrefixTrackerObserve);
 
 }  // namespace
 

@@ -76,6 +76,18 @@ TEST(RequestInspectorDigests, CanonicalFormIgnoresKeyOrderWhitespaceAndEscapes) 
   EXPECT_EQ(a[1].chars_before, 9u);
 }
 
+TEST(RequestInspectorDigests, PartsHashLikeTheJoinedStringAcrossBlockBoundaries) {
+  const std::string a(37, 'a'), b(50, 'b');
+  const auto joined = digests(R"({"messages":[{"role":"user","content":")" + a + "\\n" + b + R"("}]})");
+  const auto parts = digests(R"({"messages":[{"role":"user","content":[{"type":"text","text":")" + a +
+                             R"("},{"type":"text","text":")" + b + R"("}]}]})");
+  const auto escaped = digests(R"({"messages":[{"role":"user","content":")" + a + "\\u000a" + b + R"("}]})");
+  ASSERT_EQ(joined.size(), 1u);
+  EXPECT_EQ(joined[0].hash, parts[0].hash);
+  EXPECT_EQ(joined[0].hash, escaped[0].hash);
+  EXPECT_NE(joined[0].hash, digests(R"({"messages":[{"role":"user","content":")" + b + "\\n" + a + R"("}]})")[0].hash);
+}
+
 TEST(RequestInspectorDigests, ChainsShareExactlyTheCommonPrefix) {
   const auto turn1 = digests(R"({"messages":[{"role":"user","content":"q1"},{"role":"assistant","content":"a1"}]})");
   const auto turn2 = digests(R"({"messages":[{"role":"user","content":"q1"},{"role":"assistant","content":"a1"},{"role":"user","content":"q2"}]})");
