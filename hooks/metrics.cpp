@@ -143,7 +143,9 @@ struct slot {
   std::int64_t sec = -1;
   std::uint64_t requests = 0, errors = 0, output_tokens = 0, cache_hits = 0, cache_known = 0, steps = 0;
   quantile_sketch ttft, ttft_answer, itl, e2e, overhead;
+  std::map<std::string, std::uint64_t> cache_events;  // by event name (a handful of kinds)
   void merge(const slot& o) {
+    for (const auto& [k, v] : o.cache_events) cache_events[k] += v;
     requests += o.requests;
     errors += o.errors;
     output_tokens += o.output_tokens;
@@ -379,6 +381,7 @@ void metrics_registry::finish(series& s, const request_view*, const stream_summa
       if (cache == "hit") ++sl.cache_hits;
     }
     sl.steps += steps;
+    for (const auto& [event, evidence] : sum.cache_events) ++sl.cache_events[event];
     if (t.ttft_ms >= 0) sl.ttft.add(t.ttft_ms);
     if (t.ttft_answer_ms >= 0) sl.ttft_answer.add(t.ttft_answer_ms);
     sl.e2e.add(t.e2e_ms);
@@ -476,7 +479,15 @@ void append_slot(std::string& out, const slot& s, double seconds, std::int64_t a
   } else {
     out += "null";
   }
-  out += ",\"active\":" + std::to_string(active) + ",";
+  out += ",\"active\":" + std::to_string(active) + ",\"cache_events\":{";
+  bool first_event = true;
+  for (const auto& [k, v] : s.cache_events) {
+    if (!first_event) out += ",";
+    first_event = false;
+    json::append_string(out, k);
+    out += ":" + std::to_string(v);
+  }
+  out += "},";
   append_q(out, "ttft_ms", s.ttft);
   out += ",";
   append_q(out, "ttft_answer_ms", s.ttft_answer);

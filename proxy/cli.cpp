@@ -284,6 +284,12 @@ int cmd_demo(const std::vector<std::string>& args) {
   so.host = sim_addr.host;
   so.port = sim_addr.port;
   so.threads = 1;
+  // A real prefix cache with a short TTL, some eviction and a prefill cost, so every cache
+  // event kind shows up within a minute.
+  so.cache.capacity_blocks = 50000;
+  so.cache.ttl = std::chrono::seconds(20);
+  so.cache.evict_rate = 0.03;
+  so.defaults.prefill_us_per_token = 30;
   sim::server sim_server(so);
   sim_server.start();
 
@@ -291,6 +297,9 @@ int cmd_demo(const std::vector<std::string>& args) {
   cfg.listen = address_flag(f, "listen", cfg.listen);
   cfg.admin = address_flag(f, "admin", cfg.admin);
   cfg.log_level = f.get("log-level").value_or("warn");
+  cfg.cache.ttl = std::chrono::seconds(20);
+  cfg.cache.min_prefix_tokens = 256;
+  cfg.cache.context_windows = {{"sim-chat", 2500}};
   config::set_single_upstream(cfg, "http://" + sim_addr.host + ":" +
                                        std::to_string(sim_server.endpoint().port()));
   config::validate(cfg);

@@ -52,6 +52,8 @@ footer{color:var(--dim);font-size:12px;padding:0 20px 16px}
  <div class="chart"><h2>Inter-token latency (ms)</h2><canvas id="c-itl"></canvas>
   <div class="legend"><span><i style="background:var(--a)"></i>p50</span><span><i style="background:var(--c)"></i>p99</span></div></div>
 </section>
+<section><h2>Prompt-cache events (sliding window) — why the cache missed</h2>
+<div class="cards" id="cache-events"></div></section>
 <section><h2>By route and model (sliding window)</h2>
 <table id="series"><thead><tr><th>route</th><th>model</th><th>req/s</th><th>errors</th><th>active</th><th>TTFT p50</th><th>p95</th><th>p99</th><th>answer p50</th><th>ITL p50</th><th>p99</th><th>e2e p95</th><th>tok/s</th><th>cache hit</th></tr></thead><tbody></tbody></table></section>
 <section><h2>Slowest recent requests</h2>
@@ -119,6 +121,9 @@ function render(d) {
   draw("c-itl", [{color: "--a", values: t.map((x) => x.itl_p50)}, {color: "--c", values: t.map((x) => x.itl_p99)}]);
   $("series").tBodies[0].innerHTML = d.series.map((s) => { const w = s.window; return `<tr><td>${esc(s.route)}</td><td>${esc(s.model)}</td><td>${fmt(w.request_rate, 2)}</td><td class="${w.errors ? "err" : ""}">${w.errors}</td><td>${w.active}</td><td>${fmt(w.ttft_ms.p50)}</td><td>${fmt(w.ttft_ms.p95)}</td><td>${fmt(w.ttft_ms.p99)}</td><td>${fmt(w.ttft_answer_ms.p50)}</td><td>${fmt(w.itl_ms.p50, 1)}</td><td>${fmt(w.itl_ms.p99, 1)}</td><td>${fmt(w.e2e_ms.p95)}</td><td>${fmt(w.tokens_per_s, 0)}</td><td>${pct(w.cache_hit_ratio)}</td></tr>`; }).join("");
   $("slowest").tBodies[0].innerHTML = d.slowest.map((r) => `<tr><td>${esc(r.route)}</td><td>${esc(r.model)}</td><td>${esc(r.provider)}</td><td class="${r.status >= 400 ? "err" : ""}">${r.status}</td><td class="${r.outcome === "ok" ? "" : "err"}">${esc(r.outcome)}</td><td>${fmt(r.ttft_ms)}</td><td>${fmt(r.ttft_answer_ms)}</td><td>${fmt(r.e2e_ms)}</td><td>${r.output_tokens ?? "–"}</td><td>${esc(r.cache)}</td><td style="text-align:left">${timeline(r)}</td></tr>`).join("");
+  const ev = a.cache_events || {};
+  const order = ["hit", "partial", "miss", "write", "prefix_divergence", "truncation", "unexpected_miss", "expired", "prefill_anomaly", "repeated_miss"];
+  $("cache-events").innerHTML = order.map((k) => `<div class="card"><div class="v${["hit","partial","miss","write"].includes(k) || !ev[k] ? "" : " err"}" id="cache-${k}">${ev[k] || 0}</div><div class="l">${k.replace(/_/g, " ")}</div></div>`).join("");
   $("status").textContent = "live · updated " + new Date().toLocaleTimeString() + " · " + a.requests + " requests in window";
 }
 async function tick() {

@@ -37,6 +37,7 @@ struct params {
 
   // Prefill: TTFT grows with the prompt tokens the cache did not cover.
   double prefill_us_per_token = 0;
+  bool cache_bypass = false;  ///< this request neither reads nor fills the prefix cache
 };
 
 /// Applies one `x-sim-NAME: value` override (NAME without the prefix).  Returns an error message

@@ -124,6 +124,35 @@ net::awaitable<void> load_generator::client(unsigned id) {
   }
 }
 
+namespace {
+
+std::string chat_message(const std::string& role, const std::string& content) {
+  return R"({"role":")" + role + R"(","content":")" + content + R"("})";
+}
+
+// A conversation of `turns` user/assistant exchanges after a long shared system prompt.
+std::string conversation(unsigned client, std::size_t first_turn, std::size_t turns, const std::string& system) {
+  std::string b = R"({"model":"sim-chat","stream":true,"stream_options":{"include_usage":true},"messages":[)" +
+                  chat_message("system", system);
+  for (std::size_t t = first_turn; t < first_turn + turns; ++t) {
+    b += "," + chat_message("user", "client " + std::to_string(client) + " question " + std::to_string(t));
+    if (t + 1 < first_turn + turns)
+      b += "," + chat_message("assistant", "answer " + std::to_string(t) + " with some detail about latency");
+  }
+  return b + "]}";
+}
+
+const std::string& long_system_prompt() {
+  static const std::string s = [] {
+    std::string p = "You are a careful assistant for latency questions. ";
+    while (p.size() < 6000) p += "Explain queueing, prefill, decode and caching precisely. ";
+    return p;
+  }();
+  return s;
+}
+
+}  // namespace
+
 scenario demo_scenario(unsigned client, std::uint64_t n, std::uint64_t seed) {
   std::mt19937_64 rng(seed * 1000003 + client * 7919 + n);
   std::uniform_int_distribution<int> pct(0, 99), ttft(60, 450), itl(8, 35), tokens(20, 120);
@@ -135,25 +164,49 @@ scenario demo_scenario(unsigned client, std::uint64_t n, std::uint64_t seed) {
                {"x-sim-itl-ms", std::to_string(itl(rng))},
                {"x-sim-itl-dist", "exponential"},
                {"x-sim-tokens", std::to_string(tokens(rng))}};
-  if (kind < 35) {
+  // Every 12th request of a client returns to its first conversation: older than the cache TTL.
+  if (n > 0 && n % 12 == 0) {
+    s.name = "cache-returning";
+    s.body = conversation(client, 0, 2, long_system_prompt());
+    return s;
+  }
+  if (kind < 25) {
     s.name = "openai-stream";
     s.body = R"({"model":"sim-small","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":")" +
              question + "\"}]}";
-  } else if (kind < 55) {
+  } else if (kind < 40) {
     s.name = "openai-reasoning";
     s.headers.push_back({"x-sim-reasoning-tokens", std::to_string(tokens(rng))});
     s.body = R"({"model":"sim-reasoner","stream":true,"reasoning_effort":"medium","stream_options":{"include_usage":true},"messages":[{"role":"user","content":")" +
              question + "\"}]}";
-  } else if (kind < 75) {
+  } else if (kind < 52) {
     s.name = "anthropic-thinking";
     s.path = "/v1/messages";
     s.headers.push_back({"x-sim-reasoning-tokens", std::to_string(tokens(rng))});
     s.headers.push_back({"anthropic-version", "2023-06-01"});
     s.body = R"({"model":"claude-sim","max_tokens":1024,"stream":true,"thinking":{"type":"enabled","budget_tokens":512},"messages":[{"role":"user","content":")" +
              question + "\"}]}";
-  } else if (kind < 92) {
+  } else if (kind < 62) {
     s.name = "openai-plain";
     s.body = R"({"model":"sim-small","messages":[{"role":"user","content":")" + question + "\"}]}";
+  } else if (kind < 78) {
+    // A growing chat session: each turn extends the last one, so the prefix cache hits.
+    s.name = "cache-session";
+    s.body = conversation(client, 0, 1 + n % 6, long_system_prompt());
+    if (pct(rng) < 3) s.headers[0] = {"x-sim-ttft-ms", "2500"};  // a slow prefill now and then
+  } else if (kind < 83) {
+    // A timestamp in the system prompt: the conversation's head changes every turn.
+    s.name = "cache-jittered-system";
+    s.body = conversation(client, 0, 1 + n % 3, long_system_prompt() + " Now: " + std::to_string(n) + ".");
+  } else if (kind < 88) {
+    // A sliding window over a long conversation: its oldest turns are dropped.
+    s.name = "cache-sliding-window";
+    s.body = conversation(client + 1000, n % 5, 3, long_system_prompt());
+  } else if (kind < 92) {
+    // The same long prompt served cold again and again (cache penetration).
+    s.name = "cache-penetration";
+    s.headers.push_back({"x-sim-cache-bypass", "1"});
+    s.body = conversation(client + 2000, 0, 1, long_system_prompt());
   } else {
     s.name = "fault";
     s.body = R"({"model":"sim-small","stream":true,"messages":[{"role":"user","content":")" +

@@ -196,7 +196,7 @@ class sim_session final : public session_base,
       // prefix cache serves its longest cached run of blocks.
       const std::string prompt = slide_window(info.canonical, opts_.context_window);
       shape.prompt_tokens = (prompt.size() + prefix_cache::bytes_per_token - 1) / prefix_cache::bytes_per_token;
-      shape.cached_tokens = cache_.lookup_and_insert(prompt, start);
+      shape.cached_tokens = p.cache_bypass ? 0 : cache_.lookup_and_insert(prompt, start);
     }
 
     if (p.hang) {

@@ -68,8 +68,11 @@ struct cache_stack {
     for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
+      // Only complete lines: the writer may be in the middle of appending the next record.
       std::ifstream in(f);
-      for (std::string l; std::getline(in, l);) out.push_back(l);
+      const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      for (std::size_t at = 0, nl; (nl = all.find('\n', at)) != std::string::npos; at = nl + 1)
+        out.push_back(all.substr(at, nl - at));
     }
     return out;
   }

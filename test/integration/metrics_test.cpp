@@ -269,6 +269,10 @@ TEST(Dashboard, RendersLiveNumbersInHeadlessChromium) {
   const double shown = std::atof(dom.c_str() + k + 14);
   EXPECT_NEAR(shown, 200, 20) << dom.substr(k, 40);
   EXPECT_NE(dom.find("<td>sim-small</td>"), std::string::npos);
+  // The cache-events cards: the simulator reports cached_tokens 0 for these cold prompts.
+  const auto miss = dom.find("id=\"cache-miss\">");
+  ASSERT_NE(miss, std::string::npos);
+  EXPECT_EQ(std::atoi(dom.c_str() + miss + 16), 6) << dom.substr(miss, 40);
   EXPECT_NE(dom.find("live · updated"), std::string::npos);
   const std::string shot = "chromium " + flags + "--screenshot=" + artifacts + "/dashboard.png " + url + " >/dev/null 2>&1";
   EXPECT_EQ(std::system(shot.c_str()), 0);

@@ -32,9 +32,11 @@ struct record {
 std::vector<std::string> read_lines(const std::string& dir) {
   std::vector<std::string> out;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    // Only complete lines: the writer may be in the middle of appending the next record.
     std::ifstream in(e.path());
-    std::string l;
-    while (std::getline(in, l)) out.push_back(l);
+    const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (std::size_t at = 0, nl; (nl = all.find('\n', at)) != std::string::npos; at = nl + 1)
+      out.push_back(all.substr(at, nl - at));
   }
   return out;
 }
