@@ -124,9 +124,10 @@ std::string anthropic_event(std::string_view type, const std::string& data) {
 }
 
 std::string anthropic_usage_json(const plan& pl, int output_tokens) {
-  // Anthropic's input_tokens excludes the cache reads.
-  return "{\"input_tokens\":" + std::to_string(pl.prompt_tokens - pl.cached_tokens) +
-         ",\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":" +
+  // Anthropic's input_tokens excludes cache reads and cache writes.
+  return "{\"input_tokens\":" + std::to_string(pl.prompt_tokens - pl.cached_tokens - pl.cache_write_tokens) +
+         ",\"cache_creation_input_tokens\":" + std::to_string(pl.cache_write_tokens) +
+         ",\"cache_read_input_tokens\":" +
          std::to_string(pl.cached_tokens) + ",\"output_tokens\":" + std::to_string(output_tokens) + "}";
 }
 
@@ -342,6 +343,9 @@ plan make_plan(const params& p, const request_shape& shape) {
                          ? static_cast<int>(shape.prompt_tokens)
                          : static_cast<int>((shape.prompt_chars + 3) / 4 + 4 * shape.messages);
   pl.cached_tokens = std::min(pl.prompt_tokens, static_cast<int>(shape.cached_tokens));
+  // With cache_control, the uncached whole blocks (16 tokens) after the cached prefix are written.
+  if (shape.kind == api::anthropic_messages && shape.cache_control)
+    pl.cache_write_tokens = (pl.prompt_tokens - pl.cached_tokens) / 16 * 16;
   pl.reasoning_tokens = n_reason;
   pl.completion_tokens = n_reason + n_answer;
 

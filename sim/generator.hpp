@@ -56,6 +56,7 @@ struct request_shape {
   std::uint64_t body_hash = 0;   ///< mixes the request into the seed
   std::size_t prompt_tokens = 0; ///< when > 0, overrides the estimate from prompt_chars
   std::size_t cached_tokens = 0; ///< prompt tokens served from the prefix cache
+  bool cache_control = false;    ///< Anthropic request marked blocks for caching (reports writes)
 };
 
 /// One wire event: `bytes` to send `at_ms` after the request was read.
@@ -72,6 +73,7 @@ struct plan {
   double body_at_ms = 0;
   std::string reasoning_text, content_text;
   int prompt_tokens = 0, completion_tokens = 0, reasoning_tokens = 0, cached_tokens = 0;
+  int cache_write_tokens = 0;  ///< Anthropic cache_creation_input_tokens
   bool truncated = false;          ///< max_tokens cut the answer (finish_reason "length")
   enum class end { normal, error_event, reset, stall } ending = end::normal;
   std::size_t fault_index = 0;     ///< events[fault_index] is the first one after the fault point

@@ -184,7 +184,9 @@ scenario demo_scenario(unsigned client, std::uint64_t n, std::uint64_t seed) {
     s.path = "/v1/messages";
     s.headers.push_back({"x-sim-reasoning-tokens", std::to_string(tokens(rng))});
     s.headers.push_back({"anthropic-version", "2023-06-01"});
-    s.body = R"({"model":"claude-sim","max_tokens":1024,"stream":true,"thinking":{"type":"enabled","budget_tokens":512},"messages":[{"role":"user","content":")" +
+    // A cached system prompt (cache_control): the first request writes it, the next ones read it.
+    s.body = R"({"model":"claude-sim","max_tokens":1024,"stream":true,"thinking":{"type":"enabled","budget_tokens":512},"system":[{"type":"text","text":")" +
+             long_system_prompt() + R"(","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":")" +
              question + "\"}]}";
   } else if (kind < 62) {
     s.name = "openai-plain";

@@ -197,6 +197,7 @@ class sim_session final : public session_base,
       const std::string prompt = slide_window(info.canonical, opts_.context_window);
       shape.prompt_tokens = (prompt.size() + prefix_cache::bytes_per_token - 1) / prefix_cache::bytes_per_token;
       shape.cached_tokens = p.cache_bypass ? 0 : cache_.lookup_and_insert(prompt, start);
+      shape.cache_control = !p.cache_bypass && req.body().find("\"cache_control\"") != std::string::npos;
     }
 
     if (p.hang) {

@@ -103,6 +103,27 @@ TEST(Cache, PlainExtensionWithAHitRaisesNothingElse) {
     EXPECT_FALSE(has(second, e)) << e << " in " << second;
 }
 
+TEST(Cache, AnthropicCacheWritesAndReadsAreReported) {
+  cache_stack c;
+  request_options o;
+  o.target = "/v1/messages";
+  const std::string body =
+      R"({"model":"claude-sim","max_tokens":50,"stream":true,"system":[{"type":"text","text":")" + system_prompt +
+      R"(","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"hello"}]})";
+  o.body = body;
+  o.headers = {{"Authorization", "Bearer sk-a"}, {"x-sim-tokens", "3"}, {"x-sim-ttft-ms", "5"}};
+  ASSERT_TRUE(fetch(c.s.proxy_ep(), o).complete);
+  ASSERT_TRUE(fetch(c.s.proxy_ep(), o).complete);
+  c.sent = 2;
+  std::vector<std::string> l;
+  for (int i = 0; i < 300 && (l = c.lines()).size() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(l.size(), 2u);
+  const auto first = cache_events(l[0]), second = cache_events(l[1]);
+  EXPECT_TRUE(has(first, R"("event":"write","cache_write_tokens":)")) << first;
+  EXPECT_TRUE(has(first, R"("event":"miss")")) << first;
+  EXPECT_TRUE(has(second, R"("event":"hit")")) << second;
+}
+
 TEST(Cache, ChangedSystemPromptIsAPrefixDivergenceAtMessageZero) {
   cache_stack c;
   c.send(convo({msg("system", system_prompt + " Today is Monday."), msg("user", "plan my week")}));
