@@ -16,6 +16,8 @@
 #include "config/log.hpp"
 #include "proxy/net.hpp"
 #include "proxy/proxy_server.hpp"
+#include "replay/analyze.hpp"
+#include "replay/replay_server.hpp"
 #include "sim/load_generator.hpp"
 #include "sim/sim_server.hpp"
 #include "tokentap/version.hpp"
@@ -32,6 +34,8 @@ commands:
   proxy          run the proxy in front of an inference API
   sim            run the simulated inference server (OpenAI + Anthropic compatible)
   demo           simulator + proxy + generated load, all in one process
+  replay serve   answer requests with recorded responses, with their original timing
+  analyze        summarize trace files
   check-config   validate a YAML config file
 
 Run 'tokentap <command> --help' for the flags of a command.  'tokentap --version' prints the version.
@@ -93,6 +97,25 @@ chat, Anthropic messages with thinking, reasoning models, a few faults).  Ctrl-C
   --concurrency N          simulated clients (default 16)
   --duration-s N           stop after N seconds (default: run until Ctrl-C)
   --log-level LEVEL        (default warn: the access log of the load would drown the summary)
+)";
+
+constexpr const char* replay_help = R"(usage: tokentap replay serve --trace FILE [FILE...] [flags]
+
+An upstream that answers each request with a recorded response from the trace files: status,
+headers and body byte for byte, each recorded read sent at its recorded offset.
+
+  --trace FILE             trace file (JSON Lines from --trace-dir); more files may follow
+  --listen HOST:PORT       (default 127.0.0.1:8082)
+  --speed X                timing multiplier: 2 = twice as fast (default 1)
+  --match body|sequence    body: by a hash of method, path and body (default); sequence: in
+                           recorded order.  A request that matches nothing gets 404 naming its hash.
+)";
+
+constexpr const char* analyze_help = R"(usage: tokentap analyze FILE... [--format text|json] [--by model|route|provider]
+
+Counts, outcome mix, TTFT / answer TTFT / end-to-end / ITL / overhead percentiles, tokens, cache
+hit ratio and events, reasoning steps per response and the redundant-token share, slowest requests.
+Malformed or truncated lines are skipped with a warning.
 )";
 
 bool want_help(const std::vector<std::string>& args) {
@@ -391,6 +414,70 @@ int cmd_demo(const std::vector<std::string>& args) {
   return 0;
 }
 
+std::vector<std::string> trace_files(const flags& f) {
+  std::vector<std::string> files;
+  if (auto t = f.get("trace")) files.push_back(*t);
+  for (const auto& p : f.positional()) files.push_back(p);
+  if (files.empty()) throw usage_error{"no trace file given"};
+  return files;
+}
+
+replay::read_result load_traces(const std::vector<std::string>& files) {
+  auto r = replay::read_traces(files);
+  for (const auto& w : r.warnings) TT_LOG(warn) << w;
+  if (r.skipped > r.warnings.size())
+    TT_LOG(warn) << (r.skipped - r.warnings.size()) << " more lines skipped";
+  return r;
+}
+
+int cmd_replay(const std::vector<std::string>& args) {
+  if (args.empty() || want_help(args)) return std::cout << replay_help, args.empty() ? 2 : 0;
+  if (args[0] != "serve") throw usage_error{"unknown replay command '" + args[0] + "' (available: serve)"};
+  auto f = flags::parse("replay serve", {args.begin() + 1, args.end()},
+                        {"trace", "listen", "speed", "match", "threads", "log-level"}, {});
+  apply_log_level(f, "info");
+  replay::serve_options o;
+  const auto hp = address_flag(f, "listen", {"127.0.0.1", 8082});
+  o.host = hp.host;
+  o.port = hp.port;
+  o.speed = f.number("speed", 1, 0.001, 1000);
+  o.threads = static_cast<unsigned>(f.number("threads", 1, 1, 64));
+  const auto m = f.get("match").value_or("body");
+  if (m != "body" && m != "sequence") throw usage_error{"--match must be body or sequence"};
+  o.match = m == "body" ? replay::match_mode::body : replay::match_mode::sequence;
+  auto traces = load_traces(trace_files(f));
+  if (traces.records.empty()) throw usage_error{"no usable trace records in the given files"};
+  const auto n = traces.records.size();
+  replay::replay_server server(std::move(traces.records), o);
+  server.start();
+  TT_LOG(info) << "replaying " << n << " recorded exchanges on " << server.endpoint().address().to_string()
+               << ":" << server.endpoint().port();
+  std::printf("ready replay=%s:%u records=%zu\n", server.endpoint().address().to_string().c_str(),
+              server.endpoint().port(), n);
+  std::fflush(stdout);
+  run_until_stopped([&] { server.shutdown(std::chrono::milliseconds(2000)); },
+                    [&] { server.shutdown(std::chrono::milliseconds(0)); }, [&] { server.join(); });
+  return 0;
+}
+
+int cmd_analyze(const std::vector<std::string>& args) {
+  if (want_help(args)) return std::cout << analyze_help, 0;
+  auto f = flags::parse("analyze", args, {"format", "by", "trace"}, {});
+  replay::analyze_options o;
+  const auto fmt = f.get("format").value_or("text");
+  if (fmt != "text" && fmt != "json") throw usage_error{"--format must be text or json"};
+  o.json = fmt == "json";
+  const auto by = f.get("by").value_or("");
+  if (by == "model") o.by = replay::group_by::model;
+  else if (by == "route") o.by = replay::group_by::route;
+  else if (by == "provider") o.by = replay::group_by::provider;
+  else if (!by.empty()) throw usage_error{"--by must be model, route or provider"};
+  const auto traces = load_traces(trace_files(f));
+  std::cout << replay::analyze(traces.records, o);
+  if (!o.json && traces.skipped) std::cout << traces.skipped << " malformed lines skipped\n";
+  return 0;
+}
+
 }  // namespace
 
 flags flags::parse(std::string_view command, const std::vector<std::string>& args,
@@ -463,6 +550,8 @@ int run(int argc, char** argv) {
     if (command == "sim") return cmd_sim(args);
     if (command == "demo") return cmd_demo(args);
     if (command == "check-config") return cmd_check_config(args);
+    if (command == "replay") return cmd_replay(args);
+    if (command == "analyze") return cmd_analyze(args);
     throw usage_error{"unknown command '" + command + "' (see 'tokentap --help')"};
   } catch (const usage_error& e) {
     std::fprintf(stderr, "tokentap %s: %s\n", command.c_str(), e.message.c_str());

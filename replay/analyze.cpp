@@ -1,0 +1,205 @@
+#include "replay/analyze.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "parsers/json_out.hpp"
+
+namespace tokentap::replay {
+
+namespace {
+
+struct quantiles {
+  double p50 = -1, p95 = -1, p99 = -1;
+  std::size_t n = 0;
+};
+
+quantiles quantiles_of(std::vector<double> v) {
+  quantiles q;
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return x < 0; }), v.end());
+  q.n = v.size();
+  if (v.empty()) return q;
+  std::sort(v.begin(), v.end());
+  auto at = [&](double p) {
+    const auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size())));
+    return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+  };
+  q.p50 = at(0.5);
+  q.p95 = at(0.95);
+  q.p99 = at(0.99);
+  return q;
+}
+
+struct summary {
+  std::size_t requests = 0;
+  std::map<std::string, std::size_t> outcomes, cache_events, step_kinds, statuses;
+  std::vector<double> ttft, ttft_answer, e2e, itl_p50, overhead_p99;
+  std::int64_t input = 0, output = 0, reasoning = 0, cached = 0, redundant = 0, steps = 0;
+  std::vector<const record*> rows;
+  void add(const record& r) {
+    ++requests;
+    ++outcomes[r.outcome];
+    ++statuses[std::to_string(r.status)];
+    ttft.push_back(r.ttft_ms);
+    ttft_answer.push_back(r.ttft_answer_ms);
+    e2e.push_back(r.e2e_ms);
+    itl_p50.push_back(r.itl_p50);
+    overhead_p99.push_back(r.overhead_p99);
+    input += std::max<std::int64_t>(0, r.input_tokens);
+    output += std::max<std::int64_t>(0, r.output_tokens);
+    reasoning += std::max<std::int64_t>(0, r.reasoning_tokens);
+    cached += std::max<std::int64_t>(0, r.cached_input_tokens);
+    redundant += r.redundant_tokens;
+    for (const auto& c : r.cache) ++cache_events[c.event];
+    for (const auto& s : r.steps) ++step_kinds[s.kind];
+    steps += static_cast<std::int64_t>(r.steps.size());
+    rows.push_back(&r);
+  }
+};
+
+std::string key_of(const record& r, group_by by) {
+  switch (by) {
+    case group_by::model: return r.model;
+    case group_by::route: return r.route;
+    case group_by::provider: return r.provider;
+    case group_by::none: return "all";
+  }
+  return "all";
+}
+
+std::string fmt(double v, int decimals = 1) {
+  if (v < 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+void json_q(std::string& out, const char* name, const quantiles& q) {
+  out += "\"";
+  out += name;
+  out += "\":{\"p50\":";
+  json::append_ms(out, q.p50);
+  out += ",\"p95\":";
+  json::append_ms(out, q.p95);
+  out += ",\"p99\":";
+  json::append_ms(out, q.p99);
+  out += ",\"n\":" + std::to_string(q.n) + "}";
+}
+
+void json_map(std::string& out, const char* name, const std::map<std::string, std::size_t>& m) {
+  out += "\"";
+  out += name;
+  out += "\":{";
+  bool first = true;
+  for (const auto& [k, v] : m) {
+    if (!first) out += ",";
+    first = false;
+    json::append_string(out, k);
+    out += ":" + std::to_string(v);
+  }
+  out += "}";
+}
+
+}  // namespace
+
+std::string analyze(const std::vector<record>& records, const analyze_options& opts) {
+  std::map<std::string, summary> groups;
+  for (const auto& r : records) groups[key_of(r, opts.by)].add(r);
+  std::string out;
+  if (opts.json) out += "{\"groups\":[";
+  bool first_group = true;
+  for (auto& [key, s] : groups) {
+    const auto ttft = quantiles_of(s.ttft), answer = quantiles_of(s.ttft_answer), e2e = quantiles_of(s.e2e),
+               itl = quantiles_of(s.itl_p50), overhead = quantiles_of(s.overhead_p99);
+    const double hit_ratio = s.input > 0 ? static_cast<double>(s.cached) / static_cast<double>(s.input) : -1;
+    const double redundant_share =
+        s.reasoning > 0 ? static_cast<double>(s.redundant) / static_cast<double>(s.reasoning) : -1;
+    std::sort(s.rows.begin(), s.rows.end(), [](const record* a, const record* b) { return a->e2e_ms > b->e2e_ms; });
+    if (opts.json) {
+      if (!first_group) out += ",";
+      first_group = false;
+      out += "{\"group\":";
+      json::append_string(out, key);
+      out += ",\"requests\":" + std::to_string(s.requests) + ",";
+      json_map(out, "outcomes", s.outcomes);
+      out += ",";
+      json_map(out, "statuses", s.statuses);
+      out += ",";
+      json_q(out, "ttft_ms", ttft);
+      out += ",";
+      json_q(out, "ttft_answer_ms", answer);
+      out += ",";
+      json_q(out, "e2e_ms", e2e);
+      out += ",";
+      json_q(out, "itl_median_ms", itl);
+      out += ",";
+      json_q(out, "overhead_p99_ms", overhead);
+      out += ",\"tokens\":{\"input\":" + std::to_string(s.input) + ",\"output\":" + std::to_string(s.output) +
+             ",\"reasoning\":" + std::to_string(s.reasoning) + ",\"cached_input\":" + std::to_string(s.cached) +
+             "},\"cache_hit_ratio\":";
+      json::append_ms(out, hit_ratio);
+      out += ",";
+      json_map(out, "cache_events", s.cache_events);
+      out += ",\"steps_per_response\":";
+      json::append_ms(out, s.requests ? static_cast<double>(s.steps) / static_cast<double>(s.requests) : -1);
+      out += ",";
+      json_map(out, "steps_by_kind", s.step_kinds);
+      out += ",\"redundant_token_share\":";
+      json::append_ms(out, redundant_share);
+      out += ",\"slowest\":[";
+      for (std::size_t i = 0; i < s.rows.size() && i < opts.slowest; ++i) {
+        const auto* r = s.rows[i];
+        if (i) out += ",";
+        out += "{\"id\":";
+        json::append_string(out, r->id);
+        out += ",\"model\":";
+        json::append_string(out, r->model);
+        out += ",\"e2e_ms\":";
+        json::append_ms(out, r->e2e_ms);
+        out += ",\"ttft_ms\":";
+        json::append_ms(out, r->ttft_ms);
+        out += ",\"outcome\":";
+        json::append_string(out, r->outcome);
+        out += "}";
+      }
+      out += "]}";
+      continue;
+    }
+    out += "== " + key + ": " + std::to_string(s.requests) + " requests\n";
+    out += "  outcomes:";
+    for (const auto& [k, v] : s.outcomes) out += " " + k + "=" + std::to_string(v);
+    out += "\n                 p50      p95      p99   (ms)\n";
+    auto line = [&](const char* name, const quantiles& q, int d = 1) {
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "  %-13s %8s %8s %8s   (n=%zu)\n", name, fmt(q.p50, d).c_str(),
+                    fmt(q.p95, d).c_str(), fmt(q.p99, d).c_str(), q.n);
+      out += buf;
+    };
+    line("TTFT", ttft);
+    line("answer TTFT", answer);
+    line("end to end", e2e);
+    line("ITL (median)", itl, 2);
+    line("overhead p99", overhead, 3);
+    out += "  tokens: input=" + std::to_string(s.input) + " output=" + std::to_string(s.output) +
+           " reasoning=" + std::to_string(s.reasoning) + " cached_input=" + std::to_string(s.cached) +
+           " (hit ratio " + (hit_ratio < 0 ? std::string("-") : fmt(100 * hit_ratio) + " %") + ")\n";
+    out += "  cache events:";
+    for (const auto& [k, v] : s.cache_events) out += " " + k + "=" + std::to_string(v);
+    out += "\n  steps: " + fmt(s.requests ? static_cast<double>(s.steps) / static_cast<double>(s.requests) : -1, 2) +
+           " per response;";
+    for (const auto& [k, v] : s.step_kinds) out += " " + k + "=" + std::to_string(v);
+    out += "; redundant tokens " + (redundant_share < 0 ? std::string("-") : fmt(100 * redundant_share) + " %") + "\n";
+    out += "  slowest:\n";
+    for (std::size_t i = 0; i < s.rows.size() && i < opts.slowest; ++i) {
+      const auto* r = s.rows[i];
+      out += "    " + r->id + "  " + r->model + "  e2e " + fmt(r->e2e_ms) + " ms  TTFT " + fmt(r->ttft_ms) +
+             " ms  " + r->outcome + "\n";
+    }
+  }
+  if (opts.json) out += "]}\n";
+  return out;
+}
+
+}  // namespace tokentap::replay

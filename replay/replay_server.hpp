@@ -1,0 +1,55 @@
+#pragma once
+// `tokentap replay serve`: an upstream that answers each request with a recorded response —
+// status, headers and body byte for byte, each recorded read sent at its recorded offset (/ speed).
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "proxy/server_runtime.hpp"
+#include "replay/trace_reader.hpp"
+
+namespace tokentap::replay {
+
+enum class match_mode { body, sequence };
+
+struct serve_options {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8082;
+  unsigned threads = 1;
+  double speed = 1.0;
+  match_mode match = match_mode::body;
+};
+
+/// Hash identifying a request: method, path (secrets redacted as in traces) and body.
+std::uint64_t request_hash(std::string_view method, std::string_view redacted_path, std::string_view body);
+
+class replay_server {
+ public:
+  replay_server(std::vector<record> records, serve_options opts);
+  ~replay_server();
+  void start();
+  tcp::endpoint endpoint() const { return endpoint_; }
+  void shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+  void join();
+
+  /// The record to answer with, or nullptr (then `hash` names what was looked for).
+  const record* match(std::string_view method, std::string_view target, std::string_view body,
+                      std::uint64_t& hash);
+  std::uint64_t served() const noexcept { return served_.load(); }
+
+ private:
+  std::vector<record> records_;
+  serve_options opts_;
+  std::mutex mu_;
+  std::unordered_map<std::uint64_t, std::vector<std::size_t>> by_hash_;  // recorded order
+  std::unordered_map<std::uint64_t, std::size_t> next_;                  // per hash, cycling
+  std::size_t sequence_ = 0;
+  std::atomic<std::uint64_t> served_{0};
+  server_runtime runtime_;
+  tcp::endpoint endpoint_;
+};
+
+}  // namespace tokentap::replay

@@ -1,0 +1,196 @@
+#include "replay/trace_reader.hpp"
+
+#include <simdjson.h>
+
+#include <fstream>
+
+namespace tokentap::replay {
+
+namespace od = simdjson::ondemand;
+
+namespace {
+
+std::string b64decode(std::string_view s) {
+  auto val = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+  };
+  std::string out;
+  int buf = 0, bits = 0;
+  for (char c : s) {
+    const int v = val(c);
+    if (v < 0) continue;
+    buf = (buf << 6) | v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((buf >> bits) & 0xFF));
+    }
+  }
+  return out;
+}
+
+double num(od::value v) {
+  double d;
+  return v.get_double().get(d) ? -1 : d;
+}
+
+std::int64_t integer(od::value v) {
+  std::int64_t n;
+  return v.get_int64().get(n) ? -1 : n;
+}
+
+std::string str(od::value v) {
+  std::string_view s;
+  return v.get_string().get(s) ? std::string() : std::string(s);
+}
+
+template <class F>
+bool fields(od::value v, F&& f) {
+  od::object o;
+  if (v.get_object().get(o)) return false;
+  for (auto field : o) {
+    std::string_view k;
+    od::value fv;
+    if (field.unescaped_key().get(k) || field.value().get(fv)) return false;
+    f(k, fv);
+  }
+  return true;
+}
+
+template <class F>
+bool elements(od::value v, F&& f) {
+  od::array a;
+  if (v.get_array().get(a)) return false;
+  for (auto item : a) {
+    od::value iv;
+    if (item.get(iv)) return false;
+    f(iv);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<record> parse_record(const std::string& line) {
+  thread_local od::parser parser;
+  simdjson::padded_string json(line);
+  od::document doc;
+  od::value root;
+  if (parser.iterate(json).get(doc) || doc.get_value().get(root)) return std::nullopt;
+  record r;
+  std::int64_t version = 0;
+  bool ok = fields(root, [&](std::string_view k, od::value v) {
+    if (k == "v") version = integer(v);
+    else if (k == "id") r.id = str(v);
+    else if (k == "start") r.start = str(v);
+    else if (k == "route") r.route = str(v);
+    else if (k == "provider") r.provider = str(v);
+    else if (k == "model") r.model = str(v);
+    else if (k == "outcome") r.outcome = str(v);
+    else if (k == "error") fields(v, [&](std::string_view ek, od::value ev) { if (ek == "type") r.error_type = str(ev); });
+    else if (k == "request") {
+      fields(v, [&](std::string_view rk, od::value rv) {
+        if (rk == "method") r.method = str(rv);
+        else if (rk == "path") r.path = str(rv);
+        else if (rk == "body") {
+          std::string_view b;
+          if (!rv.get_string().get(b)) r.body = std::string(b);
+        }
+      });
+    } else if (k == "response") {
+      fields(v, [&](std::string_view rk, od::value rv) {
+        if (rk == "status") r.status = static_cast<int>(integer(rv));
+        else if (rk == "headers")
+          fields(rv, [&](std::string_view hk, od::value hv) { r.response_headers.emplace_back(hk, str(hv)); });
+      });
+    } else if (k == "timing") {
+      fields(v, [&](std::string_view tk, od::value tv) {
+        if (tk == "ttft_ms") r.ttft_ms = num(tv);
+        else if (tk == "ttft_answer_ms") r.ttft_answer_ms = num(tv);
+        else if (tk == "e2e_ms") r.e2e_ms = num(tv);
+        else if (tk == "upstream_headers_ms") r.upstream_headers_ms = num(tv);
+        else if (tk == "tokens_per_s") r.tokens_per_s = num(tv);
+        else if (tk == "stalls") r.stalls = integer(tv);
+        else if (tk == "itl_ms")
+          fields(tv, [&](std::string_view q, od::value qv) {
+            if (q == "p50") r.itl_p50 = num(qv);
+            else if (q == "p95") r.itl_p95 = num(qv);
+            else if (q == "p99") r.itl_p99 = num(qv);
+          });
+        else if (tk == "overhead_ms")
+          fields(tv, [&](std::string_view q, od::value qv) {
+            if (q == "p50") r.overhead_p50 = num(qv);
+            else if (q == "p99") r.overhead_p99 = num(qv);
+          });
+      });
+    } else if (k == "usage") {
+      fields(v, [&](std::string_view uk, od::value uv) {
+        if (uk == "input_tokens") r.input_tokens = integer(uv);
+        else if (uk == "output_tokens") r.output_tokens = integer(uv);
+        else if (uk == "reasoning_tokens") r.reasoning_tokens = integer(uv);
+        else if (uk == "cached_input_tokens") r.cached_input_tokens = integer(uv);
+      });
+    } else if (k == "events") {
+      elements(v, [&](od::value e) {
+        recorded_read rr;
+        fields(e, [&](std::string_view ek, od::value ev) {
+          if (ek == "t_us") rr.t_us = integer(ev);
+          else if (ek == "raw") rr.bytes = str(ev);
+          else if (ek == "raw_b64") rr.bytes = b64decode(str(ev));
+        });
+        r.events.push_back(std::move(rr));
+      });
+    } else if (k == "steps") {
+      elements(v, [&](od::value e) {
+        step_record s;
+        fields(e, [&](std::string_view sk, od::value sv) {
+          if (sk == "kind") s.kind = str(sv);
+          else if (sk == "tokens") s.tokens = integer(sv);
+          else if (sk == "redundant") {
+            bool b = false;
+            if (!sv.get_bool().get(b)) s.redundant = b;
+          }
+        });
+        r.steps.push_back(std::move(s));
+      });
+    } else if (k == "redundant_tokens") {
+      r.redundant_tokens = integer(v);
+    } else if (k == "cache") {
+      elements(v, [&](od::value e) {
+        fields(e, [&](std::string_view ck, od::value cv) {
+          if (ck == "event") r.cache.push_back({str(cv)});
+        });
+      });
+    }
+  });
+  if (!ok || version != 1 || r.method.empty()) return std::nullopt;
+  return r;
+}
+
+read_result read_traces(const std::vector<std::string>& files) {
+  read_result out;
+  auto warn = [&](std::string w) {
+    ++out.skipped;
+    if (out.warnings.size() < 20) out.warnings.push_back(std::move(w));
+  };
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    if (!in) {
+      warn(f + ": cannot open");
+      continue;
+    }
+    std::size_t line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++line_no;
+      if (line.empty()) continue;
+      if (auto r = parse_record(line)) out.records.push_back(std::move(*r));
+      else warn(f + ":" + std::to_string(line_no) + ": not a valid trace record, skipped");
+    }
+  }
+  return out;
+}
+
+}  // namespace tokentap::replay

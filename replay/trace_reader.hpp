@@ -1,0 +1,57 @@
+#pragma once
+// Reads trace files (JSON Lines, DESIGN.md §5) back into memory for replay and analysis.
+// Malformed or truncated lines are skipped and counted, never fatal.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tokentap::replay {
+
+struct recorded_read {
+  std::int64_t t_us = 0;  ///< since the request started
+  std::string bytes;      ///< exactly as forwarded
+};
+
+struct cache_event {
+  std::string event;
+};
+
+struct step_record {
+  std::string kind;
+  bool redundant = false;
+  std::int64_t tokens = 0;
+};
+
+struct record {
+  std::string id, start, route, provider, model, outcome, error_type;
+  std::string method, path;
+  std::optional<std::string> body;  ///< null when bodies were not recorded
+  int status = 0;
+  std::vector<std::pair<std::string, std::string>> response_headers;
+  std::vector<recorded_read> events;
+  // timing (ms; -1 = absent)
+  double ttft_ms = -1, ttft_answer_ms = -1, e2e_ms = -1, upstream_headers_ms = -1;
+  double itl_p50 = -1, itl_p95 = -1, itl_p99 = -1, overhead_p50 = -1, overhead_p99 = -1, tokens_per_s = -1;
+  std::int64_t stalls = 0;
+  // usage (-1 = absent)
+  std::int64_t input_tokens = -1, output_tokens = -1, reasoning_tokens = -1, cached_input_tokens = -1;
+  std::vector<step_record> steps;
+  std::int64_t redundant_tokens = 0;
+  std::vector<cache_event> cache;
+};
+
+struct read_result {
+  std::vector<record> records;
+  std::size_t skipped = 0;           ///< malformed or truncated lines
+  std::vector<std::string> warnings; ///< one per skipped line (first few), for the user
+};
+
+/// Reads every file; a file that cannot be opened is a warning too.
+read_result read_traces(const std::vector<std::string>& files);
+
+/// Parses one line; nullopt when it is not a valid version-1 record.
+std::optional<record> parse_record(const std::string& line);
+
+}  // namespace tokentap::replay

@@ -1,0 +1,197 @@
+// Record through the real proxy from the simulator, then replay: bytes and timing as recorded.
+// And `analyze` on a fixture with known numbers.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "replay/analyze.hpp"
+#include "replay/replay_server.hpp"
+#include "replay/trace_reader.hpp"
+#include "test/support/http_client.hpp"
+#include "test/support/process.hpp"
+#include "test/support/stack.hpp"
+#include "test/support/tls_cert.hpp"
+
+namespace tokentap::test {
+namespace {
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().string());
+  return out;
+}
+
+struct recording {
+  recording() : dir(temp_dir() + "/traces"), s([this](config::config& cfg) { cfg.trace.dir = dir; }) {}
+  // Sends through the proxy; waits for the trace record.
+  response send(const request_options& o) {
+    auto r = fetch(s.proxy_ep(), o);
+    ++n;
+    for (int i = 0; i < 300; ++i) {
+      if (std::filesystem::exists(dir) && replay::read_traces(files_in(dir)).records.size() >= n) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return r;
+  }
+  std::string dir;
+  stack s;
+  std::size_t n = 0;
+};
+
+request_options streamed() {
+  request_options o;
+  o.body = chat_body(true, "replay me");
+  o.headers = {{"x-sim-ttft-ms", "60"}, {"x-sim-itl-ms", "20"}, {"x-sim-tokens", "25"},
+               {"x-sim-reasoning-tokens", "5"}, {"Authorization", "Bearer sk-replay"}};
+  return o;
+}
+
+TEST(Replay, ServeReproducesBytesAndTiming) {
+  recording rec;
+  const auto original = rec.send(streamed());
+  request_options plain;
+  plain.body = chat_body(false, "plain one");
+  plain.headers = {{"x-sim-tokens", "6"}, {"x-sim-ttft-ms", "30"}};
+  const auto original_plain = rec.send(plain);
+  ASSERT_TRUE(original.complete);
+
+  auto traces = replay::read_traces(files_in(rec.dir));
+  ASSERT_EQ(traces.records.size(), 2u);
+  EXPECT_EQ(traces.skipped, 0u);
+  const auto recorded_events = traces.records[0].events;
+  replay::serve_options so;
+  so.port = 0;
+  replay::replay_server server(std::move(traces.records), so);
+  server.start();
+
+  const auto replayed = fetch(server.endpoint(), streamed());
+  ASSERT_TRUE(replayed.complete);
+  EXPECT_EQ(replayed.status, 200);
+  EXPECT_EQ(replayed.body, original.body);  // byte for byte
+  EXPECT_EQ(replayed.header("content-type"), "text/event-stream; charset=utf-8");
+  // Each recorded read arrives at its recorded offset: within 2 ms or 5 % (plus loopback noise).
+  ASSERT_EQ(replayed.chunk_ms.size(), recorded_events.size());
+  for (std::size_t i = 0; i < recorded_events.size(); ++i) {
+    const double want = static_cast<double>(recorded_events[i].t_us) / 1000.0;
+    EXPECT_NEAR(replayed.chunk_ms[i], want, std::max(3.0, 0.05 * want)) << "read " << i;
+  }
+  const auto replayed_plain = fetch(server.endpoint(), plain);
+  EXPECT_EQ(replayed_plain.body, original_plain.body);
+  EXPECT_EQ(server.served(), 2u);
+}
+
+TEST(Replay, UnmatchedRequestIs404NamingItsHash) {
+  recording rec;
+  rec.send(streamed());
+  replay::serve_options so;
+  so.port = 0;
+  replay::replay_server server(replay::read_traces(files_in(rec.dir)).records, so);
+  server.start();
+  auto other = streamed();
+  other.body = chat_body(true, "never recorded");
+  const auto r = fetch(server.endpoint(), other);
+  EXPECT_EQ(r.status, 404);
+  EXPECT_NE(r.body.find("no_recorded_response"), std::string::npos);
+  EXPECT_NE(r.body.find("no recorded request matches hash "), std::string::npos) << r.body;
+}
+
+TEST(Replay, SpeedScalesTimingAndSequenceModeIgnoresBodies) {
+  recording rec;
+  const auto original = rec.send(streamed());
+  replay::serve_options so;
+  so.port = 0;
+  so.speed = 2.0;
+  so.match = replay::match_mode::sequence;
+  replay::replay_server server(replay::read_traces(files_in(rec.dir)).records, so);
+  server.start();
+  auto other = streamed();
+  other.body = chat_body(true, "different body, same slot");
+  const auto r = fetch(server.endpoint(), other);
+  EXPECT_EQ(r.body, original.body);
+  EXPECT_NEAR(r.total_ms, original.total_ms / 2, std::max(6.0, 0.1 * original.total_ms));
+}
+
+TEST(TraceReader, MalformedAndTruncatedLinesAreSkippedWithWarnings) {
+  recording rec;
+  rec.send(streamed());
+  auto files = files_in(rec.dir);
+  const auto good = replay::read_traces(files).records.size();
+  ASSERT_EQ(good, 1u);
+  std::ofstream(files[0], std::ios::app) << "{\"v\":1,\"id\":\"x\",\"request\":{\"met\n"  // truncated
+                                         << "not json\n\n{\"v\":2,\"request\":{\"method\":\"GET\"}}\n";
+  const auto r = replay::read_traces({files[0], "/nonexistent/trace.jsonl"});
+  EXPECT_EQ(r.records.size(), 1u);
+  EXPECT_EQ(r.skipped, 4u);  // truncated, garbage, wrong version, missing file
+  EXPECT_EQ(r.warnings.size(), 4u);
+}
+
+// A fixture with known numbers.
+std::string fixture_line(const std::string& id, const std::string& model, double ttft, double e2e,
+                         const std::string& outcome, int input, int cached, const std::string& cache_event,
+                         int steps) {
+  std::string s = R"({"v":1,"id":")" + id + R"(","start":"2026-11-29T10:00:00.000000Z","route":"r","provider":"openai-chat","model":")" +
+                  model + R"(","request":{"method":"POST","path":"/v1/chat/completions","headers":{},"body":null},"response":{"status":200,"headers":{}},"outcome":")" +
+                  outcome + R"(","error":null,"timing":{"ttft_ms":)" + std::to_string(ttft) + R"(,"ttft_answer_ms":)" +
+                  std::to_string(ttft + 10) + R"(,"e2e_ms":)" + std::to_string(e2e) +
+                  R"(,"itl_ms":{"p50":5,"p95":9,"p99":10,"max":12,"n":9},"overhead_ms":{"p50":0.01,"p95":0.02,"p99":0.03,"max":0.04,"n":9},"stalls":0},"usage":{"input_tokens":)" +
+                  std::to_string(input) + R"(,"output_tokens":10,"reasoning_tokens":4,"cached_input_tokens":)" +
+                  std::to_string(cached) + R"(,"cache_write_tokens":null},"text":null,"events":[],"steps":[)";
+  for (int i = 0; i < steps; ++i)
+    s += std::string(i ? "," : "") + R"({"offset":0,"channel":"reasoning","kind":")" + (i ? "conclusion" : "step") +
+         R"(","t_us":1,"duration_us":1,"tokens":2,"redundant":false})";
+  return s + R"(],"redundant_tokens":1,"cache":[{"event":")" + cache_event + R"("}]})";
+}
+
+TEST(Analyze, KnownNumbers) {
+  const auto dir = temp_dir();
+  {
+    std::ofstream f(dir + "/t.jsonl");
+    f << fixture_line("a", "m1", 100, 1000, "ok", 100, 100, "hit", 2) << "\n"
+      << fixture_line("b", "m1", 200, 3000, "ok", 100, 0, "miss", 1) << "\n"
+      << fixture_line("c", "m2", 300, 2000, "timeout", 200, 0, "unexpected_miss", 0) << "\n"
+      << "garbage line\n";
+  }
+  const auto traces = replay::read_traces({dir + "/t.jsonl"});
+  ASSERT_EQ(traces.records.size(), 3u);
+  EXPECT_EQ(traces.skipped, 1u);
+  replay::analyze_options o;
+  o.json = true;
+  const auto all = replay::analyze(traces.records, o);
+  EXPECT_NE(all.find(R"("group":"all","requests":3,"outcomes":{"ok":2,"timeout":1})"), std::string::npos) << all;
+  EXPECT_NE(all.find(R"("ttft_ms":{"p50":200.000,"p95":300.000,"p99":300.000,"n":3})"), std::string::npos) << all;
+  EXPECT_NE(all.find(R"("tokens":{"input":400,"output":30,"reasoning":12,"cached_input":100},"cache_hit_ratio":0.250)"),
+            std::string::npos) << all;
+  EXPECT_NE(all.find(R"("cache_events":{"hit":1,"miss":1,"unexpected_miss":1})"), std::string::npos) << all;
+  EXPECT_NE(all.find(R"("steps_per_response":1.000,"steps_by_kind":{"conclusion":1,"step":2})"), std::string::npos) << all;
+  EXPECT_NE(all.find(R"("redundant_token_share":0.250)"), std::string::npos) << all;
+  EXPECT_NE(all.find(R"("slowest":[{"id":"b")"), std::string::npos) << all;
+  o.by = replay::group_by::model;
+  const auto by_model = replay::analyze(traces.records, o);
+  EXPECT_NE(by_model.find(R"("group":"m1","requests":2)"), std::string::npos);
+  EXPECT_NE(by_model.find(R"("group":"m2","requests":1)"), std::string::npos);
+  // The binary: text output and a warning for the bad line, exit 0.
+  const auto r = run({"analyze", dir + "/t.jsonl", "--by", "model"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("== m1: 2 requests"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 malformed lines skipped"), std::string::npos);
+  EXPECT_NE(r.err.find("not a valid trace record"), std::string::npos);
+}
+
+TEST(Replay, BinaryServesATraceFile) {
+  recording rec;
+  const auto original = rec.send(streamed());
+  process p({"replay", "serve", "--trace", files_in(rec.dir)[0], "--listen", "127.0.0.1:0"});
+  const auto line = p.wait_for_line("ready ", std::chrono::seconds(10));
+  ASSERT_FALSE(line.empty()) << p.err();
+  const auto colon = line.find(':', line.find("replay="));
+  const tcp::endpoint ep(boost::asio::ip::make_address("127.0.0.1"),
+                         static_cast<unsigned short>(std::stoi(line.substr(colon + 1))));
+  EXPECT_EQ(fetch(ep, streamed()).body, original.body);
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(std::chrono::seconds(10)), 0);
+}
+
+}  // namespace
+}  // namespace tokentap::test
