@@ -5,6 +5,7 @@
 #include <charconv>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include "proxy/net.hpp"
 #include "proxy/proxy_server.hpp"
 #include "replay/analyze.hpp"
+#include "replay/replay_send.hpp"
 #include "replay/replay_server.hpp"
 #include "sim/load_generator.hpp"
 #include "sim/sim_server.hpp"
@@ -100,6 +102,21 @@ chat, Anthropic messages with thinking, reasoning models, a few faults).  Ctrl-C
 )";
 
 constexpr const char* replay_help = R"(usage: tokentap replay serve --trace FILE [FILE...] [flags]
+       tokentap replay send  --trace FILE [FILE...] --target URL [flags]
+
+replay send: re-issues the recorded requests (redacted headers dropped; --header adds credentials)
+with the recorded arrival pattern, a fixed concurrency or a fixed rate, measures TTFT, answer TTFT,
+ITL, end to end and tokens/s exactly as the proxy does, and prints recorded vs replayed
+P50/P95/P99 with the change in percent.  Exit status 1 if any request failed.
+
+  --target URL             http://host:port of the server under test
+  --concurrency N          a closed loop of N clients (instead of the recorded arrival pattern)
+  --rate R                 an open loop at R requests per second
+  --speed X                recorded arrival pattern X times faster (default 1)
+  --header "Name: value"   one header added to every request (e.g. credentials)
+  --report FILE            also write the comparison as JSON
+
+replay serve:
 
 An upstream that answers each request with a recorded response from the trace files: status,
 headers and body byte for byte, each recorded read sent at its recorded offset.
@@ -430,9 +447,47 @@ replay::read_result load_traces(const std::vector<std::string>& files) {
   return r;
 }
 
+int cmd_replay_send(const std::vector<std::string>& args) {
+  auto f = flags::parse("replay send", args,
+                        {"trace", "target", "concurrency", "rate", "speed", "header", "report", "log-level"}, {});
+  apply_log_level(f, "info");
+  replay::send_options o;
+  const auto target = f.get("target");
+  if (!target) throw usage_error{"--target URL is required"};
+  std::string err;
+  const auto u = config::parse_url(*target, err);
+  if (!u) throw usage_error{"--target: " + err};
+  if (u->tls) throw usage_error{"--target: https is not supported by replay send yet"};
+  o.host = u->host;
+  o.port = u->port;
+  o.concurrency = static_cast<unsigned>(f.number("concurrency", 0, 0, 100000));
+  o.rate = f.number("rate", 0, 0, 1e6);
+  o.speed = f.number("speed", 1, 0.001, 1000);
+  if (auto h = f.get("header")) {
+    const auto colon = h->find(':');
+    if (colon == std::string::npos) throw usage_error{"--header must be \"Name: value\""};
+    auto value = h->substr(colon + 1);
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    o.headers.emplace_back(h->substr(0, colon), value);
+  }
+  o.progress = isatty(STDERR_FILENO);
+  const auto traces = load_traces(trace_files(f));
+  if (traces.records.empty()) throw usage_error{"no usable trace records in the given files"};
+  const auto result = replay::send(traces.records, o);
+  std::cout << result.table;
+  std::cout << traces.records.size() << " requests, " << result.failed << " failed\n";
+  if (auto report = f.get("report")) {
+    std::ofstream out(*report);
+    if (!out) throw usage_error{"--report: cannot write " + *report};
+    out << result.json;
+  }
+  return result.failed == 0 ? 0 : 1;
+}
+
 int cmd_replay(const std::vector<std::string>& args) {
   if (args.empty() || want_help(args)) return std::cout << replay_help, args.empty() ? 2 : 0;
-  if (args[0] != "serve") throw usage_error{"unknown replay command '" + args[0] + "' (available: serve)"};
+  if (args[0] == "send") return cmd_replay_send({args.begin() + 1, args.end()});
+  if (args[0] != "serve") throw usage_error{"unknown replay command '" + args[0] + "' (available: serve, send)"};
   auto f = flags::parse("replay serve", {args.begin() + 1, args.end()},
                         {"trace", "listen", "speed", "match", "threads", "log-level"}, {});
   apply_log_level(f, "info");

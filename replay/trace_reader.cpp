@@ -95,6 +95,8 @@ std::optional<record> parse_record(const std::string& line) {
       fields(v, [&](std::string_view rk, od::value rv) {
         if (rk == "method") r.method = str(rv);
         else if (rk == "path") r.path = str(rv);
+        else if (rk == "headers")
+          fields(rv, [&](std::string_view hk, od::value hv) { r.request_headers.emplace_back(hk, str(hv)); });
         else if (rk == "body") {
           std::string_view b;
           if (!rv.get_string().get(b)) r.body = std::string(b);

@@ -28,6 +28,7 @@ struct record {
   std::string id, start, route, provider, model, outcome, error_type;
   std::string method, path;
   std::optional<std::string> body;  ///< null when bodies were not recorded
+  std::vector<std::pair<std::string, std::string>> request_headers;  ///< secrets are "[redacted]"
   int status = 0;
   std::vector<std::pair<std::string, std::string>> response_headers;
   std::vector<recorded_read> events;

@@ -195,3 +195,43 @@ TEST(Replay, BinaryServesATraceFile) {
 
 }  // namespace
 }  // namespace tokentap::test
+
+namespace tokentap::test {
+namespace {
+
+TEST(ReplaySend, ReissuesRecordedRequestsAndComparesPercentiles) {
+  recording rec;
+  for (int i = 0; i < 4; ++i) {
+    auto o = streamed();
+    o.body = chat_body(true, "question " + std::to_string(i));
+    rec.send(o);
+  }
+  const auto file = files_in(rec.dir)[0];
+  const auto report = temp_dir() + "/report.json";
+  // Against the same simulator (directly): the same requests, so similar numbers.
+  const auto target = "http://127.0.0.1:" + std::to_string(rec.s.sim_ep().port());
+  auto r = run({"replay", "send", "--trace", file, "--target", target, "--concurrency", "2", "--report", report,
+                "--header", "Authorization: Bearer sk-new"},
+               std::chrono::seconds(30));
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("recorded p50 / p95 / p99"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 requests, 0 failed"), std::string::npos) << r.out;
+  std::ifstream in(report);
+  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(json.find(R"("requests":4,"failed":0)"), std::string::npos) << json;
+  // TTFT replayed at the simulator's 60 ms (measured like the proxy measures it).
+  const auto k = json.find(R"("ttft_ms":{"recorded":{"p50":)");
+  ASSERT_NE(k, std::string::npos);
+  const auto rep = json.find(R"("replayed":{"p50":)", k);
+  const double replayed_ttft = std::atof(json.c_str() + rep + 18);
+  EXPECT_NEAR(replayed_ttft, 60, 15) << json.substr(k, 200);
+  // A target that refuses: non-zero exit, failures listed.
+  r = run({"replay", "send", "--trace", file, "--target", "http://127.0.0.1:" + std::to_string(closed_port()),
+           "--rate", "100"},
+          std::chrono::seconds(30));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("4 requests, 4 failed"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace tokentap::test

@@ -1,0 +1,282 @@
+#include "replay/replay_send.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+
+#include <boost/asio/detached.hpp>
+#include <boost/beast/http.hpp>
+
+#include "hooks/hook_chain.hpp"
+#include "parsers/json_out.hpp"
+#include "proxy/http_util.hpp"
+#include "proxy/net.hpp"
+
+namespace tokentap::replay {
+
+namespace http = beast::http;
+
+namespace {
+
+// RFC 3339 "YYYY-MM-DDTHH:MM:SS.uuuuuuZ" -> µs since the epoch (-1 if unreadable).
+std::int64_t parse_start(const std::string& s) {
+  std::tm tm{};
+  int usec = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%6dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &usec) < 6)
+    return -1;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<std::int64_t>(timegm(&tm)) * 1000000 + usec;
+}
+
+// Captures what the timing hook found, for one request.
+struct capture_factory : hooks::hook_factory {
+  struct capture : hooks::hook {
+    explicit capture(measured& m) : m_(m) {}
+    void on_stream_end(hooks::stream_summary& s) override {
+      m_.ttft_ms = s.timing.ttft_ms;
+      m_.ttft_answer_ms = s.timing.ttft_answer_ms;
+      m_.e2e_ms = s.timing.e2e_ms;
+      m_.itl_median_ms = s.timing.itl.p50;
+      m_.tokens_per_s = s.timing.tokens_per_s;
+    }
+    measured& m_;
+  };
+  explicit capture_factory(measured& m) : m_(m) {}
+  std::unique_ptr<hooks::hook> create() override { return std::make_unique<capture>(m_); }
+  measured& m_;
+};
+
+// Headers a replayed request keeps: no secrets (they were redacted), nothing connection-specific.
+bool replayable(std::string_view name, std::string_view value) {
+  if (value == "[redacted]" || proxy::is_hop_by_hop(name)) return false;
+  for (std::string_view skip : {"host", "content-length", "x-forwarded-for", "x-forwarded-proto", "accept-encoding"})
+    if (beast::iequals(name, skip)) return false;
+  return true;
+}
+
+net::awaitable<void> send_one(const record& r, const send_options& o, measured& m) {
+  auto ex = co_await net::this_coro::executor;
+  error_code ec;
+  tcp::resolver resolver(ex);
+  auto results = co_await resolver.async_resolve(o.host, std::to_string(o.port), use_ec(ec));
+  beast::tcp_stream stream(ex);
+  if (!ec) {
+    stream.expires_after(std::chrono::seconds(10));
+    co_await stream.async_connect(results, use_ec(ec));
+  }
+  if (ec) {
+    m.error = "connect: " + ec.message();
+    co_return;
+  }
+  http::request<http::string_body> req;
+  req.method_string(r.method);
+  req.target(r.path);
+  req.version(11);
+  for (const auto& [k, v] : r.request_headers)
+    if (replayable(k, v)) req.set(k, v);
+  for (const auto& [k, v] : o.headers) req.set(k, v);
+  req.set(http::field::host, o.host);
+  req.body() = r.body.value_or("");
+  req.prepare_payload();
+
+  // Measure exactly as the proxy does: the same decoders and timing hook on every read.
+  config::config cfg;
+  cfg.hooks = {"timing"};
+  auto factories = hooks::builtin_hooks().build(cfg);
+  factories.push_back(std::make_shared<capture_factory>(m));
+  hooks::hook_chain_factory chain(cfg, std::move(factories));
+  auto tap = chain.create();
+  const auto start = mono_now_ns();
+  hooks::request_view view;
+  view.method = r.method;
+  view.target = r.path;
+  view.start_ns = start;
+  tap->on_request(view);
+
+  stream.expires_after(std::chrono::minutes(10));
+  co_await http::async_write(stream, req, use_ec(ec));
+  beast::flat_buffer buffer;
+  http::response_parser<http::buffer_body> p;
+  p.body_limit(std::numeric_limits<std::uint64_t>::max());
+  if (!ec) co_await http::async_read_header(stream, buffer, p, use_ec(ec));
+  if (ec) {
+    m.error = "request: " + ec.message();
+    tap->on_stream_end(hooks::stream_outcome::upstream_error, mono_now_ns());
+    co_return;
+  }
+  m.status = p.get().result_int();
+  tap->on_response_head({static_cast<unsigned>(m.status), p.get()[http::field::content_type],
+                         p.get()[http::field::content_encoding], mono_now_ns(), {}});
+  std::vector<char> chunk(16384);
+  while (!p.is_done()) {
+    p.get().body().data = chunk.data();
+    p.get().body().size = chunk.size();
+    co_await http::async_read_some(stream, buffer, p, use_ec(ec));
+    if (ec == http::error::need_buffer) ec = {};
+    const auto n = chunk.size() - p.get().body().size;
+    const auto t = mono_now_ns();
+    if (n) tap->on_body({chunk.data(), n}, t, t);
+    if (ec) break;
+  }
+  tap->on_stream_end(ec ? hooks::stream_outcome::upstream_reset : hooks::stream_outcome::ok, mono_now_ns());
+  m.ok = !ec && m.status < 400;
+  if (ec) m.error = "response: " + ec.message();
+}
+
+}  // namespace
+
+namespace {
+
+struct q3 {
+  double p50 = -1, p95 = -1, p99 = -1;
+};
+
+q3 quantiles(std::vector<double> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return x < 0; }), v.end());
+  q3 q;
+  if (v.empty()) return q;
+  std::sort(v.begin(), v.end());
+  auto at = [&](double p) {
+    const auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size())));
+    return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+  };
+  return {at(0.5), at(0.95), at(0.99)};
+}
+
+}  // namespace
+
+send_result send(const std::vector<record>& records, const send_options& o) {
+  send_result res;
+  res.replayed.resize(records.size());
+  for (std::size_t i = 0; i < records.size(); ++i) res.replayed[i].id = records[i].id;
+  net::io_context ioc(1);
+  std::size_t done = 0;
+  std::mutex mu;
+  auto finished = [&] {
+    std::lock_guard lk(mu);
+    ++done;
+    if (o.progress) {
+      const int width = 30;
+      const int filled = static_cast<int>(width * done / std::max<std::size_t>(1, records.size()));
+      std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu", filled, "##############################", width - filled, "",
+                   done, records.size());
+      if (done == records.size()) std::fprintf(stderr, "\n");
+    }
+  };
+  if (o.concurrency > 0) {
+    // A closed loop: N clients, each taking the next recorded request when done.
+    auto next = std::make_shared<std::size_t>(0);
+    for (unsigned c = 0; c < o.concurrency; ++c) {
+      net::co_spawn(ioc, [&, next]() -> net::awaitable<void> {
+        while (*next < records.size()) {
+          const auto i = (*next)++;
+          co_await send_one(records[i], o, res.replayed[i]);
+          finished();
+        }
+      }, net::detached);
+    }
+  } else {
+    // The recorded arrival pattern (scaled by speed), or a fixed rate.
+    std::int64_t first = -1;
+    for (const auto& r : records) {
+      const auto t = parse_start(r.start);
+      if (t >= 0 && (first < 0 || t < first)) first = t;
+    }
+    const auto t0 = clock::now();
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      double offset_ms = 0;
+      if (o.rate > 0) offset_ms = 1000.0 * static_cast<double>(i) / o.rate;
+      else if (first >= 0) offset_ms = static_cast<double>(std::max<std::int64_t>(0, parse_start(records[i].start) - first)) / 1000.0 / o.speed;
+      net::co_spawn(ioc, [&, i, offset_ms]() -> net::awaitable<void> {
+        net::steady_timer t(co_await net::this_coro::executor);
+        t.expires_at(t0 + std::chrono::microseconds(static_cast<std::int64_t>(offset_ms * 1000)));
+        error_code ec;
+        co_await t.async_wait(use_ec(ec));
+        co_await send_one(records[i], o, res.replayed[i]);
+        finished();
+      }, net::detached);
+    }
+  }
+  ioc.run();
+
+  for (const auto& m : res.replayed) res.failed += m.ok ? 0 : 1;
+  // Recorded vs replayed, side by side.
+  struct metric {
+    const char* name;
+    std::vector<double> rec, rep;
+  };
+  std::vector<metric> metrics = {{"ttft_ms", {}, {}}, {"ttft_answer_ms", {}, {}}, {"itl_median_ms", {}, {}},
+                                 {"e2e_ms", {}, {}}, {"tokens_per_s", {}, {}}};
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const auto& r = records[i];
+    const auto& m = res.replayed[i];
+    const double rec[] = {r.ttft_ms, r.ttft_answer_ms, r.itl_p50, r.e2e_ms, r.tokens_per_s};
+    const double rep[] = {m.ttft_ms, m.ttft_answer_ms, m.itl_median_ms, m.e2e_ms, m.tokens_per_s};
+    for (std::size_t k = 0; k < metrics.size(); ++k) {
+      metrics[k].rec.push_back(rec[k]);
+      metrics[k].rep.push_back(rep[k]);
+    }
+  }
+  char line[200];
+  std::snprintf(line, sizeof line, "%-16s %27s   %27s   %23s\n", "", "recorded p50 / p95 / p99",
+                "replayed p50 / p95 / p99", "change p50 / p95 / p99");
+  res.table = line;
+  res.json = "{\"requests\":" + std::to_string(records.size()) + ",\"failed\":" + std::to_string(res.failed) +
+             ",\"metrics\":{";
+  auto change = [](double a, double b) { return a > 0 && b >= 0 ? 100.0 * (b - a) / a : NAN; };
+  for (std::size_t k = 0; k < metrics.size(); ++k) {
+    const auto a = quantiles(metrics[k].rec), b = quantiles(metrics[k].rep);
+    auto cell = [](double v) {
+      char c[16];
+      if (v < 0) std::snprintf(c, sizeof c, "-");
+      else std::snprintf(c, sizeof c, "%.1f", v);
+      return std::string(c);
+    };
+    auto pct = [](double v) {
+      char c[16];
+      if (std::isnan(v)) std::snprintf(c, sizeof c, "-");
+      else std::snprintf(c, sizeof c, "%+.1f%%", v);
+      return std::string(c);
+    };
+    std::snprintf(line, sizeof line, "%-16s %8s %8s %8s   %8s %8s %8s   %7s %7s %7s\n", metrics[k].name,
+                  cell(a.p50).c_str(), cell(a.p95).c_str(), cell(a.p99).c_str(), cell(b.p50).c_str(),
+                  cell(b.p95).c_str(), cell(b.p99).c_str(), pct(change(a.p50, b.p50)).c_str(),
+                  pct(change(a.p95, b.p95)).c_str(), pct(change(a.p99, b.p99)).c_str());
+    res.table += line;
+    if (k) res.json += ",";
+    res.json += "\"" + std::string(metrics[k].name) + "\":{";
+    auto q = [&](const char* n, const q3& x) {
+      res.json += "\"" + std::string(n) + "\":{\"p50\":";
+      json::append_ms(res.json, x.p50);
+      res.json += ",\"p95\":";
+      json::append_ms(res.json, x.p95);
+      res.json += ",\"p99\":";
+      json::append_ms(res.json, x.p99);
+      res.json += "}";
+    };
+    q("recorded", a);
+    res.json += ",";
+    q("replayed", b);
+    res.json += "}";
+  }
+  res.json += "},\"failures\":[";
+  bool first = true;
+  for (const auto& m : res.replayed) {
+    if (m.ok) continue;
+    if (!first) res.json += ",";
+    first = false;
+    res.json += "{\"id\":";
+    json::append_string(res.json, m.id);
+    res.json += ",\"status\":" + std::to_string(m.status) + ",\"error\":";
+    json::append_string(res.json, m.error);
+    res.json += "}";
+  }
+  res.json += "]}\n";
+  return res;
+}
+
+}  // namespace tokentap::replay
