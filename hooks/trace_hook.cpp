@@ -168,7 +168,14 @@ class trace_hook final : public hook {
     append_quantiles(r, t.itl_reasoning);
     r += ",\"overhead_ms\":";
     append_quantiles(r, t.overhead);
-    r += ",\"stalls\":" + std::to_string(t.stalls) + "}";
+    r += ",\"stalls\":" + std::to_string(t.stalls);
+    // Every inter-token gap (the first 4096), for exports to other load tools.
+    r += ",\"itl_values_ms\":[";
+    for (std::size_t i = 0; i < t.itl_values_ms.size() && i < 4096; ++i) {
+      if (i) r += ",";
+      json::append_ms(r, t.itl_values_ms[i]);
+    }
+    r += "]}";
     const auto& u = s.usage;
     r += ",\"usage\":{\"input_tokens\":";
     json::append_int(r, u.input_tokens);

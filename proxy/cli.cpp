@@ -129,6 +129,13 @@ headers and body byte for byte, each recorded read sent at its recorded offset.
 )";
 
 constexpr const char* analyze_help = R"(usage: tokentap analyze FILE... [--format text|json] [--by model|route|provider]
+       tokentap analyze --compare A B [--format text|json]
+       tokentap analyze FILE... --export csv|aiperf
+
+--compare: two trace files side by side (B against A) with deltas and a behaviour-drift score (KL
+divergence of output-length and step-kind distributions).  --export: per-request rows for other
+load tools (csv: timestamps, token counts, TTFT, end to end, the ITL list; aiperf: JSON Lines with
+timestamp, input_length, output_length).
 
 Counts, outcome mix, TTFT / answer TTFT / end-to-end / ITL / overhead percentiles, tokens, cache
 hit ratio and events, reasoning steps per response and the redundant-token share, slowest requests.
@@ -517,7 +524,7 @@ int cmd_replay(const std::vector<std::string>& args) {
 
 int cmd_analyze(const std::vector<std::string>& args) {
   if (want_help(args)) return std::cout << analyze_help, 0;
-  auto f = flags::parse("analyze", args, {"format", "by", "trace"}, {});
+  auto f = flags::parse("analyze", args, {"format", "by", "trace", "compare", "export"}, {});
   replay::analyze_options o;
   const auto fmt = f.get("format").value_or("text");
   if (fmt != "text" && fmt != "json") throw usage_error{"--format must be text or json"};
@@ -527,7 +534,19 @@ int cmd_analyze(const std::vector<std::string>& args) {
   else if (by == "route") o.by = replay::group_by::route;
   else if (by == "provider") o.by = replay::group_by::provider;
   else if (!by.empty()) throw usage_error{"--by must be model, route or provider"};
+  if (auto a = f.get("compare")) {
+    if (f.positional().size() != 1) throw usage_error{"--compare A B: give exactly the two trace files"};
+    const auto ta = load_traces({*a});
+    const auto tb = load_traces({f.positional()[0]});
+    std::cout << replay::compare(ta.records, tb.records, o.json);
+    return 0;
+  }
   const auto traces = load_traces(trace_files(f));
+  if (auto e = f.get("export")) {
+    if (*e != "csv" && *e != "aiperf") throw usage_error{"--export must be csv or aiperf"};
+    std::cout << replay::export_rows(traces.records, *e);
+    return 0;
+  }
   std::cout << replay::analyze(traces.records, o);
   if (!o.json && traces.skipped) std::cout << traces.skipped << " malformed lines skipped\n";
   return 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <map>
 
 #include "parsers/json_out.hpp"
@@ -199,6 +200,139 @@ std::string analyze(const std::vector<record>& records, const analyze_options& o
     }
   }
   if (opts.json) out += "]}\n";
+  return out;
+}
+
+double kl_divergence(const std::map<std::string, double>& p, const std::map<std::string, double>& q) {
+  std::map<std::string, std::pair<double, double>> keys;
+  for (const auto& [k, v] : p) keys[k].first = v;
+  for (const auto& [k, v] : q) keys[k].second = v;
+  double sp = 0, sq = 0;
+  for (auto& [k, v] : keys) {
+    v.first += 1;  // add-one smoothing: no zero probabilities
+    v.second += 1;
+    sp += v.first;
+    sq += v.second;
+  }
+  double kl = 0;
+  for (const auto& [k, v] : keys) {
+    const double pp = v.first / sp, qq = v.second / sq;
+    kl += pp * std::log(pp / qq);
+  }
+  return kl;
+}
+
+namespace {
+
+std::map<std::string, double> output_length_hist(const std::vector<record>& rs) {
+  std::map<std::string, double> h;
+  for (const auto& r : rs) {
+    if (r.output_tokens < 0) continue;
+    int b = 0;
+    while ((std::int64_t{1} << b) <= r.output_tokens) ++b;  // log2 bucket
+    char key[16];
+    std::snprintf(key, sizeof key, "<%lld", static_cast<long long>(std::int64_t{1} << b));
+    h[key] += 1;
+  }
+  return h;
+}
+
+std::map<std::string, double> step_kind_hist(const std::vector<record>& rs) {
+  std::map<std::string, double> h;
+  for (const auto& r : rs)
+    for (const auto& s : r.steps) h[s.kind] += 1;
+  return h;
+}
+
+}  // namespace
+
+std::string compare(const std::vector<record>& a, const std::vector<record>& b, bool json) {
+  summary sa, sb;
+  for (const auto& r : a) sa.add(r);
+  for (const auto& r : b) sb.add(r);
+  const double kl_len = kl_divergence(output_length_hist(b), output_length_hist(a));
+  const double kl_steps = kl_divergence(step_kind_hist(b), step_kind_hist(a));
+  struct row {
+    const char* name;
+    quantiles qa, qb;
+  };
+  const row rows[] = {{"ttft_ms", quantiles_of(sa.ttft), quantiles_of(sb.ttft)},
+                      {"ttft_answer_ms", quantiles_of(sa.ttft_answer), quantiles_of(sb.ttft_answer)},
+                      {"itl_median_ms", quantiles_of(sa.itl_p50), quantiles_of(sb.itl_p50)},
+                      {"e2e_ms", quantiles_of(sa.e2e), quantiles_of(sb.e2e)}};
+  auto delta = [](double x, double y) { return x > 0 && y >= 0 ? 100.0 * (y - x) / x : NAN; };
+  std::string out;
+  char buf[200];
+  if (json) {
+    out = "{\"a\":{\"requests\":" + std::to_string(sa.requests) + "},\"b\":{\"requests\":" +
+          std::to_string(sb.requests) + "},\"metrics\":{";
+    for (std::size_t i = 0; i < std::size(rows); ++i) {
+      if (i) out += ",";
+      out += "\"" + std::string(rows[i].name) + "\":{";
+      json_q(out, "a", rows[i].qa);
+      out += ",";
+      json_q(out, "b", rows[i].qb);
+      out += "}";
+    }
+    std::snprintf(buf, sizeof buf, "},\"kl_output_length\":%.4f,\"kl_step_kinds\":%.4f}\n", kl_len, kl_steps);
+    return out + buf;
+  }
+  std::snprintf(buf, sizeof buf, "%-15s %26s   %26s   %22s\n", "", "A p50 / p95 / p99", "B p50 / p95 / p99",
+                "change p50 / p95 / p99");
+  out += buf;
+  for (const auto& r : rows) {
+    auto pct = [](double v) {
+      char c[16];
+      if (std::isnan(v)) std::snprintf(c, sizeof c, "-");
+      else std::snprintf(c, sizeof c, "%+.1f%%", v);
+      return std::string(c);
+    };
+    std::snprintf(buf, sizeof buf, "%-15s %8s %8s %8s   %8s %8s %8s   %6s %6s %6s\n", r.name, fmt(r.qa.p50).c_str(),
+                  fmt(r.qa.p95).c_str(), fmt(r.qa.p99).c_str(), fmt(r.qb.p50).c_str(), fmt(r.qb.p95).c_str(),
+                  fmt(r.qb.p99).c_str(), pct(delta(r.qa.p50, r.qb.p50)).c_str(),
+                  pct(delta(r.qa.p95, r.qb.p95)).c_str(), pct(delta(r.qa.p99, r.qb.p99)).c_str());
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "requests: A=%zu B=%zu\nbehaviour drift (KL divergence, 0 = same): output length %.4f, step kinds %.4f\n",
+                sa.requests, sb.requests, kl_len, kl_steps);
+  return out + buf;
+}
+
+std::string export_rows(const std::vector<record>& records, const std::string& format) {
+  std::string out;
+  std::int64_t first = -1;
+  std::vector<std::int64_t> starts;
+  for (const auto& r : records) {
+    std::tm tm{};
+    int usec = 0;
+    std::int64_t t = -1;
+    if (std::sscanf(r.start.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%6dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                    &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &usec) >= 6) {
+      tm.tm_year -= 1900;
+      tm.tm_mon -= 1;
+      t = static_cast<std::int64_t>(timegm(&tm)) * 1000000 + usec;
+    }
+    starts.push_back(t);
+    if (t >= 0 && (first < 0 || t < first)) first = t;
+  }
+  if (format == "csv") out = "id,start,offset_ms,model,input_tokens,output_tokens,ttft_ms,e2e_ms,itl_ms\n";
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const auto& r = records[i];
+    const double offset_ms = starts[i] >= 0 && first >= 0 ? static_cast<double>(starts[i] - first) / 1000.0 : 0;
+    if (format == "aiperf") {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "{\"timestamp\":%lld,\"input_length\":%lld,\"output_length\":%lld}\n",
+                    static_cast<long long>(offset_ms), static_cast<long long>(std::max<std::int64_t>(0, r.input_tokens)),
+                    static_cast<long long>(std::max<std::int64_t>(0, r.output_tokens)));
+      out += buf;
+      continue;
+    }
+    std::string itl;
+    for (std::size_t k = 0; k < r.itl_values_ms.size(); ++k) itl += (k ? ";" : "") + fmt(r.itl_values_ms[k], 3);
+    out += r.id + "," + r.start + "," + fmt(offset_ms, 3) + "," + r.model + "," + std::to_string(r.input_tokens) +
+           "," + std::to_string(r.output_tokens) + "," + fmt(r.ttft_ms, 3) + "," + fmt(r.e2e_ms, 3) + "," + itl + "\n";
+  }
   return out;
 }
 

@@ -116,6 +116,7 @@ std::optional<record> parse_record(const std::string& line) {
         else if (tk == "upstream_headers_ms") r.upstream_headers_ms = num(tv);
         else if (tk == "tokens_per_s") r.tokens_per_s = num(tv);
         else if (tk == "stalls") r.stalls = integer(tv);
+        else if (tk == "itl_values_ms") elements(tv, [&](od::value x) { r.itl_values_ms.push_back(num(x)); });
         else if (tk == "itl_ms")
           fields(tv, [&](std::string_view q, od::value qv) {
             if (q == "p50") r.itl_p50 = num(qv);

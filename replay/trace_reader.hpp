@@ -36,6 +36,7 @@ struct record {
   double ttft_ms = -1, ttft_answer_ms = -1, e2e_ms = -1, upstream_headers_ms = -1;
   double itl_p50 = -1, itl_p95 = -1, itl_p99 = -1, overhead_p50 = -1, overhead_p99 = -1, tokens_per_s = -1;
   std::int64_t stalls = 0;
+  std::vector<double> itl_values_ms;
   // usage (-1 = absent)
   std::int64_t input_tokens = -1, output_tokens = -1, reasoning_tokens = -1, cached_input_tokens = -1;
   std::vector<step_record> steps;

@@ -235,3 +235,43 @@ TEST(ReplaySend, ReissuesRecordedRequestsAndComparesPercentiles) {
 
 }  // namespace
 }  // namespace tokentap::test
+
+namespace tokentap::test {
+namespace {
+
+TEST(Analyze, CompareAndExport) {
+  const auto dir = temp_dir();
+  {
+    std::ofstream a(dir + "/a.jsonl"), b(dir + "/b.jsonl");
+    a << fixture_line("a1", "m", 100, 1000, "ok", 100, 0, "miss", 2) << "\n"
+      << fixture_line("a2", "m", 100, 1000, "ok", 100, 0, "miss", 2) << "\n";
+    b << fixture_line("b1", "m", 150, 1500, "ok", 100, 0, "miss", 2) << "\n"
+      << fixture_line("b2", "m", 150, 1500, "ok", 100, 0, "miss", 2) << "\n";
+  }
+  auto r = run({"analyze", "--compare", dir + "/a.jsonl", dir + "/b.jsonl"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("+50.0%"), std::string::npos) << r.out;  // TTFT and e2e grew by half
+  EXPECT_NE(r.out.find("output length 0.0000, step kinds 0.0000"), std::string::npos) << r.out;
+  // Shifted distributions score above zero, identical ones zero.
+  EXPECT_NEAR(replay::kl_divergence({{"x", 10}, {"y", 10}}, {{"x", 10}, {"y", 10}}), 0, 1e-12);
+  EXPECT_GT(replay::kl_divergence({{"x", 19}, {"y", 1}}, {{"x", 10}, {"y", 10}}), 0.3);
+  r = run({"analyze", dir + "/a.jsonl", "--export", "csv"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out.rfind("id,start,offset_ms,model,input_tokens,output_tokens,ttft_ms,e2e_ms,itl_ms\n", 0), 0u);
+  EXPECT_NE(r.out.find("a1,2026-11-29T10:00:00.000000Z,0.000,m,100,10,100.000,1000.000,"), std::string::npos) << r.out;
+  r = run({"analyze", dir + "/b.jsonl", "--export", "aiperf"});
+  EXPECT_NE(r.out.find(R"({"timestamp":0,"input_length":100,"output_length":10})"), std::string::npos) << r.out;
+}
+
+TEST(Analyze, ExportCarriesTheRecordedItlList) {
+  recording rec;
+  rec.send(streamed());
+  const auto r = run({"analyze", files_in(rec.dir)[0], "--export", "csv"});
+  ASSERT_EQ(r.status, 0);
+  const auto row = r.out.substr(r.out.find('\n') + 1);
+  // 30 token events: 29 gaps of ~20 ms, separated by ';'.
+  EXPECT_EQ(std::count(row.begin(), row.end(), ';'), 28) << row;
+}
+
+}  // namespace
+}  // namespace tokentap::test
