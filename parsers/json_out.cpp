@@ -111,6 +111,28 @@ void append_base64(std::string& out, std::string_view s) {
   out.push_back('"');
 }
 
+std::string base64_decode(std::string_view s) {
+  auto val = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+  };
+  std::string out;
+  int buf = 0, bits = 0;
+  for (char c : s) {
+    const int v = val(c);
+    if (v < 0) continue;
+    buf = (buf << 6) | v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((buf >> bits) & 0xFF));
+    }
+  }
+  return out;
+}
+
 void append_ms(std::string& out, double v) {
   if (v < 0) {
     out += "null";

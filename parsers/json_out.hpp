@@ -24,6 +24,9 @@ void append_string(std::string& out, std::string_view s);
 /// Appends `s` base64-encoded, quoted.
 void append_base64(std::string& out, std::string_view s);
 
+/// Decodes base64 (characters outside the alphabet, like padding, are skipped).
+std::string base64_decode(std::string_view s);
+
 /// Appends a number with up to 3 decimals, or `null` when negative (= not applicable).
 void append_ms(std::string& out, double v);
 void append_int(std::string& out, std::int64_t v);  ///< `null` when negative

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <map>
 
+#include "hooks/timing_hook.hpp"
 #include "parsers/json_out.hpp"
 
 namespace tokentap::replay {
@@ -17,20 +18,11 @@ struct quantiles {
   std::size_t n = 0;
 };
 
+// Nearest-rank quantiles of the values that are present (negative = not applicable).
 quantiles quantiles_of(std::vector<double> v) {
-  quantiles q;
   v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return x < 0; }), v.end());
-  q.n = v.size();
-  if (v.empty()) return q;
-  std::sort(v.begin(), v.end());
-  auto at = [&](double p) {
-    const auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size())));
-    return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
-  };
-  q.p50 = at(0.5);
-  q.p95 = at(0.95);
-  q.p99 = at(0.99);
-  return q;
+  const auto q = hooks::quantiles_of(v);
+  return {q.p50, q.p95, q.p99, q.count};
 }
 
 struct summary {

@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 
 #include "hooks/hook_chain.hpp"
+#include "hooks/timing_hook.hpp"
 #include "parsers/json_out.hpp"
 #include "proxy/http_util.hpp"
 #include "proxy/net.hpp"
@@ -137,14 +138,8 @@ struct q3 {
 
 q3 quantiles(std::vector<double> v) {
   v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return x < 0; }), v.end());
-  q3 q;
-  if (v.empty()) return q;
-  std::sort(v.begin(), v.end());
-  auto at = [&](double p) {
-    const auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size())));
-    return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
-  };
-  return {at(0.5), at(0.95), at(0.99)};
+  const auto q = hooks::quantiles_of(v);  // the same nearest-rank quantiles as the proxy's
+  return {q.p50, q.p95, q.p99};
 }
 
 }  // namespace

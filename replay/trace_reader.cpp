@@ -2,6 +2,8 @@
 
 #include <simdjson.h>
 
+#include "parsers/json_out.hpp"
+
 #include <fstream>
 
 namespace tokentap::replay {
@@ -10,27 +12,6 @@ namespace od = simdjson::ondemand;
 
 namespace {
 
-std::string b64decode(std::string_view s) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    return c == '+' ? 62 : c == '/' ? 63 : -1;
-  };
-  std::string out;
-  int buf = 0, bits = 0;
-  for (char c : s) {
-    const int v = val(c);
-    if (v < 0) continue;
-    buf = (buf << 6) | v;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((buf >> bits) & 0xFF));
-    }
-  }
-  return out;
-}
 
 double num(od::value v) {
   double d;
@@ -142,7 +123,7 @@ std::optional<record> parse_record(const std::string& line) {
         fields(e, [&](std::string_view ek, od::value ev) {
           if (ek == "t_us") rr.t_us = integer(ev);
           else if (ek == "raw") rr.bytes = str(ev);
-          else if (ek == "raw_b64") rr.bytes = b64decode(str(ev));
+          else if (ek == "raw_b64") rr.bytes = json::base64_decode(str(ev));
         });
         r.events.push_back(std::move(rr));
       });

@@ -16,6 +16,8 @@
 
 #include <simdjson.h>
 
+#include "parsers/json_out.hpp"
+
 namespace tokentap::test {
 namespace {
 
@@ -41,27 +43,6 @@ std::vector<std::string> read_lines(const std::string& dir) {
   return out;
 }
 
-std::string b64decode(std::string_view s) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    return c == '+' ? 62 : c == '/' ? 63 : -1;
-  };
-  std::string out;
-  int buf = 0, bits = 0;
-  for (char c : s) {
-    const int v = val(c);
-    if (v < 0) continue;
-    buf = (buf << 6) | v;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((buf >> bits) & 0xFF));
-    }
-  }
-  return out;
-}
 
 record parse(const std::string& line) {
   record r;
@@ -112,7 +93,7 @@ record parse(const std::string& line) {
         std::string_view k;
         if (f.unescaped_key().get(k)) break;
         if (k == "raw" && !f.value().get_string().get(sv)) r.rebuilt += sv;
-        else if (k == "raw_b64" && !f.value().get_string().get(sv)) r.rebuilt += b64decode(sv);
+        else if (k == "raw_b64" && !f.value().get_string().get(sv)) r.rebuilt += json::base64_decode(sv);
       }
     }
   }
