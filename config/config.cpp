@@ -101,14 +101,15 @@ void read_limits(const YAML::Node& n, limits_config& l) {
 config from_yaml(const YAML::Node& root) {
   config cfg;
   if (root.IsNull()) return cfg;
-  check_keys(root,
-             {"listen", "admin", "threads", "upstreams", "routes", "timeouts", "limits",
-              "accept_encoding", "log", "hooks", "trace", "timing", "metrics", "steps",
-              "cache", "max_event_bytes"},
-             "the top level");
+  check_keys(
+      root,
+      {"listen", "admin", "threads", "upstreams", "routes", "timeouts", "limits", "accept_encoding",
+       "log", "hooks", "trace", "timing", "metrics", "steps", "cache", "max_event_bytes"},
+      "the top level");
   if (root["listen"]) cfg.listen = address(root["listen"], "listen");
   if (root["admin"]) cfg.admin = address(root["admin"], "admin");
-  if (root["threads"]) cfg.threads = static_cast<unsigned>(non_negative(root["threads"], "threads"));
+  if (root["threads"])
+    cfg.threads = static_cast<unsigned>(non_negative(root["threads"], "threads"));
   if (const auto& ups = root["upstreams"]) {
     if (!ups.IsMap()) fail(ups, "upstreams must be a mapping of name -> {url: ...}");
     for (const auto& kv : ups) {
@@ -142,28 +143,35 @@ config from_yaml(const YAML::Node& root) {
     cfg.hooks.clear();
     for (const auto& h : hooks) cfg.hooks.push_back(scalar<std::string>(h, "hooks"));
   }
-  if (root["max_event_bytes"]) cfg.max_event_bytes = non_negative(root["max_event_bytes"], "max_event_bytes");
+  if (root["max_event_bytes"])
+    cfg.max_event_bytes = non_negative(root["max_event_bytes"], "max_event_bytes");
   if (const auto& t = root["trace"]) {
-    check_keys(t, {"dir", "max_file_bytes", "max_files", "queue_records", "max_record_bytes",
-                   "sample_rate", "bodies"}, "trace");
+    check_keys(t,
+               {"dir", "max_file_bytes", "max_files", "queue_records", "max_record_bytes",
+                "sample_rate", "bodies"},
+               "trace");
     auto& tc = cfg.trace;
     if (t["dir"]) tc.dir = scalar<std::string>(t["dir"], "dir");
-    if (t["max_file_bytes"]) tc.max_file_bytes = non_negative(t["max_file_bytes"], "max_file_bytes");
+    if (t["max_file_bytes"])
+      tc.max_file_bytes = non_negative(t["max_file_bytes"], "max_file_bytes");
     if (t["max_files"]) tc.max_files = non_negative(t["max_files"], "max_files");
     if (t["queue_records"]) tc.queue_records = non_negative(t["queue_records"], "queue_records");
-    if (t["max_record_bytes"]) tc.max_record_bytes = non_negative(t["max_record_bytes"], "max_record_bytes");
+    if (t["max_record_bytes"])
+      tc.max_record_bytes = non_negative(t["max_record_bytes"], "max_record_bytes");
     if (t["sample_rate"]) tc.sample_rate = scalar<double>(t["sample_rate"], "sample_rate");
     if (t["bodies"]) tc.bodies = scalar<bool>(t["bodies"], "bodies");
   }
   if (const auto& m = root["metrics"]) {
-    check_keys(m, {"max_models", "window_s", "ttft_buckets", "itl_buckets", "e2e_buckets"}, "metrics");
+    check_keys(m, {"max_models", "window_s", "ttft_buckets", "itl_buckets", "e2e_buckets"},
+               "metrics");
     auto& mc = cfg.metrics;
     if (m["max_models"]) mc.max_models = non_negative(m["max_models"], "max_models");
     if (m["window_s"]) mc.window = std::chrono::seconds(non_negative(m["window_s"], "window_s"));
     auto buckets = [&](const char* key, std::vector<double>& out) {
       const auto& b = m[key];
       if (!b) return;
-      if (!b.IsSequence() || b.size() == 0) fail(b, std::string(key) + " must be a non-empty list of seconds");
+      if (!b.IsSequence() || b.size() == 0)
+        fail(b, std::string(key) + " must be a non-empty list of seconds");
       out.clear();
       for (const auto& v : b) out.push_back(scalar<double>(v, key));
       for (std::size_t i = 1; i < out.size(); ++i)
@@ -177,7 +185,8 @@ config from_yaml(const YAML::Node& root) {
     check_keys(st, {"triggers", "max_steps"}, "steps");
     if (st["max_steps"]) cfg.steps.max_steps = non_negative(st["max_steps"], "max_steps");
     if (const auto& tr = st["triggers"]) {
-      check_keys(tr, {"replace", "step", "conclusion", "verification", "backtrack"}, "steps.triggers");
+      check_keys(tr, {"replace", "step", "conclusion", "verification", "backtrack"},
+                 "steps.triggers");
       if (tr["replace"]) cfg.steps.replace_triggers = scalar<bool>(tr["replace"], "replace");
       auto list = [&](const char* key, std::vector<std::string>& out) {
         const auto& l = tr[key];
@@ -192,24 +201,34 @@ config from_yaml(const YAML::Node& root) {
     }
   }
   if (const auto& c = root["cache"]) {
-    check_keys(c, {"max_prefixes", "max_conversations", "ttl_s", "min_prefix_tokens", "prefill_factor",
-                   "prefill_min_samples", "repeated_miss_count", "repeated_miss_window_s",
-                   "truncation_fraction", "context_windows"}, "cache");
+    check_keys(c,
+               {"max_prefixes", "max_conversations", "ttl_s", "min_prefix_tokens", "prefill_factor",
+                "prefill_min_samples", "repeated_miss_count", "repeated_miss_window_s",
+                "truncation_fraction", "context_windows"},
+               "cache");
     auto& cc = cfg.cache;
     if (c["max_prefixes"]) cc.max_prefixes = non_negative(c["max_prefixes"], "max_prefixes");
-    if (c["max_conversations"]) cc.max_conversations = non_negative(c["max_conversations"], "max_conversations");
+    if (c["max_conversations"])
+      cc.max_conversations = non_negative(c["max_conversations"], "max_conversations");
     if (c["ttl_s"]) cc.ttl = std::chrono::seconds(non_negative(c["ttl_s"], "ttl_s"));
-    if (c["min_prefix_tokens"]) cc.min_prefix_tokens = non_negative(c["min_prefix_tokens"], "min_prefix_tokens");
-    if (c["prefill_factor"]) cc.prefill_factor = scalar<double>(c["prefill_factor"], "prefill_factor");
-    if (c["prefill_min_samples"]) cc.prefill_min_samples = non_negative(c["prefill_min_samples"], "prefill_min_samples");
-    if (c["repeated_miss_count"]) cc.repeated_miss_count = non_negative(c["repeated_miss_count"], "repeated_miss_count");
+    if (c["min_prefix_tokens"])
+      cc.min_prefix_tokens = non_negative(c["min_prefix_tokens"], "min_prefix_tokens");
+    if (c["prefill_factor"])
+      cc.prefill_factor = scalar<double>(c["prefill_factor"], "prefill_factor");
+    if (c["prefill_min_samples"])
+      cc.prefill_min_samples = non_negative(c["prefill_min_samples"], "prefill_min_samples");
+    if (c["repeated_miss_count"])
+      cc.repeated_miss_count = non_negative(c["repeated_miss_count"], "repeated_miss_count");
     if (c["repeated_miss_window_s"])
-      cc.repeated_miss_window = std::chrono::seconds(non_negative(c["repeated_miss_window_s"], "repeated_miss_window_s"));
-    if (c["truncation_fraction"]) cc.truncation_fraction = scalar<double>(c["truncation_fraction"], "truncation_fraction");
+      cc.repeated_miss_window =
+          std::chrono::seconds(non_negative(c["repeated_miss_window_s"], "repeated_miss_window_s"));
+    if (c["truncation_fraction"])
+      cc.truncation_fraction = scalar<double>(c["truncation_fraction"], "truncation_fraction");
     if (const auto& w = c["context_windows"]) {
       if (!w.IsMap()) fail(w, "cache.context_windows must map model -> tokens");
       for (const auto& kv : w)
-        cc.context_windows.emplace_back(kv.first.as<std::string>(), non_negative(kv.second, "context_windows"));
+        cc.context_windows.emplace_back(kv.first.as<std::string>(),
+                                        non_negative(kv.second, "context_windows"));
     }
   }
   if (const auto& t = root["timing"]) {
@@ -271,7 +290,8 @@ void validate(config& cfg) {
   for (const auto& up : cfg.upstreams) {
     if (!names.insert(up.name).second) throw config_error("duplicate upstream '" + up.name + "'");
   }
-  if (cfg.upstreams.empty()) throw config_error("no upstream: pass --upstream URL or configure upstreams");
+  if (cfg.upstreams.empty())
+    throw config_error("no upstream: pass --upstream URL or configure upstreams");
   if (cfg.routes.empty()) {
     if (cfg.upstreams.size() != 1)
       throw config_error("several upstreams but no routes: add routes with prefix and upstream");
@@ -306,11 +326,11 @@ void validate(config& cfg) {
   if (cfg.trace.sample_rate < 0 || cfg.trace.sample_rate > 1)
     throw config_error("trace.sample_rate must be between 0 and 1");
   if (cfg.trace.max_files == 0 || cfg.trace.queue_records == 0 || cfg.trace.max_file_bytes < 4096)
-    throw config_error("trace.max_files and trace.queue_records must be > 0, trace.max_file_bytes >= 4096");
+    throw config_error(
+        "trace.max_files and trace.queue_records must be > 0, trace.max_file_bytes >= 4096");
   if (cfg.max_event_bytes < 1024) throw config_error("max_event_bytes must be at least 1024");
   if (cfg.metrics.window.count() < 1 || cfg.metrics.window.count() > 3600)
     throw config_error("metrics.window_s must be between 1 and 3600");
-
 }
 
 const route_config* match_route(const config& cfg, std::string_view path) {

@@ -23,28 +23,28 @@ class config_error : public std::runtime_error {
 struct upstream_config {
   std::string name;
   url target;
-  bool tls_verify = true;       ///< verify the certificate chain and host name (system store)
-  std::string ca_file;          ///< extra PEM bundle to trust, empty = system store only
-  std::size_t max_idle = 64;    ///< idle keep-alive connections kept per I/O thread
-  ms idle_ttl{4000};            ///< drop idle connections older than this (uvicorn closes at 5 s)
+  bool tls_verify = true;     ///< verify the certificate chain and host name (system store)
+  std::string ca_file;        ///< extra PEM bundle to trust, empty = system store only
+  std::size_t max_idle = 64;  ///< idle keep-alive connections kept per I/O thread
+  ms idle_ttl{4000};          ///< drop idle connections older than this (uvicorn closes at 5 s)
 };
 
 struct route_config {
   std::string name;
-  std::string prefix;           ///< path prefix, starts with '/'
-  std::string upstream;         ///< name of an upstream
+  std::string prefix;              ///< path prefix, starts with '/'
+  std::string upstream;            ///< name of an upstream
   std::size_t upstream_index = 0;  ///< resolved by validate()
 };
 
 struct timeouts_config {
-  ms connect{5000};             ///< TCP connect (+ TLS handshake) to the upstream
-  ms upstream_header{300000};   ///< request written -> response head read (covers queueing + TTFT)
-  ms idle{60000};               ///< between two upstream body reads
-  ms total{0};                  ///< whole exchange; 0 = unlimited
-  ms client_header{10000};      ///< reading a request head from the client (slowloris guard)
-  ms keepalive{60000};          ///< idle client connection between requests
-  ms client_write{60000};       ///< one write to the client (a client that stops reading)
-  ms shutdown_grace{30000};     ///< SIGTERM: how long in-flight streams may finish
+  ms connect{5000};            ///< TCP connect (+ TLS handshake) to the upstream
+  ms upstream_header{300000};  ///< request written -> response head read (covers queueing + TTFT)
+  ms idle{60000};              ///< between two upstream body reads
+  ms total{0};                 ///< whole exchange; 0 = unlimited
+  ms client_header{10000};     ///< reading a request head from the client (slowloris guard)
+  ms keepalive{60000};         ///< idle client connection between requests
+  ms client_write{60000};      ///< one write to the client (a client that stops reading)
+  ms shutdown_grace{30000};    ///< SIGTERM: how long in-flight streams may finish
 };
 
 struct limits_config {
@@ -66,18 +66,19 @@ struct trace_config {
 };
 
 struct metrics_config {
-  std::size_t max_models = 20;         ///< distinct `model` label values; later ones are "other"
-  std::chrono::seconds window{60};     ///< sliding window of /api/stats
-  std::vector<double> ttft_buckets;    ///< seconds; empty = vLLM's TTFT boundaries
-  std::vector<double> itl_buckets;     ///< seconds; empty = 50 µs .. 10 s (also TPOT, overhead)
-  std::vector<double> e2e_buckets;     ///< seconds; empty = 50 ms .. 1920 s
+  std::size_t max_models = 20;       ///< distinct `model` label values; later ones are "other"
+  std::chrono::seconds window{60};   ///< sliding window of /api/stats
+  std::vector<double> ttft_buckets;  ///< seconds; empty = vLLM's TTFT boundaries
+  std::vector<double> itl_buckets;   ///< seconds; empty = 50 µs .. 10 s (also TPOT, overhead)
+  std::vector<double> e2e_buckets;   ///< seconds; empty = 50 ms .. 1920 s
 };
 
 /// Reasoning step tagging (design/STEPS.md).
 struct steps_config {
-  bool replace_triggers = false;  ///< true: the lists below replace the defaults; false: add to them
+  bool replace_triggers =
+      false;  ///< true: the lists below replace the defaults; false: add to them
   std::vector<std::string> step, conclusion, verification, backtrack;
-  std::size_t max_steps = 4096;   ///< per response
+  std::size_t max_steps = 4096;  ///< per response
 };
 
 /// Prompt-cache analysis (the cache hook).
@@ -88,9 +89,9 @@ struct cache_config {
   std::size_t min_prefix_tokens = 1024;   ///< smaller reusable prefixes raise no miss events
   double prefill_factor = 3;              ///< prefill_anomaly: k x the rolling median
   std::size_t prefill_min_samples = 20;
-  std::size_t repeated_miss_count = 3;    ///< repeated_miss: this many misses of one prefix ...
+  std::size_t repeated_miss_count = 3;  ///< repeated_miss: this many misses of one prefix ...
   std::chrono::seconds repeated_miss_window{600};  ///< ... within this window
-  double truncation_fraction = 0.9;       ///< of the model's context window
+  double truncation_fraction = 0.9;                ///< of the model's context window
   std::vector<std::pair<std::string, std::size_t>> context_windows;  ///< model -> tokens
 };
 
@@ -106,7 +107,8 @@ struct config {
   std::vector<route_config> routes;  ///< sorted longest prefix first by validate()
   timeouts_config timeouts;
   limits_config limits;
-  bool identity_encoding = true;  ///< send `Accept-Encoding: identity` upstream so streams stay parseable
+  bool identity_encoding =
+      true;  ///< send `Accept-Encoding: identity` upstream so streams stay parseable
   std::string log_level = "info";
   bool access_log = true;
   /// Hooks run on every intercepted stream, in this order (names from the hook registry).

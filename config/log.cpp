@@ -7,7 +7,6 @@
 #include <ctime>
 #include <string>
 
-
 namespace tokentap::log {
 
 namespace {
@@ -15,7 +14,9 @@ std::atomic<int> g_level{static_cast<int>(level::info)};
 constexpr std::string_view names[] = {"debug", "info", "warn", "error"};
 }  // namespace
 
-void set_level(level l) noexcept { g_level.store(static_cast<int>(l), std::memory_order_relaxed); }
+void set_level(level l) noexcept {
+  g_level.store(static_cast<int>(l), std::memory_order_relaxed);
+}
 
 bool parse_level(std::string_view s, level& out) noexcept {
   for (int i = 0; i < 4; ++i) {
@@ -61,4 +62,3 @@ void write(level l, std::string_view msg) noexcept {
 }
 
 }  // namespace tokentap::log
-

@@ -10,8 +10,8 @@ namespace tokentap::config {
 /// An upstream base URL: `http://host[:port][/base]` or `https://...`.
 struct url {
   bool tls = false;
-  std::string host;       ///< without brackets for IPv6 literals
-  std::uint16_t port = 0; ///< defaulted from the scheme when absent
+  std::string host;        ///< without brackets for IPv6 literals
+  std::uint16_t port = 0;  ///< defaulted from the scheme when absent
   std::string base_path;  ///< prefix added before the forwarded path, no trailing '/', may be empty
 
   /// The value for a `Host` header: host, plus `:port` when it is not the scheme's default.

@@ -103,7 +103,8 @@ std::size_t prefix_tracker::record_miss(std::uint64_t prefix_key, clock::time_po
   return q.size();
 }
 
-std::pair<double, std::size_t> prefix_tracker::prefill_sample(std::uint64_t model_scope, double ms) {
+std::pair<double, std::size_t> prefix_tracker::prefill_sample(std::uint64_t model_scope,
+                                                              double ms) {
   std::lock_guard lk(mu_);
   if (prefill_.size() > 10000) prefill_.clear();
   auto& q = prefill_[model_scope];
@@ -133,10 +134,11 @@ class cache_hook final : public hook {
     observed_ = true;
     if (a_.divergence_at >= 0) {
       const auto& d = r.conversation[static_cast<std::size_t>(a_.divergence_at)];
-      add("prefix_divergence", "\"at_message\":" + std::to_string(a_.divergence_at) + ",\"role\":\"" +
-                                   std::string(d.role) + "\",\"previous_messages\":" +
-                                   std::to_string(a_.previous_elements) + ",\"shared_tokens_est\":" +
-                                   std::to_string(d.chars_before / bytes_per_token));
+      add("prefix_divergence",
+          "\"at_message\":" + std::to_string(a_.divergence_at) + ",\"role\":\"" +
+              std::string(d.role) +
+              "\",\"previous_messages\":" + std::to_string(a_.previous_elements) +
+              ",\"shared_tokens_est\":" + std::to_string(d.chars_before / bytes_per_token));
     }
     if (a_.dropped_messages > 0) {
       add("truncation", "\"reason\":\"head_dropped\",\"dropped_user_messages\":" +
@@ -158,11 +160,14 @@ class cache_hook final : public hook {
     // The context window (per model, from config).
     for (const auto& [model, window] : cfg.context_windows) {
       if (model == model_ && window > 0 && u.input_tokens >= 0 &&
-          static_cast<double>(u.input_tokens) >= cfg.truncation_fraction * static_cast<double>(window)) {
+          static_cast<double>(u.input_tokens) >=
+              cfg.truncation_fraction * static_cast<double>(window)) {
         char f[32];
-        std::snprintf(f, sizeof f, "%.3f", static_cast<double>(u.input_tokens) / static_cast<double>(window));
-        add("truncation", "\"reason\":\"context_window\",\"input_tokens\":" + std::to_string(u.input_tokens) +
-                              ",\"context_window\":" + std::to_string(window) + ",\"fraction\":" + f);
+        std::snprintf(f, sizeof f, "%.3f",
+                      static_cast<double>(u.input_tokens) / static_cast<double>(window));
+        add("truncation",
+            "\"reason\":\"context_window\",\"input_tokens\":" + std::to_string(u.input_tokens) +
+                ",\"context_window\":" + std::to_string(window) + ",\"fraction\":" + f);
       }
     }
 
@@ -178,11 +183,12 @@ class cache_hook final : public hook {
         std::snprintf(age, sizeof age, "%.3f", a_.age_s);
         const bool expired = a_.age_s > std::chrono::duration<double>(cfg.ttl).count();
         add(expired ? "expired" : "unexpected_miss",
-            "\"at_message\":" + std::to_string(a_.at_message) + ",\"shared_tokens_est\":" +
-                std::to_string(shared_tokens) + ",\"cached_tokens\":" +
-                std::to_string(u.cached_input_tokens) + ",\"age_s\":" + age + ",\"ttl_s\":" +
-                std::to_string(cfg.ttl.count()));
-      } else if (u.cached_input_tokens == 0 && u.input_tokens >= static_cast<std::int64_t>(cfg.min_prefix_tokens)) {
+            "\"at_message\":" + std::to_string(a_.at_message) +
+                ",\"shared_tokens_est\":" + std::to_string(shared_tokens) +
+                ",\"cached_tokens\":" + std::to_string(u.cached_input_tokens) +
+                ",\"age_s\":" + age + ",\"ttl_s\":" + std::to_string(cfg.ttl.count()));
+      } else if (u.cached_input_tokens == 0 &&
+                 u.input_tokens >= static_cast<std::int64_t>(cfg.min_prefix_tokens)) {
         missed = true;  // a large prompt served cold, seen before or not
       }
       if (missed) {
@@ -200,7 +206,8 @@ class cache_hook final : public hook {
       if (uncached > 0) {
         const double per_token = s.timing.ttft_ms / static_cast<double>(uncached);
         const auto [median, samples] = tracker_->prefill_sample(model_scope_, per_token);
-        if (samples >= cfg.prefill_min_samples && median > 0 && per_token > cfg.prefill_factor * median) {
+        if (samples >= cfg.prefill_min_samples && median > 0 &&
+            per_token > cfg.prefill_factor * median) {
           char buf[160];
           std::snprintf(buf, sizeof buf,
                         "\"ttft_ms\":%.3f,\"uncached_tokens\":%lld,\"ms_per_uncached_token\":%.5f,"
@@ -232,6 +239,8 @@ class cache_hook final : public hook {
 cache_hook_factory::cache_hook_factory(const config::config& cfg)
     : tracker_(std::make_shared<prefix_tracker>(cfg.cache)) {}
 
-std::unique_ptr<hook> cache_hook_factory::create() { return std::make_unique<cache_hook>(tracker_); }
+std::unique_ptr<hook> cache_hook_factory::create() {
+  return std::make_unique<cache_hook>(tracker_);
+}
 
 }  // namespace tokentap::hooks

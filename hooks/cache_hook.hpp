@@ -9,7 +9,8 @@
 //                      its previous turn (at_message 0 = the first element, e.g. the system prompt)
 //   truncation         the conversation's head was dropped (its first user message sits later in a
 //                      recent conversation), or the input reached a fraction of the context window
-//   unexpected_miss    a prefix worth >= min_prefix_tokens was seen within the TTL, yet the provider
+//   unexpected_miss    a prefix worth >= min_prefix_tokens was seen within the TTL, yet the
+//   provider
 //                      reports < 50 % of it cached
 //   expired            the same, but it was last seen longer ago than the TTL
 //   prefill_anomaly    TTFT per uncached input token above k x the model's rolling median
@@ -33,18 +34,19 @@ class prefix_tracker {
   explicit prefix_tracker(const config::cache_config& cfg);
 
   struct analysis {
-    bool found = false;             ///< some prefix of this request was seen before
-    std::size_t at_message = 0;     ///< elements in that prefix
-    std::uint64_t shared_chars = 0; ///< text bytes in that prefix
-    double age_s = 0;               ///< since it was last seen
-    std::uint64_t prefix_key = 0;   ///< identifies the prefix (for repeated misses)
-    int divergence_at = -1;         ///< prefix_divergence: first differing element
+    bool found = false;              ///< some prefix of this request was seen before
+    std::size_t at_message = 0;      ///< elements in that prefix
+    std::uint64_t shared_chars = 0;  ///< text bytes in that prefix
+    double age_s = 0;                ///< since it was last seen
+    std::uint64_t prefix_key = 0;    ///< identifies the prefix (for repeated misses)
+    int divergence_at = -1;          ///< prefix_divergence: first differing element
     std::size_t previous_elements = 0;
-    int dropped_messages = -1;      ///< truncation of the head: elements dropped
+    int dropped_messages = -1;  ///< truncation of the head: elements dropped
   };
 
   /// Compares the request with what was seen, then remembers it.
-  analysis observe(std::uint64_t scope, std::span<const parsers::message_digest> conv, clock::time_point now);
+  analysis observe(std::uint64_t scope, std::span<const parsers::message_digest> conv,
+                   clock::time_point now);
 
   /// Counts a miss of `prefix_key`; returns the misses within the window (this one included).
   std::size_t record_miss(std::uint64_t prefix_key, clock::time_point now);

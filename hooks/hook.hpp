@@ -47,11 +47,11 @@ struct timing_summary {
     double p50 = -1, p95 = -1, p99 = -1, max = -1;
     std::uint64_t count = 0;
   };
-  quantiles itl;                     ///< gaps between consecutive token events, all channels
+  quantiles itl;  ///< gaps between consecutive token events, all channels
   quantiles itl_content, itl_reasoning;
-  quantiles overhead;                ///< per forwarded read: read done -> client write done (ms)
-  std::uint64_t stalls = 0;          ///< gaps longer than the stall threshold
-  std::vector<double> itl_values_ms; ///< every gap, in order (traces, exports)
+  quantiles overhead;                 ///< per forwarded read: read done -> client write done (ms)
+  std::uint64_t stalls = 0;           ///< gaps longer than the stall threshold
+  std::vector<double> itl_values_ms;  ///< every gap, in order (traces, exports)
 };
 
 /// What the chain knows when an exchange ends.  Hooks earlier in the chain may add to it (the
@@ -63,7 +63,7 @@ struct stream_summary {
   unsigned status = 0;
   std::string error_type, error_message;  ///< a provider error reported inside the stream
   std::string finish_reason;
-  std::string upstream_error_reason;  ///< set when the proxy answered for a failed upstream
+  std::string upstream_error_reason;          ///< set when the proxy answered for a failed upstream
   std::uint64_t parse_errors[3] = {0, 0, 0};  ///< by parsers::parse_stage
   mono_ns start_ns = 0, head_ns = 0, end_ns = 0;
   std::int64_t wall_start_us = 0;

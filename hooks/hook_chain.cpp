@@ -17,7 +17,9 @@ class chain final : public stream_tap, public parsers::decoder_handler {
  public:
   chain(std::size_t max_event_bytes, std::vector<std::unique_ptr<hook>> hooks,
         std::shared_ptr<chain_stats> stats)
-      : max_event_bytes_(max_event_bytes), hooks_(std::move(hooks)), disabled_(hooks_.size()),
+      : max_event_bytes_(max_event_bytes),
+        hooks_(std::move(hooks)),
+        disabled_(hooks_.size()),
         stats_(std::move(stats)) {}
 
   // ---- stream_tap (called by the proxy after forwarding)

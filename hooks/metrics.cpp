@@ -19,7 +19,8 @@ namespace tokentap::hooks {
 namespace {
 // gamma = (1 + a) / (1 - a): a value v lands in bucket ceil(log_gamma v) and is reported as the
 // bucket's midpoint 2 gamma^i / (gamma + 1), within a (relative) of v.
-const double sketch_gamma = (1 + quantile_sketch::relative_error) / (1 - quantile_sketch::relative_error);
+const double sketch_gamma =
+    (1 + quantile_sketch::relative_error) / (1 - quantile_sketch::relative_error);
 const double sketch_log_gamma = std::log(sketch_gamma);
 }  // namespace
 
@@ -55,14 +56,14 @@ double quantile_sketch::quantile(double q) const {
 bucket_config default_buckets() {
   bucket_config b;
   // vLLM's TTFT boundaries, so existing panels compare.
-  b.ttft = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+  b.ttft = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
             1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
   // Sub-millisecond resolution for fast decoders (vLLM/OTel start at 10 ms).
-  b.itl = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02,
-           0.025,   0.03,   0.04,    0.05,   0.075, 0.1,    0.15,  0.2,    0.3,  0.5,   0.75,
-           1.0,     2.5,    5.0,     10.0};
-  b.e2e = {0.05, 0.1, 0.25, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5, 10, 15, 20, 30, 40, 50, 60,
-           120,  240, 480,  960, 1920};
+  b.itl = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01,
+           0.015,   0.02,   0.025,   0.03,   0.04,  0.05,   0.075, 0.1,    0.15,
+           0.2,     0.3,    0.5,     0.75,   1.0,   2.5,    5.0,   10.0};
+  b.e2e = {0.05, 0.1, 0.25, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5,   10,
+           15,   20,  30,   40,  50,  60,  120, 240, 480, 960, 1920};
   return b;
 }
 
@@ -77,7 +78,7 @@ constexpr std::array<const char*, 4> cache_names = {"hit", "partial", "miss", "u
 constexpr std::array<const char*, 3> channel_names = {"content", "reasoning", "tool"};
 constexpr std::array<const char*, 5> token_types = {"input", "output", "reasoning", "cached_input",
                                                     "cache_write"};
-constexpr std::array<const char*, 6> error_reasons = {"connect", "tls", "timeout",
+constexpr std::array<const char*, 6> error_reasons = {"connect", "tls",        "timeout",
                                                       "reset",   "status_5xx", "stream_error"};
 constexpr std::array<const char*, 3> stage_names = {"framing", "json", "oversize"};
 
@@ -88,7 +89,8 @@ int cache_index(std::string_view c) {
 }
 
 std::size_t bucket_of(const std::vector<double>& bounds, double v) {
-  return static_cast<std::size_t>(std::lower_bound(bounds.begin(), bounds.end(), v) - bounds.begin());
+  return static_cast<std::size_t>(std::lower_bound(bounds.begin(), bounds.end(), v) -
+                                  bounds.begin());
 }
 
 }  // namespace
@@ -96,29 +98,81 @@ std::size_t bucket_of(const std::vector<double>& bounds, double v) {
 std::string_view cache_class(const parsers::usage_counts& u) noexcept {
   if (!u.cache_fields || u.input_tokens <= 0 || u.cached_input_tokens < 0) return "unknown";
   if (u.cached_input_tokens == 0) return "miss";
-  if (static_cast<double>(u.cached_input_tokens) >= 0.9 * static_cast<double>(u.input_tokens)) return "hit";
+  if (static_cast<double>(u.cached_input_tokens) >= 0.9 * static_cast<double>(u.input_tokens))
+    return "hit";
   return "partial";
 }
 
 struct metrics_registry::families {
   explicit families(prometheus::Registry& r)
-      : requests(prometheus::BuildCounter().Name("tokentap_requests_total").Help("Finished requests by HTTP status").Register(r)),
-        duration(prometheus::BuildHistogram().Name("tokentap_request_duration_seconds").Help("End to end: request start to last byte").Register(r)),
-        ttft(prometheus::BuildHistogram().Name("tokentap_time_to_first_token_seconds").Help("Request start to first content or reasoning token").Register(r)),
-        ttft_answer(prometheus::BuildHistogram().Name("tokentap_time_to_first_answer_token_seconds").Help("Request start to first content token (after any reasoning)").Register(r)),
-        itl(prometheus::BuildHistogram().Name("tokentap_inter_token_latency_seconds").Help("Gap between consecutive token-bearing events").Register(r)),
-        tpot(prometheus::BuildHistogram().Name("tokentap_time_per_output_token_seconds").Help("Per request: (last - first token time) / (output tokens - 1)").Register(r)),
-        tokens(prometheus::BuildCounter().Name("tokentap_tokens_total").Help("Tokens from usage, normalized (cached and reasoning are subsets)").Register(r)),
-        steps(prometheus::BuildCounter().Name("tokentap_reasoning_steps_total").Help("Reasoning steps tagged").Register(r)),
-        cache_events(prometheus::BuildCounter().Name("tokentap_cache_events_total").Help("Prompt-cache events").Register(r)),
-        stalls(prometheus::BuildCounter().Name("tokentap_stream_stalls_total").Help("Gaps between tokens longer than the stall threshold").Register(r)),
-        active(prometheus::BuildGauge().Name("tokentap_active_streams").Help("Streams in flight").Register(r)),
-        upstream_errors(prometheus::BuildCounter().Name("tokentap_upstream_errors_total").Help("Upstream failures by reason").Register(r)),
-        overhead(prometheus::BuildHistogram().Name("tokentap_proxy_overhead_seconds").Help("Per forwarded read: upstream read done to client write done").Register(r)),
-        parse_errors(prometheus::BuildCounter().Name("tokentap_parse_errors_total").Help("Payloads not decoded, by stage").Register(r)),
-        trace_records(prometheus::BuildCounter().Name("tokentap_trace_records_total").Help("Trace records written").Register(r)),
-        trace_dropped(prometheus::BuildCounter().Name("tokentap_trace_dropped_total").Help("Trace records dropped (queue full or disk error)").Register(r)),
-        step_duration(prometheus::BuildHistogram().Name("tokentap_reasoning_step_duration_seconds").Help("Reasoning step duration: its first token to the next step's").Register(r)) {}
+      : requests(prometheus::BuildCounter()
+                     .Name("tokentap_requests_total")
+                     .Help("Finished requests by HTTP status")
+                     .Register(r)),
+        duration(prometheus::BuildHistogram()
+                     .Name("tokentap_request_duration_seconds")
+                     .Help("End to end: request start to last byte")
+                     .Register(r)),
+        ttft(prometheus::BuildHistogram()
+                 .Name("tokentap_time_to_first_token_seconds")
+                 .Help("Request start to first content or reasoning token")
+                 .Register(r)),
+        ttft_answer(prometheus::BuildHistogram()
+                        .Name("tokentap_time_to_first_answer_token_seconds")
+                        .Help("Request start to first content token (after any reasoning)")
+                        .Register(r)),
+        itl(prometheus::BuildHistogram()
+                .Name("tokentap_inter_token_latency_seconds")
+                .Help("Gap between consecutive token-bearing events")
+                .Register(r)),
+        tpot(prometheus::BuildHistogram()
+                 .Name("tokentap_time_per_output_token_seconds")
+                 .Help("Per request: (last - first token time) / (output tokens - 1)")
+                 .Register(r)),
+        tokens(prometheus::BuildCounter()
+                   .Name("tokentap_tokens_total")
+                   .Help("Tokens from usage, normalized (cached and reasoning are subsets)")
+                   .Register(r)),
+        steps(prometheus::BuildCounter()
+                  .Name("tokentap_reasoning_steps_total")
+                  .Help("Reasoning steps tagged")
+                  .Register(r)),
+        cache_events(prometheus::BuildCounter()
+                         .Name("tokentap_cache_events_total")
+                         .Help("Prompt-cache events")
+                         .Register(r)),
+        stalls(prometheus::BuildCounter()
+                   .Name("tokentap_stream_stalls_total")
+                   .Help("Gaps between tokens longer than the stall threshold")
+                   .Register(r)),
+        active(prometheus::BuildGauge()
+                   .Name("tokentap_active_streams")
+                   .Help("Streams in flight")
+                   .Register(r)),
+        upstream_errors(prometheus::BuildCounter()
+                            .Name("tokentap_upstream_errors_total")
+                            .Help("Upstream failures by reason")
+                            .Register(r)),
+        overhead(prometheus::BuildHistogram()
+                     .Name("tokentap_proxy_overhead_seconds")
+                     .Help("Per forwarded read: upstream read done to client write done")
+                     .Register(r)),
+        parse_errors(prometheus::BuildCounter()
+                         .Name("tokentap_parse_errors_total")
+                         .Help("Payloads not decoded, by stage")
+                         .Register(r)),
+        trace_records(prometheus::BuildCounter()
+                          .Name("tokentap_trace_records_total")
+                          .Help("Trace records written")
+                          .Register(r)),
+        trace_dropped(prometheus::BuildCounter()
+                          .Name("tokentap_trace_dropped_total")
+                          .Help("Trace records dropped (queue full or disk error)")
+                          .Register(r)),
+        step_duration(prometheus::BuildHistogram()
+                          .Name("tokentap_reasoning_step_duration_seconds")
+                          .Help("Reasoning step duration: its first token to the next step's")
+                          .Register(r)) {}
   Family<Counter>& requests;
   Family<Histogram>& duration;
   Family<Histogram>& ttft;
@@ -141,7 +195,8 @@ struct metrics_registry::families {
 /// One second of one (route, model): counts and sketches.
 struct slot {
   std::int64_t sec = -1;
-  std::uint64_t requests = 0, errors = 0, output_tokens = 0, cache_hits = 0, cache_known = 0, steps = 0;
+  std::uint64_t requests = 0, errors = 0, output_tokens = 0, cache_hits = 0, cache_known = 0,
+                steps = 0;
   quantile_sketch ttft, ttft_answer, itl, e2e, overhead;
   std::map<std::string, std::uint64_t> cache_events;  // by event name (a handful of kinds)
   void merge(const slot& o) {
@@ -161,7 +216,8 @@ struct slot {
 };
 
 struct metrics_registry::window {
-  window(std::string r, std::string m, std::size_t n) : route(std::move(r)), model(std::move(m)), ring(n) {}
+  window(std::string r, std::string m, std::size_t n)
+      : route(std::move(r)), model(std::move(m)), ring(n) {}
   std::string route, model;
   std::vector<slot> ring;
   slot total;
@@ -190,8 +246,8 @@ struct metrics_registry::series {
   std::array<Counter*, 3> parse_errors;
   Gauge* active;
   std::array<std::array<Counter*, 2>, 5> steps;  // [kind][redundant]
-  std::array<Histogram*, 5> step_duration;        // [kind]
-  std::map<unsigned, Counter*> requests;  // by status; guarded by metrics_registry::mu_
+  std::array<Histogram*, 5> step_duration;       // [kind]
+  std::map<unsigned, Counter*> requests;         // by status; guarded by metrics_registry::mu_
   prometheus::Labels labels;
   window* win;
 };
@@ -249,15 +305,19 @@ metrics_registry::series& metrics_registry::resolve(std::string_view route, std:
   };
   auto& f = *fam_;
   s->duration = &f.duration.Add(s->labels, buckets_.e2e);
-  for (std::size_t i = 0; i < 4; ++i) s->ttft[i] = &f.ttft.Add(with("cache", cache_names[i]), buckets_.ttft);
+  for (std::size_t i = 0; i < 4; ++i)
+    s->ttft[i] = &f.ttft.Add(with("cache", cache_names[i]), buckets_.ttft);
   s->ttft_answer = &f.ttft_answer.Add(s->labels, buckets_.ttft);
-  for (std::size_t i = 0; i < 3; ++i) s->itl[i] = &f.itl.Add(with("channel", channel_names[i]), buckets_.itl);
+  for (std::size_t i = 0; i < 3; ++i)
+    s->itl[i] = &f.itl.Add(with("channel", channel_names[i]), buckets_.itl);
   s->tpot = &f.tpot.Add(s->labels, buckets_.itl);
   s->overhead = &f.overhead.Add(s->labels, buckets_.itl);
   for (std::size_t i = 0; i < 5; ++i) s->tokens[i] = &f.tokens.Add(with("type", token_types[i]));
   s->stalls = &f.stalls.Add(s->labels);
-  for (std::size_t i = 0; i < 6; ++i) s->upstream_errors[i] = &f.upstream_errors.Add(with("reason", error_reasons[i]));
-  for (std::size_t i = 0; i < 3; ++i) s->parse_errors[i] = &f.parse_errors.Add(with("stage", stage_names[i]));
+  for (std::size_t i = 0; i < 6; ++i)
+    s->upstream_errors[i] = &f.upstream_errors.Add(with("reason", error_reasons[i]));
+  for (std::size_t i = 0; i < 3; ++i)
+    s->parse_errors[i] = &f.parse_errors.Add(with("stage", stage_names[i]));
   s->active = &f.active.Add(s->labels);
   for (std::size_t k = 0; k < 5; ++k) {
     const auto kind = std::string(parsers::to_string(static_cast<parsers::step_kind>(k)));
@@ -272,19 +332,25 @@ metrics_registry::series& metrics_registry::resolve(std::string_view route, std:
   const auto wkey = key.route + '\x1f' + key.model;
   auto w = windows_.find(wkey);
   if (w == windows_.end())
-    w = windows_.emplace(wkey, std::make_unique<window>(key.route, key.model, static_cast<std::size_t>(window_.count()))).first;
+    w = windows_
+            .emplace(wkey, std::make_unique<window>(key.route, key.model,
+                                                    static_cast<std::size_t>(window_.count())))
+            .first;
   s->win = w->second.get();
   return *series_.emplace(std::move(key), std::move(s)).first->second;
 }
 
-void metrics_registry::set_trace_source(std::function<std::pair<std::uint64_t, std::uint64_t>()> f) {
+void metrics_registry::set_trace_source(
+    std::function<std::pair<std::uint64_t, std::uint64_t>()> f) {
   std::lock_guard lk(mu_);
   trace_source_ = std::move(f);
 }
 
 namespace {
 std::int64_t now_sec() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 }  // namespace
 
@@ -318,12 +384,14 @@ void metrics_registry::fold(series& s, fold_batch& b) {
 }
 
 void metrics_registry::finish(series& s, const request_view*, const stream_summary& sum,
-                              const std::string& model, const std::string& route, std::uint64_t steps) {
+                              const std::string& model, const std::string& route,
+                              std::uint64_t steps) {
   const auto& t = sum.timing;
   const auto& u = sum.usage;
   const auto cache = cache_class(u);
   s.duration->Observe(t.e2e_ms / 1000.0);
-  if (t.ttft_ms >= 0) s.ttft[static_cast<std::size_t>(cache_index(cache))]->Observe(t.ttft_ms / 1000.0);
+  if (t.ttft_ms >= 0)
+    s.ttft[static_cast<std::size_t>(cache_index(cache))]->Observe(t.ttft_ms / 1000.0);
   if (t.ttft_answer_ms >= 0) s.ttft_answer->Observe(t.ttft_answer_ms / 1000.0);
   if (t.tpot_ms >= 0) s.tpot->Observe(t.tpot_ms / 1000.0);
   const std::array<std::int64_t, 5> tok = {u.input_tokens, u.output_tokens, u.reasoning_tokens,
@@ -459,11 +527,14 @@ void append_q(std::string& out, const char* name, const quantile_sketch& q) {
 void append_slot(std::string& out, const slot& s, double seconds, std::int64_t active) {
   char buf[64];
   out += "{\"requests\":" + std::to_string(s.requests) + ",\"errors\":" + std::to_string(s.errors);
-  std::snprintf(buf, sizeof buf, ",\"request_rate\":%.3f", seconds > 0 ? s.requests / seconds : 0.0);
+  std::snprintf(buf, sizeof buf, ",\"request_rate\":%.3f",
+                seconds > 0 ? s.requests / seconds : 0.0);
   out += buf;
-  std::snprintf(buf, sizeof buf, ",\"error_rate\":%.4f", s.requests ? double(s.errors) / double(s.requests) : 0.0);
+  std::snprintf(buf, sizeof buf, ",\"error_rate\":%.4f",
+                s.requests ? double(s.errors) / double(s.requests) : 0.0);
   out += buf;
-  std::snprintf(buf, sizeof buf, ",\"tokens_per_s\":%.1f", seconds > 0 ? s.output_tokens / seconds : 0.0);
+  std::snprintf(buf, sizeof buf, ",\"tokens_per_s\":%.1f",
+                seconds > 0 ? s.output_tokens / seconds : 0.0);
   out += buf;
   out += ",\"cache_hit_ratio\":";
   if (s.cache_known) {
@@ -509,12 +580,12 @@ std::string metrics_registry::stats_json() {
   const double uptime =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   const double window_s = std::min<double>(static_cast<double>(n), std::max(1.0, uptime));
-  std::string out = "{\"window_s\":" + std::to_string(n) +
-                    ",\"quantile_relative_error\":" + std::to_string(quantile_sketch::relative_error) +
-                    ",\"series\":[";
+  std::string out = "{\"window_s\":" + std::to_string(n) + ",\"quantile_relative_error\":" +
+                    std::to_string(quantile_sketch::relative_error) + ",\"series\":[";
   // Active streams per window key (sum over providers).
   std::map<const window*, std::int64_t> active;
-  for (const auto& [k, s] : series_) active[s->win] += static_cast<std::int64_t>(s->active->Value());
+  for (const auto& [k, s] : series_)
+    active[s->win] += static_cast<std::int64_t>(s->active->Value());
   bool first = true;
   slot all_window;
   std::vector<slot> timeline(static_cast<std::size_t>(n));
@@ -547,8 +618,9 @@ std::string metrics_registry::stats_json() {
   for (std::size_t i = 0; i < timeline.size(); ++i) {
     const auto& sl = timeline[i];
     if (i) out += ",";
-    out += "{\"t\":" + std::to_string(static_cast<long long>(i) - n + 1) + ",\"requests\":" +
-           std::to_string(sl.requests) + ",\"errors\":" + std::to_string(sl.errors) +
+    out += "{\"t\":" + std::to_string(static_cast<long long>(i) - n + 1) +
+           ",\"requests\":" + std::to_string(sl.requests) +
+           ",\"errors\":" + std::to_string(sl.errors) +
            ",\"tokens\":" + std::to_string(sl.output_tokens) + ",\"ttft_p50\":";
     json::append_ms(out, sl.ttft.quantile(0.5));
     out += ",\"ttft_p95\":";
@@ -650,6 +722,8 @@ class metrics_hook final : public hook {
 
 }  // namespace
 
-std::unique_ptr<hook> metrics_hook_factory::create() { return std::make_unique<metrics_hook>(reg_); }
+std::unique_ptr<hook> metrics_hook_factory::create() {
+  return std::make_unique<metrics_hook>(reg_);
+}
 
 }  // namespace tokentap::hooks

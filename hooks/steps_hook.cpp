@@ -36,7 +36,8 @@ class steps_hook final : public hook {
 
 }  // namespace
 
-steps_hook_factory::steps_hook_factory(const config::steps_config& cfg) : max_steps_(cfg.max_steps) {
+steps_hook_factory::steps_hook_factory(const config::steps_config& cfg)
+    : max_steps_(cfg.max_steps) {
   triggers_ = cfg.replace_triggers ? parsers::step_triggers{} : parsers::step_triggers::defaults();
   auto add = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
     to.insert(to.end(), from.begin(), from.end());

@@ -44,7 +44,7 @@ struct request_view {
   std::string_view model;
   bool stream = false;
   std::string_view body;
-  mono_ns start_ns = 0;  ///< when the request head was read
+  mono_ns start_ns = 0;            ///< when the request head was read
   std::int64_t wall_start_us = 0;  ///< the same instant on the wall clock (µs since the epoch)
   std::span<const header_view> headers;
   /// The conversation's canonical digests (parsers::request_inspector), in order.

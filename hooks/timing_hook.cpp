@@ -23,12 +23,15 @@ timing_summary::quantiles quantiles_of(std::vector<double>& v) {
 
 namespace {
 
-double ms(mono_ns a, mono_ns b) { return static_cast<double>(b - a) / 1e6; }
+double ms(mono_ns a, mono_ns b) {
+  return static_cast<double>(b - a) / 1e6;
+}
 
 class timing_hook final : public hook {
  public:
   explicit timing_hook(const config::timing_config& cfg)
-      : stall_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.stall_threshold).count()) {
+      : stall_ns_(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.stall_threshold).count()) {
     gaps_.reserve(256);
   }
 
@@ -44,8 +47,10 @@ class timing_hook final : public hook {
     if (last_ns_ >= 0) {
       const auto gap = e.t_ns - last_ns_;
       gaps_.push_back(static_cast<double>(gap) / 1e6);
-      if (e.channel == parsers::channel::reasoning) reasoning_gaps_.push_back(gaps_.back());
-      else if (e.channel == parsers::channel::content) content_gaps_.push_back(gaps_.back());
+      if (e.channel == parsers::channel::reasoning)
+        reasoning_gaps_.push_back(gaps_.back());
+      else if (e.channel == parsers::channel::content)
+        content_gaps_.push_back(gaps_.back());
       if (gap > stall_ns_) ++stalls_;
     }
     last_ns_ = e.t_ns;
@@ -59,7 +64,8 @@ class timing_hook final : public hook {
     t.e2e_ms = ms(s.start_ns, s.end_ns);
     if (first_ns_ >= 0 && last_ns_ > first_ns_) {
       t.decode_ms = ms(first_ns_, last_ns_);
-      const auto out = s.usage.output_tokens > 0 ? s.usage.output_tokens : static_cast<std::int64_t>(tokens_);
+      const auto out =
+          s.usage.output_tokens > 0 ? s.usage.output_tokens : static_cast<std::int64_t>(tokens_);
       if (out > 1) {
         t.tpot_ms = t.decode_ms / static_cast<double>(out - 1);
         t.tokens_per_s = static_cast<double>(out - 1) / (t.decode_ms / 1000.0);
@@ -82,6 +88,8 @@ class timing_hook final : public hook {
 
 }  // namespace
 
-std::unique_ptr<hook> timing_hook_factory::create() { return std::make_unique<timing_hook>(cfg_); }
+std::unique_ptr<hook> timing_hook_factory::create() {
+  return std::make_unique<timing_hook>(cfg_);
+}
 
 }  // namespace tokentap::hooks

@@ -122,14 +122,18 @@ class trace_hook final : public hook {
     std::string r;
     r.reserve(request_.size() + response_.size() + events_.size() + content_.size() +
               reasoning_.size() + 1024);
-    r += "{\"v\":1,\"id\":\"" + id_ + "\",\"start\":\"" + rfc3339_us(s.wall_start_us) + "\",\"route\":";
+    r += "{\"v\":1,\"id\":\"" + id_ + "\",\"start\":\"" + rfc3339_us(s.wall_start_us) +
+         "\",\"route\":";
     json::append_string(r, route_);
     r += ",\"provider\":";
     json::append_string(r, parsers::to_string(s.provider));
     r += ",\"model\":";
     json::append_string(r, model_);
     r += ",\"request\":" + (request_.empty() ? std::string("null") : request_);
-    r += ",\"response\":" + (response_.empty() ? std::string("{\"status\":" + std::to_string(s.status) + ",\"headers\":{}}") : response_);
+    r += ",\"response\":" +
+         (response_.empty()
+              ? std::string("{\"status\":" + std::to_string(s.status) + ",\"headers\":{}}")
+              : response_);
     r += ",\"outcome\":";
     json::append_string(r, to_string(s.outcome));
     r += ",\"error\":";
@@ -143,8 +147,10 @@ class trace_hook final : public hook {
       r += "}";
     }
     r += ",\"finish_reason\":";
-    if (s.finish_reason.empty()) r += "null";
-    else json::append_string(r, s.finish_reason);
+    if (s.finish_reason.empty())
+      r += "null";
+    else
+      json::append_string(r, s.finish_reason);
     const auto& t = s.timing;
     r += ",\"timing\":{\"ttft_ms\":";
     json::append_ms(r, t.ttft_ms);
@@ -214,8 +220,8 @@ class trace_hook final : public hook {
       r += parsers::to_string(st.kind);
       r += "\",\"t_us\":" + std::to_string((st.t_ns - s.start_ns) / 1000) +
            ",\"duration_us\":" + std::to_string((s.step_end_ns[i] - st.t_ns) / 1000) +
-           ",\"tokens\":" + std::to_string(st.tokens) + ",\"redundant\":" +
-           (st.redundant ? "true" : "false") + "}";
+           ",\"tokens\":" + std::to_string(st.tokens) +
+           ",\"redundant\":" + (st.redundant ? "true" : "false") + "}";
     }
     r += "],\"redundant_tokens\":" + std::to_string(s.redundant_tokens);
     r += ",\"cache\":[";

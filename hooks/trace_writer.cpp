@@ -31,7 +31,9 @@ std::int64_t now_s() {
 trace_writer::trace_writer(const config::trace_config& cfg) : cfg_(cfg) {
   std::error_code ec;
   fs::create_directories(cfg_.dir, ec);
-  if (ec) TT_LOG(warn) << "trace directory " << cfg_.dir << ": " << ec.message() << " (traces will be dropped)";
+  if (ec)
+    TT_LOG(warn) << "trace directory " << cfg_.dir << ": " << ec.message()
+                 << " (traces will be dropped)";
   thread_ = std::thread([this] { run(); });
 }
 

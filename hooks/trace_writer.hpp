@@ -14,10 +14,10 @@
 namespace tokentap::hooks {
 
 struct trace_writer_stats {
-  std::atomic<std::uint64_t> records{0};       ///< written to disk
-  std::atomic<std::uint64_t> dropped{0};       ///< queue full or disk error
+  std::atomic<std::uint64_t> records{0};  ///< written to disk
+  std::atomic<std::uint64_t> dropped{0};  ///< queue full or disk error
   std::atomic<std::uint64_t> write_errors{0};
-  std::atomic<std::uint64_t> files{0};         ///< files opened (rotations + 1)
+  std::atomic<std::uint64_t> files{0};  ///< files opened (rotations + 1)
 };
 
 class trace_writer {

@@ -12,10 +12,14 @@ std::size_t utf8_seq(std::string_view s, std::size_t i) noexcept {
   if (c < 0x80) return 1;
   std::size_t n;
   std::uint32_t cp;
-  if ((c & 0xE0) == 0xC0) n = 2, cp = c & 0x1F;
-  else if ((c & 0xF0) == 0xE0) n = 3, cp = c & 0x0F;
-  else if ((c & 0xF8) == 0xF0) n = 4, cp = c & 0x07;
-  else return 0;
+  if ((c & 0xE0) == 0xC0)
+    n = 2, cp = c & 0x1F;
+  else if ((c & 0xF0) == 0xE0)
+    n = 3, cp = c & 0x0F;
+  else if ((c & 0xF8) == 0xF0)
+    n = 4, cp = c & 0x07;
+  else
+    return 0;
   if (i + n > s.size()) return 0;
   for (std::size_t k = 1; k < n; ++k) {
     const auto cc = static_cast<unsigned char>(s[i + k]);
@@ -56,11 +60,21 @@ void append_escaped(std::string& out, std::string_view s) {
       continue;
     }
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           out += "\\u00";
@@ -144,8 +158,10 @@ void append_ms(std::string& out, double v) {
 }
 
 void append_int(std::string& out, std::int64_t v) {
-  if (v < 0) out += "null";
-  else out += std::to_string(v);
+  if (v < 0)
+    out += "null";
+  else
+    out += std::to_string(v);
 }
 
 }  // namespace tokentap::json

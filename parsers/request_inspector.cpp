@@ -81,7 +81,8 @@ class stream_hash {
 
 // Roles as static strings (digests outlive the parsed document).
 std::string_view intern_role(std::string_view r) {
-  for (std::string_view k : {"system", "user", "assistant", "tool", "developer", "function", "model"})
+  for (std::string_view k :
+       {"system", "user", "assistant", "tool", "developer", "function", "model"})
     if (k == r) return k;
   return "other";
 }
@@ -124,7 +125,8 @@ struct collector {
     element e{role, 0, static_cast<std::uint32_t>(n), opts.canonical ? text : std::string()};
     // hash of role and text, without materializing "role \x1f text"
     const auto th = h.final();
-    e.hash = fnv(std::string_view(reinterpret_cast<const char*>(&th), sizeof th), fnv("\x1f", fnv(role)));
+    e.hash = fnv(std::string_view(reinterpret_cast<const char*>(&th), sizeof th),
+                 fnv("\x1f", fnv(role)));
     to.push_back(std::move(e));
   }
   void finish() {
@@ -177,7 +179,8 @@ void collect_text(simdjson::ondemand::value v, collector& c) {
     for (auto field : o) {
       std::string_view key;
       if (field.unescaped_key().get(key)) break;
-      if ((key == "text" || key == "content" || key == "thinking") && !field.value().get_string().get(s)) {
+      if ((key == "text" || key == "content" || key == "thinking") &&
+          !field.value().get_string().get(s)) {
         if (!c.first_part) c.append("\n");
         c.append(s);
         c.first_part = false;
@@ -366,9 +369,11 @@ request_info request_inspector::inspect(std::string_view body, inspect_options o
       if (v.get_object().get(o)) continue;
       for (auto f : o) {
         std::string_view k;
-        if (!f.unescaped_key().get(k) && k == "include_usage") info.include_usage = is_true(f.value());
+        if (!f.unescaped_key().get(k) && k == "include_usage")
+          info.include_usage = is_true(f.value());
       }
-    } else if (key == "max_tokens" || key == "max_completion_tokens" || key == "max_output_tokens") {
+    } else if (key == "max_tokens" || key == "max_completion_tokens" ||
+               key == "max_output_tokens") {
       std::int64_t n = 0;
       if (!v.get_int64().get(n)) info.max_tokens = n;
     } else if (key == "messages" || key == "input") {

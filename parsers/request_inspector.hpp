@@ -15,26 +15,28 @@ namespace tokentap::parsers {
 /// One conversation element in canonical form: role + text, independent of JSON key order,
 /// whitespace and escaping.  `tools` and `system` count as elements before the messages.
 struct message_digest {
-  std::uint64_t hash = 0;        ///< of this element alone (role + text)
-  std::uint64_t chain = 0;       ///< cumulative: this element and every one before it
-  std::uint32_t chars = 0;       ///< text bytes of this element
+  std::uint64_t hash = 0;          ///< of this element alone (role + text)
+  std::uint64_t chain = 0;         ///< cumulative: this element and every one before it
+  std::uint32_t chars = 0;         ///< text bytes of this element
   std::uint64_t chars_before = 0;  ///< text bytes of the elements before it
-  std::string_view role;         ///< "tools", "system", "user", "assistant", "tool", ... (static storage)
+  std::string_view role;  ///< "tools", "system", "user", "assistant", "tool", ... (static storage)
 };
 
 /// What the inspector learned from one request body.  Fields the body does not carry keep their
 /// defaults; `error` is set (and the rest is best effort) when the body is not a JSON object.
 struct request_info {
-  std::string model;                  ///< `model`, empty when absent
-  bool stream = false;                ///< `stream: true`
-  bool include_usage = false;         ///< `stream_options.include_usage: true` (OpenAI)
-  bool reasoning = false;             ///< Anthropic `thinking.type == "enabled"`, OpenAI `reasoning_effort` / `reasoning`
+  std::string model;           ///< `model`, empty when absent
+  bool stream = false;         ///< `stream: true`
+  bool include_usage = false;  ///< `stream_options.include_usage: true` (OpenAI)
+  bool reasoning =
+      false;  ///< Anthropic `thinking.type == "enabled"`, OpenAI `reasoning_effort` / `reasoning`
   std::optional<std::int64_t> max_tokens;  ///< `max_tokens` or `max_completion_tokens`
-  std::size_t messages = 0;           ///< elements of `messages` (or Responses `input`), plus `system` if any
-  std::size_t prompt_chars = 0;       ///< bytes of text in system/messages/prompt/input
-  std::string_view error;             ///< empty on success, else a static description
+  std::size_t messages =
+      0;  ///< elements of `messages` (or Responses `input`), plus `system` if any
+  std::size_t prompt_chars = 0;         ///< bytes of text in system/messages/prompt/input
+  std::string_view error;               ///< empty on success, else a static description
   std::vector<message_digest> digests;  ///< conversation elements in order (when requested)
-  std::string canonical;              ///< the conversation as one canonical string (when requested)
+  std::string canonical;  ///< the conversation as one canonical string (when requested)
 };
 
 /// What to compute beyond the basic fields.

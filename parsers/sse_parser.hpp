@@ -40,7 +40,8 @@ class sse_handler {
   virtual void on_event(const sse_event& e) noexcept = 0;
   /// An event grew past max_event_bytes and was skipped (reported once per event).
   virtual void on_oversize(std::size_t max_event_bytes, std::int64_t t_ns) noexcept {}
-  /// A field the spec ignores (e.g. llama.cpp's legacy `error:` line).  Views valid during the call.
+  /// A field the spec ignores (e.g. llama.cpp's legacy `error:` line).  Views valid during the
+  /// call.
   virtual void on_unknown_field(std::string_view field, std::string_view value,
                                 std::int64_t t_ns) noexcept {}
 };
@@ -69,20 +70,20 @@ class sse_parser {
   void start_skip(std::int64_t t_ns, sse_handler& h);
 
   std::size_t max_event_bytes_;
-  std::string line_;        // a line split across reads (the scan cursor is implicit: only the
-                            // unfinished tail is kept, bytes are never scanned twice)
+  std::string line_;  // a line split across reads (the scan cursor is implicit: only the
+                      // unfinished tail is kept, bytes are never scanned twice)
   std::string data_;
   std::string type_;
   std::string id_;
   std::int64_t retry_ms_ = -1;
   std::uint64_t events_ = 0;
   std::uint64_t oversized_ = 0;
-  unsigned bom_matched_ = 0;     // bytes of a leading BOM seen so far
+  unsigned bom_matched_ = 0;  // bytes of a leading BOM seen so far
   bool bom_done_ = false;
-  bool after_cr_ = false;        // the previous read ended with CR: a leading LF is its pair
-  bool skipping_ = false;        // inside an oversized event: ignore until the blank line
+  bool after_cr_ = false;             // the previous read ended with CR: a leading LF is its pair
+  bool skipping_ = false;             // inside an oversized event: ignore until the blank line
   bool skip_line_has_bytes_ = false;  // while skipping: the current line is not blank
-  bool in_event_ = false;        // a field or comment of an unfinished event was seen
+  bool in_event_ = false;             // a field or comment of an unfinished event was seen
 };
 
 /// Newline-delimited JSON framing (Ollama): one value per line, `\r\n` tolerated, blank lines

@@ -7,31 +7,39 @@ namespace tokentap::parsers {
 
 std::string_view to_string(step_kind k) noexcept {
   switch (k) {
-    case step_kind::step: return "step";
-    case step_kind::conclusion: return "conclusion";
-    case step_kind::verification: return "verification";
-    case step_kind::backtrack: return "backtrack";
-    case step_kind::other: return "other";
+    case step_kind::step:
+      return "step";
+    case step_kind::conclusion:
+      return "conclusion";
+    case step_kind::verification:
+      return "verification";
+    case step_kind::backtrack:
+      return "backtrack";
+    case step_kind::other:
+      return "other";
   }
   return "other";
 }
 
 step_triggers step_triggers::defaults() {
   step_triggers t;
-  t.step = {"First", "Firstly", "Second", "Secondly", "Third", "Thirdly", "Next", "Then", "Finally",
-            "Now", "首先", "其次", "然后", "接着", "接下来", "最后"};
-  t.conclusion = {"Therefore", "Thus", "Hence", "So", "In summary", "To summarize", "In conclusion",
-                  "Overall", "因此", "所以", "综上所述", "综上", "总之", "故"};
-  t.verification = {"Let me check", "Let me verify", "Let me double-check", "Double-check", "Check",
-                    "Verify", "Verification", "验证", "检查", "检验"};
-  t.backtrack = {"Wait", "But wait", "Actually", "Hmm", "Hold on", "Oops", "No,", "等等", "不对", "等一下"};
+  t.step = {"First",   "Firstly", "Second", "Secondly", "Third", "Thirdly", "Next",   "Then",
+            "Finally", "Now",     "首先",   "其次",     "然后",  "接着",    "接下来", "最后"};
+  t.conclusion = {"Therefore",    "Thus",          "Hence",   "So",   "In summary",
+                  "To summarize", "In conclusion", "Overall", "因此", "所以",
+                  "综上所述",     "综上",          "总之",    "故"};
+  t.verification = {"Let me check", "Let me verify", "Let me double-check", "Double-check",
+                    "Check",        "Verify",        "Verification",        "验证",
+                    "检查",         "检验"};
+  t.backtrack = {"Wait", "But wait", "Actually", "Hmm",  "Hold on",
+                 "Oops", "No,",      "等等",     "不对", "等一下"};
   return t;
 }
 
 namespace {
 
-constexpr std::size_t max_step_text = 8192;   // bytes of a step kept for the redundancy check
-constexpr std::size_t max_compared = 64;      // most recent steps looked at per shared trigram
+constexpr std::size_t max_step_text = 8192;  // bytes of a step kept for the redundancy check
+constexpr std::size_t max_compared = 64;     // most recent steps looked at per shared trigram
 constexpr std::size_t min_lookahead = 64;
 
 struct trigger {
@@ -50,21 +58,31 @@ struct decision {
 // Decodes the UTF-8 code point at s[i]; returns its length (1 for an invalid byte).
 std::size_t decode(std::string_view s, std::size_t i, char32_t& cp) {
   const auto c = static_cast<unsigned char>(s[i]);
-  std::size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+  std::size_t n = c < 0x80             ? 1
+                  : (c & 0xE0) == 0xC0 ? 2
+                  : (c & 0xF0) == 0xE0 ? 3
+                  : (c & 0xF8) == 0xF0 ? 4
+                                       : 1;
   if (i + n > s.size()) return 0;  // incomplete
   cp = n == 1 ? c : c & (0xFF >> (n + 1));
-  for (std::size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  for (std::size_t k = 1; k < n; ++k)
+    cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
   return n;
 }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
-// ASCII that is neither whitespace nor sentence punctuation: it never changes where a step may start.
+// ASCII that is neither whitespace nor sentence punctuation: it never changes where a step may
+// start.
 bool plain(char c) {
   const auto u = static_cast<unsigned char>(c);
   return u > ' ' && u < 0x80 && c != '.' && c != '?' && c != '!';
 }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 // Rule 3 list/step markers at a line start: `1.`..`99.` / `1)` + whitespace, `-` `*` `•` +
 // whitespace, `(1)`, `Step N`, `第N步`.  Returns match length, 0 for no, -1 for "need more bytes".
@@ -103,8 +121,8 @@ int marker(std::string_view s, bool eof) {
   } else if (s.starts_with(step_word)) {
     return is_digit(s[step_word.size()]) ? static_cast<int>(step_word.size() + 1) : 0;
   }
-  constexpr std::string_view di = "\xE7\xAC\xAC";   // 第
-  constexpr std::string_view bu = "\xE6\xAD\xA5";   // 步
+  constexpr std::string_view di = "\xE7\xAC\xAC";  // 第
+  constexpr std::string_view bu = "\xE6\xAD\xA5";  // 步
   if (s.size() < di.size()) return di.starts_with(s) ? undecided : 0;
   if (!s.starts_with(di)) return 0;
   std::size_t i = di.size();
@@ -149,7 +167,8 @@ std::uint64_t fnv(std::string_view s, std::uint64_t h = 14695981039346656037ull)
 // word trigrams, or character trigrams for Chinese/Japanese/Korean (each such character is a
 // unit).  Units are hashed as they are scanned, so this allocates nothing once `units` and `out`
 // are warm.
-void trigrams(std::string_view text, std::vector<std::uint64_t>& units, std::vector<std::uint64_t>& out) {
+void trigrams(std::string_view text, std::vector<std::uint64_t>& units,
+              std::vector<std::uint64_t>& out) {
   constexpr std::uint64_t basis = 14695981039346656037ull, prime = 1099511628211ull;
   units.clear();
   out.clear();
@@ -189,14 +208,17 @@ void trigrams(std::string_view text, std::vector<std::uint64_t>& units, std::vec
   }
   end_word();
   if (units.empty()) return;
-  auto mix = [](std::uint64_t a, std::uint64_t b) { return (a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2))) * 0xff51afd7ed558ccdull; };
+  auto mix = [](std::uint64_t a, std::uint64_t b) {
+    return (a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2))) * 0xff51afd7ed558ccdull;
+  };
   if (units.size() < 3) {
     std::uint64_t g = units.size();
     for (auto u : units) g = mix(g, u);
     out.push_back(g);
     return;
   }
-  for (std::size_t i = 0; i + 2 < units.size(); ++i) out.push_back(mix(mix(mix(3, units[i]), units[i + 1]), units[i + 2]));
+  for (std::size_t i = 0; i + 2 < units.size(); ++i)
+    out.push_back(mix(mix(mix(3, units[i]), units[i + 1]), units[i + 2]));
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
 }
@@ -208,11 +230,12 @@ struct step_tagger::impl {
   std::size_t lookahead = min_lookahead;
   std::size_t max_steps;
 
-  std::string buf;              // bytes not yet consumed (buf[0] is at global offset buf_offset)
+  std::string buf;  // bytes not yet consumed (buf[0] is at global offset buf_offset)
   std::uint64_t buf_offset = 0;
-  std::size_t pos = 0;          // cursor in buf
-  std::uint64_t total = 0;      // bytes fed
-  std::vector<std::pair<std::uint64_t, std::int64_t>> deltas;  // (start offset, t_ns) not yet attributed
+  std::size_t pos = 0;      // cursor in buf
+  std::uint64_t total = 0;  // bytes fed
+  std::vector<std::pair<std::uint64_t, std::int64_t>>
+      deltas;  // (start offset, t_ns) not yet attributed
   std::size_t delta_head = 0;
 
   // Scanner state (STEPS.md rules 1-4).
@@ -230,25 +253,27 @@ struct step_tagger::impl {
     std::uint32_t next;  // next posting of the same gram, or npos
   };
   static constexpr std::uint32_t npos = 0xFFFFFFFFu;
-  std::vector<std::uint32_t> table = std::vector<std::uint32_t>(1024, npos);  // gram -> head posting
+  std::vector<std::uint32_t> table =
+      std::vector<std::uint32_t>(1024, npos);  // gram -> head posting
   std::vector<posting> postings;
   std::vector<std::uint32_t> gram_count;
   std::vector<std::uint64_t> g, units;  // scratch
-  std::vector<std::uint32_t> shared;   // scratch: trigrams shared with step i
-  std::vector<std::uint32_t> touched;  // scratch: steps with shared[i] > 0
-  std::uint32_t pre_tokens = 0;                   // tokens before the first step
+  std::vector<std::uint32_t> shared;    // scratch: trigrams shared with step i
+  std::vector<std::uint32_t> touched;   // scratch: steps with shared[i] > 0
+  std::uint32_t pre_tokens = 0;         // tokens before the first step
   std::int64_t pre_t = -1;
   std::uint64_t redundant_tokens = 0;
   bool finished = false;
 
   std::array<bool, 256> first_byte{};  // bytes some trigger starts with
-  std::array<std::vector<std::uint16_t>, 256> by_first;  // trigger indices by first byte, longest first
+  std::array<std::vector<std::uint16_t>, 256>
+      by_first;  // trigger indices by first byte, longest first
 
   decision classify(std::string_view s, bool eof, bool markers) const {
     // Most sentence starts begin with a byte no trigger or marker begins with.
     const auto b0 = static_cast<unsigned char>(s[0]);
-    if (!first_byte[b0] && !(markers && (b0 == '-' || b0 == '*' || b0 == '(' || b0 == 0xE2 || b0 == 0xE7 ||
-                                        b0 == 'S' || (b0 >= '0' && b0 <= '9'))))
+    if (!first_byte[b0] && !(markers && (b0 == '-' || b0 == '*' || b0 == '(' || b0 == 0xE2 ||
+                                         b0 == 0xE7 || b0 == 'S' || (b0 >= '0' && b0 <= '9'))))
       return {verdict::none, step_kind::other};
     int best = 0;
     step_kind kind = step_kind::other;
@@ -288,7 +313,8 @@ struct step_tagger::impl {
   }
 
   std::uint32_t* slot_of(std::uint64_t gram) {
-    std::size_t mask = table.size() - 1, i = static_cast<std::size_t>(gram * 0x9e3779b97f4a7c15ull) & mask;
+    std::size_t mask = table.size() - 1,
+                i = static_cast<std::size_t>(gram * 0x9e3779b97f4a7c15ull) & mask;
     while (table[i] != npos && postings[table[i]].gram != gram) i = (i + 1) & mask;
     return &table[i];
   }
@@ -372,7 +398,10 @@ struct step_tagger::impl {
       const std::uint64_t off = buf_offset + pos;
       const char c = buf[pos];
       if (!is_space(c) && !checked) {
-        const int strength = (text_start || after_blank) ? 2 : line_start ? 1 : sentence_start ? 0 : -1;
+        const int strength = (text_start || after_blank) ? 2
+                             : line_start                ? 1
+                             : sentence_start            ? 0
+                                                         : -1;
         if (strength >= 0) {
           const auto d = classify(std::string_view(buf).substr(pos), eof, strength >= 1);
           if (d.v == verdict::undecided) return;  // hold back: need more text to decide
@@ -388,7 +417,8 @@ struct step_tagger::impl {
         while (j < buf.size() && plain(buf[j])) ++j;
         const std::size_t len = j - pos;
         attribute(off + len - 1);
-        if (!steps.empty() && cur_text.size() < max_step_text) cur_text.append(buf.data() + pos, len);
+        if (!steps.empty() && cur_text.size() < max_step_text)
+          cur_text.append(buf.data() + pos, len);
         text_start = after_blank = line_start = sentence_start = sent_punct = false;
         line_has_content = true;
         pos = j;
@@ -435,13 +465,16 @@ struct step_tagger::impl {
     } else {
       text_start = after_blank = line_start = sentence_start = sent_punct = false;
       line_has_content = true;
-      if (cp == '.' || cp == '?' || cp == '!') sent_punct = true;
-      else if (cp == 0x3002 || cp == 0xFF1F || cp == 0xFF01 || cp == 0xFF1B) sentence_start = true;  // 。？！；
+      if (cp == '.' || cp == '?' || cp == '!')
+        sent_punct = true;
+      else if (cp == 0x3002 || cp == 0xFF1F || cp == 0xFF01 || cp == 0xFF1B)
+        sentence_start = true;  // 。？！；
     }
   }
 };
 
-step_tagger::step_tagger(const step_triggers& t, std::size_t max_steps) : impl_(std::make_unique<impl>()) {
+step_tagger::step_tagger(const step_triggers& t, std::size_t max_steps)
+    : impl_(std::make_unique<impl>()) {
   auto add = [&](const std::vector<std::string>& list, step_kind k) {
     for (const auto& s : list) {
       if (s.empty()) continue;
@@ -455,10 +488,12 @@ step_tagger::step_tagger(const step_triggers& t, std::size_t max_steps) : impl_(
   add(t.conclusion, step_kind::conclusion);
   add(t.verification, step_kind::verification);
   add(t.backtrack, step_kind::backtrack);
-  std::stable_sort(impl_->triggers.begin(), impl_->triggers.end(),
-                   [](const trigger& a, const trigger& b) { return a.text.size() > b.text.size(); });
+  std::stable_sort(
+      impl_->triggers.begin(), impl_->triggers.end(),
+      [](const trigger& a, const trigger& b) { return a.text.size() > b.text.size(); });
   for (std::size_t i = 0; i < impl_->triggers.size(); ++i)
-    impl_->by_first[static_cast<unsigned char>(impl_->triggers[i].text[0])].push_back(static_cast<std::uint16_t>(i));
+    impl_->by_first[static_cast<unsigned char>(impl_->triggers[i].text[0])].push_back(
+        static_cast<std::uint16_t>(i));
   impl_->max_steps = max_steps;
 }
 
@@ -484,8 +519,14 @@ void step_tagger::finish() {
   d.finished = true;
 }
 
-const std::vector<step>& step_tagger::steps() const noexcept { return impl_->steps; }
-std::uint64_t step_tagger::redundant_tokens() const noexcept { return impl_->redundant_tokens; }
-std::uint64_t step_tagger::text_bytes() const noexcept { return impl_->total; }
+const std::vector<step>& step_tagger::steps() const noexcept {
+  return impl_->steps;
+}
+std::uint64_t step_tagger::redundant_tokens() const noexcept {
+  return impl_->redundant_tokens;
+}
+std::uint64_t step_tagger::text_bytes() const noexcept {
+  return impl_->total;
+}
 
 }  // namespace tokentap::parsers

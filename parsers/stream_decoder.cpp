@@ -12,31 +12,44 @@ namespace od = simdjson::ondemand;
 
 std::string_view to_string(provider p) noexcept {
   switch (p) {
-    case provider::openai_chat: return "openai-chat";
-    case provider::openai_responses: return "openai-responses";
-    case provider::anthropic: return "anthropic";
-    case provider::ollama: return "ollama";
-    case provider::tgi: return "tgi";
-    case provider::llamacpp: return "llamacpp";
-    case provider::unknown: return "unknown";
+    case provider::openai_chat:
+      return "openai-chat";
+    case provider::openai_responses:
+      return "openai-responses";
+    case provider::anthropic:
+      return "anthropic";
+    case provider::ollama:
+      return "ollama";
+    case provider::tgi:
+      return "tgi";
+    case provider::llamacpp:
+      return "llamacpp";
+    case provider::unknown:
+      return "unknown";
   }
   return "unknown";
 }
 
 std::string_view to_string(channel c) noexcept {
   switch (c) {
-    case channel::content: return "content";
-    case channel::reasoning: return "reasoning";
-    case channel::tool: return "tool";
+    case channel::content:
+      return "content";
+    case channel::reasoning:
+      return "reasoning";
+    case channel::tool:
+      return "tool";
   }
   return "content";
 }
 
 std::string_view to_string(parse_stage s) noexcept {
   switch (s) {
-    case parse_stage::framing: return "framing";
-    case parse_stage::json: return "json";
-    case parse_stage::oversize: return "oversize";
+    case parse_stage::framing:
+      return "framing";
+    case parse_stage::json:
+      return "json";
+    case parse_stage::oversize:
+      return "oversize";
   }
   return "json";
 }
@@ -140,8 +153,8 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
   sse_parser sse;
   ndjson_framer ndjson;
   od::parser parser;
-  std::string padded;      // reused copy of one payload with SIMDJSON_PADDING slack
-  std::string body;        // whole-JSON framing: the body so far (capped)
+  std::string padded;  // reused copy of one payload with SIMDJSON_PADDING slack
+  std::string body;    // whole-JSON framing: the body so far (capped)
   bool body_oversize = false;
   decoder_handler* h = nullptr;
   think_splitter think;
@@ -251,7 +264,9 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
     if (padded.capacity() < payload.size() + simdjson::SIMDJSON_PADDING)
       padded.reserve(payload.size() + simdjson::SIMDJSON_PADDING);
     padded.assign(payload);
-    return !parser.iterate(simdjson::padded_string_view(padded.data(), padded.size(), padded.capacity()))
+    return !parser
+                .iterate(
+                    simdjson::padded_string_view(padded.data(), padded.size(), padded.capacity()))
                 .get(doc) &&
            !doc.get_value().get(root);
   }
@@ -274,12 +289,24 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
     bool ok = true;
     switch (prov) {
       case provider::openai_chat:
-      case provider::llamacpp: ok = decode_openai(root, t_ns); break;
-      case provider::openai_responses: ok = decode_responses(root, t_ns); break;
-      case provider::anthropic: ok = decode_anthropic(root, t_ns); break;
-      case provider::ollama: ok = decode_ollama(root, t_ns); break;
-      case provider::tgi: ok = decode_tgi(root, t_ns); break;
-      case provider::unknown: ok = sniff_and_decode(payload, sse_type, t_ns); break;
+      case provider::llamacpp:
+        ok = decode_openai(root, t_ns);
+        break;
+      case provider::openai_responses:
+        ok = decode_responses(root, t_ns);
+        break;
+      case provider::anthropic:
+        ok = decode_anthropic(root, t_ns);
+        break;
+      case provider::ollama:
+        ok = decode_ollama(root, t_ns);
+        break;
+      case provider::tgi:
+        ok = decode_tgi(root, t_ns);
+        break;
+      case provider::unknown:
+        ok = sniff_and_decode(payload, sse_type, t_ns);
+        break;
     }
     if (!ok || json_error) h->on_parse_error(parse_stage::json, t_ns);
   }
@@ -317,8 +344,10 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
       message = str(err);  // TGI / Ollama: "error": "text"
     } else {
       fields(err, [&](std::string_view k, od::value v) {
-        if (k == "type" || (k == "code" && type.empty())) type = str(v);
-        else if (k == "message") message = str(v);
+        if (k == "type" || (k == "code" && type.empty()))
+          type = str(v);
+        else if (k == "message")
+          message = str(v);
       });
     }
     h->on_stream_error(type, message, t_ns);
@@ -326,8 +355,10 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
 
   void openai_usage(od::value u) {
     fields(u, [&](std::string_view k, od::value v) {
-      if (k == "prompt_tokens") input = num(v);
-      else if (k == "completion_tokens") output = num(v);
+      if (k == "prompt_tokens")
+        input = num(v);
+      else if (k == "completion_tokens")
+        output = num(v);
       else if (k == "prompt_tokens_details") {
         fields(v, [&](std::string_view k2, od::value v2) {
           if (k2 == "cached_tokens") {
@@ -354,9 +385,12 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
 
   void llamacpp_timings(od::value t) {
     fields(t, [&](std::string_view k, od::value v) {
-      if (k == "prompt_n") timings_prompt = num(v);
-      else if (k == "cache_n") timings_cache = num(v);
-      else if (k == "predicted_n") timings_predicted = num(v);
+      if (k == "prompt_n")
+        timings_prompt = num(v);
+      else if (k == "cache_n")
+        timings_cache = num(v);
+      else if (k == "predicted_n")
+        timings_predicted = num(v);
     });
     if (prov == provider::openai_chat) prov = provider::llamacpp;
   }
@@ -368,8 +402,10 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
           fields(choice, [&](std::string_view ck, od::value cv) {
             if (ck == "delta" || ck == "message") {
               fields(cv, [&](std::string_view dk, od::value dv) {
-                if (dk == "content") content(str(dv), t_ns);
-                else if (dk == "reasoning_content" || dk == "reasoning") token(channel::reasoning, str(dv), t_ns);
+                if (dk == "content")
+                  content(str(dv), t_ns);
+                else if (dk == "reasoning_content" || dk == "reasoning")
+                  token(channel::reasoning, str(dv), t_ns);
                 else if (dk == "tool_calls") {
                   elements(dv, [&](od::value call) {
                     fields(call, [&](std::string_view fk, od::value fv) {
@@ -415,17 +451,22 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
         type = str(v);
       } else if (k == "delta") {
         const auto d = str(v);
-        if (type == "response.output_text.delta" || type == "response.refusal.delta") token(channel::content, d, t_ns);
-        else if (type == "response.reasoning_summary_text.delta" || type == "response.reasoning_text.delta")
+        if (type == "response.output_text.delta" || type == "response.refusal.delta")
+          token(channel::content, d, t_ns);
+        else if (type == "response.reasoning_summary_text.delta" ||
+                 type == "response.reasoning_text.delta")
           token(channel::reasoning, d, t_ns);
-        else if (type == "response.function_call_arguments.delta") token(channel::tool, d, t_ns);
+        else if (type == "response.function_call_arguments.delta")
+          token(channel::tool, d, t_ns);
       } else if (k == "response" && (type == "response.completed" || type == "response.failed" ||
                                      type == "response.incomplete")) {
         fields(v, [&](std::string_view rk, od::value rv) {
           if (rk == "usage") {
             fields(rv, [&](std::string_view uk, od::value uv) {
-              if (uk == "input_tokens") input = num(uv);
-              else if (uk == "output_tokens") output = num(uv);
+              if (uk == "input_tokens")
+                input = num(uv);
+              else if (uk == "output_tokens")
+                output = num(uv);
               else if (uk == "input_tokens_details") {
                 fields(uv, [&](std::string_view dk, od::value dv) {
                   if (dk == "cached_tokens") {
@@ -454,7 +495,8 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
         err_message = str(v);
       }
     });
-    if (type == "error") h->on_stream_error(err_code.empty() ? "error" : err_code, err_message, t_ns);
+    if (type == "error")
+      h->on_stream_error(err_code.empty() ? "error" : err_code, err_message, t_ns);
     return ok;
   }
 
@@ -462,10 +504,14 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
     fields(u, [&](std::string_view k, od::value v) {
       const auto n = num(v);
       if (n < 0) return;
-      if (k == "input_tokens") anth_input = n;
-      else if (k == "output_tokens") output = n;  // cumulative in message_delta: last wins
-      else if (k == "cache_read_input_tokens") anth_read = n, cache_fields = true;
-      else if (k == "cache_creation_input_tokens") anth_creation = n, cache_fields = true;
+      if (k == "input_tokens")
+        anth_input = n;
+      else if (k == "output_tokens")
+        output = n;  // cumulative in message_delta: last wins
+      else if (k == "cache_read_input_tokens")
+        anth_read = n, cache_fields = true;
+      else if (k == "cache_creation_input_tokens")
+        anth_creation = n, cache_fields = true;
     });
   }
 
@@ -476,9 +522,12 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
         type = str(v);
       } else if (k == "delta") {
         fields(v, [&](std::string_view dk, od::value dv) {
-          if (dk == "text") token(channel::content, str(dv), t_ns);
-          else if (dk == "thinking") token(channel::reasoning, str(dv), t_ns);
-          else if (dk == "partial_json") token(channel::tool, str(dv), t_ns);
+          if (dk == "text")
+            token(channel::content, str(dv), t_ns);
+          else if (dk == "thinking")
+            token(channel::reasoning, str(dv), t_ns);
+          else if (dk == "partial_json")
+            token(channel::tool, str(dv), t_ns);
           else if (dk == "stop_reason") {
             const auto r = str(dv);
             if (!r.empty()) h->on_finish_reason(r);
@@ -496,8 +545,10 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
       } else if (k == "content" && type == "message") {  // a non-streamed message
         elements(v, [&](od::value block) {
           fields(block, [&](std::string_view bk, od::value bv) {
-            if (bk == "text") token(channel::content, str(bv), t_ns);
-            else if (bk == "thinking") token(channel::reasoning, str(bv), t_ns);
+            if (bk == "text")
+              token(channel::content, str(bv), t_ns);
+            else if (bk == "thinking")
+              token(channel::reasoning, str(bv), t_ns);
           });
         });
       } else if (k == "stop_reason" && type == "message") {
@@ -511,8 +562,10 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
     return fields(root, [&](std::string_view k, od::value v) {
       if (k == "message") {
         fields(v, [&](std::string_view mk, od::value mv) {
-          if (mk == "content") content(str(mv), t_ns);
-          else if (mk == "thinking") token(channel::reasoning, str(mv), t_ns);
+          if (mk == "content")
+            content(str(mv), t_ns);
+          else if (mk == "thinking")
+            token(channel::reasoning, str(mv), t_ns);
         });
       } else if (k == "response") {
         content(str(v), t_ns);
@@ -539,8 +592,10 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
         std::string_view text;
         bool special = false;
         fields(v, [&](std::string_view tk, od::value tv) {
-          if (tk == "text") text = str(tv);
-          else if (tk == "special" && tv.get_bool().get(special)) special = false;
+          if (tk == "text")
+            text = str(tv);
+          else if (tk == "special" && tv.get_bool().get(special))
+            special = false;
         });
         if (!special) content(text, t_ns);
         streamed_token = true;
@@ -548,8 +603,10 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
         content(str(v), t_ns);  // non-streaming /generate
       } else if (k == "details") {
         fields(v, [&](std::string_view dk, od::value dv) {
-          if (dk == "generated_tokens") output = num(dv);
-          else if (dk == "input_length") input = num(dv);
+          if (dk == "generated_tokens")
+            output = num(dv);
+          else if (dk == "input_length")
+            input = num(dv);
           else if (dk == "finish_reason") {
             const auto r = str(dv);
             if (!r.empty()) h->on_finish_reason(r);
@@ -576,8 +633,12 @@ void stream_decoder::feed(std::string_view bytes, std::int64_t t_ns, decoder_han
   auto& d = *impl_;
   d.h = &h;
   switch (d.frame) {
-    case framing::sse: d.sse.feed(bytes, t_ns, d); break;
-    case framing::ndjson: d.ndjson.feed(bytes, t_ns, d); break;
+    case framing::sse:
+      d.sse.feed(bytes, t_ns, d);
+      break;
+    case framing::ndjson:
+      d.ndjson.feed(bytes, t_ns, d);
+      break;
     case framing::json:
       if (d.body_oversize) break;
       if (d.body.size() + bytes.size() > d.max_event_bytes) {
@@ -598,7 +659,9 @@ void stream_decoder::finish(std::int64_t t_ns, decoder_handler& h) {
     case framing::sse:
       if (d.sse.finish()) h.on_parse_error(parse_stage::framing, t_ns);
       break;
-    case framing::ndjson: d.ndjson.finish(t_ns, d); break;
+    case framing::ndjson:
+      d.ndjson.finish(t_ns, d);
+      break;
     case framing::json:
       if (!d.body_oversize && !d.body.empty()) d.decode(d.body, {}, t_ns);
       d.body.clear();
@@ -620,7 +683,8 @@ usage_counts stream_decoder::usage() const {
   u.cache_fields = d.cache_fields;
   if (d.anth_input >= 0 || d.anth_read >= 0 || d.anth_creation >= 0) {
     // Anthropic's input_tokens excludes cache reads and writes; ours includes them.
-    u.input_tokens = std::max<std::int64_t>(0, d.anth_input) + std::max<std::int64_t>(0, d.anth_read) +
+    u.input_tokens = std::max<std::int64_t>(0, d.anth_input) +
+                     std::max<std::int64_t>(0, d.anth_read) +
                      std::max<std::int64_t>(0, d.anth_creation);
     u.cached_input_tokens = d.anth_read;
     u.cache_write_tokens = d.anth_creation;
@@ -642,7 +706,9 @@ usage_counts stream_decoder::usage() const {
   return u;
 }
 
-provider stream_decoder::detected_provider() const noexcept { return impl_->prov; }
+provider stream_decoder::detected_provider() const noexcept {
+  return impl_->prov;
+}
 
 std::uint64_t stream_decoder::token_events(channel c) const noexcept {
   return impl_->tokens[static_cast<std::size_t>(c)];

@@ -38,8 +38,8 @@ std::string_view to_string(parse_stage s) noexcept;
 /// Usage in one meaning for every provider (DESIGN.md §6).  -1 = not reported.
 /// cached_input_tokens and reasoning_tokens are subsets of input and output, never added twice.
 struct usage_counts {
-  std::int64_t input_tokens = -1;         ///< all prompt tokens, cached included
-  std::int64_t output_tokens = -1;        ///< all generated tokens, reasoning included
+  std::int64_t input_tokens = -1;   ///< all prompt tokens, cached included
+  std::int64_t output_tokens = -1;  ///< all generated tokens, reasoning included
   std::int64_t reasoning_tokens = -1;
   std::int64_t cached_input_tokens = -1;
   std::int64_t cache_write_tokens = -1;
@@ -65,8 +65,7 @@ class stream_decoder {
  public:
   /// `p` from the request path (refined from the stream when unknown); `content_type` of the
   /// response picks the framing (event stream, NDJSON, else one JSON document).
-  stream_decoder(provider p, std::string_view content_type,
-                 std::size_t max_event_bytes = 1u << 20);
+  stream_decoder(provider p, std::string_view content_type, std::size_t max_event_bytes = 1u << 20);
   ~stream_decoder();
   stream_decoder(stream_decoder&&) noexcept;
   stream_decoder& operator=(stream_decoder&&) noexcept;

@@ -2,8 +2,8 @@
 
 #include <boost/beast/http.hpp>
 
-#include "proxy/http_util.hpp"
 #include "config/log.hpp"
+#include "proxy/http_util.hpp"
 
 namespace tokentap::admin {
 

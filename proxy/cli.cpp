@@ -128,7 +128,8 @@ headers and body byte for byte, each recorded read sent at its recorded offset.
                            recorded order.  A request that matches nothing gets 404 naming its hash.
 )";
 
-constexpr const char* analyze_help = R"(usage: tokentap analyze FILE... [--format text|json] [--by model|route|provider]
+constexpr const char* analyze_help =
+    R"(usage: tokentap analyze FILE... [--format text|json] [--by model|route|provider]
        tokentap analyze --compare A B [--format text|json]
        tokentap analyze FILE... --export csv|aiperf
 
@@ -168,7 +169,8 @@ void apply_log_level(const flags& f, std::string_view fallback) {
 // Runs until `wait_done` returns, handling SIGINT/SIGTERM meanwhile: the first signal (or the
 // optional timeout) calls `on_first` (begin a graceful stop), a second one `on_second` (force).
 // `wait_done` runs on its own thread and typically joins the servers' threads.
-void run_until_stopped(const std::function<void()>& on_first, const std::function<void()>& on_second,
+void run_until_stopped(const std::function<void()>& on_first,
+                       const std::function<void()>& on_second,
                        const std::function<void()>& wait_done,
                        std::optional<double> timeout_s = std::nullopt) {
   net::io_context ioc(1);
@@ -225,7 +227,9 @@ config::config proxy_config(const flags& f) {
   if (f.has("threads")) cfg.threads = static_cast<unsigned>(f.number("threads", 0, 0, 1024));
   if (f.has("insecure-skip-verify") || f.has("ca-file")) {
     if (!f.has("upstream"))
-      throw usage_error{"--insecure-skip-verify and --ca-file apply to --upstream; set tls_verify/ca_file per upstream in the config"};
+      throw usage_error{
+          "--insecure-skip-verify and --ca-file apply to --upstream; set tls_verify/ca_file per "
+          "upstream in the config"};
     cfg.upstreams[0].tls_verify = !f.has("insecure-skip-verify");
     cfg.upstreams[0].ca_file = f.get("ca-file").value_or("");
   }
@@ -238,10 +242,10 @@ config::config proxy_config(const flags& f) {
 
 int cmd_proxy(const std::vector<std::string>& args) {
   if (want_help(args)) return std::cout << proxy_help, 0;
-  auto f = flags::parse("proxy", args,
-                        {"config", "listen", "upstream", "admin", "threads", "ca-file", "log-level",
-                         "trace-dir"},
-                        {"insecure-skip-verify", "no-access-log"});
+  auto f = flags::parse(
+      "proxy", args,
+      {"config", "listen", "upstream", "admin", "threads", "ca-file", "log-level", "trace-dir"},
+      {"insecure-skip-verify", "no-access-log"});
   if (!f.positional().empty()) throw usage_error{"unexpected argument '" + f.positional()[0] + "'"};
   auto cfg = proxy_config(f);
   log::level l;
@@ -256,8 +260,8 @@ int cmd_proxy(const std::vector<std::string>& args) {
   for (const auto& r : server.cfg().routes) {
     const auto& up = server.cfg().upstreams[r.upstream_index];
     TT_LOG(info) << "route " << r.name << ": " << r.prefix << " -> " << up.name << " ("
-                 << up.target.to_string() << (up.target.tls && !up.tls_verify ? ", TLS NOT VERIFIED" : "")
-                 << ")";
+                 << up.target.to_string()
+                 << (up.target.tls && !up.tls_verify ? ", TLS NOT VERIFIED" : "") << ")";
   }
   // Machine-readable readiness line for scripts and tests (ports may be ephemeral).
   std::printf("ready proxy=%s:%u admin=%s:%u\n", server.endpoint().address().to_string().c_str(),
@@ -286,26 +290,47 @@ sim::server_options sim_options(const flags& f) {
     }
   }
   if (auto v = f.get("fault-status")) {
-    if (sim::apply_header(o.defaults, "status", *v)) throw usage_error{"--fault-status: invalid value"};
+    if (sim::apply_header(o.defaults, "status", *v))
+      throw usage_error{"--fault-status: invalid value"};
   }
   o.cache.capacity_blocks = static_cast<std::size_t>(f.number("cache-capacity", 0, 0, 1e9));
-  o.cache.ttl = std::chrono::milliseconds(static_cast<long>(f.number("cache-ttl-s", 300, 0, 1e7) * 1000));
+  o.cache.ttl =
+      std::chrono::milliseconds(static_cast<long>(f.number("cache-ttl-s", 300, 0, 1e7) * 1000));
   o.cache.evict_rate = f.number("evict-rate", 0, 0, 1);
   o.context_window = static_cast<std::size_t>(f.number("context-window", 0, 0, 1e9));
   o.tls_cert = f.get("tls-cert").value_or("");
   o.tls_key = f.get("tls-key").value_or("");
-  if (o.tls_cert.empty() != o.tls_key.empty()) throw usage_error{"--tls-cert and --tls-key go together"};
+  if (o.tls_cert.empty() != o.tls_key.empty())
+    throw usage_error{"--tls-cert and --tls-key go together"};
   return o;
 }
 
 int cmd_sim(const std::vector<std::string>& args) {
   if (want_help(args)) return std::cout << sim_help, 0;
   auto f = flags::parse("sim", args,
-                        {"listen", "threads", "ttft-ms", "itl-ms", "itl-jitter-ms", "itl-dist",
-                         "tokens", "reasoning-tokens", "reasoning-field", "seed", "fault-status",
-                         "error-after", "reset-after", "stall-after", "stall-ms", "tls-cert",
-                         "tls-key", "log-level", "prefill-us-per-token", "cache-capacity",
-                         "cache-ttl-s", "evict-rate", "context-window"},
+                        {"listen",
+                         "threads",
+                         "ttft-ms",
+                         "itl-ms",
+                         "itl-jitter-ms",
+                         "itl-dist",
+                         "tokens",
+                         "reasoning-tokens",
+                         "reasoning-field",
+                         "seed",
+                         "fault-status",
+                         "error-after",
+                         "reset-after",
+                         "stall-after",
+                         "stall-ms",
+                         "tls-cert",
+                         "tls-key",
+                         "log-level",
+                         "prefill-us-per-token",
+                         "cache-capacity",
+                         "cache-ttl-s",
+                         "evict-rate",
+                         "context-window"},
                         {});
   apply_log_level(f, "info");
   sim::server server(sim_options(f));
@@ -322,9 +347,9 @@ int cmd_sim(const std::vector<std::string>& args) {
 
 int cmd_demo(const std::vector<std::string>& args) {
   if (want_help(args)) return std::cout << demo_help, 0;
-  auto f = flags::parse("demo", args,
-                        {"listen", "admin", "sim-listen", "concurrency", "duration-s", "log-level"},
-                        {});
+  auto f =
+      flags::parse("demo", args,
+                   {"listen", "admin", "sim-listen", "concurrency", "duration-s", "log-level"}, {});
   apply_log_level(f, "warn");
   const auto sim_addr = address_flag(f, "sim-listen", {"127.0.0.1", 8081});
   sim::server_options so;
@@ -347,8 +372,8 @@ int cmd_demo(const std::vector<std::string>& args) {
   cfg.cache.ttl = std::chrono::seconds(20);
   cfg.cache.min_prefix_tokens = 256;
   cfg.cache.context_windows = {{"sim-chat", 2500}};
-  config::set_single_upstream(cfg, "http://" + sim_addr.host + ":" +
-                                       std::to_string(sim_server.endpoint().port()));
+  config::set_single_upstream(
+      cfg, "http://" + sim_addr.host + ":" + std::to_string(sim_server.endpoint().port()));
   config::validate(cfg);
   proxy::proxy_server proxy_server(cfg);
   proxy_server.start();
@@ -365,7 +390,9 @@ int cmd_demo(const std::vector<std::string>& args) {
       "  metrics    %s/metrics  (Prometheus)   %s/api/stats  (JSON)\n\n"
       "try it:\n"
       "  curl -N %s/v1/chat/completions -H 'content-type: application/json' \\\n"
-      "    -d '{\"model\":\"sim-small\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'\n\n"
+      "    -d "
+      "'{\"model\":\"sim-small\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":"
+      "\"hi\"}]}'\n\n"
       "generated load: %s clients, mixed OpenAI/Anthropic, streamed/plain, reasoning, faults.\n"
       "Ctrl-C stops everything.\n\n",
       version_string, sim_addr.host.c_str(), sim_server.endpoint().port(), base.c_str(),
@@ -388,7 +415,8 @@ int cmd_demo(const std::vector<std::string>& args) {
     std::uint64_t last_events = 0;
     auto last = clock::now();
     while (!done) {
-      for (int i = 0; i < 50 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      for (int i = 0; i < 50 && !done; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
       if (done) break;
       auto& t = load.totals();
       std::vector<double> ttfb;
@@ -400,12 +428,14 @@ int cmd_demo(const std::vector<std::string>& args) {
       const auto now = clock::now();
       const double secs = std::chrono::duration<double>(now - last).count();
       const auto events = t.events.load();
-      std::printf("requests ok=%llu failed=%llu  in flight=%llu  events/s=%.0f  TTFB p50=%.0fms p99=%.0fms\n",
-                  static_cast<unsigned long long>(t.ok.load()),
-                  static_cast<unsigned long long>(t.failed.load()),
-                  static_cast<unsigned long long>(t.active.load()),
-                  static_cast<double>(events - last_events) / secs, sim::percentile(ttfb, 0.5),
-                  sim::percentile(ttfb, 0.99));
+      std::printf(
+          "requests ok=%llu failed=%llu  in flight=%llu  events/s=%.0f  TTFB p50=%.0fms "
+          "p99=%.0fms\n",
+          static_cast<unsigned long long>(t.ok.load()),
+          static_cast<unsigned long long>(t.failed.load()),
+          static_cast<unsigned long long>(t.active.load()),
+          static_cast<double>(events - last_events) / secs, sim::percentile(ttfb, 0.5),
+          sim::percentile(ttfb, 0.99));
       std::fflush(stdout);
       last_events = events;
       last = now;
@@ -415,25 +445,25 @@ int cmd_demo(const std::vector<std::string>& args) {
   std::optional<double> duration;
   if (f.has("duration-s")) duration = f.number("duration-s", 0, 1, 1e7);
   std::promise<void> stop_requested;
-  run_until_stopped(
-      [&] { stop_requested.set_value(); },
-      [&] {
-        proxy_server.shutdown(std::chrono::milliseconds(0));
-        sim_server.shutdown(std::chrono::milliseconds(0));
-      },
-      [&] {
-        stop_requested.get_future().wait();
-        done = true;
-        reporter.join();
-        // No new requests; what is in flight gets two seconds to finish through the proxy.
-        load.request_stop();
-        proxy_server.shutdown(std::chrono::milliseconds(2000));
-        load.stop();
-        proxy_server.join();
-        sim_server.shutdown(std::chrono::milliseconds(1000));
-        sim_server.join();
-      },
-      duration);
+  run_until_stopped([&] { stop_requested.set_value(); },
+                    [&] {
+                      proxy_server.shutdown(std::chrono::milliseconds(0));
+                      sim_server.shutdown(std::chrono::milliseconds(0));
+                    },
+                    [&] {
+                      stop_requested.get_future().wait();
+                      done = true;
+                      reporter.join();
+                      // No new requests; what is in flight gets two seconds to finish through the
+                      // proxy.
+                      load.request_stop();
+                      proxy_server.shutdown(std::chrono::milliseconds(2000));
+                      load.stop();
+                      proxy_server.join();
+                      sim_server.shutdown(std::chrono::milliseconds(1000));
+                      sim_server.join();
+                    },
+                    duration);
   std::printf("demo stopped\n");
   return 0;
 }
@@ -455,8 +485,9 @@ replay::read_result load_traces(const std::vector<std::string>& files) {
 }
 
 int cmd_replay_send(const std::vector<std::string>& args) {
-  auto f = flags::parse("replay send", args,
-                        {"trace", "target", "concurrency", "rate", "speed", "header", "report", "log-level"}, {});
+  auto f = flags::parse(
+      "replay send", args,
+      {"trace", "target", "concurrency", "rate", "speed", "header", "report", "log-level"}, {});
   apply_log_level(f, "info");
   replay::send_options o;
   const auto target = f.get("target");
@@ -494,7 +525,8 @@ int cmd_replay_send(const std::vector<std::string>& args) {
 int cmd_replay(const std::vector<std::string>& args) {
   if (args.empty() || want_help(args)) return std::cout << replay_help, args.empty() ? 2 : 0;
   if (args[0] == "send") return cmd_replay_send({args.begin() + 1, args.end()});
-  if (args[0] != "serve") throw usage_error{"unknown replay command '" + args[0] + "' (available: serve, send)"};
+  if (args[0] != "serve")
+    throw usage_error{"unknown replay command '" + args[0] + "' (available: serve, send)"};
   auto f = flags::parse("replay serve", {args.begin() + 1, args.end()},
                         {"trace", "listen", "speed", "match", "threads", "log-level"}, {});
   apply_log_level(f, "info");
@@ -512,8 +544,8 @@ int cmd_replay(const std::vector<std::string>& args) {
   const auto n = traces.records.size();
   replay::replay_server server(std::move(traces.records), o);
   server.start();
-  TT_LOG(info) << "replaying " << n << " recorded exchanges on " << server.endpoint().address().to_string()
-               << ":" << server.endpoint().port();
+  TT_LOG(info) << "replaying " << n << " recorded exchanges on "
+               << server.endpoint().address().to_string() << ":" << server.endpoint().port();
   std::printf("ready replay=%s:%u records=%zu\n", server.endpoint().address().to_string().c_str(),
               server.endpoint().port(), n);
   std::fflush(stdout);
@@ -530,12 +562,17 @@ int cmd_analyze(const std::vector<std::string>& args) {
   if (fmt != "text" && fmt != "json") throw usage_error{"--format must be text or json"};
   o.json = fmt == "json";
   const auto by = f.get("by").value_or("");
-  if (by == "model") o.by = replay::group_by::model;
-  else if (by == "route") o.by = replay::group_by::route;
-  else if (by == "provider") o.by = replay::group_by::provider;
-  else if (!by.empty()) throw usage_error{"--by must be model, route or provider"};
+  if (by == "model")
+    o.by = replay::group_by::model;
+  else if (by == "route")
+    o.by = replay::group_by::route;
+  else if (by == "provider")
+    o.by = replay::group_by::provider;
+  else if (!by.empty())
+    throw usage_error{"--by must be model, route or provider"};
   if (auto a = f.get("compare")) {
-    if (f.positional().size() != 1) throw usage_error{"--compare A B: give exactly the two trace files"};
+    if (f.positional().size() != 1)
+      throw usage_error{"--compare A B: give exactly the two trace files"};
     const auto ta = load_traces({*a});
     const auto tb = load_traces({f.positional()[0]});
     std::cout << replay::compare(ta.records, tb.records, o.json);
@@ -570,7 +607,8 @@ flags flags::parse(std::string_view command, const std::vector<std::string>& arg
     a.remove_prefix(2);
     std::string name(a.substr(0, a.find('=')));
     std::optional<std::string> inline_value;
-    if (a.find('=') != std::string_view::npos) inline_value = std::string(a.substr(a.find('=') + 1));
+    if (a.find('=') != std::string_view::npos)
+      inline_value = std::string(a.substr(a.find('=') + 1));
     if (is_in(booleans, name)) {
       if (inline_value) throw usage_error{"--" + name + " takes no value"};
       f.values_[name] = "1";

@@ -139,6 +139,8 @@ tick();
 )HTML";
 }  // namespace
 
-std::string_view dashboard_html() noexcept { return page; }
+std::string_view dashboard_html() noexcept {
+  return page;
+}
 
 }  // namespace tokentap::admin

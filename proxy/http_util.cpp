@@ -32,9 +32,8 @@ void for_each_token(std::string_view v, F&& f) {
 
 bool is_hop_by_hop(std::string_view name) noexcept {
   static constexpr std::array<std::string_view, 9> names = {
-      "connection", "keep-alive",          "proxy-connection", "proxy-authenticate",
-      "te",         "trailer",             "transfer-encoding", "upgrade",
-      "proxy-authorization"};
+      "connection", "keep-alive",        "proxy-connection", "proxy-authenticate", "te",
+      "trailer",    "transfer-encoding", "upgrade",          "proxy-authorization"};
   for (auto n : names)
     if (iequals(n, name)) return true;
   return false;

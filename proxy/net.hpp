@@ -24,7 +24,9 @@ using clock = std::chrono::steady_clock;
 
 /// Completion token for coroutines that reports errors through `ec` instead of throwing:
 /// nothing on the data path throws.
-inline auto use_ec(error_code& ec) { return net::redirect_error(net::use_awaitable, ec); }
+inline auto use_ec(error_code& ec) {
+  return net::redirect_error(net::use_awaitable, ec);
+}
 
 /// Monotonic time in nanoseconds (the timestamps handed to taps).
 inline std::int64_t mono_now_ns() {

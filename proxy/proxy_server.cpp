@@ -1,9 +1,9 @@
 #include "proxy/proxy_server.hpp"
 
+#include "config/log.hpp"
 #include "hooks/hook_chain.hpp"
 #include "hooks/metrics.hpp"
 #include "proxy/admin.hpp"
-#include "config/log.hpp"
 #include "proxy/proxy_session.hpp"
 #include "proxy/tls.hpp"
 #include "proxy/upstream_pool.hpp"
@@ -49,7 +49,8 @@ void proxy_server::start() {
     return admin::response{200, "application/json", "{\"status\":\"ok\"}\n"};
   };
   (*handlers)["/readyz"] = [rt = &runtime_](std::string_view, std::string_view) {
-    if (rt->draining()) return admin::response{503, "application/json", "{\"status\":\"draining\"}\n"};
+    if (rt->draining())
+      return admin::response{503, "application/json", "{\"status\":\"draining\"}\n"};
     return admin::response{200, "application/json", "{\"status\":\"ready\"}\n"};
   };
   (*handlers)["/metrics"] = [m = shared_->metrics](std::string_view, std::string_view) {
@@ -62,8 +63,9 @@ void proxy_server::start() {
     return admin::response{200, "text/html; charset=utf-8", std::string(admin::dashboard_html())};
   };
   (*handlers)["/"] = [](std::string_view, std::string_view) {
-    return admin::response{200, "application/json",
-                           "{\"endpoints\":[\"/dashboard\",\"/api/stats\",\"/metrics\",\"/healthz\",\"/readyz\"]}\n"};
+    return admin::response{
+        200, "application/json",
+        "{\"endpoints\":[\"/dashboard\",\"/api/stats\",\"/metrics\",\"/healthz\",\"/readyz\"]}\n"};
   };
   std::shared_ptr<const admin::handler_table> table = std::move(handlers);
   admin_endpoint_ = runtime_.listen(
@@ -73,10 +75,16 @@ void proxy_server::start() {
   runtime_.start();
 }
 
-void proxy_server::shutdown() { shutdown(shared_->cfg.timeouts.shutdown_grace); }
+void proxy_server::shutdown() {
+  shutdown(shared_->cfg.timeouts.shutdown_grace);
+}
 
-void proxy_server::shutdown(std::chrono::milliseconds grace) { runtime_.shutdown(grace); }
+void proxy_server::shutdown(std::chrono::milliseconds grace) {
+  runtime_.shutdown(grace);
+}
 
-void proxy_server::join() { runtime_.join(); }
+void proxy_server::join() {
+  runtime_.join();
+}
 
 }  // namespace tokentap::proxy

@@ -21,10 +21,10 @@
 #include <boost/beast/http.hpp>
 
 #include "config/config.hpp"
+#include "config/log.hpp"
 #include "hooks/tap.hpp"
 #include "parsers/request_inspector.hpp"
 #include "proxy/http_util.hpp"
-#include "config/log.hpp"
 #include "proxy/proxy_server.hpp"
 #include "proxy/upstream_pool.hpp"
 
@@ -196,9 +196,17 @@ class proxy_session final : public session_base,
     if (ex.tap) {
       const auto& up = shared_.cfg.upstreams[ex.route->upstream_index];
       const auto headers = redacted_headers(ex.upstream_req);
-      hooks::request_view view{ex.upstream_req.method_string(), ex.target_redacted, ex.route->name,
-                               up.name, ex.model, ex.stream_requested, ex.upstream_req.body(),
-                               to_ns(ex.start), ex.wall_start_us, headers, ex.conversation,
+      hooks::request_view view{ex.upstream_req.method_string(),
+                               ex.target_redacted,
+                               ex.route->name,
+                               up.name,
+                               ex.model,
+                               ex.stream_requested,
+                               ex.upstream_req.body(),
+                               to_ns(ex.start),
+                               ex.wall_start_us,
+                               headers,
+                               ex.conversation,
                                ex.tenant};
       ex.tap->on_request(view);
     }
@@ -211,7 +219,7 @@ class proxy_session final : public session_base,
     if (ex.tap) ex.tap->on_stream_end(ex.outcome, mono_now_ns());
     access_log(ex);
 
-    co_return ex.response_complete && ex.client_keep_alive && !draining_ && !client_gone_;
+    co_return ex.response_complete&& ex.client_keep_alive && !draining_ && !client_gone_;
   }
 
   // Answers a request that could not be read (or closes when there is nobody to answer).
@@ -220,14 +228,14 @@ class proxy_session final : public session_base,
     ex.start = clock::now();
     if (ec == http::error::header_limit) {
       shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
-      co_await send_error(ex, 431, "request_header_too_large",
-                          "request head exceeds " +
-                              std::to_string(limits().max_request_header_bytes) + " bytes");
+      co_await send_error(
+          ex, 431, "request_header_too_large",
+          "request head exceeds " + std::to_string(limits().max_request_header_bytes) + " bytes");
     } else if (ec == http::error::body_limit) {
       shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
-      co_await send_error(ex, 413, "request_body_too_large",
-                          "request body exceeds " +
-                              std::to_string(limits().max_request_body_bytes) + " bytes");
+      co_await send_error(
+          ex, 413, "request_body_too_large",
+          "request body exceeds " + std::to_string(limits().max_request_body_bytes) + " bytes");
     } else if (ec == beast::error::timeout) {
       TT_LOG(debug) << "client " << peer_ << " too slow sending its request; closing";
     } else if (!is_disconnect(ec) && ec != http::error::partial_message) {
@@ -240,8 +248,10 @@ class proxy_session final : public session_base,
   void inspect(const http::request<http::string_body>& req, exchange& ex) {
     // The tenant: a salted hash of the credential, so prefixes are never shared across tenants
     // and the key itself never leaves this function.
-    if (auto v = req[http::field::authorization]; !v.empty()) ex.tenant = tenant_hash(v);
-    else if (auto k = req["x-api-key"]; !k.empty()) ex.tenant = tenant_hash(k);
+    if (auto v = req[http::field::authorization]; !v.empty())
+      ex.tenant = tenant_hash(v);
+    else if (auto k = req["x-api-key"]; !k.empty())
+      ex.tenant = tenant_hash(k);
     const auto ct = req[http::field::content_type];
     if (req.body().empty() || ct.find("json") == std::string_view::npos) return;
     auto info = inspector_.inspect(req.body(), {.digests = shared_.taps != nullptr});
@@ -251,7 +261,8 @@ class proxy_session final : public session_base,
   }
 
   static std::uint64_t tenant_hash(std::string_view secret) {
-    static const std::uint64_t salt = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ std::random_device{}();
+    static const std::uint64_t salt =
+        std::random_device{}() * 0x9e3779b97f4a7c15ull ^ std::random_device{}();
     std::uint64_t h = 14695981039346656037ull ^ salt;
     for (unsigned char c : secret) h = (h ^ c) * 1099511628211ull;
     return h == 0 ? 1 : h;
@@ -277,8 +288,8 @@ class proxy_session final : public session_base,
     }
     out.body() = std::move(req.body());
     // The body was read whole (bounded by max_request_body_bytes): send it with a Content-Length.
-    if (!out.body().empty() || req.method() == http::verb::post || req.method() == http::verb::put ||
-        req.method() == http::verb::patch)
+    if (!out.body().empty() || req.method() == http::verb::post ||
+        req.method() == http::verb::put || req.method() == http::verb::patch)
       out.content_length(out.body().size());
     out.keep_alive(true);
   }
@@ -312,11 +323,11 @@ class proxy_session final : public session_base,
           const auto& up = shared_.cfg.upstreams[index];
           TT_LOG(warn) << "upstream " << up.name << " (" << up.target.to_string()
                        << "): " << to_string(why) << " failed: " << ec.message();
-          co_await send_error(ex, 502,
-                              why == connect_failure::tls ? "upstream_tls_error"
-                                                          : "upstream_connect_error",
-                              "cannot reach upstream '" + up.name + "': " +
-                                  std::string(to_string(why)) + ": " + ec.message());
+          co_await send_error(
+              ex, 502,
+              why == connect_failure::tls ? "upstream_tls_error" : "upstream_connect_error",
+              "cannot reach upstream '" + up.name + "': " + std::string(to_string(why)) + ": " +
+                  ec.message());
           co_return;
         }
         shared_.stats.upstream_connects.fetch_add(1, std::memory_order_relaxed);
@@ -325,8 +336,8 @@ class proxy_session final : public session_base,
       }
       upstream_ = conn.get();
       const bool may_retry = ex.reused_connection && attempt == 0;
-      const auto r = co_await conn->visit(
-          [&](auto& s) { return exchange_on(s, *conn, ex, may_retry); });
+      const auto r =
+          co_await conn->visit([&](auto& s) { return exchange_on(s, *conn, ex, may_retry); });
       upstream_ = nullptr;
       if (r == attempt_result::retry) {
         shared_.stats.upstream_retries.fetch_add(1, std::memory_order_relaxed);
@@ -421,8 +432,8 @@ class proxy_session final : public session_base,
       client_.expires_never();
       ex.response_complete = true;
       // After HEAD a non-conforming upstream may still send a body: never reuse that connection.
-      ex.upstream_reusable = !ex.head && parser->is_done() && parser->keep_alive() &&
-                             conn.buffer.size() == 0;
+      ex.upstream_reusable =
+          !ex.head && parser->is_done() && parser->keep_alive() && conn.buffer.size() == 0;
       co_return attempt_result::done;
     }
 
@@ -507,14 +518,14 @@ class proxy_session final : public session_base,
                           "upstream '" + up.name + "' did not respond in time (" + what + ")");
       co_return;
     }
-    ex.outcome = is_stale_connection(ec) ? stream_outcome::upstream_reset
-                                         : stream_outcome::upstream_error;
+    ex.outcome =
+        is_stale_connection(ec) ? stream_outcome::upstream_reset : stream_outcome::upstream_error;
     if (ex.tap) ex.tap->on_upstream_error("reset", 502);
     TT_LOG(warn) << "upstream " << up.name << " failed " << what << ": " << ec.message();
-    co_await send_error(ex, 502,
-                        ex.outcome == stream_outcome::upstream_reset ? "upstream_reset"
-                                                                     : "upstream_protocol_error",
-                        "upstream '" + up.name + "' failed " + what + ": " + ec.message());
+    co_await send_error(
+        ex, 502,
+        ex.outcome == stream_outcome::upstream_reset ? "upstream_reset" : "upstream_protocol_error",
+        "upstream '" + up.name + "' failed " + what + ": " + ec.message());
   }
 
   void client_lost(exchange& ex) {
@@ -553,11 +564,10 @@ class proxy_session final : public session_base,
   void watch_client() {
     watching_ = true;
     client_gone_ = false;
-    client_.socket().async_wait(
-        tcp::socket::wait_read,
-        [self = shared_from_this(), gen = ++watch_gen_](error_code ec) {
-          self->on_client_readable(ec, gen);
-        });
+    client_.socket().async_wait(tcp::socket::wait_read,
+                                [self = shared_from_this(), gen = ++watch_gen_](error_code ec) {
+                                  self->on_client_readable(ec, gen);
+                                });
   }
 
   void stop_watching() {

@@ -40,7 +40,8 @@ struct server_runtime::listener : std::enable_shared_from_this<listener> {
       return;
     }
     if (runtime.open_sessions_.load(std::memory_order_relaxed) >= max_connections) {
-      TT_LOG(warn) << "connection limit (" << max_connections << ") reached; closing new connection";
+      TT_LOG(warn) << "connection limit (" << max_connections
+                   << ") reached; closing new connection";
       error_code ignored;
       s.close(ignored);
     } else {

@@ -21,11 +21,16 @@ beast::tcp_stream& upstream_connection::lowest() noexcept {
 
 std::string_view to_string(connect_failure f) noexcept {
   switch (f) {
-    case connect_failure::none: return "none";
-    case connect_failure::resolve: return "resolve";
-    case connect_failure::connect: return "connect";
-    case connect_failure::timeout: return "timeout";
-    case connect_failure::tls: return "tls";
+    case connect_failure::none:
+      return "none";
+    case connect_failure::resolve:
+      return "resolve";
+    case connect_failure::connect:
+      return "connect";
+    case connect_failure::timeout:
+      return "timeout";
+    case connect_failure::tls:
+      return "tls";
   }
   return "unknown";
 }
@@ -85,8 +90,8 @@ net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(std:
   why = connect_failure::none;
 
   tcp::resolver resolver(ioc_);
-  auto results = co_await resolver.async_resolve(up.target.host, std::to_string(up.target.port),
-                                                 use_ec(ec));
+  auto results =
+      co_await resolver.async_resolve(up.target.host, std::to_string(up.target.port), use_ec(ec));
   if (ec) {
     why = connect_failure::resolve;
     co_return nullptr;

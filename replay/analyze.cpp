@@ -54,10 +54,14 @@ struct summary {
 
 std::string key_of(const record& r, group_by by) {
   switch (by) {
-    case group_by::model: return r.model;
-    case group_by::route: return r.route;
-    case group_by::provider: return r.provider;
-    case group_by::none: return "all";
+    case group_by::model:
+      return r.model;
+    case group_by::route:
+      return r.route;
+    case group_by::provider:
+      return r.provider;
+    case group_by::none:
+      return "all";
   }
   return "all";
 }
@@ -104,12 +108,15 @@ std::string analyze(const std::vector<record>& records, const analyze_options& o
   if (opts.json) out += "{\"groups\":[";
   bool first_group = true;
   for (auto& [key, s] : groups) {
-    const auto ttft = quantiles_of(s.ttft), answer = quantiles_of(s.ttft_answer), e2e = quantiles_of(s.e2e),
-               itl = quantiles_of(s.itl_p50), overhead = quantiles_of(s.overhead_p99);
-    const double hit_ratio = s.input > 0 ? static_cast<double>(s.cached) / static_cast<double>(s.input) : -1;
+    const auto ttft = quantiles_of(s.ttft), answer = quantiles_of(s.ttft_answer),
+               e2e = quantiles_of(s.e2e), itl = quantiles_of(s.itl_p50),
+               overhead = quantiles_of(s.overhead_p99);
+    const double hit_ratio =
+        s.input > 0 ? static_cast<double>(s.cached) / static_cast<double>(s.input) : -1;
     const double redundant_share =
         s.reasoning > 0 ? static_cast<double>(s.redundant) / static_cast<double>(s.reasoning) : -1;
-    std::sort(s.rows.begin(), s.rows.end(), [](const record* a, const record* b) { return a->e2e_ms > b->e2e_ms; });
+    std::sort(s.rows.begin(), s.rows.end(),
+              [](const record* a, const record* b) { return a->e2e_ms > b->e2e_ms; });
     if (opts.json) {
       if (!first_group) out += ",";
       first_group = false;
@@ -129,14 +136,16 @@ std::string analyze(const std::vector<record>& records, const analyze_options& o
       json_q(out, "itl_median_ms", itl);
       out += ",";
       json_q(out, "overhead_p99_ms", overhead);
-      out += ",\"tokens\":{\"input\":" + std::to_string(s.input) + ",\"output\":" + std::to_string(s.output) +
-             ",\"reasoning\":" + std::to_string(s.reasoning) + ",\"cached_input\":" + std::to_string(s.cached) +
-             "},\"cache_hit_ratio\":";
+      out += ",\"tokens\":{\"input\":" + std::to_string(s.input) +
+             ",\"output\":" + std::to_string(s.output) +
+             ",\"reasoning\":" + std::to_string(s.reasoning) +
+             ",\"cached_input\":" + std::to_string(s.cached) + "},\"cache_hit_ratio\":";
       json::append_ms(out, hit_ratio);
       out += ",";
       json_map(out, "cache_events", s.cache_events);
       out += ",\"steps_per_response\":";
-      json::append_ms(out, s.requests ? static_cast<double>(s.steps) / static_cast<double>(s.requests) : -1);
+      json::append_ms(
+          out, s.requests ? static_cast<double>(s.steps) / static_cast<double>(s.requests) : -1);
       out += ",";
       json_map(out, "steps_by_kind", s.step_kinds);
       out += ",\"redundant_token_share\":";
@@ -176,26 +185,31 @@ std::string analyze(const std::vector<record>& records, const analyze_options& o
     line("ITL (median)", itl, 2);
     line("overhead p99", overhead, 3);
     out += "  tokens: input=" + std::to_string(s.input) + " output=" + std::to_string(s.output) +
-           " reasoning=" + std::to_string(s.reasoning) + " cached_input=" + std::to_string(s.cached) +
-           " (hit ratio " + (hit_ratio < 0 ? std::string("-") : fmt(100 * hit_ratio) + " %") + ")\n";
+           " reasoning=" + std::to_string(s.reasoning) +
+           " cached_input=" + std::to_string(s.cached) + " (hit ratio " +
+           (hit_ratio < 0 ? std::string("-") : fmt(100 * hit_ratio) + " %") + ")\n";
     out += "  cache events:";
     for (const auto& [k, v] : s.cache_events) out += " " + k + "=" + std::to_string(v);
-    out += "\n  steps: " + fmt(s.requests ? static_cast<double>(s.steps) / static_cast<double>(s.requests) : -1, 2) +
-           " per response;";
+    out +=
+        "\n  steps: " +
+        fmt(s.requests ? static_cast<double>(s.steps) / static_cast<double>(s.requests) : -1, 2) +
+        " per response;";
     for (const auto& [k, v] : s.step_kinds) out += " " + k + "=" + std::to_string(v);
-    out += "; redundant tokens " + (redundant_share < 0 ? std::string("-") : fmt(100 * redundant_share) + " %") + "\n";
+    out += "; redundant tokens " +
+           (redundant_share < 0 ? std::string("-") : fmt(100 * redundant_share) + " %") + "\n";
     out += "  slowest:\n";
     for (std::size_t i = 0; i < s.rows.size() && i < opts.slowest; ++i) {
       const auto* r = s.rows[i];
-      out += "    " + r->id + "  " + r->model + "  e2e " + fmt(r->e2e_ms) + " ms  TTFT " + fmt(r->ttft_ms) +
-             " ms  " + r->outcome + "\n";
+      out += "    " + r->id + "  " + r->model + "  e2e " + fmt(r->e2e_ms) + " ms  TTFT " +
+             fmt(r->ttft_ms) + " ms  " + r->outcome + "\n";
     }
   }
   if (opts.json) out += "]}\n";
   return out;
 }
 
-double kl_divergence(const std::map<std::string, double>& p, const std::map<std::string, double>& q) {
+double kl_divergence(const std::map<std::string, double>& p,
+                     const std::map<std::string, double>& q) {
   std::map<std::string, std::pair<double, double>> keys;
   for (const auto& [k, v] : p) keys[k].first = v;
   for (const auto& [k, v] : q) keys[k].second = v;
@@ -248,16 +262,17 @@ std::string compare(const std::vector<record>& a, const std::vector<record>& b, 
     const char* name;
     quantiles qa, qb;
   };
-  const row rows[] = {{"ttft_ms", quantiles_of(sa.ttft), quantiles_of(sb.ttft)},
-                      {"ttft_answer_ms", quantiles_of(sa.ttft_answer), quantiles_of(sb.ttft_answer)},
-                      {"itl_median_ms", quantiles_of(sa.itl_p50), quantiles_of(sb.itl_p50)},
-                      {"e2e_ms", quantiles_of(sa.e2e), quantiles_of(sb.e2e)}};
+  const row rows[] = {
+      {"ttft_ms", quantiles_of(sa.ttft), quantiles_of(sb.ttft)},
+      {"ttft_answer_ms", quantiles_of(sa.ttft_answer), quantiles_of(sb.ttft_answer)},
+      {"itl_median_ms", quantiles_of(sa.itl_p50), quantiles_of(sb.itl_p50)},
+      {"e2e_ms", quantiles_of(sa.e2e), quantiles_of(sb.e2e)}};
   auto delta = [](double x, double y) { return x > 0 && y >= 0 ? 100.0 * (y - x) / x : NAN; };
   std::string out;
   char buf[200];
   if (json) {
-    out = "{\"a\":{\"requests\":" + std::to_string(sa.requests) + "},\"b\":{\"requests\":" +
-          std::to_string(sb.requests) + "},\"metrics\":{";
+    out = "{\"a\":{\"requests\":" + std::to_string(sa.requests) +
+          "},\"b\":{\"requests\":" + std::to_string(sb.requests) + "},\"metrics\":{";
     for (std::size_t i = 0; i < std::size(rows); ++i) {
       if (i) out += ",";
       out += "\"" + std::string(rows[i].name) + "\":{";
@@ -266,27 +281,32 @@ std::string compare(const std::vector<record>& a, const std::vector<record>& b, 
       json_q(out, "b", rows[i].qb);
       out += "}";
     }
-    std::snprintf(buf, sizeof buf, "},\"kl_output_length\":%.4f,\"kl_step_kinds\":%.4f}\n", kl_len, kl_steps);
+    std::snprintf(buf, sizeof buf, "},\"kl_output_length\":%.4f,\"kl_step_kinds\":%.4f}\n", kl_len,
+                  kl_steps);
     return out + buf;
   }
-  std::snprintf(buf, sizeof buf, "%-15s %26s   %26s   %22s\n", "", "A p50 / p95 / p99", "B p50 / p95 / p99",
-                "change p50 / p95 / p99");
+  std::snprintf(buf, sizeof buf, "%-15s %26s   %26s   %22s\n", "", "A p50 / p95 / p99",
+                "B p50 / p95 / p99", "change p50 / p95 / p99");
   out += buf;
   for (const auto& r : rows) {
     auto pct = [](double v) {
       char c[16];
-      if (std::isnan(v)) std::snprintf(c, sizeof c, "-");
-      else std::snprintf(c, sizeof c, "%+.1f%%", v);
+      if (std::isnan(v))
+        std::snprintf(c, sizeof c, "-");
+      else
+        std::snprintf(c, sizeof c, "%+.1f%%", v);
       return std::string(c);
     };
-    std::snprintf(buf, sizeof buf, "%-15s %8s %8s %8s   %8s %8s %8s   %6s %6s %6s\n", r.name, fmt(r.qa.p50).c_str(),
-                  fmt(r.qa.p95).c_str(), fmt(r.qa.p99).c_str(), fmt(r.qb.p50).c_str(), fmt(r.qb.p95).c_str(),
-                  fmt(r.qb.p99).c_str(), pct(delta(r.qa.p50, r.qb.p50)).c_str(),
-                  pct(delta(r.qa.p95, r.qb.p95)).c_str(), pct(delta(r.qa.p99, r.qb.p99)).c_str());
+    std::snprintf(buf, sizeof buf, "%-15s %8s %8s %8s   %8s %8s %8s   %6s %6s %6s\n", r.name,
+                  fmt(r.qa.p50).c_str(), fmt(r.qa.p95).c_str(), fmt(r.qa.p99).c_str(),
+                  fmt(r.qb.p50).c_str(), fmt(r.qb.p95).c_str(), fmt(r.qb.p99).c_str(),
+                  pct(delta(r.qa.p50, r.qb.p50)).c_str(), pct(delta(r.qa.p95, r.qb.p95)).c_str(),
+                  pct(delta(r.qa.p99, r.qb.p99)).c_str());
     out += buf;
   }
   std::snprintf(buf, sizeof buf,
-                "requests: A=%zu B=%zu\nbehaviour drift (KL divergence, 0 = same): output length %.4f, step kinds %.4f\n",
+                "requests: A=%zu B=%zu\nbehaviour drift (KL divergence, 0 = same): output length "
+                "%.4f, step kinds %.4f\n",
                 sa.requests, sb.requests, kl_len, kl_steps);
   return out + buf;
 }
@@ -299,8 +319,8 @@ std::string export_rows(const std::vector<record>& records, const std::string& f
     std::tm tm{};
     int usec = 0;
     std::int64_t t = -1;
-    if (std::sscanf(r.start.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%6dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                    &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &usec) >= 6) {
+    if (std::sscanf(r.start.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%6dZ", &tm.tm_year, &tm.tm_mon,
+                    &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &usec) >= 6) {
       tm.tm_year -= 1900;
       tm.tm_mon -= 1;
       t = static_cast<std::int64_t>(timegm(&tm)) * 1000000 + usec;
@@ -308,22 +328,28 @@ std::string export_rows(const std::vector<record>& records, const std::string& f
     starts.push_back(t);
     if (t >= 0 && (first < 0 || t < first)) first = t;
   }
-  if (format == "csv") out = "id,start,offset_ms,model,input_tokens,output_tokens,ttft_ms,e2e_ms,itl_ms\n";
+  if (format == "csv")
+    out = "id,start,offset_ms,model,input_tokens,output_tokens,ttft_ms,e2e_ms,itl_ms\n";
   for (std::size_t i = 0; i < records.size(); ++i) {
     const auto& r = records[i];
-    const double offset_ms = starts[i] >= 0 && first >= 0 ? static_cast<double>(starts[i] - first) / 1000.0 : 0;
+    const double offset_ms =
+        starts[i] >= 0 && first >= 0 ? static_cast<double>(starts[i] - first) / 1000.0 : 0;
     if (format == "aiperf") {
       char buf[160];
-      std::snprintf(buf, sizeof buf, "{\"timestamp\":%lld,\"input_length\":%lld,\"output_length\":%lld}\n",
-                    static_cast<long long>(offset_ms), static_cast<long long>(std::max<std::int64_t>(0, r.input_tokens)),
+      std::snprintf(buf, sizeof buf,
+                    "{\"timestamp\":%lld,\"input_length\":%lld,\"output_length\":%lld}\n",
+                    static_cast<long long>(offset_ms),
+                    static_cast<long long>(std::max<std::int64_t>(0, r.input_tokens)),
                     static_cast<long long>(std::max<std::int64_t>(0, r.output_tokens)));
       out += buf;
       continue;
     }
     std::string itl;
-    for (std::size_t k = 0; k < r.itl_values_ms.size(); ++k) itl += (k ? ";" : "") + fmt(r.itl_values_ms[k], 3);
-    out += r.id + "," + r.start + "," + fmt(offset_ms, 3) + "," + r.model + "," + std::to_string(r.input_tokens) +
-           "," + std::to_string(r.output_tokens) + "," + fmt(r.ttft_ms, 3) + "," + fmt(r.e2e_ms, 3) + "," + itl + "\n";
+    for (std::size_t k = 0; k < r.itl_values_ms.size(); ++k)
+      itl += (k ? ";" : "") + fmt(r.itl_values_ms[k], 3);
+    out += r.id + "," + r.start + "," + fmt(offset_ms, 3) + "," + r.model + "," +
+           std::to_string(r.input_tokens) + "," + std::to_string(r.output_tokens) + "," +
+           fmt(r.ttft_ms, 3) + "," + fmt(r.e2e_ms, 3) + "," + itl + "\n";
   }
   return out;
 }

@@ -28,6 +28,7 @@ std::string compare(const std::vector<record>& a, const std::vector<record>& b, 
 std::string export_rows(const std::vector<record>& records, const std::string& format);
 
 /// KL divergence D(p || q) of two count histograms over the same keys, with add-one smoothing.
-double kl_divergence(const std::map<std::string, double>& p, const std::map<std::string, double>& q);
+double kl_divergence(const std::map<std::string, double>& p,
+                     const std::map<std::string, double>& q);
 
 }  // namespace tokentap::replay

@@ -54,7 +54,8 @@ struct capture_factory : hooks::hook_factory {
 // Headers a replayed request keeps: no secrets (they were redacted), nothing connection-specific.
 bool replayable(std::string_view name, std::string_view value) {
   if (value == "[redacted]" || proxy::is_hop_by_hop(name)) return false;
-  for (std::string_view skip : {"host", "content-length", "x-forwarded-for", "x-forwarded-proto", "accept-encoding"})
+  for (std::string_view skip :
+       {"host", "content-length", "x-forwarded-for", "x-forwarded-proto", "accept-encoding"})
     if (beast::iequals(name, skip)) return false;
   return true;
 }
@@ -110,8 +111,11 @@ net::awaitable<void> send_one(const record& r, const send_options& o, measured& 
     co_return;
   }
   m.status = p.get().result_int();
-  tap->on_response_head({static_cast<unsigned>(m.status), p.get()[http::field::content_type],
-                         p.get()[http::field::content_encoding], mono_now_ns(), {}});
+  tap->on_response_head({static_cast<unsigned>(m.status),
+                         p.get()[http::field::content_type],
+                         p.get()[http::field::content_encoding],
+                         mono_now_ns(),
+                         {}});
   std::vector<char> chunk(16384);
   while (!p.is_done()) {
     p.get().body().data = chunk.data();
@@ -123,7 +127,8 @@ net::awaitable<void> send_one(const record& r, const send_options& o, measured& 
     if (n) tap->on_body({chunk.data(), n}, t, t);
     if (ec) break;
   }
-  tap->on_stream_end(ec ? hooks::stream_outcome::upstream_reset : hooks::stream_outcome::ok, mono_now_ns());
+  tap->on_stream_end(ec ? hooks::stream_outcome::upstream_reset : hooks::stream_outcome::ok,
+                     mono_now_ns());
   m.ok = !ec && m.status < 400;
   if (ec) m.error = "response: " + ec.message();
 }
@@ -157,8 +162,8 @@ send_result send(const std::vector<record>& records, const send_options& o) {
     if (o.progress) {
       const int width = 30;
       const int filled = static_cast<int>(width * done / std::max<std::size_t>(1, records.size()));
-      std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu", filled, "##############################", width - filled, "",
-                   done, records.size());
+      std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu", filled, "##############################",
+                   width - filled, "", done, records.size());
       if (done == records.size()) std::fprintf(stderr, "\n");
     }
   };
@@ -166,13 +171,16 @@ send_result send(const std::vector<record>& records, const send_options& o) {
     // A closed loop: N clients, each taking the next recorded request when done.
     auto next = std::make_shared<std::size_t>(0);
     for (unsigned c = 0; c < o.concurrency; ++c) {
-      net::co_spawn(ioc, [&, next]() -> net::awaitable<void> {
-        while (*next < records.size()) {
-          const auto i = (*next)++;
-          co_await send_one(records[i], o, res.replayed[i]);
-          finished();
-        }
-      }, net::detached);
+      net::co_spawn(
+          ioc,
+          [&, next]() -> net::awaitable<void> {
+            while (*next < records.size()) {
+              const auto i = (*next)++;
+              co_await send_one(records[i], o, res.replayed[i]);
+              finished();
+            }
+          },
+          net::detached);
     }
   } else {
     // The recorded arrival pattern (scaled by speed), or a fixed rate.
@@ -184,16 +192,24 @@ send_result send(const std::vector<record>& records, const send_options& o) {
     const auto t0 = clock::now();
     for (std::size_t i = 0; i < records.size(); ++i) {
       double offset_ms = 0;
-      if (o.rate > 0) offset_ms = 1000.0 * static_cast<double>(i) / o.rate;
-      else if (first >= 0) offset_ms = static_cast<double>(std::max<std::int64_t>(0, parse_start(records[i].start) - first)) / 1000.0 / o.speed;
-      net::co_spawn(ioc, [&, i, offset_ms]() -> net::awaitable<void> {
-        net::steady_timer t(co_await net::this_coro::executor);
-        t.expires_at(t0 + std::chrono::microseconds(static_cast<std::int64_t>(offset_ms * 1000)));
-        error_code ec;
-        co_await t.async_wait(use_ec(ec));
-        co_await send_one(records[i], o, res.replayed[i]);
-        finished();
-      }, net::detached);
+      if (o.rate > 0)
+        offset_ms = 1000.0 * static_cast<double>(i) / o.rate;
+      else if (first >= 0)
+        offset_ms =
+            static_cast<double>(std::max<std::int64_t>(0, parse_start(records[i].start) - first)) /
+            1000.0 / o.speed;
+      net::co_spawn(
+          ioc,
+          [&, i, offset_ms]() -> net::awaitable<void> {
+            net::steady_timer t(co_await net::this_coro::executor);
+            t.expires_at(t0 +
+                         std::chrono::microseconds(static_cast<std::int64_t>(offset_ms * 1000)));
+            error_code ec;
+            co_await t.async_wait(use_ec(ec));
+            co_await send_one(records[i], o, res.replayed[i]);
+            finished();
+          },
+          net::detached);
     }
   }
   ioc.run();
@@ -204,8 +220,11 @@ send_result send(const std::vector<record>& records, const send_options& o) {
     const char* name;
     std::vector<double> rec, rep;
   };
-  std::vector<metric> metrics = {{"ttft_ms", {}, {}}, {"ttft_answer_ms", {}, {}}, {"itl_median_ms", {}, {}},
-                                 {"e2e_ms", {}, {}}, {"tokens_per_s", {}, {}}};
+  std::vector<metric> metrics = {{"ttft_ms", {}, {}},
+                                 {"ttft_answer_ms", {}, {}},
+                                 {"itl_median_ms", {}, {}},
+                                 {"e2e_ms", {}, {}},
+                                 {"tokens_per_s", {}, {}}};
   for (std::size_t i = 0; i < records.size(); ++i) {
     const auto& r = records[i];
     const auto& m = res.replayed[i];
@@ -220,27 +239,32 @@ send_result send(const std::vector<record>& records, const send_options& o) {
   std::snprintf(line, sizeof line, "%-16s %27s   %27s   %23s\n", "", "recorded p50 / p95 / p99",
                 "replayed p50 / p95 / p99", "change p50 / p95 / p99");
   res.table = line;
-  res.json = "{\"requests\":" + std::to_string(records.size()) + ",\"failed\":" + std::to_string(res.failed) +
-             ",\"metrics\":{";
+  res.json = "{\"requests\":" + std::to_string(records.size()) +
+             ",\"failed\":" + std::to_string(res.failed) + ",\"metrics\":{";
   auto change = [](double a, double b) { return a > 0 && b >= 0 ? 100.0 * (b - a) / a : NAN; };
   for (std::size_t k = 0; k < metrics.size(); ++k) {
     const auto a = quantiles(metrics[k].rec), b = quantiles(metrics[k].rep);
     auto cell = [](double v) {
       char c[16];
-      if (v < 0) std::snprintf(c, sizeof c, "-");
-      else std::snprintf(c, sizeof c, "%.1f", v);
+      if (v < 0)
+        std::snprintf(c, sizeof c, "-");
+      else
+        std::snprintf(c, sizeof c, "%.1f", v);
       return std::string(c);
     };
     auto pct = [](double v) {
       char c[16];
-      if (std::isnan(v)) std::snprintf(c, sizeof c, "-");
-      else std::snprintf(c, sizeof c, "%+.1f%%", v);
+      if (std::isnan(v))
+        std::snprintf(c, sizeof c, "-");
+      else
+        std::snprintf(c, sizeof c, "%+.1f%%", v);
       return std::string(c);
     };
-    std::snprintf(line, sizeof line, "%-16s %8s %8s %8s   %8s %8s %8s   %7s %7s %7s\n", metrics[k].name,
-                  cell(a.p50).c_str(), cell(a.p95).c_str(), cell(a.p99).c_str(), cell(b.p50).c_str(),
-                  cell(b.p95).c_str(), cell(b.p99).c_str(), pct(change(a.p50, b.p50)).c_str(),
-                  pct(change(a.p95, b.p95)).c_str(), pct(change(a.p99, b.p99)).c_str());
+    std::snprintf(line, sizeof line, "%-16s %8s %8s %8s   %8s %8s %8s   %7s %7s %7s\n",
+                  metrics[k].name, cell(a.p50).c_str(), cell(a.p95).c_str(), cell(a.p99).c_str(),
+                  cell(b.p50).c_str(), cell(b.p95).c_str(), cell(b.p99).c_str(),
+                  pct(change(a.p50, b.p50)).c_str(), pct(change(a.p95, b.p95)).c_str(),
+                  pct(change(a.p99, b.p99)).c_str());
     res.table += line;
     if (k) res.json += ",";
     res.json += "\"" + std::string(metrics[k].name) + "\":{";

@@ -14,15 +14,16 @@ namespace tokentap::replay {
 struct send_options {
   std::string host = "127.0.0.1";
   std::uint16_t port = 8080;
-  double speed = 1.0;         ///< recorded arrival pattern, sped up by this factor
-  unsigned concurrency = 0;   ///< > 0: a closed loop of N clients instead of the recorded pattern
-  double rate = 0;            ///< > 0: an open loop at R requests per second
-  std::vector<std::pair<std::string, std::string>> headers;  ///< added to every request (credentials)
-  bool progress = false;      ///< draw a progress bar on stderr
+  double speed = 1.0;        ///< recorded arrival pattern, sped up by this factor
+  unsigned concurrency = 0;  ///< > 0: a closed loop of N clients instead of the recorded pattern
+  double rate = 0;           ///< > 0: an open loop at R requests per second
+  std::vector<std::pair<std::string, std::string>>
+      headers;            ///< added to every request (credentials)
+  bool progress = false;  ///< draw a progress bar on stderr
 };
 
 struct measured {
-  std::string id;             ///< of the recorded exchange
+  std::string id;  ///< of the recorded exchange
   int status = 0;
   bool ok = false;
   std::string error;

@@ -30,7 +30,8 @@ std::string hex(std::uint64_t v) {
   return buf;
 }
 
-class replay_session final : public session_base, public std::enable_shared_from_this<replay_session> {
+class replay_session final : public session_base,
+                             public std::enable_shared_from_this<replay_session> {
  public:
   replay_session(tcp::socket s, worker& w, replay_server& srv, double speed)
       : session_base(w), stream_(std::move(s)), server_(srv), speed_(speed) {}
@@ -163,7 +164,11 @@ void replay_server::start() {
   runtime_.start();
 }
 
-void replay_server::shutdown(std::chrono::milliseconds grace) { runtime_.shutdown(grace); }
-void replay_server::join() { runtime_.join(); }
+void replay_server::shutdown(std::chrono::milliseconds grace) {
+  runtime_.shutdown(grace);
+}
+void replay_server::join() {
+  runtime_.join();
+}
 
 }  // namespace tokentap::replay

@@ -24,7 +24,8 @@ struct serve_options {
 };
 
 /// Hash identifying a request: method, path (secrets redacted as in traces) and body.
-std::uint64_t request_hash(std::string_view method, std::string_view redacted_path, std::string_view body);
+std::uint64_t request_hash(std::string_view method, std::string_view redacted_path,
+                           std::string_view body);
 
 class replay_server {
  public:

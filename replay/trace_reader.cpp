@@ -12,7 +12,6 @@ namespace od = simdjson::ondemand;
 
 namespace {
 
-
 double num(od::value v) {
   double d;
   return v.get_double().get(d) ? -1 : d;
@@ -64,20 +63,34 @@ std::optional<record> parse_record(const std::string& line) {
   record r;
   std::int64_t version = 0;
   bool ok = fields(root, [&](std::string_view k, od::value v) {
-    if (k == "v") version = integer(v);
-    else if (k == "id") r.id = str(v);
-    else if (k == "start") r.start = str(v);
-    else if (k == "route") r.route = str(v);
-    else if (k == "provider") r.provider = str(v);
-    else if (k == "model") r.model = str(v);
-    else if (k == "outcome") r.outcome = str(v);
-    else if (k == "error") fields(v, [&](std::string_view ek, od::value ev) { if (ek == "type") r.error_type = str(ev); });
+    if (k == "v")
+      version = integer(v);
+    else if (k == "id")
+      r.id = str(v);
+    else if (k == "start")
+      r.start = str(v);
+    else if (k == "route")
+      r.route = str(v);
+    else if (k == "provider")
+      r.provider = str(v);
+    else if (k == "model")
+      r.model = str(v);
+    else if (k == "outcome")
+      r.outcome = str(v);
+    else if (k == "error")
+      fields(v, [&](std::string_view ek, od::value ev) {
+        if (ek == "type") r.error_type = str(ev);
+      });
     else if (k == "request") {
       fields(v, [&](std::string_view rk, od::value rv) {
-        if (rk == "method") r.method = str(rv);
-        else if (rk == "path") r.path = str(rv);
+        if (rk == "method")
+          r.method = str(rv);
+        else if (rk == "path")
+          r.path = str(rv);
         else if (rk == "headers")
-          fields(rv, [&](std::string_view hk, od::value hv) { r.request_headers.emplace_back(hk, str(hv)); });
+          fields(rv, [&](std::string_view hk, od::value hv) {
+            r.request_headers.emplace_back(hk, str(hv));
+          });
         else if (rk == "body") {
           std::string_view b;
           if (!rv.get_string().get(b)) r.body = std::string(b);
@@ -85,45 +98,67 @@ std::optional<record> parse_record(const std::string& line) {
       });
     } else if (k == "response") {
       fields(v, [&](std::string_view rk, od::value rv) {
-        if (rk == "status") r.status = static_cast<int>(integer(rv));
+        if (rk == "status")
+          r.status = static_cast<int>(integer(rv));
         else if (rk == "headers")
-          fields(rv, [&](std::string_view hk, od::value hv) { r.response_headers.emplace_back(hk, str(hv)); });
+          fields(rv, [&](std::string_view hk, od::value hv) {
+            r.response_headers.emplace_back(hk, str(hv));
+          });
       });
     } else if (k == "timing") {
       fields(v, [&](std::string_view tk, od::value tv) {
-        if (tk == "ttft_ms") r.ttft_ms = num(tv);
-        else if (tk == "ttft_answer_ms") r.ttft_answer_ms = num(tv);
-        else if (tk == "e2e_ms") r.e2e_ms = num(tv);
-        else if (tk == "upstream_headers_ms") r.upstream_headers_ms = num(tv);
-        else if (tk == "tokens_per_s") r.tokens_per_s = num(tv);
-        else if (tk == "stalls") r.stalls = integer(tv);
-        else if (tk == "itl_values_ms") elements(tv, [&](od::value x) { r.itl_values_ms.push_back(num(x)); });
+        if (tk == "ttft_ms")
+          r.ttft_ms = num(tv);
+        else if (tk == "ttft_answer_ms")
+          r.ttft_answer_ms = num(tv);
+        else if (tk == "e2e_ms")
+          r.e2e_ms = num(tv);
+        else if (tk == "upstream_headers_ms")
+          r.upstream_headers_ms = num(tv);
+        else if (tk == "tokens_per_s")
+          r.tokens_per_s = num(tv);
+        else if (tk == "stalls")
+          r.stalls = integer(tv);
+        else if (tk == "itl_values_ms")
+          elements(tv, [&](od::value x) { r.itl_values_ms.push_back(num(x)); });
         else if (tk == "itl_ms")
           fields(tv, [&](std::string_view q, od::value qv) {
-            if (q == "p50") r.itl_p50 = num(qv);
-            else if (q == "p95") r.itl_p95 = num(qv);
-            else if (q == "p99") r.itl_p99 = num(qv);
+            if (q == "p50")
+              r.itl_p50 = num(qv);
+            else if (q == "p95")
+              r.itl_p95 = num(qv);
+            else if (q == "p99")
+              r.itl_p99 = num(qv);
           });
         else if (tk == "overhead_ms")
           fields(tv, [&](std::string_view q, od::value qv) {
-            if (q == "p50") r.overhead_p50 = num(qv);
-            else if (q == "p99") r.overhead_p99 = num(qv);
+            if (q == "p50")
+              r.overhead_p50 = num(qv);
+            else if (q == "p99")
+              r.overhead_p99 = num(qv);
           });
       });
     } else if (k == "usage") {
       fields(v, [&](std::string_view uk, od::value uv) {
-        if (uk == "input_tokens") r.input_tokens = integer(uv);
-        else if (uk == "output_tokens") r.output_tokens = integer(uv);
-        else if (uk == "reasoning_tokens") r.reasoning_tokens = integer(uv);
-        else if (uk == "cached_input_tokens") r.cached_input_tokens = integer(uv);
+        if (uk == "input_tokens")
+          r.input_tokens = integer(uv);
+        else if (uk == "output_tokens")
+          r.output_tokens = integer(uv);
+        else if (uk == "reasoning_tokens")
+          r.reasoning_tokens = integer(uv);
+        else if (uk == "cached_input_tokens")
+          r.cached_input_tokens = integer(uv);
       });
     } else if (k == "events") {
       elements(v, [&](od::value e) {
         recorded_read rr;
         fields(e, [&](std::string_view ek, od::value ev) {
-          if (ek == "t_us") rr.t_us = integer(ev);
-          else if (ek == "raw") rr.bytes = str(ev);
-          else if (ek == "raw_b64") rr.bytes = json::base64_decode(str(ev));
+          if (ek == "t_us")
+            rr.t_us = integer(ev);
+          else if (ek == "raw")
+            rr.bytes = str(ev);
+          else if (ek == "raw_b64")
+            rr.bytes = json::base64_decode(str(ev));
         });
         r.events.push_back(std::move(rr));
       });
@@ -131,8 +166,10 @@ std::optional<record> parse_record(const std::string& line) {
       elements(v, [&](od::value e) {
         step_record s;
         fields(e, [&](std::string_view sk, od::value sv) {
-          if (sk == "kind") s.kind = str(sv);
-          else if (sk == "tokens") s.tokens = integer(sv);
+          if (sk == "kind")
+            s.kind = str(sv);
+          else if (sk == "tokens")
+            s.tokens = integer(sv);
           else if (sk == "redundant") {
             bool b = false;
             if (!sv.get_bool().get(b)) s.redundant = b;
@@ -170,8 +207,10 @@ read_result read_traces(const std::vector<std::string>& files) {
     for (std::string line; std::getline(in, line);) {
       ++line_no;
       if (line.empty()) continue;
-      if (auto r = parse_record(line)) out.records.push_back(std::move(*r));
-      else warn(f + ":" + std::to_string(line_no) + ": not a valid trace record, skipped");
+      if (auto r = parse_record(line))
+        out.records.push_back(std::move(*r));
+      else
+        warn(f + ":" + std::to_string(line_no) + ": not a valid trace record, skipped");
     }
   }
   return out;

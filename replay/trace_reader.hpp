@@ -34,11 +34,13 @@ struct record {
   std::vector<recorded_read> events;
   // timing (ms; -1 = absent)
   double ttft_ms = -1, ttft_answer_ms = -1, e2e_ms = -1, upstream_headers_ms = -1;
-  double itl_p50 = -1, itl_p95 = -1, itl_p99 = -1, overhead_p50 = -1, overhead_p99 = -1, tokens_per_s = -1;
+  double itl_p50 = -1, itl_p95 = -1, itl_p99 = -1, overhead_p50 = -1, overhead_p99 = -1,
+         tokens_per_s = -1;
   std::int64_t stalls = 0;
   std::vector<double> itl_values_ms;
   // usage (-1 = absent)
-  std::int64_t input_tokens = -1, output_tokens = -1, reasoning_tokens = -1, cached_input_tokens = -1;
+  std::int64_t input_tokens = -1, output_tokens = -1, reasoning_tokens = -1,
+               cached_input_tokens = -1;
   std::vector<step_record> steps;
   std::int64_t redundant_tokens = 0;
   std::vector<cache_event> cache;
@@ -46,8 +48,8 @@ struct record {
 
 struct read_result {
   std::vector<record> records;
-  std::size_t skipped = 0;           ///< malformed or truncated lines
-  std::vector<std::string> warnings; ///< one per skipped line (first few), for the user
+  std::size_t skipped = 0;            ///< malformed or truncated lines
+  std::vector<std::string> warnings;  ///< one per skipped line (first few), for the user
 };
 
 /// Reads every file; a file that cannot be opened is a warning too.

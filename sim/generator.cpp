@@ -14,19 +14,19 @@ namespace {
 // ------------------------------------------------------------------ text
 
 constexpr std::string_view answer_words[] = {
-    "The",      "latency",  "of",      "a",        "streamed", "response", "depends", "on",
-    "queueing", "prefill",  "and",     "decode",   "time",     "per",      "token",   "while",
-    "the",      "proxy",    "adds",    "almost",   "nothing",  "because",  "it",      "forwards",
-    "every",    "byte",     "as",      "soon",     "arrives",  "cache",    "hits",    "cut",
-    "first",    "token",    "sharply", "model",    "answers",  "quickly",  "under",   "load",
-    "with",     "steady",   "inter",   "gaps",     "between",  "tokens",   "which",   "users",
-    "notice",   "most",     "when",    "they",     "stall",    "briefly",  "before",  "resuming"};
+    "The",      "latency", "of",      "a",      "streamed", "response", "depends", "on",
+    "queueing", "prefill", "and",     "decode", "time",     "per",      "token",   "while",
+    "the",      "proxy",   "adds",    "almost", "nothing",  "because",  "it",      "forwards",
+    "every",    "byte",    "as",      "soon",   "arrives",  "cache",    "hits",    "cut",
+    "first",    "token",   "sharply", "model",  "answers",  "quickly",  "under",   "load",
+    "with",     "steady",  "inter",   "gaps",   "between",  "tokens",   "which",   "users",
+    "notice",   "most",    "when",    "they",   "stall",    "briefly",  "before",  "resuming"};
 
 // Reasoning sentences open with the step markers of design/STEPS.md, so later issues (step
 // tagging) have realistic input from the simulator.
 constexpr std::string_view reasoning_openers[] = {
-    "First,", "Then", "Next,", "Wait,", "Therefore", "So", "Let me check", "Alternatively,",
-    "首先，", "因此", "But", "Finally,"};
+    "First,",       "Then",           "Next,",  "Wait,", "Therefore", "So",
+    "Let me check", "Alternatively,", "首先，", "因此",  "But",       "Finally,"};
 
 // Token texts: answer tokens are words with a leading space (like BPE tokens); reasoning tokens
 // form sentences that start with step markers and end with ".\n\n" every few words.
@@ -68,9 +68,11 @@ std::vector<std::string> make_reasoning(std::mt19937_64& rng, int n) {
 
 double next_gap(const params& p, std::mt19937_64& rng) {
   switch (p.dist) {
-    case latency_dist::fixed: return p.itl_ms;
+    case latency_dist::fixed:
+      return p.itl_ms;
     case latency_dist::uniform: {
-      std::uniform_real_distribution<double> d(p.itl_ms - p.itl_jitter_ms, p.itl_ms + p.itl_jitter_ms);
+      std::uniform_real_distribution<double> d(p.itl_ms - p.itl_jitter_ms,
+                                               p.itl_ms + p.itl_jitter_ms);
       return std::max(0.0, d(rng));
     }
     case latency_dist::normal: {
@@ -95,11 +97,12 @@ struct ids {
 
 std::string openai_chunk(const ids& id, const std::string& model, std::string_view delta_json,
                          std::string_view finish, bool usage_null) {
-  std::string s = "data: {\"id\":\"" + id.id +
-                  "\",\"object\":\"chat.completion.chunk\",\"created\":" +
-                  std::to_string(id.created) + ",\"model\":\"" + json::escaped(model) +
-                  "\",\"system_fingerprint\":\"fp_tokentap_sim\",\"choices\":[{\"index\":0,"
-                  "\"delta\":";
+  std::string s =
+      "data: {\"id\":\"" + id.id +
+      "\",\"object\":\"chat.completion.chunk\",\"created\":" + std::to_string(id.created) +
+      ",\"model\":\"" + json::escaped(model) +
+      "\",\"system_fingerprint\":\"fp_tokentap_sim\",\"choices\":[{\"index\":0,"
+      "\"delta\":";
   s += delta_json;
   s += ",\"logprobs\":null,\"finish_reason\":";
   s += finish.empty() ? std::string("null") : "\"" + std::string(finish) + "\"";
@@ -125,10 +128,11 @@ std::string anthropic_event(std::string_view type, const std::string& data) {
 
 std::string anthropic_usage_json(const plan& pl, int output_tokens) {
   // Anthropic's input_tokens excludes cache reads and cache writes.
-  return "{\"input_tokens\":" + std::to_string(pl.prompt_tokens - pl.cached_tokens - pl.cache_write_tokens) +
+  return "{\"input_tokens\":" +
+         std::to_string(pl.prompt_tokens - pl.cached_tokens - pl.cache_write_tokens) +
          ",\"cache_creation_input_tokens\":" + std::to_string(pl.cache_write_tokens) +
-         ",\"cache_read_input_tokens\":" +
-         std::to_string(pl.cached_tokens) + ",\"output_tokens\":" + std::to_string(output_tokens) + "}";
+         ",\"cache_read_input_tokens\":" + std::to_string(pl.cached_tokens) +
+         ",\"output_tokens\":" + std::to_string(output_tokens) + "}";
 }
 
 void build_openai_stream(const params& p, const request_shape& shape, const ids& id,
@@ -141,14 +145,15 @@ void build_openai_stream(const params& p, const request_shape& shape, const ids&
        token_at.empty() ? p.ttft_ms : token_at.front(), false});
   std::size_t k = 0;
   for (const auto& t : reasoning) {
-    pl.events.push_back({openai_chunk(id, shape.model,
-                                      "{\"" + p.reasoning_field + "\":\"" + json::escaped(t) + "\"}",
-                                      "", usage_null),
-                         token_at[k++], true});
+    pl.events.push_back(
+        {openai_chunk(id, shape.model,
+                      "{\"" + p.reasoning_field + "\":\"" + json::escaped(t) + "\"}", "",
+                      usage_null),
+         token_at[k++], true});
   }
   for (const auto& t : answer) {
-    pl.events.push_back({openai_chunk(id, shape.model,
-                                      "{\"content\":\"" + json::escaped(t) + "\"}", "", usage_null),
+    pl.events.push_back({openai_chunk(id, shape.model, "{\"content\":\"" + json::escaped(t) + "\"}",
+                                      "", usage_null),
                          token_at[k++], true});
   }
   const double end_at = pl.events.back().at_ms;
@@ -156,11 +161,12 @@ void build_openai_stream(const params& p, const request_shape& shape, const ids&
       {openai_chunk(id, shape.model, "{}", pl.truncated ? "length" : "stop", usage_null), end_at,
        false});
   if (shape.include_usage) {
-    std::string s = "data: {\"id\":\"" + id.id +
-                    "\",\"object\":\"chat.completion.chunk\",\"created\":" +
-                    std::to_string(id.created) + ",\"model\":\"" + json::escaped(shape.model) +
-                    "\",\"system_fingerprint\":\"fp_tokentap_sim\",\"choices\":[],\"usage\":" +
-                    openai_usage_json(pl) + "}\n\n";
+    std::string s =
+        "data: {\"id\":\"" + id.id +
+        "\",\"object\":\"chat.completion.chunk\",\"created\":" + std::to_string(id.created) +
+        ",\"model\":\"" + json::escaped(shape.model) +
+        "\",\"system_fingerprint\":\"fp_tokentap_sim\",\"choices\":[],\"usage\":" +
+        openai_usage_json(pl) + "}\n\n";
     pl.events.push_back({std::move(s), end_at, false});
   }
   pl.events.push_back({"data: [DONE]\n\n", end_at, false});
@@ -202,26 +208,24 @@ void build_anthropic_stream(const params& p, const request_shape& shape, const i
                          "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
                          "\"signature_delta\",\"signature\":\"c2ltdWxhdGVkLXNpZ25hdHVyZQ==\"}}"),
          at, false});
-    pl.events.push_back({anthropic_event("content_block_stop",
-                                         "{\"type\":\"content_block_stop\",\"index\":0}"),
-                         at, false});
+    pl.events.push_back(
+        {anthropic_event("content_block_stop", "{\"type\":\"content_block_stop\",\"index\":0}"), at,
+         false});
     index = 1;
   }
   const std::string idx = std::to_string(index);
   const double text_start = k < token_at.size() ? token_at[k] : pl.events.back().at_ms;
-  pl.events.push_back(
-      {anthropic_event("content_block_start",
-                       "{\"type\":\"content_block_start\",\"index\":" + idx +
-                           ",\"content_block\":{\"type\":\"text\",\"text\":\"\"}}"),
-       text_start, false});
+  pl.events.push_back({anthropic_event("content_block_start",
+                                       "{\"type\":\"content_block_start\",\"index\":" + idx +
+                                           ",\"content_block\":{\"type\":\"text\",\"text\":\"\"}}"),
+                       text_start, false});
   pl.events.push_back({anthropic_event("ping", "{\"type\": \"ping\"}"), text_start, false});
   for (const auto& t : answer) {
-    pl.events.push_back(
-        {anthropic_event("content_block_delta",
-                         "{\"type\":\"content_block_delta\",\"index\":" + idx +
-                             ",\"delta\":{\"type\":\"text_delta\",\"text\":\"" + json::escaped(t) +
-                             "\"}}"),
-         token_at[k++], true});
+    pl.events.push_back({anthropic_event("content_block_delta",
+                                         "{\"type\":\"content_block_delta\",\"index\":" + idx +
+                                             ",\"delta\":{\"type\":\"text_delta\",\"text\":\"" +
+                                             json::escaped(t) + "\"}}"),
+                         token_at[k++], true});
   }
   const double end_at = pl.events.back().at_ms;
   pl.events.push_back({anthropic_event("content_block_stop",
@@ -240,10 +244,12 @@ void build_anthropic_stream(const params& p, const request_shape& shape, const i
 
 std::string openai_body(const request_shape& shape, const ids& id, const params& p,
                         const plan& pl) {
-  std::string s = "{\"id\":\"" + id.id + "\",\"object\":\"chat.completion\",\"created\":" +
-                  std::to_string(id.created) + ",\"model\":\"" + json::escaped(shape.model) +
-                  "\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"" +
-                  json::escaped(pl.content_text) + "\"";
+  std::string s =
+      "{\"id\":\"" + id.id +
+      "\",\"object\":\"chat.completion\",\"created\":" + std::to_string(id.created) +
+      ",\"model\":\"" + json::escaped(shape.model) +
+      "\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"" +
+      json::escaped(pl.content_text) + "\"";
   if (!pl.reasoning_text.empty())
     s += ",\"" + p.reasoning_field + "\":\"" + json::escaped(pl.reasoning_text) + "\"";
   s += "},\"logprobs\":null,\"finish_reason\":\"";
@@ -260,9 +266,11 @@ std::string anthropic_body(const request_shape& shape, const ids& id, const plan
     s += "{\"type\":\"thinking\",\"thinking\":\"" + json::escaped(pl.reasoning_text) +
          "\",\"signature\":\"c2ltdWxhdGVkLXNpZ25hdHVyZQ==\"},";
   }
-  s += "{\"type\":\"text\",\"text\":\"" + json::escaped(pl.content_text) + "\"}],\"stop_reason\":\"";
+  s +=
+      "{\"type\":\"text\",\"text\":\"" + json::escaped(pl.content_text) + "\"}],\"stop_reason\":\"";
   s += pl.truncated ? "max_tokens" : "end_turn";
-  s += "\",\"stop_sequence\":null,\"usage\":" + anthropic_usage_json(pl, pl.completion_tokens) + "}";
+  s +=
+      "\",\"stop_sequence\":null,\"usage\":" + anthropic_usage_json(pl, pl.completion_tokens) + "}";
   return s;
 }
 
@@ -284,7 +292,9 @@ std::uint64_t fnv1a(std::string_view s) noexcept {
 }
 
 std::optional<std::string> apply_header(params& p, std::string_view name, std::string_view value) {
-  auto bad = [&] { return "invalid value '" + std::string(value) + "' for x-sim-" + std::string(name); };
+  auto bad = [&] {
+    return "invalid value '" + std::string(value) + "' for x-sim-" + std::string(name);
+  };
   auto num = [&](auto& field) -> std::optional<std::string> {
     std::remove_reference_t<decltype(field)> v{};
     if (!parse_number(value, v) || v < 0) return bad();
@@ -312,11 +322,16 @@ std::optional<std::string> apply_header(params& p, std::string_view name, std::s
     return std::nullopt;
   }
   if (name == "itl-dist") {
-    if (value == "fixed") p.dist = latency_dist::fixed;
-    else if (value == "uniform") p.dist = latency_dist::uniform;
-    else if (value == "normal") p.dist = latency_dist::normal;
-    else if (value == "exponential") p.dist = latency_dist::exponential;
-    else return bad();
+    if (value == "fixed")
+      p.dist = latency_dist::fixed;
+    else if (value == "uniform")
+      p.dist = latency_dist::uniform;
+    else if (value == "normal")
+      p.dist = latency_dist::normal;
+    else if (value == "exponential")
+      p.dist = latency_dist::exponential;
+    else
+      return bad();
     return std::nullopt;
   }
   if (name == "reasoning-field") {
@@ -330,8 +345,9 @@ std::optional<std::string> apply_header(params& p, std::string_view name, std::s
 plan make_plan(const params& p, const request_shape& shape) {
   plan pl;
   std::mt19937_64 rng(p.seed ^ shape.body_hash);
-  const int budget = shape.max_tokens ? static_cast<int>(std::max<std::int64_t>(0, *shape.max_tokens))
-                                      : p.output_tokens + p.reasoning_tokens;
+  const int budget = shape.max_tokens
+                         ? static_cast<int>(std::max<std::int64_t>(0, *shape.max_tokens))
+                         : p.output_tokens + p.reasoning_tokens;
   const int n_reason = std::min(p.reasoning_tokens, budget);
   const int n_answer = std::min(p.output_tokens, budget - n_reason);
   pl.truncated = n_reason + n_answer < p.output_tokens + p.reasoning_tokens;
@@ -352,7 +368,8 @@ plan make_plan(const params& p, const request_shape& shape) {
   std::vector<double> token_at;
   token_at.reserve(reasoning.size() + answer.size());
   // Prefill work is proportional to the prompt tokens not served from the cache.
-  const double ttft = p.ttft_ms + p.prefill_us_per_token * (pl.prompt_tokens - pl.cached_tokens) / 1000.0;
+  const double ttft =
+      p.ttft_ms + p.prefill_us_per_token * (pl.prompt_tokens - pl.cached_tokens) / 1000.0;
   double t = ttft;
   for (std::size_t i = 0; i < reasoning.size() + answer.size(); ++i) {
     if (i > 0) t += next_gap(p, rng);
@@ -389,8 +406,9 @@ plan make_plan(const params& p, const request_shape& shape) {
     pl.events.resize(pl.fault_index);
     pl.events.push_back(
         {shape.kind == api::openai_chat
-             ? std::string("data: {\"error\":{\"message\":\"The server had an error while "
-                           "processing your request.\",\"type\":\"server_error\",\"code\":null}}\n\n")
+             ? std::string(
+                   "data: {\"error\":{\"message\":\"The server had an error while "
+                   "processing your request.\",\"type\":\"server_error\",\"code\":null}}\n\n")
              : anthropic_event("error",
                                "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
                                "\"message\":\"Overloaded\"}}"),
@@ -403,7 +421,8 @@ plan make_plan(const params& p, const request_shape& shape) {
     pl.ending = plan::end::stall;
     pl.fault_index = cut_after(p.stall_after);
     if (p.stall_ms > 0) {
-      for (std::size_t i = pl.fault_index; i < pl.events.size(); ++i) pl.events[i].at_ms += p.stall_ms;
+      for (std::size_t i = pl.fault_index; i < pl.events.size(); ++i)
+        pl.events[i].at_ms += p.stall_ms;
     } else {
       pl.events.resize(pl.fault_index);  // stall forever: the rest never comes
     }
@@ -413,15 +432,16 @@ plan make_plan(const params& p, const request_shape& shape) {
 
 std::string error_body(api kind, int status) {
   if (kind == api::anthropic_messages) {
-    const char* type = status == 529 ? "overloaded_error"
+    const char* type = status == 529   ? "overloaded_error"
                        : status == 429 ? "rate_limit_error"
                        : status >= 500 ? "api_error"
                                        : "invalid_request_error";
     return std::string("{\"type\":\"error\",\"error\":{\"type\":\"") + type +
            "\",\"message\":\"simulated " + std::to_string(status) + "\"}}";
   }
-  const char* type = status == 429 ? "rate_limit_exceeded" : status >= 500 ? "server_error"
-                                                                           : "invalid_request_error";
+  const char* type = status == 429   ? "rate_limit_exceeded"
+                     : status >= 500 ? "server_error"
+                                     : "invalid_request_error";
   return std::string("{\"error\":{\"message\":\"simulated ") + std::to_string(status) +
          "\",\"type\":\"" + type + "\",\"param\":null,\"code\":null}}";
 }

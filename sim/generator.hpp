@@ -18,22 +18,22 @@ enum class latency_dist { fixed, uniform, normal, exponential };
 /// Everything that shapes one simulated response.  Server defaults come from flags; each request
 /// may override them with `x-sim-*` headers (see apply_header).
 struct params {
-  double ttft_ms = 150;          ///< request read -> first token event
-  double itl_ms = 15;            ///< mean gap between token events
-  double itl_jitter_ms = 0;      ///< spread: uniform half-width or normal sd
+  double ttft_ms = 150;      ///< request read -> first token event
+  double itl_ms = 15;        ///< mean gap between token events
+  double itl_jitter_ms = 0;  ///< spread: uniform half-width or normal sd
   latency_dist dist = latency_dist::fixed;
-  int output_tokens = 48;        ///< answer tokens (capped by the request's max_tokens)
-  int reasoning_tokens = 0;      ///< reasoning tokens before the answer
+  int output_tokens = 48;    ///< answer tokens (capped by the request's max_tokens)
+  int reasoning_tokens = 0;  ///< reasoning tokens before the answer
   std::string reasoning_field = "reasoning_content";  ///< OpenAI delta field (vLLM: "reasoning")
   std::uint64_t seed = 42;
 
   // Faults.
-  int fault_status = 0;          ///< answer with this HTTP status and a provider error body
-  int error_after = -1;          ///< after N token events send a provider error event and end
-  int reset_after = -1;          ///< after N token events reset the TCP connection
-  int stall_after = -1;          ///< after N token events pause for stall_ms (0 = until the client leaves)
+  int fault_status = 0;  ///< answer with this HTTP status and a provider error body
+  int error_after = -1;  ///< after N token events send a provider error event and end
+  int reset_after = -1;  ///< after N token events reset the TCP connection
+  int stall_after = -1;  ///< after N token events pause for stall_ms (0 = until the client leaves)
   double stall_ms = 0;
-  bool hang = false;             ///< read the request, never answer (header timeout tests)
+  bool hang = false;  ///< read the request, never answer (header timeout tests)
 
   // Prefill: TTFT grows with the prompt tokens the cache did not cover.
   double prefill_us_per_token = 0;
@@ -53,10 +53,10 @@ struct request_shape {
   std::optional<std::int64_t> max_tokens;
   std::size_t prompt_chars = 0;
   std::size_t messages = 0;
-  std::uint64_t body_hash = 0;   ///< mixes the request into the seed
-  std::size_t prompt_tokens = 0; ///< when > 0, overrides the estimate from prompt_chars
-  std::size_t cached_tokens = 0; ///< prompt tokens served from the prefix cache
-  bool cache_control = false;    ///< Anthropic request marked blocks for caching (reports writes)
+  std::uint64_t body_hash = 0;    ///< mixes the request into the seed
+  std::size_t prompt_tokens = 0;  ///< when > 0, overrides the estimate from prompt_chars
+  std::size_t cached_tokens = 0;  ///< prompt tokens served from the prefix cache
+  bool cache_control = false;     ///< Anthropic request marked blocks for caching (reports writes)
 };
 
 /// One wire event: `bytes` to send `at_ms` after the request was read.
@@ -74,9 +74,9 @@ struct plan {
   std::string reasoning_text, content_text;
   int prompt_tokens = 0, completion_tokens = 0, reasoning_tokens = 0, cached_tokens = 0;
   int cache_write_tokens = 0;  ///< Anthropic cache_creation_input_tokens
-  bool truncated = false;          ///< max_tokens cut the answer (finish_reason "length")
+  bool truncated = false;      ///< max_tokens cut the answer (finish_reason "length")
   enum class end { normal, error_event, reset, stall } ending = end::normal;
-  std::size_t fault_index = 0;     ///< events[fault_index] is the first one after the fault point
+  std::size_t fault_index = 0;  ///< events[fault_index] is the first one after the fault point
 };
 
 /// Plans the response for one request.  Same params + shape = same bytes and timing.

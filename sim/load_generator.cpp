@@ -21,12 +21,15 @@ load_generator::load_generator(load_options opts) : opts_(std::move(opts)) {
     iocs_.push_back(std::make_unique<net::io_context>(1));
 }
 
-load_generator::~load_generator() { stop(); }
+load_generator::~load_generator() {
+  stop();
+}
 
 void load_generator::start() {
   for (unsigned c = 0; c < opts_.concurrency; ++c) {
     auto& ioc = *iocs_[c % iocs_.size()];
-    net::co_spawn(ioc, client(c), [](std::exception_ptr e) { log_escaped_exception(e, "load client"); });
+    net::co_spawn(ioc, client(c),
+                  [](std::exception_ptr e) { log_escaped_exception(e, "load client"); });
   }
   for (auto& ioc : iocs_) threads_.emplace_back([&ioc] { ioc->run(); });
 }
@@ -52,7 +55,8 @@ net::awaitable<void> load_generator::client(unsigned id) {
   error_code ec;
   for (std::uint64_t n = 0; !stop_ && (opts_.max_requests == 0 || n < opts_.max_requests); ++n) {
     if (!stream) {
-      auto results = co_await resolver.async_resolve(opts_.host, std::to_string(opts_.port), use_ec(ec));
+      auto results =
+          co_await resolver.async_resolve(opts_.host, std::to_string(opts_.port), use_ec(ec));
       if (ec) co_return;
       stream.emplace(ex);
       stream->expires_after(std::chrono::seconds(5));
@@ -131,13 +135,17 @@ std::string chat_message(const std::string& role, const std::string& content) {
 }
 
 // A conversation of `turns` user/assistant exchanges after a long shared system prompt.
-std::string conversation(unsigned client, std::size_t first_turn, std::size_t turns, const std::string& system) {
-  std::string b = R"({"model":"sim-chat","stream":true,"stream_options":{"include_usage":true},"messages":[)" +
-                  chat_message("system", system);
+std::string conversation(unsigned client, std::size_t first_turn, std::size_t turns,
+                         const std::string& system) {
+  std::string b =
+      R"({"model":"sim-chat","stream":true,"stream_options":{"include_usage":true},"messages":[)" +
+      chat_message("system", system);
   for (std::size_t t = first_turn; t < first_turn + turns; ++t) {
-    b += "," + chat_message("user", "client " + std::to_string(client) + " question " + std::to_string(t));
+    b += "," + chat_message("user",
+                            "client " + std::to_string(client) + " question " + std::to_string(t));
     if (t + 1 < first_turn + turns)
-      b += "," + chat_message("assistant", "answer " + std::to_string(t) + " with some detail about latency");
+      b += "," + chat_message("assistant",
+                              "answer " + std::to_string(t) + " with some detail about latency");
   }
   return b + "]}";
 }
@@ -172,22 +180,26 @@ scenario demo_scenario(unsigned client, std::uint64_t n, std::uint64_t seed) {
   }
   if (kind < 25) {
     s.name = "openai-stream";
-    s.body = R"({"model":"sim-small","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":")" +
-             question + "\"}]}";
+    s.body =
+        R"({"model":"sim-small","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":")" +
+        question + "\"}]}";
   } else if (kind < 40) {
     s.name = "openai-reasoning";
     s.headers.push_back({"x-sim-reasoning-tokens", std::to_string(tokens(rng))});
-    s.body = R"({"model":"sim-reasoner","stream":true,"reasoning_effort":"medium","stream_options":{"include_usage":true},"messages":[{"role":"user","content":")" +
-             question + "\"}]}";
+    s.body =
+        R"({"model":"sim-reasoner","stream":true,"reasoning_effort":"medium","stream_options":{"include_usage":true},"messages":[{"role":"user","content":")" +
+        question + "\"}]}";
   } else if (kind < 52) {
     s.name = "anthropic-thinking";
     s.path = "/v1/messages";
     s.headers.push_back({"x-sim-reasoning-tokens", std::to_string(tokens(rng))});
     s.headers.push_back({"anthropic-version", "2023-06-01"});
     // A cached system prompt (cache_control): the first request writes it, the next ones read it.
-    s.body = R"({"model":"claude-sim","max_tokens":1024,"stream":true,"thinking":{"type":"enabled","budget_tokens":512},"system":[{"type":"text","text":")" +
-             long_system_prompt() + R"(","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":")" +
-             question + "\"}]}";
+    s.body =
+        R"({"model":"claude-sim","max_tokens":1024,"stream":true,"thinking":{"type":"enabled","budget_tokens":512},"system":[{"type":"text","text":")" +
+        long_system_prompt() +
+        R"(","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":")" +
+        question + "\"}]}";
   } else if (kind < 62) {
     s.name = "openai-plain";
     s.body = R"({"model":"sim-small","messages":[{"role":"user","content":")" + question + "\"}]}";
@@ -199,7 +211,8 @@ scenario demo_scenario(unsigned client, std::uint64_t n, std::uint64_t seed) {
   } else if (kind < 83) {
     // A timestamp in the system prompt: the conversation's head changes every turn.
     s.name = "cache-jittered-system";
-    s.body = conversation(client, 0, 1 + n % 3, long_system_prompt() + " Now: " + std::to_string(n) + ".");
+    s.body = conversation(client, 0, 1 + n % 3,
+                          long_system_prompt() + " Now: " + std::to_string(n) + ".");
   } else if (kind < 88) {
     // A sliding window over a long conversation: its oldest turns are dropped.
     s.name = "cache-sliding-window";
@@ -214,16 +227,21 @@ scenario demo_scenario(unsigned client, std::uint64_t n, std::uint64_t seed) {
     s.body = R"({"model":"sim-small","stream":true,"messages":[{"role":"user","content":")" +
              question + "\"}]}";
     const int f = pct(rng);
-    if (f < 40) s.headers.push_back({"x-sim-status", "503"});
-    else if (f < 70) s.headers.push_back({"x-sim-error-after", "10"});
-    else s.headers.push_back({"x-sim-stall-after", "5"}), s.headers.push_back({"x-sim-stall-ms", "1500"});
+    if (f < 40)
+      s.headers.push_back({"x-sim-status", "503"});
+    else if (f < 70)
+      s.headers.push_back({"x-sim-error-after", "10"});
+    else
+      s.headers.push_back({"x-sim-stall-after", "5"}),
+          s.headers.push_back({"x-sim-stall-ms", "1500"});
   }
   return s;
 }
 
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
-  const auto k = static_cast<std::size_t>(std::clamp(q, 0.0, 1.0) * static_cast<double>(v.size() - 1) + 0.5);
+  const auto k =
+      static_cast<std::size_t>(std::clamp(q, 0.0, 1.0) * static_cast<double>(v.size() - 1) + 0.5);
   std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
   return v[k];
 }

@@ -10,8 +10,8 @@ std::size_t prefix_cache::lookup_and_insert(std::string_view prompt,
   const std::size_t block_bytes = opts_.block_tokens * bytes_per_token;
   const std::size_t blocks = prompt.size() / block_bytes;  // a partial last block is never cached
   std::lock_guard lk(mu_);
-  const bool evicted = opts_.evict_rate > 0 &&
-                       std::uniform_real_distribution<double>(0, 1)(rng_) < opts_.evict_rate;
+  const bool evicted =
+      opts_.evict_rate > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < opts_.evict_rate;
   std::size_t hit_blocks = 0;
   bool matching = !evicted;
   std::uint64_t key = 14695981039346656037ull;

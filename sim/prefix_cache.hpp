@@ -16,7 +16,7 @@ namespace tokentap::sim {
 struct prefix_cache_options {
   std::size_t capacity_blocks = 0;  ///< 0 = no cache
   std::chrono::milliseconds ttl{300000};
-  double evict_rate = 0;            ///< probability that a request finds its prefix evicted
+  double evict_rate = 0;  ///< probability that a request finds its prefix evicted
   std::size_t block_tokens = 16;
   std::uint64_t seed = 42;
 };

@@ -9,8 +9,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
-#include "parsers/request_inspector.hpp"
 #include "config/log.hpp"
+#include "parsers/request_inspector.hpp"
 #include "proxy/tls.hpp"
 
 namespace tokentap::sim {
@@ -69,7 +69,10 @@ class sim_session final : public session_base,
   template <class... Args>
   sim_session(worker& w, const server_options& opts, std::shared_ptr<server_stats> stats,
               prefix_cache& cache, Args&&... args)
-      : session_base(w), opts_(opts), stats_(std::move(stats)), cache_(cache),
+      : session_base(w),
+        opts_(opts),
+        stats_(std::move(stats)),
+        cache_(cache),
         stream_(std::forward<Args>(args)...) {
     stats_->connections.fetch_add(1);
     stats_->open_connections.fetch_add(1);
@@ -139,7 +142,8 @@ class sim_session final : public session_base,
     if (path == "/sim/echo") {
       // The request head as the upstream received it (tests check the proxy's header rules).
       std::string head = "request-target: " + std::string(target) + "\n";
-      for (const auto& f : req) head += std::string(f.name_string()) + ": " + std::string(f.value()) + "\n";
+      for (const auto& f : req)
+        head += std::string(f.name_string()) + ": " + std::string(f.value()) + "\n";
       co_return co_await send_simple(req, 200, head, "text/plain");
     }
     if (req.method() == http::verb::get) {
@@ -169,17 +173,17 @@ class sim_session final : public session_base,
         for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
         if (auto err = apply_header(p, lower, f.value())) {
           co_return co_await send_simple(
-              req, 400, "{\"error\":{\"message\":\"" + *err + "\",\"type\":\"invalid_request_error\"}}\n");
+              req, 400,
+              "{\"error\":{\"message\":\"" + *err + "\",\"type\":\"invalid_request_error\"}}\n");
         }
       }
     }
     const bool track = cache_.enabled() || opts_.context_window > 0;
     const auto info = inspector_.inspect(req.body(), {.digests = false, .canonical = track});
     if (!info.error.empty()) {
-      co_return co_await send_simple(
-          req, 400,
-          "{\"error\":{\"message\":\"" + std::string(info.error) +
-              "\",\"type\":\"invalid_request_error\"}}\n");
+      co_return co_await send_simple(req, 400,
+                                     "{\"error\":{\"message\":\"" + std::string(info.error) +
+                                         "\",\"type\":\"invalid_request_error\"}}\n");
     }
     request_shape shape;
     shape.kind = kind;
@@ -195,9 +199,11 @@ class sim_session final : public session_base,
       // What the engine actually sees: the conversation, slid into the context window; then the
       // prefix cache serves its longest cached run of blocks.
       const std::string prompt = slide_window(info.canonical, opts_.context_window);
-      shape.prompt_tokens = (prompt.size() + prefix_cache::bytes_per_token - 1) / prefix_cache::bytes_per_token;
+      shape.prompt_tokens =
+          (prompt.size() + prefix_cache::bytes_per_token - 1) / prefix_cache::bytes_per_token;
       shape.cached_tokens = p.cache_bypass ? 0 : cache_.lookup_and_insert(prompt, start);
-      shape.cache_control = !p.cache_bypass && req.body().find("\"cache_control\"") != std::string::npos;
+      shape.cache_control =
+          !p.cache_bypass && req.body().find("\"cache_control\"") != std::string::npos;
     }
 
     if (p.hang) {
@@ -248,7 +254,8 @@ class sim_session final : public session_base,
     // fell behind) are coalesced into one chunk, as a real server's socket buffer would.
     std::string batch;
     for (std::size_t i = 0; i < pl.events.size() && !client_gone_ && !closed_;) {
-      const auto due = start + std::chrono::microseconds(static_cast<long>(pl.events[i].at_ms * 1000));
+      const auto due =
+          start + std::chrono::microseconds(static_cast<long>(pl.events[i].at_ms * 1000));
       if (due > clock::now()) {
         timer.expires_at(due);
         co_await timer.async_wait(use_ec(ec));
@@ -259,7 +266,8 @@ class sim_session final : public session_base,
       do {
         batch += pl.events[i++].bytes;
       } while (i < pl.events.size() && batch.size() < 256 * 1024 &&
-               start + std::chrono::microseconds(static_cast<long>(pl.events[i].at_ms * 1000)) <= now);
+               start + std::chrono::microseconds(static_cast<long>(pl.events[i].at_ms * 1000)) <=
+                   now);
       co_await net::async_write(stream_, http::make_chunk(net::buffer(batch)), use_ec(ec));
       if (ec) {
         note_disconnect();
@@ -291,9 +299,11 @@ class sim_session final : public session_base,
   template <class Message>
   static void add_digest_headers(Message& res, const plan& pl) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(pl.content_text)));
+    std::snprintf(buf, sizeof buf, "%016llx",
+                  static_cast<unsigned long long>(fnv1a(pl.content_text)));
     res.set("x-sim-content-fnv", buf);
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(pl.reasoning_text)));
+    std::snprintf(buf, sizeof buf, "%016llx",
+                  static_cast<unsigned long long>(fnv1a(pl.reasoning_text)));
     res.set("x-sim-reasoning-fnv", buf);
     res.set("x-sim-completion-tokens", std::to_string(pl.completion_tokens));
   }
@@ -301,10 +311,9 @@ class sim_session final : public session_base,
   // The sim notices a vanished client immediately, like the proxy does, and records when.
   void watch_for_close() {
     watching_ = true;
-    lowest().socket().async_wait(tcp::socket::wait_read,
-                                 [self = this->shared_from_this()](error_code ec) {
-                                   self->on_readable(ec);
-                                 });
+    lowest().socket().async_wait(
+        tcp::socket::wait_read,
+        [self = this->shared_from_this()](error_code ec) { self->on_readable(ec); });
   }
   void stop_watching() {
     if (!watching_) return;
@@ -408,7 +417,11 @@ void server::start() {
   runtime_.start();
 }
 
-void server::shutdown(std::chrono::milliseconds grace) { runtime_.shutdown(grace); }
-void server::join() { runtime_.join(); }
+void server::shutdown(std::chrono::milliseconds grace) {
+  runtime_.shutdown(grace);
+}
+void server::join() {
+  runtime_.join();
+}
 
 }  // namespace tokentap::sim

@@ -21,7 +21,7 @@ struct server_options {
   std::uint16_t port = 8081;
   unsigned threads = 1;
   params defaults;
-  std::string tls_cert, tls_key;  ///< both set: serve HTTPS
+  std::string tls_cert, tls_key;   ///< both set: serve HTTPS
   prefix_cache_options cache;      ///< capacity 0 = no prefix cache (cached_tokens always 0)
   std::size_t context_window = 0;  ///< tokens; longer conversations lose their oldest messages
 };
@@ -34,7 +34,7 @@ struct server_stats {
   std::atomic<std::uint64_t> disconnects{0};        ///< clients gone before the response ended
   std::atomic<std::int64_t> last_disconnect_ns{0};  ///< monotonic time the last one was noticed
   std::atomic<std::uint64_t> open_connections{0};
-  std::atomic<std::uint64_t> bytes_sent{0};         ///< streamed event bytes written to clients
+  std::atomic<std::uint64_t> bytes_sent{0};  ///< streamed event bytes written to clients
 };
 
 class server {

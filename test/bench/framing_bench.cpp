@@ -48,7 +48,8 @@ void BM_SseFraming(benchmark::State& state) {
     benchmark::DoNotOptimize(c.bytes);
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * stream.size()));
-  state.counters["events/s"] = benchmark::Counter(static_cast<double>(c.events), benchmark::Counter::kIsRate);
+  state.counters["events/s"] =
+      benchmark::Counter(static_cast<double>(c.events), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_SseFraming)->Arg(200)->Arg(4096)->Arg(16384);
 
@@ -60,18 +61,22 @@ struct line_counter : parsers::ndjson_handler {
 void BM_NdjsonFraming(benchmark::State& state) {
   std::string stream;
   for (int i = 0; i < 4000; ++i)
-    stream += R"({"model":"llama3","created_at":"2026-11-29T16:00:00Z","message":{"role":"assistant","content":" word"},"done":false})" "\n";
+    stream +=
+        R"({"model":"llama3","created_at":"2026-11-29T16:00:00Z","message":{"role":"assistant","content":" word"},"done":false})"
+        "\n";
   line_counter c;
   for (auto _ : state) {
     parsers::ndjson_framer f;
-    for (std::size_t i = 0; i < stream.size(); i += 4096) f.feed(std::string_view(stream).substr(i, 4096), 0, c);
+    for (std::size_t i = 0; i < stream.size(); i += 4096)
+      f.feed(std::string_view(stream).substr(i, 4096), 0, c);
     f.finish(0, c);
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * stream.size()));
 }
 BENCHMARK(BM_NdjsonFraming);
 
-// Decoding (framing + JSON + channel routing), in chunk decodes per second (issue 3 target: >= 3 M/s).
+// Decoding (framing + JSON + channel routing), in chunk decodes per second (issue 3 target: >= 3
+// M/s).
 struct token_counter : parsers::decoder_handler {
   std::size_t tokens = 0, bytes = 0;
   void on_token(parsers::channel, std::string_view t, std::int64_t) noexcept override {
@@ -98,12 +103,15 @@ void decode_bench(benchmark::State& state, const std::string& stream, parsers::p
   std::size_t events = 0;
   for (auto _ : state) {
     parsers::stream_decoder d(prov, "text/event-stream");
-    for (std::size_t i = 0; i < stream.size(); i += 4096) d.feed(std::string_view(stream).substr(i, 4096), 0, c);
+    for (std::size_t i = 0; i < stream.size(); i += 4096)
+      d.feed(std::string_view(stream).substr(i, 4096), 0, c);
     d.finish(0, c);
-    events += d.token_events(parsers::channel::content) + d.token_events(parsers::channel::reasoning);
+    events +=
+        d.token_events(parsers::channel::content) + d.token_events(parsers::channel::reasoning);
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * stream.size()));
-  state.counters["chunks/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["chunks/s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
 
 void BM_DecodeOpenAI(benchmark::State& state) {
@@ -134,7 +142,8 @@ std::vector<std::string> reasoning_tokens(bool wide_vocabulary) {
     auto j = text.find(' ', i + 1);
     if (j == std::string::npos) j = text.size();
     std::string tok = text.substr(i, j - i);
-    const bool plain_word = tok.size() > 2 && tok[0] == ' ' && std::islower(static_cast<unsigned char>(tok[1])) &&
+    const bool plain_word = tok.size() > 2 && tok[0] == ' ' &&
+                            std::islower(static_cast<unsigned char>(tok[1])) &&
                             tok.find('.') == std::string::npos;
     if (wide_vocabulary && plain_word) {
       r ^= r << 13, r ^= r >> 7, r ^= r << 17;
@@ -163,7 +172,8 @@ BENCHMARK(BM_StepTagger)->Arg(0)->Arg(1);
 
 void BM_SimdjsonKernel(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(simdjson::builtin_implementation());
-  state.SetLabel(std::string(simdjson::builtin_implementation()->name()) + " (On-Demand, compile-time)");
+  state.SetLabel(std::string(simdjson::builtin_implementation()->name()) +
+                 " (On-Demand, compile-time)");
 }
 BENCHMARK(BM_SimdjsonKernel)->Iterations(1);
 

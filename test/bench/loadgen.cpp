@@ -2,7 +2,8 @@
 // (the proxy, or the simulator directly for a baseline) for a fixed time.  Reports completed
 // streams, events per second, errors and client-side time-to-first-byte percentiles.
 //
-//   tokentap-loadgen --target 127.0.0.1:8080 --concurrency 500 --duration-s 20 --tokens 64 --itl-ms 20
+//   tokentap-loadgen --target 127.0.0.1:8080 --concurrency 500 --duration-s 20 --tokens 64 --itl-ms
+//   20
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -14,8 +15,11 @@
 namespace {
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "tokentap-loadgen: %s\nusage: tokentap-loadgen --target HOST:PORT "
-               "[--concurrency N] [--duration-s S] [--tokens N] [--itl-ms N] [--ttft-ms N] [--threads N]\n", why);
+  std::fprintf(
+      stderr,
+      "tokentap-loadgen: %s\nusage: tokentap-loadgen --target HOST:PORT "
+      "[--concurrency N] [--duration-s S] [--tokens N] [--itl-ms N] [--ttft-ms N] [--threads N]\n",
+      why);
   std::exit(2);
 }
 
@@ -30,14 +34,22 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (i + 1 >= argc) usage(("missing value for " + a).c_str());
     const char* v = argv[++i];
-    if (a == "--target") target = v;
-    else if (a == "--concurrency") concurrency = static_cast<unsigned>(std::atoi(v));
-    else if (a == "--duration-s") duration = std::atof(v);
-    else if (a == "--tokens") tokens = std::atoi(v);
-    else if (a == "--itl-ms") itl = std::atoi(v);
-    else if (a == "--ttft-ms") ttft = std::atoi(v);
-    else if (a == "--threads") threads = static_cast<unsigned>(std::atoi(v));
-    else usage(("unknown flag " + a).c_str());
+    if (a == "--target")
+      target = v;
+    else if (a == "--concurrency")
+      concurrency = static_cast<unsigned>(std::atoi(v));
+    else if (a == "--duration-s")
+      duration = std::atof(v);
+    else if (a == "--tokens")
+      tokens = std::atoi(v);
+    else if (a == "--itl-ms")
+      itl = std::atoi(v);
+    else if (a == "--ttft-ms")
+      ttft = std::atoi(v);
+    else if (a == "--threads")
+      threads = static_cast<unsigned>(std::atoi(v));
+    else
+      usage(("unknown flag " + a).c_str());
   }
   std::string err;
   auto hp = tokentap::config::parse_host_port(target, err);
@@ -75,10 +87,11 @@ int main(int argc, char** argv) {
     std::lock_guard lk(t.mu);
     ttfb = t.ttfb_ms;
   }
-  std::printf("concurrency=%u streams_done=%llu failed=%llu in_flight_at_end=%llu events_per_s=%.0f "
-              "ttfb_p50_ms=%.1f ttfb_p99_ms=%.1f\n",
-              concurrency, static_cast<unsigned long long>(ok), static_cast<unsigned long long>(failed),
-              static_cast<unsigned long long>(active), static_cast<double>(events) / secs,
-              tokentap::sim::percentile(ttfb, 0.5), tokentap::sim::percentile(ttfb, 0.99));
+  std::printf(
+      "concurrency=%u streams_done=%llu failed=%llu in_flight_at_end=%llu events_per_s=%.0f "
+      "ttfb_p50_ms=%.1f ttfb_p99_ms=%.1f\n",
+      concurrency, static_cast<unsigned long long>(ok), static_cast<unsigned long long>(failed),
+      static_cast<unsigned long long>(active), static_cast<double>(events) / secs,
+      tokentap::sim::percentile(ttfb, 0.5), tokentap::sim::percentile(ttfb, 0.99));
   return failed == 0 ? 0 : 1;
 }

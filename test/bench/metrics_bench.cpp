@@ -60,9 +60,11 @@ BENCHMARK(BM_LocalTallyFoldedPerBatch)->Threads(1)->Threads(2)->Threads(4)->UseR
 // Cache analysis per request (issue 6 target: < 20 µs for a 50-message, 100 KB conversation):
 // canonical digests of the body (one parse, texts hashed as read) and the prefix lookup.
 std::string conversation_body() {
-  std::string b = R"({"model":"m","stream":true,"messages":[{"role":"system","content":")" + std::string(4000, 's') + "\"}";
+  std::string b = R"({"model":"m","stream":true,"messages":[{"role":"system","content":")" +
+                  std::string(4000, 's') + "\"}";
   for (int i = 0; i < 49; ++i)
-    b += R"(,{"role":")" + std::string(i % 2 ? "assistant" : "user") + R"(","content":")" + std::string(1950, 'a' + i % 26) + "\"}";
+    b += R"(,{"role":")" + std::string(i % 2 ? "assistant" : "user") + R"(","content":")" +
+         std::string(1950, 'a' + i % 26) + "\"}";
   return b + "]}";
 }
 

@@ -26,7 +26,9 @@ std::string chunk(std::string_view delta_field, std::string_view text) {
 struct capture_factory : hook_factory {
   struct capture : hook {
     explicit capture(capture_factory& f) : f_(f) {}
-    void on_token(const token_event& e) override { f_.tokens.emplace_back(std::string(e.text), e.t_ns); }
+    void on_token(const token_event& e) override {
+      f_.tokens.emplace_back(std::string(e.text), e.t_ns);
+    }
     void on_stream_end(stream_summary& s) override { f_.summary = s; }
     capture_factory& f_;
   };
@@ -62,12 +64,14 @@ TEST(HookChain, TimingFiguresFromReadTimestamps) {
   auto body = [&](const std::string& b, mono_ns at, mono_ns write_cost = ms / 10) {
     tap->on_body({b.data(), b.size()}, at, at + write_cost);
   };
-  body(chunk("reasoning_content", "First,"), t0 + 50 * ms);        // TTFT 50
-  body(chunk("reasoning_content", " so"), t0 + 60 * ms);           // gap 10
+  body(chunk("reasoning_content", "First,"), t0 + 50 * ms);             // TTFT 50
+  body(chunk("reasoning_content", " so"), t0 + 60 * ms);                // gap 10
   body(chunk("content", "Yes") + chunk("content", "!"), t0 + 80 * ms);  // gap 20, then 0
-  body(chunk("content", " Done"), t0 + 280 * ms);                  // gap 200: a stall
-  body("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":5}}\n\ndata: [DONE]\n\n",
-       t0 + 281 * ms);
+  body(chunk("content", " Done"), t0 + 280 * ms);                       // gap 200: a stall
+  body(
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":5}}\n\ndata: "
+      "[DONE]\n\n",
+      t0 + 281 * ms);
   tap->on_stream_end(stream_outcome::ok, t0 + 300 * ms);
 
   const auto& s = cap->summary;
@@ -100,7 +104,10 @@ TEST(HookChain, ProviderErrorInA200StreamIsTheOutcome) {
   config::config cfg;
   auto cap = std::make_shared<capture_factory>();
   hook_chain_factory f(cfg, {cap});
-  const std::string b = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+  const std::string b =
+      "event: error\ndata: "
+      "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}"
+      "\n\n";
   request_view r = request(0);
   r.target = "/v1/messages";
   auto tap = f.create();
@@ -149,7 +156,9 @@ TEST(HookRegistry, UnknownHookNamesAreConfigErrors) {
     builtin_hooks().build(cfg);
     FAIL() << "accepted an unknown hook";
   } catch (const config::config_error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown hook 'nope' (available: cache, metrics, steps, timing, trace)"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find(
+                  "unknown hook 'nope' (available: cache, metrics, steps, timing, trace)"),
+              std::string::npos)
         << e.what();
   }
   cfg.hooks = {"timing", "trace"};

@@ -28,7 +28,9 @@ tcp::endpoint parse_endpoint(const std::string& line, const std::string& key) {
           static_cast<unsigned short>(std::stoi(hp.substr(colon + 1)))};
 }
 
-int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+int lines(const std::string& s) {
+  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
 
 TEST(Binary, VersionAndHelp) {
   auto r = run({"--version"});
@@ -97,10 +99,10 @@ struct binary_stack {
     so.port = 0;
     sim = std::make_unique<sim::server>(so);
     sim->start();
-    std::vector<std::string> args = {"proxy",        "--listen",  "127.0.0.1:0",
-                                     "--admin",      "127.0.0.1:0", "--threads", "2",
-                                     "--upstream",
-                                     "http://127.0.0.1:" + std::to_string(sim->endpoint().port())};
+    std::vector<std::string> args = {
+        "proxy",   "--listen",    "127.0.0.1:0",
+        "--admin", "127.0.0.1:0", "--threads",
+        "2",       "--upstream",  "http://127.0.0.1:" + std::to_string(sim->endpoint().port())};
     args.insert(args.end(), extra.begin(), extra.end());
     proc = std::make_unique<process>(args);
     const auto line = proc->wait_for_line("ready ", std::chrono::seconds(10));
@@ -147,7 +149,8 @@ TEST(Binary, SigtermLetsInFlightStreamsFinish) {
   // ~1.5 s of streaming in three concurrent streams.
   std::vector<std::future<response>> streams;
   for (int i = 0; i < 3; ++i)
-    streams.push_back(std::async(std::launch::async, [&] { return fetch(b.proxy, long_stream(50, 30)); }));
+    streams.push_back(
+        std::async(std::launch::async, [&] { return fetch(b.proxy, long_stream(50, 30)); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const double t0 = now_ms();
   b.proc->signal(SIGTERM);
@@ -179,7 +182,8 @@ TEST(Binary, GracePeriodBoundsShutdown) {
   std::ofstream(dir + "/c.yaml") << "timeouts: {shutdown_grace_ms: 500}\n";
   binary_stack b({"--config", dir + "/c.yaml"});
   ASSERT_NE(b.proxy.port(), 0) << b.proc->err();
-  auto stream = std::async(std::launch::async, [&] { return fetch(b.proxy, long_stream(1000, 20)); });
+  auto stream =
+      std::async(std::launch::async, [&] { return fetch(b.proxy, long_stream(1000, 20)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const double t0 = now_ms();
   b.proc->signal(SIGTERM);

@@ -20,7 +20,8 @@ std::string msg(const std::string& role, const std::string& content) {
 const std::string system_prompt = "You are a meticulous assistant. " + std::string(1200, 's');
 
 std::string convo(std::vector<std::string> messages, const std::string& model = "sim-small") {
-  std::string b = R"({"model":")" + model + R"(","stream":true,"stream_options":{"include_usage":true},"messages":[)";
+  std::string b = R"({"model":")" + model +
+                  R"(","stream":true,"stream_options":{"include_usage":true},"messages":[)";
   for (std::size_t i = 0; i < messages.size(); ++i) b += (i ? "," : "") + messages[i];
   return b + "]}";
 }
@@ -29,25 +30,29 @@ struct cache_stack {
   explicit cache_stack(std::function<void(config::config&)> tweak = {}, double evict_rate = 0,
                        std::chrono::milliseconds sim_ttl = std::chrono::seconds(300))
       : dir(temp_dir() + "/traces"),
-        s([&](config::config& cfg) {
-            cfg.trace.dir = dir;
-            cfg.cache.min_prefix_tokens = 100;
-            if (tweak) tweak(cfg);
-          },
-          [&] {
-            sim::server_options so;
-            so.cache.capacity_blocks = 100000;
-            so.cache.evict_rate = evict_rate;
-            so.cache.ttl = sim_ttl;
-            return so;
-          }()) {}
+        s(
+            [&](config::config& cfg) {
+              cfg.trace.dir = dir;
+              cfg.cache.min_prefix_tokens = 100;
+              if (tweak) tweak(cfg);
+            },
+            [&] {
+              sim::server_options so;
+              so.cache.capacity_blocks = 100000;
+              so.cache.evict_rate = evict_rate;
+              so.cache.ttl = sim_ttl;
+              return so;
+            }()) {}
 
   // Sends one request and returns its trace record line.
   std::string send(const std::string& body, const std::string& key = "Bearer sk-tenant-a",
                    std::vector<std::pair<std::string, std::string>> extra = {}) {
     request_options o;
     o.body = body;
-    o.headers = {{"Authorization", key}, {"x-sim-tokens", "3"}, {"x-sim-ttft-ms", "5"}, {"x-sim-itl-ms", "1"}};
+    o.headers = {{"Authorization", key},
+                 {"x-sim-tokens", "3"},
+                 {"x-sim-ttft-ms", "5"},
+                 {"x-sim-itl-ms", "1"}};
     for (auto& h : extra) o.headers.push_back(std::move(h));
     const auto r = fetch(s.proxy_ep(), o);
     EXPECT_TRUE(r.complete);
@@ -94,12 +99,15 @@ bool has(const std::string& events, const std::string& fragment) {
 
 TEST(Cache, PlainExtensionWithAHitRaisesNothingElse) {
   cache_stack c;
-  const auto first = cache_events(c.send(convo({msg("system", system_prompt), msg("user", "hello")})));
+  const auto first =
+      cache_events(c.send(convo({msg("system", system_prompt), msg("user", "hello")})));
   EXPECT_TRUE(has(first, R"("event":"miss")")) << first;
-  const auto second = cache_events(c.send(convo({msg("system", system_prompt), msg("user", "hello"),
-                                                 msg("assistant", "hi"), msg("user", "how are you")})));
+  const auto second =
+      cache_events(c.send(convo({msg("system", system_prompt), msg("user", "hello"),
+                                 msg("assistant", "hi"), msg("user", "how are you")})));
   EXPECT_TRUE(has(second, R"("event":"hit")") || has(second, R"("event":"partial")")) << second;
-  for (const char* e : {"prefix_divergence", "truncation", "unexpected_miss", "expired", "repeated_miss"})
+  for (const char* e :
+       {"prefix_divergence", "truncation", "unexpected_miss", "expired", "repeated_miss"})
     EXPECT_FALSE(has(second, e)) << e << " in " << second;
 }
 
@@ -108,7 +116,8 @@ TEST(Cache, AnthropicCacheWritesAndReadsAreReported) {
   request_options o;
   o.target = "/v1/messages";
   const std::string body =
-      R"({"model":"claude-sim","max_tokens":50,"stream":true,"system":[{"type":"text","text":")" + system_prompt +
+      R"({"model":"claude-sim","max_tokens":50,"stream":true,"system":[{"type":"text","text":")" +
+      system_prompt +
       R"(","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"hello"}]})";
   o.body = body;
   o.headers = {{"Authorization", "Bearer sk-a"}, {"x-sim-tokens", "3"}, {"x-sim-ttft-ms", "5"}};
@@ -116,7 +125,8 @@ TEST(Cache, AnthropicCacheWritesAndReadsAreReported) {
   ASSERT_TRUE(fetch(c.s.proxy_ep(), o).complete);
   c.sent = 2;
   std::vector<std::string> l;
-  for (int i = 0; i < 300 && (l = c.lines()).size() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 300 && (l = c.lines()).size() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(l.size(), 2u);
   const auto first = cache_events(l[0]), second = cache_events(l[1]);
   EXPECT_TRUE(has(first, R"("event":"write","cache_write_tokens":)")) << first;
@@ -127,34 +137,39 @@ TEST(Cache, AnthropicCacheWritesAndReadsAreReported) {
 TEST(Cache, ChangedSystemPromptIsAPrefixDivergenceAtMessageZero) {
   cache_stack c;
   c.send(convo({msg("system", system_prompt + " Today is Monday."), msg("user", "plan my week")}));
-  const auto ev = cache_events(c.send(convo({msg("system", system_prompt + " Today is Tuesday."),
-                                             msg("user", "plan my week"), msg("assistant", "sure"),
-                                             msg("user", "add gym")})));
-  EXPECT_TRUE(has(ev, R"("event":"prefix_divergence","at_message":0,"role":"system","previous_messages":2)")) << ev;
+  const auto ev = cache_events(c.send(
+      convo({msg("system", system_prompt + " Today is Tuesday."), msg("user", "plan my week"),
+             msg("assistant", "sure"), msg("user", "add gym")})));
+  EXPECT_TRUE(has(
+      ev, R"("event":"prefix_divergence","at_message":0,"role":"system","previous_messages":2)"))
+      << ev;
 }
 
 TEST(Cache, EditedHistoryDivergesWhereItChanged) {
   cache_stack c;
-  c.send(convo({msg("system", system_prompt), msg("user", "q1"), msg("assistant", "a1"), msg("user", "q2")}));
-  const auto ev = cache_events(c.send(convo({msg("system", system_prompt), msg("user", "q1"),
-                                             msg("assistant", "a1 (edited)"), msg("user", "q2"),
-                                             msg("assistant", "a2"), msg("user", "q3")})));
+  c.send(convo({msg("system", system_prompt), msg("user", "q1"), msg("assistant", "a1"),
+                msg("user", "q2")}));
+  const auto ev = cache_events(c.send(
+      convo({msg("system", system_prompt), msg("user", "q1"), msg("assistant", "a1 (edited)"),
+             msg("user", "q2"), msg("assistant", "a2"), msg("user", "q3")})));
   EXPECT_TRUE(has(ev, R"("event":"prefix_divergence","at_message":2,"role":"assistant")")) << ev;
 }
 
 TEST(Cache, DroppedHeadIsATruncation) {
   cache_stack c;
-  c.send(convo({msg("system", system_prompt), msg("user", "q1"), msg("assistant", "a1"), msg("user", "q2"),
-                msg("assistant", "a2"), msg("user", "q3")}));
-  const auto ev = cache_events(c.send(convo({msg("system", system_prompt), msg("user", "q2"),
-                                             msg("assistant", "a2"), msg("user", "q3"), msg("assistant", "a3"),
-                                             msg("user", "q4")})));
-  EXPECT_TRUE(has(ev, R"("event":"truncation","reason":"head_dropped","dropped_user_messages":1)")) << ev;
+  c.send(convo({msg("system", system_prompt), msg("user", "q1"), msg("assistant", "a1"),
+                msg("user", "q2"), msg("assistant", "a2"), msg("user", "q3")}));
+  const auto ev = cache_events(
+      c.send(convo({msg("system", system_prompt), msg("user", "q2"), msg("assistant", "a2"),
+                    msg("user", "q3"), msg("assistant", "a3"), msg("user", "q4")})));
+  EXPECT_TRUE(has(ev, R"("event":"truncation","reason":"head_dropped","dropped_user_messages":1)"))
+      << ev;
 }
 
 TEST(Cache, NearTheContextWindowIsATruncation) {
   cache_stack c([](config::config& cfg) { cfg.cache.context_windows = {{"sim-small", 300}}; });
-  const auto ev = cache_events(c.send(convo({msg("system", system_prompt), msg("user", "long one")})));
+  const auto ev =
+      cache_events(c.send(convo({msg("system", system_prompt), msg("user", "long one")})));
   EXPECT_TRUE(has(ev, R"("event":"truncation","reason":"context_window")")) << ev;
   EXPECT_TRUE(has(ev, R"("context_window":300)")) << ev;
 }
@@ -191,10 +206,10 @@ TEST(Cache, SamePrefixMissingAgainAndAgainIsARepeatedMiss) {
 TEST(Cache, SlowPrefillPerUncachedTokenIsAnAnomaly) {
   cache_stack c([](config::config& cfg) { cfg.cache.prefill_min_samples = 5; });
   for (int i = 0; i < 5; ++i)
-    c.send(convo({msg("user", "warm-up " + std::to_string(i) + std::string(400, 'w'))}), "Bearer sk-a",
-           {{"x-sim-ttft-ms", "20"}});
-  const auto ev = cache_events(c.send(convo({msg("user", "slow one" + std::string(400, 'w'))}), "Bearer sk-a",
-                                      {{"x-sim-ttft-ms", "300"}}));
+    c.send(convo({msg("user", "warm-up " + std::to_string(i) + std::string(400, 'w'))}),
+           "Bearer sk-a", {{"x-sim-ttft-ms", "20"}});
+  const auto ev = cache_events(c.send(convo({msg("user", "slow one" + std::string(400, 'w'))}),
+                                      "Bearer sk-a", {{"x-sim-ttft-ms", "300"}}));
   EXPECT_TRUE(has(ev, R"("event":"prefill_anomaly")")) << ev;
   EXPECT_TRUE(has(ev, R"("samples":5)")) << ev;
 }
@@ -204,7 +219,8 @@ TEST(Cache, AnotherTenantsIdenticalPromptMatchesNothing) {
   const auto body = convo({msg("system", system_prompt), msg("user", "shared words")});
   c.send(body, "Bearer sk-tenant-a");
   const auto ev = cache_events(c.send(body, "Bearer sk-tenant-b"));
-  for (const char* e : {"unexpected_miss", "expired", "prefix_divergence", "truncation", "repeated_miss"})
+  for (const char* e :
+       {"unexpected_miss", "expired", "prefix_divergence", "truncation", "repeated_miss"})
     EXPECT_FALSE(has(ev, e)) << e << " in " << ev;
   // And neither key reached the trace.
   for (const auto& l : c.lines()) EXPECT_EQ(l.find("sk-tenant"), std::string::npos);

@@ -96,7 +96,8 @@ TEST(Failure, UnreachableUpstreamIs502AfterTheConnectTimeout) {
 }
 
 TEST(Failure, SilentUpstreamIs504AfterTheHeaderTimeout) {
-  stack s([](config::config& cfg) { cfg.timeouts.upstream_header = std::chrono::milliseconds(300); });
+  stack s(
+      [](config::config& cfg) { cfg.timeouts.upstream_header = std::chrono::milliseconds(300); });
   const double t0 = now_ms();
   const auto r = fetch(s.proxy_ep(), streaming({{"x-sim-hang", "1"}}));
   const double took = now_ms() - t0;
@@ -136,7 +137,8 @@ TEST(Failure, UpstreamErrorStatusAndErrorEventsPassThrough) {
 TEST(Failure, IdleTimeoutMidStreamTruncates) {
   stack s([](config::config& cfg) { cfg.timeouts.idle = std::chrono::milliseconds(300); });
   const double t0 = now_ms();
-  const auto r = fetch(s.proxy_ep(), streaming({{"x-sim-stall-after", "4"}, {"x-sim-stall-ms", "0"}}));
+  const auto r =
+      fetch(s.proxy_ep(), streaming({{"x-sim-stall-after", "4"}, {"x-sim-stall-ms", "0"}}));
   EXPECT_EQ(r.status, 200);
   EXPECT_FALSE(r.complete);
   EXPECT_EQ(sse_data(r.body).size(), 5u);
@@ -162,9 +164,10 @@ TEST(Failure, ClientDisconnectMidStreamClosesTheUpstreamWithin100ms) {
   stack s;
   connection c(s.proxy_ep());
   request_options o = streaming({{"x-sim-tokens", "500"}, {"x-sim-itl-ms", "300"}});
-  const std::string raw = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                          "x-sim-tokens: 500\r\nx-sim-itl-ms: 300\r\nx-sim-ttft-ms: 10\r\nContent-Length: " +
-                          std::to_string(o.body.size()) + "\r\n\r\n" + o.body;
+  const std::string raw =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "x-sim-tokens: 500\r\nx-sim-itl-ms: 300\r\nx-sim-ttft-ms: 10\r\nContent-Length: " +
+      std::to_string(o.body.size()) + "\r\n\r\n" + o.body;
   c.send_raw(raw);
   char buf[512];
   boost::system::error_code ec;
@@ -212,9 +215,12 @@ TEST(Failure, OversizedRequestBodyIs413WithoutReadingIt) {
   expect_json_error(r, 413, "request_body_too_large");
   // A chunked body that grows past the limit is cut off too.
   connection c2(s.proxy_ep());
-  c2.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-              "800\r\n" + std::string(0x800, 'x') + "\r\n");
-  expect_json_error(c2.read_response(std::chrono::milliseconds(3000)), 413, "request_body_too_large");
+  c2.send_raw(
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "800\r\n" +
+      std::string(0x800, 'x') + "\r\n");
+  expect_json_error(c2.read_response(std::chrono::milliseconds(3000)), 413,
+                    "request_body_too_large");
   EXPECT_EQ(s.sim->stats().requests.load(), 0u);
 }
 
@@ -241,7 +247,8 @@ TEST(Failure, MalformedRequestsAre400) {
 TEST(Failure, SlowlorisIsCutOffAtTheHeaderTimeout) {
   stack s([](config::config& cfg) { cfg.timeouts.client_header = std::chrono::milliseconds(500); });
   connection c(s.proxy_ep());
-  const std::string head = "GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+  const std::string head =
+      "GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaa";
   const double t0 = now_ms();
   double cut_at = 0;
   for (char ch : head) {  // ~2.4 s at one byte per 40 ms: far longer than the 500 ms allowed
@@ -259,9 +266,7 @@ TEST(Failure, SlowlorisIsCutOffAtTheHeaderTimeout) {
 }
 
 TEST(Failure, NoRouteIs404AndKeepsTheConnection) {
-  stack s([](config::config& cfg) {
-    cfg.routes = {{"chat", "/v1/", "default", 0}};
-  });
+  stack s([](config::config& cfg) { cfg.routes = {{"chat", "/v1/", "default", 0}}; });
   connection c(s.proxy_ep());
   request_options o;
   o.method = "GET";

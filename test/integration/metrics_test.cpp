@@ -35,7 +35,8 @@ std::string scrape(const tcp::endpoint& admin, const std::string& path = "/metri
 request_options stream_req(const std::string& model, int ttft_ms, int tokens, int reasoning) {
   request_options o;
   o.body = chat_body(true, "metrics", true, model);
-  o.headers = {{"x-sim-ttft-ms", std::to_string(ttft_ms)}, {"x-sim-itl-ms", "4"},
+  o.headers = {{"x-sim-ttft-ms", std::to_string(ttft_ms)},
+               {"x-sim-itl-ms", "4"},
                {"x-sim-tokens", std::to_string(tokens)},
                {"x-sim-reasoning-tokens", std::to_string(reasoning)}};
   return o;
@@ -52,7 +53,8 @@ void wait_requests(const tcp::endpoint& admin, double n) {
 TEST(Metrics, ExactCountsAndSumsFromRealTraffic) {
   stack s;
   const auto admin = s.proxy->admin_endpoint();
-  for (int i = 0; i < 6; ++i) ASSERT_TRUE(fetch(s.proxy_ep(), stream_req("sim-small", 120, 10, 4)).complete);
+  for (int i = 0; i < 6; ++i)
+    ASSERT_TRUE(fetch(s.proxy_ep(), stream_req("sim-small", 120, 10, 4)).complete);
   for (int i = 0; i < 2; ++i) {
     request_options plain;
     plain.body = chat_body(false, "plain", false, "sim-small");
@@ -66,8 +68,8 @@ TEST(Metrics, ExactCountsAndSumsFromRealTraffic) {
 
   const auto text = scrape(admin);
   const auto m = parse_metrics(text);
-  const std::map<std::string, std::string> base = {{"route", "default"}, {"model", "sim-small"},
-                                                   {"provider", "openai-chat"}};
+  const std::map<std::string, std::string> base = {
+      {"route", "default"}, {"model", "sim-small"}, {"provider", "openai-chat"}};
   auto with = [&](std::map<std::string, std::string> extra) {
     auto l = base;
     l.insert(extra.begin(), extra.end());
@@ -80,16 +82,26 @@ TEST(Metrics, ExactCountsAndSumsFromRealTraffic) {
   EXPECT_EQ(metric_sum(m, "tokentap_tokens_total", with({{"type", "reasoning"}})), 6 * 4);
   EXPECT_EQ(metric_sum(m, "tokentap_tokens_total", with({{"type", "cached_input"}})), 0);
   // TTFT only for streamed responses; the simulator reports cached_tokens 0: a cache miss.
-  EXPECT_EQ(metric_sum(m, "tokentap_time_to_first_token_seconds_count", with({{"cache", "miss"}})), 6);
-  const double ttft_sum = metric_sum(m, "tokentap_time_to_first_token_seconds_sum", with({{"cache", "miss"}}));
+  EXPECT_EQ(metric_sum(m, "tokentap_time_to_first_token_seconds_count", with({{"cache", "miss"}})),
+            6);
+  const double ttft_sum =
+      metric_sum(m, "tokentap_time_to_first_token_seconds_sum", with({{"cache", "miss"}}));
   EXPECT_GE(ttft_sum, 6 * 0.120);
   EXPECT_LT(ttft_sum, 6 * 0.140);
   // Every TTFT sits in the (0.1, 0.25] bucket.
-  EXPECT_EQ(metric_sum(m, "tokentap_time_to_first_token_seconds_bucket", with({{"cache", "miss"}, {"le", "0.1"}})), 0);
-  EXPECT_EQ(metric_sum(m, "tokentap_time_to_first_token_seconds_bucket", with({{"cache", "miss"}, {"le", "0.25"}})), 6);
+  EXPECT_EQ(metric_sum(m, "tokentap_time_to_first_token_seconds_bucket",
+                       with({{"cache", "miss"}, {"le", "0.1"}})),
+            0);
+  EXPECT_EQ(metric_sum(m, "tokentap_time_to_first_token_seconds_bucket",
+                       with({{"cache", "miss"}, {"le", "0.25"}})),
+            6);
   // 14 token events per stream: 13 gaps, 3 of them into reasoning, 10 into content.
-  EXPECT_EQ(metric_sum(m, "tokentap_inter_token_latency_seconds_count", with({{"channel", "reasoning"}})), 6 * 3);
-  EXPECT_EQ(metric_sum(m, "tokentap_inter_token_latency_seconds_count", with({{"channel", "content"}})), 6 * 10);
+  EXPECT_EQ(
+      metric_sum(m, "tokentap_inter_token_latency_seconds_count", with({{"channel", "reasoning"}})),
+      6 * 3);
+  EXPECT_EQ(
+      metric_sum(m, "tokentap_inter_token_latency_seconds_count", with({{"channel", "content"}})),
+      6 * 10);
   EXPECT_EQ(metric_sum(m, "tokentap_request_duration_seconds_count", base), 9);
   EXPECT_EQ(metric_sum(m, "tokentap_upstream_errors_total", with({{"reason", "status_5xx"}})), 1);
   EXPECT_EQ(metric_sum(m, "tokentap_active_streams", base), 0);
@@ -135,18 +147,21 @@ TEST(Metrics, LongStreamsShowUpWhileRunning) {
   auto running = std::async(std::launch::async, [&] { return fetch(s.proxy_ep(), o); });
   std::this_thread::sleep_for(std::chrono::milliseconds(1800));
   const auto m = parse_metrics(scrape(s.proxy->admin_endpoint()));
-  EXPECT_GT(metric_sum(m, "tokentap_inter_token_latency_seconds_count", {{"channel", "content"}}), 30);
+  EXPECT_GT(metric_sum(m, "tokentap_inter_token_latency_seconds_count", {{"channel", "content"}}),
+            30);
   EXPECT_EQ(metric_sum(m, "tokentap_active_streams"), 1);
   EXPECT_TRUE(running.get().complete);
 }
 
 TEST(Metrics, ApiStatsReportsWindowQuantiles) {
   stack s;
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(fetch(s.proxy_ep(), stream_req("sim-small", 150, 8, 2)).complete);
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(fetch(s.proxy_ep(), stream_req("sim-small", 150, 8, 2)).complete);
   wait_requests(s.proxy->admin_endpoint(), 5);
   const auto body = scrape(s.proxy->admin_endpoint(), "/api/stats");
   // {"window_s":60,...,"series":[{"route":"default","model":"sim-small","window":{"requests":5,...
-  EXPECT_NE(body.find("\"model\":\"sim-small\",\"window\":{\"requests\":5,"), std::string::npos) << body;
+  EXPECT_NE(body.find("\"model\":\"sim-small\",\"window\":{\"requests\":5,"), std::string::npos)
+      << body;
   const auto k = body.find("\"all\":");
   ASSERT_NE(k, std::string::npos);
   const auto t = body.find("\"ttft_ms\":{\"p50\":", k);
@@ -172,9 +187,11 @@ TEST(Prometheus, ScrapesTheAdminPortAndComputesTtftQuantiles) {
   const auto prom_port = closed_port();
   std::ofstream(dir + "/prometheus.yml")
       << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-         "scrape_configs:\n  - job_name: tokentap\n    static_configs:\n      - targets: ['127.0.0.1:"
+         "scrape_configs:\n  - job_name: tokentap\n    static_configs:\n      - targets: "
+         "['127.0.0.1:"
       << admin.port() << "']\n";
-  const std::string cmd = "exec prometheus --config.file=" + dir + "/prometheus.yml --storage.tsdb.path=" + dir +
+  const std::string cmd = "exec prometheus --config.file=" + dir +
+                          "/prometheus.yml --storage.tsdb.path=" + dir +
                           "/data --web.listen-address=127.0.0.1:" + std::to_string(prom_port) +
                           " > " + dir + "/prom.log 2>&1";
   pid_t pid = fork();
@@ -198,7 +215,10 @@ TEST(Prometheus, ScrapesTheAdminPortAndComputesTtftQuantiles) {
   double q = -1;
   for (int i = 0; i < 40 && q < 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    answer = http_get_text(prom, "/api/v1/query?query=histogram_quantile(0.95,sum(rate(tokentap_time_to_first_token_seconds_bucket[20s]))by(le))");
+    answer = http_get_text(prom,
+                           "/api/v1/"
+                           "query?query=histogram_quantile(0.95,sum(rate(tokentap_time_to_first_"
+                           "token_seconds_bucket[20s]))by(le))");
     const auto k = answer.find("\"value\":[");
     if (k == std::string::npos) continue;
     const auto v = answer.find(",\"", k);
@@ -214,21 +234,24 @@ TEST(Prometheus, ScrapesTheAdminPortAndComputesTtftQuantiles) {
   std::ifstream in(std::string(TOKENTAP_SOURCE_DIR) + "/deploy/grafana-dashboard.json");
   const std::string dash((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   int checked = 0;
-  for (std::size_t k = dash.find("\"expr\": \""); k != std::string::npos; k = dash.find("\"expr\": \"", k + 1)) {
+  for (std::size_t k = dash.find("\"expr\": \""); k != std::string::npos;
+       k = dash.find("\"expr\": \"", k + 1)) {
     std::string expr;
     for (std::size_t i = k + 9; i < dash.size() && dash[i] != '"'; ++i) {
       if (dash[i] == '\\') ++i;
       expr.push_back(dash[i]);
     }
     auto replace = [&](const std::string& from, const std::string& to) {
-      for (auto p = expr.find(from); p != std::string::npos; p = expr.find(from, p + to.size())) expr.replace(p, from.size(), to);
+      for (auto p = expr.find(from); p != std::string::npos; p = expr.find(from, p + to.size()))
+        expr.replace(p, from.size(), to);
     };
     replace("$__rate_interval", "20s");
     replace("$route", ".*");
     replace("$model", ".*");
     std::string encoded;
     for (unsigned char c : expr) {
-      if (std::isalnum(c) || c == '_' || c == '.' || c == '-') encoded.push_back(static_cast<char>(c));
+      if (std::isalnum(c) || c == '_' || c == '.' || c == '-')
+        encoded.push_back(static_cast<char>(c));
       else {
         char b[4];
         std::snprintf(b, sizeof b, "%%%02X", c);
@@ -246,16 +269,19 @@ TEST(Prometheus, ScrapesTheAdminPortAndComputesTtftQuantiles) {
 
 TEST(Dashboard, RendersLiveNumbersInHeadlessChromium) {
   stack s;
-  for (int i = 0; i < 6; ++i) ASSERT_TRUE(fetch(s.proxy_ep(), stream_req("sim-small", 200, 10, 3)).complete);
+  for (int i = 0; i < 6; ++i)
+    ASSERT_TRUE(fetch(s.proxy_ep(), stream_req("sim-small", 200, 10, 3)).complete);
   wait_requests(s.proxy->admin_endpoint(), 6);
-  const auto url = "http://127.0.0.1:" + std::to_string(s.proxy->admin_endpoint().port()) + "/dashboard";
+  const auto url =
+      "http://127.0.0.1:" + std::to_string(s.proxy->admin_endpoint().port()) + "/dashboard";
   const auto artifacts = std::string(TOKENTAP_BINARY_DIR) + "/test-artifacts";
   std::filesystem::create_directories(artifacts);
   const auto profile = temp_dir();
   const std::string flags =
-      "--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking "
-      "--disable-component-update --disable-sync --disable-dev-shm-usage --user-data-dir=" + profile +
-      " --window-size=1400,1200 --virtual-time-budget=5000 ";
+      "--headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
+      "--disable-background-networking "
+      "--disable-component-update --disable-sync --disable-dev-shm-usage --user-data-dir=" +
+      profile + " --window-size=1400,1200 --virtual-time-budget=5000 ";
   const std::string dom_cmd = "chromium " + flags + "--dump-dom " + url + " 2>/dev/null";
   FILE* p = popen(dom_cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
@@ -274,7 +300,8 @@ TEST(Dashboard, RendersLiveNumbersInHeadlessChromium) {
   ASSERT_NE(miss, std::string::npos);
   EXPECT_EQ(std::atoi(dom.c_str() + miss + 16), 6) << dom.substr(miss, 40);
   EXPECT_NE(dom.find("live · updated"), std::string::npos);
-  const std::string shot = "chromium " + flags + "--screenshot=" + artifacts + "/dashboard.png " + url + " >/dev/null 2>&1";
+  const std::string shot = "chromium " + flags + "--screenshot=" + artifacts + "/dashboard.png " +
+                           url + " >/dev/null 2>&1";
   EXPECT_EQ(std::system(shot.c_str()), 0);
   EXPECT_GT(std::filesystem::file_size(artifacts + "/dashboard.png"), 10000u);
   std::printf("dashboard screenshot: %s/dashboard.png\n", artifacts.c_str());

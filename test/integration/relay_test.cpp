@@ -62,7 +62,8 @@ TEST(Relay, AnthropicMessagesStream) {
   stack s;
   request_options o;
   o.target = "/v1/messages";
-  o.body = R"({"model":"claude-sim","max_tokens":500,"stream":true,"thinking":{"type":"enabled","budget_tokens":100},"messages":[{"role":"user","content":"hi"}]})";
+  o.body =
+      R"({"model":"claude-sim","max_tokens":500,"stream":true,"thinking":{"type":"enabled","budget_tokens":100},"messages":[{"role":"user","content":"hi"}]})";
   o.headers = {{"x-sim-tokens", "12"}, {"x-sim-reasoning-tokens", "6"}, {"x-sim-itl-ms", "2"}};
   const auto direct = fetch(s.sim_ep(), o);
   const auto proxied = fetch(s.proxy_ep(), o);
@@ -76,12 +77,9 @@ TEST(Relay, RequestHeadersFollowProxyRules) {
   request_options o;
   o.method = "GET";
   o.target = "/sim/echo?x=1";
-  o.headers = {{"Connection", "keep-alive, X-Hop"},
-               {"X-Hop", "drop me"},
-               {"Keep-Alive", "timeout=5"},
-               {"TE", "trailers"},
-               {"Accept-Encoding", "gzip, br"},
-               {"X-Forwarded-For", "203.0.113.9"},
+  o.headers = {{"Connection", "keep-alive, X-Hop"}, {"X-Hop", "drop me"},
+               {"Keep-Alive", "timeout=5"},         {"TE", "trailers"},
+               {"Accept-Encoding", "gzip, br"},     {"X-Forwarded-For", "203.0.113.9"},
                {"Authorization", "Bearer sk-test"}};
   const auto r = fetch(s.proxy_ep(), o);
   ASSERT_EQ(r.status, 200);
@@ -111,8 +109,9 @@ TEST(Relay, ChunkedRequestBodyIsForwarded) {
   stack s;
   connection c(s.proxy_ep());
   const std::string body = chat_body(false, "chunked upload");
-  std::string raw = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    "x-sim-tokens: 3\r\nx-sim-ttft-ms: 1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::string raw =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "x-sim-tokens: 3\r\nx-sim-ttft-ms: 1\r\nTransfer-Encoding: chunked\r\n\r\n";
   const auto half = body.size() / 2;
   char size_line[32];
   std::snprintf(size_line, sizeof size_line, "%zx\r\n", half);
@@ -192,7 +191,8 @@ struct recording_tap_factory : hooks::tap_factory {
       std::lock_guard lk(f_.mu);
       f_.status = r.status;
     }
-    void on_body(std::span<const char> b, hooks::mono_ns read, hooks::mono_ns written) noexcept override {
+    void on_body(std::span<const char> b, hooks::mono_ns read,
+                 hooks::mono_ns written) noexcept override {
       std::lock_guard lk(f_.mu);
       f_.bytes.append(b.data(), b.size());
       f_.ordered = f_.ordered && written >= read && read >= f_.last_read;
@@ -244,11 +244,12 @@ TEST(Relay, TapSeesEveryForwardedByteAfterItWasWritten) {
 }
 
 TEST(Relay, TwoHundredConcurrentStreams) {
-  stack s([](config::config& cfg) { cfg.threads = 2; }, [] {
-    sim::server_options so;
-    so.threads = 2;
-    return so;
-  }());
+  stack s([](config::config& cfg) { cfg.threads = 2; },
+          [] {
+            sim::server_options so;
+            so.threads = 2;
+            return so;
+          }());
   request_options one = stream_request(30, 20, 10);
   const auto expected = fetch(s.sim_ep(), one);
   ASSERT_TRUE(expected.complete);
@@ -290,9 +291,10 @@ TEST(Relay, SlowClientPausesTheUpstream) {
   request_options o;
   o.body = chat_body(true, "flood");
   o.headers = {{"x-sim-tokens", "200000"}, {"x-sim-ttft-ms", "0"}, {"x-sim-itl-ms", "0"}};
-  c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-             "x-sim-tokens: 200000\r\nx-sim-ttft-ms: 0\r\nx-sim-itl-ms: 0\r\nContent-Length: " +
-             std::to_string(o.body.size()) + "\r\n\r\n" + o.body);
+  c.send_raw(
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "x-sim-tokens: 200000\r\nx-sim-ttft-ms: 0\r\nx-sim-itl-ms: 0\r\nContent-Length: " +
+      std::to_string(o.body.size()) + "\r\n\r\n" + o.body);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   const auto sent_a = s.sim->stats().bytes_sent.load();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));

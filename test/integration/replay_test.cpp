@@ -24,13 +24,15 @@ std::vector<std::string> files_in(const std::string& dir) {
 }
 
 struct recording {
-  recording() : dir(temp_dir() + "/traces"), s([this](config::config& cfg) { cfg.trace.dir = dir; }) {}
+  recording()
+      : dir(temp_dir() + "/traces"), s([this](config::config& cfg) { cfg.trace.dir = dir; }) {}
   // Sends through the proxy; waits for the trace record.
   response send(const request_options& o) {
     auto r = fetch(s.proxy_ep(), o);
     ++n;
     for (int i = 0; i < 300; ++i) {
-      if (std::filesystem::exists(dir) && replay::read_traces(files_in(dir)).records.size() >= n) break;
+      if (std::filesystem::exists(dir) && replay::read_traces(files_in(dir)).records.size() >= n)
+        break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return r;
@@ -43,8 +45,11 @@ struct recording {
 request_options streamed() {
   request_options o;
   o.body = chat_body(true, "replay me");
-  o.headers = {{"x-sim-ttft-ms", "60"}, {"x-sim-itl-ms", "20"}, {"x-sim-tokens", "25"},
-               {"x-sim-reasoning-tokens", "5"}, {"Authorization", "Bearer sk-replay"}};
+  o.headers = {{"x-sim-ttft-ms", "60"},
+               {"x-sim-itl-ms", "20"},
+               {"x-sim-tokens", "25"},
+               {"x-sim-reasoning-tokens", "5"},
+               {"Authorization", "Bearer sk-replay"}};
   return o;
 }
 
@@ -119,8 +124,9 @@ TEST(TraceReader, MalformedAndTruncatedLinesAreSkippedWithWarnings) {
   auto files = files_in(rec.dir);
   const auto good = replay::read_traces(files).records.size();
   ASSERT_EQ(good, 1u);
-  std::ofstream(files[0], std::ios::app) << "{\"v\":1,\"id\":\"x\",\"request\":{\"met\n"  // truncated
-                                         << "not json\n\n{\"v\":2,\"request\":{\"method\":\"GET\"}}\n";
+  std::ofstream(files[0], std::ios::app)
+      << "{\"v\":1,\"id\":\"x\",\"request\":{\"met\n"  // truncated
+      << "not json\n\n{\"v\":2,\"request\":{\"method\":\"GET\"}}\n";
   const auto r = replay::read_traces({files[0], "/nonexistent/trace.jsonl"});
   EXPECT_EQ(r.records.size(), 1u);
   EXPECT_EQ(r.skipped, 4u);  // truncated, garbage, wrong version, missing file
@@ -129,17 +135,21 @@ TEST(TraceReader, MalformedAndTruncatedLinesAreSkippedWithWarnings) {
 
 // A fixture with known numbers.
 std::string fixture_line(const std::string& id, const std::string& model, double ttft, double e2e,
-                         const std::string& outcome, int input, int cached, const std::string& cache_event,
-                         int steps) {
-  std::string s = R"({"v":1,"id":")" + id + R"(","start":"2026-11-29T10:00:00.000000Z","route":"r","provider":"openai-chat","model":")" +
-                  model + R"(","request":{"method":"POST","path":"/v1/chat/completions","headers":{},"body":null},"response":{"status":200,"headers":{}},"outcome":")" +
-                  outcome + R"(","error":null,"timing":{"ttft_ms":)" + std::to_string(ttft) + R"(,"ttft_answer_ms":)" +
-                  std::to_string(ttft + 10) + R"(,"e2e_ms":)" + std::to_string(e2e) +
-                  R"(,"itl_ms":{"p50":5,"p95":9,"p99":10,"max":12,"n":9},"overhead_ms":{"p50":0.01,"p95":0.02,"p99":0.03,"max":0.04,"n":9},"stalls":0},"usage":{"input_tokens":)" +
-                  std::to_string(input) + R"(,"output_tokens":10,"reasoning_tokens":4,"cached_input_tokens":)" +
-                  std::to_string(cached) + R"(,"cache_write_tokens":null},"text":null,"events":[],"steps":[)";
+                         const std::string& outcome, int input, int cached,
+                         const std::string& cache_event, int steps) {
+  std::string s =
+      R"({"v":1,"id":")" + id +
+      R"(","start":"2026-11-29T10:00:00.000000Z","route":"r","provider":"openai-chat","model":")" +
+      model +
+      R"(","request":{"method":"POST","path":"/v1/chat/completions","headers":{},"body":null},"response":{"status":200,"headers":{}},"outcome":")" +
+      outcome + R"(","error":null,"timing":{"ttft_ms":)" + std::to_string(ttft) +
+      R"(,"ttft_answer_ms":)" + std::to_string(ttft + 10) + R"(,"e2e_ms":)" + std::to_string(e2e) +
+      R"(,"itl_ms":{"p50":5,"p95":9,"p99":10,"max":12,"n":9},"overhead_ms":{"p50":0.01,"p95":0.02,"p99":0.03,"max":0.04,"n":9},"stalls":0},"usage":{"input_tokens":)" +
+      std::to_string(input) + R"(,"output_tokens":10,"reasoning_tokens":4,"cached_input_tokens":)" +
+      std::to_string(cached) + R"(,"cache_write_tokens":null},"text":null,"events":[],"steps":[)";
   for (int i = 0; i < steps; ++i)
-    s += std::string(i ? "," : "") + R"({"offset":0,"channel":"reasoning","kind":")" + (i ? "conclusion" : "step") +
+    s += std::string(i ? "," : "") + R"({"offset":0,"channel":"reasoning","kind":")" +
+         (i ? "conclusion" : "step") +
          R"(","t_us":1,"duration_us":1,"tokens":2,"redundant":false})";
   return s + R"(],"redundant_tokens":1,"cache":[{"event":")" + cache_event + R"("}]})";
 }
@@ -159,12 +169,22 @@ TEST(Analyze, KnownNumbers) {
   replay::analyze_options o;
   o.json = true;
   const auto all = replay::analyze(traces.records, o);
-  EXPECT_NE(all.find(R"("group":"all","requests":3,"outcomes":{"ok":2,"timeout":1})"), std::string::npos) << all;
-  EXPECT_NE(all.find(R"("ttft_ms":{"p50":200.000,"p95":300.000,"p99":300.000,"n":3})"), std::string::npos) << all;
-  EXPECT_NE(all.find(R"("tokens":{"input":400,"output":30,"reasoning":12,"cached_input":100},"cache_hit_ratio":0.250)"),
-            std::string::npos) << all;
-  EXPECT_NE(all.find(R"("cache_events":{"hit":1,"miss":1,"unexpected_miss":1})"), std::string::npos) << all;
-  EXPECT_NE(all.find(R"("steps_per_response":1.000,"steps_by_kind":{"conclusion":1,"step":2})"), std::string::npos) << all;
+  EXPECT_NE(all.find(R"("group":"all","requests":3,"outcomes":{"ok":2,"timeout":1})"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find(R"("ttft_ms":{"p50":200.000,"p95":300.000,"p99":300.000,"n":3})"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(
+      all.find(
+          R"("tokens":{"input":400,"output":30,"reasoning":12,"cached_input":100},"cache_hit_ratio":0.250)"),
+      std::string::npos)
+      << all;
+  EXPECT_NE(all.find(R"("cache_events":{"hit":1,"miss":1,"unexpected_miss":1})"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find(R"("steps_per_response":1.000,"steps_by_kind":{"conclusion":1,"step":2})"),
+            std::string::npos)
+      << all;
   EXPECT_NE(all.find(R"("redundant_token_share":0.250)"), std::string::npos) << all;
   EXPECT_NE(all.find(R"("slowest":[{"id":"b")"), std::string::npos) << all;
   o.by = replay::group_by::model;
@@ -210,8 +230,8 @@ TEST(ReplaySend, ReissuesRecordedRequestsAndComparesPercentiles) {
   const auto report = temp_dir() + "/report.json";
   // Against the same simulator (directly): the same requests, so similar numbers.
   const auto target = "http://127.0.0.1:" + std::to_string(rec.s.sim_ep().port());
-  auto r = run({"replay", "send", "--trace", file, "--target", target, "--concurrency", "2", "--report", report,
-                "--header", "Authorization: Bearer sk-new"},
+  auto r = run({"replay", "send", "--trace", file, "--target", target, "--concurrency", "2",
+                "--report", report, "--header", "Authorization: Bearer sk-new"},
                std::chrono::seconds(30));
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("recorded p50 / p95 / p99"), std::string::npos) << r.out;
@@ -226,8 +246,8 @@ TEST(ReplaySend, ReissuesRecordedRequestsAndComparesPercentiles) {
   const double replayed_ttft = std::atof(json.c_str() + rep + 18);
   EXPECT_NEAR(replayed_ttft, 60, 15) << json.substr(k, 200);
   // A target that refuses: non-zero exit, failures listed.
-  r = run({"replay", "send", "--trace", file, "--target", "http://127.0.0.1:" + std::to_string(closed_port()),
-           "--rate", "100"},
+  r = run({"replay", "send", "--trace", file, "--target",
+           "http://127.0.0.1:" + std::to_string(closed_port()), "--rate", "100"},
           std::chrono::seconds(30));
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("4 requests, 4 failed"), std::string::npos) << r.out;
@@ -257,10 +277,16 @@ TEST(Analyze, CompareAndExport) {
   EXPECT_GT(replay::kl_divergence({{"x", 19}, {"y", 1}}, {{"x", 10}, {"y", 10}}), 0.3);
   r = run({"analyze", dir + "/a.jsonl", "--export", "csv"});
   EXPECT_EQ(r.status, 0);
-  EXPECT_EQ(r.out.rfind("id,start,offset_ms,model,input_tokens,output_tokens,ttft_ms,e2e_ms,itl_ms\n", 0), 0u);
-  EXPECT_NE(r.out.find("a1,2026-11-29T10:00:00.000000Z,0.000,m,100,10,100.000,1000.000,"), std::string::npos) << r.out;
+  EXPECT_EQ(
+      r.out.rfind("id,start,offset_ms,model,input_tokens,output_tokens,ttft_ms,e2e_ms,itl_ms\n", 0),
+      0u);
+  EXPECT_NE(r.out.find("a1,2026-11-29T10:00:00.000000Z,0.000,m,100,10,100.000,1000.000,"),
+            std::string::npos)
+      << r.out;
   r = run({"analyze", dir + "/b.jsonl", "--export", "aiperf"});
-  EXPECT_NE(r.out.find(R"({"timestamp":0,"input_length":100,"output_length":10})"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(R"({"timestamp":0,"input_length":100,"output_length":10})"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(Analyze, ExportCarriesTheRecordedItlList) {

@@ -43,7 +43,6 @@ std::vector<std::string> read_lines(const std::string& dir) {
   return out;
 }
 
-
 record parse(const std::string& line) {
   record r;
   od::parser p;
@@ -92,8 +91,10 @@ record parse(const std::string& line) {
       for (auto f : o) {
         std::string_view k;
         if (f.unescaped_key().get(k)) break;
-        if (k == "raw" && !f.value().get_string().get(sv)) r.rebuilt += sv;
-        else if (k == "raw_b64" && !f.value().get_string().get(sv)) r.rebuilt += json::base64_decode(sv);
+        if (k == "raw" && !f.value().get_string().get(sv))
+          r.rebuilt += sv;
+        else if (k == "raw_b64" && !f.value().get_string().get(sv))
+          r.rebuilt += json::base64_decode(sv);
       }
     }
   }
@@ -101,10 +102,11 @@ record parse(const std::string& line) {
 }
 
 struct traced_stack {
-  traced_stack() : dir(temp_dir() + "/traces"), s([this](config::config& cfg) {
-    cfg.trace.dir = dir;
-    cfg.timeouts.idle = std::chrono::milliseconds(400);
-  }) {}
+  traced_stack()
+      : dir(temp_dir() + "/traces"), s([this](config::config& cfg) {
+          cfg.trace.dir = dir;
+          cfg.timeouts.idle = std::chrono::milliseconds(400);
+        }) {}
   // Waits until `n` records are on disk.
   std::vector<record> records(std::size_t n) {
     for (int i = 0; i < 400; ++i) {
@@ -131,8 +133,10 @@ TEST(Trace, RecordMatchesWhatTheSimulatorSent) {
   o.target = "/v1/chat/completions?key=SECRET-QUERY-KEY";
   o.body = chat_body(true, "trace me", true, "sim-reasoner");
   o.headers = {{"Authorization", "Bearer sk-SECRET-TOKEN-123"},
-               {"x-sim-ttft-ms", "200"}, {"x-sim-itl-ms", "15"},
-               {"x-sim-tokens", "20"}, {"x-sim-reasoning-tokens", "6"}};
+               {"x-sim-ttft-ms", "200"},
+               {"x-sim-itl-ms", "15"},
+               {"x-sim-tokens", "20"},
+               {"x-sim-reasoning-tokens", "6"}};
   const auto r = fetch(t.s.proxy_ep(), o);
   ASSERT_TRUE(r.complete);
   const auto recs = t.records(1);
@@ -184,8 +188,9 @@ TEST(Trace, OutcomesAreNamed) {
   {
     connection c(t.s.proxy_ep());
     const auto o = stream({{"x-sim-itl-ms", "200"}});
-    c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nx-sim-itl-ms: 200\r\nContent-Length: " +
-               std::to_string(o.body.size()) + "\r\n\r\n" + o.body);
+    c.send_raw(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nx-sim-itl-ms: 200\r\nContent-Length: " +
+        std::to_string(o.body.size()) + "\r\n\r\n" + o.body);
     char buf[256];
     boost::system::error_code ec;
     c.socket().read_some(boost::asio::buffer(buf), ec);
@@ -220,12 +225,16 @@ TEST(Trace, BinaryWithTraceDirLeaksNoSecretToDiskOrLog) {
   request_options o;
   o.target = "/v1/chat/completions?key=SECRET-Q&alt=sse";
   o.body = chat_body(true);
-  o.headers = {{"Authorization", "Bearer sk-SECRET-A"}, {"x-api-key", "SECRET-B"},
-               {"api-key", "SECRET-C"}, {"Cookie", "session=SECRET-D"},
-               {"Proxy-Authorization", "Basic SECRET-E"}, {"x-sim-tokens", "5"}};
+  o.headers = {{"Authorization", "Bearer sk-SECRET-A"},
+               {"x-api-key", "SECRET-B"},
+               {"api-key", "SECRET-C"},
+               {"Cookie", "session=SECRET-D"},
+               {"Proxy-Authorization", "Basic SECRET-E"},
+               {"x-sim-tokens", "5"}};
   ASSERT_TRUE(fetch(ep, o).complete);
   o.target = "/v1/messages";
-  o.body = R"({"model":"claude-sim","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"x"}]})";
+  o.body =
+      R"({"model":"claude-sim","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"x"}]})";
   ASSERT_TRUE(fetch(ep, o).complete);
   proxy.signal(SIGTERM);
   ASSERT_EQ(proxy.wait(std::chrono::seconds(10)), 0);

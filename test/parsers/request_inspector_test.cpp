@@ -66,8 +66,12 @@ std::vector<message_digest> digests(std::string_view body) {
 }
 
 TEST(RequestInspectorDigests, CanonicalFormIgnoresKeyOrderWhitespaceAndEscapes) {
-  const auto a = digests(R"({"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi \u00e9"}]})");
-  const auto b = digests("{ \"messages\" : [ {\"content\":\"Be brief.\", \"role\":\"system\"},\n {\"content\":[{\"type\":\"text\",\"text\":\"Hi \xC3\xA9\"}],\"role\":\"user\"} ], \"model\":\"m\" }");
+  const auto a = digests(
+      R"({"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi \u00e9"}]})");
+  const auto b = digests(
+      "{ \"messages\" : [ {\"content\":\"Be brief.\", \"role\":\"system\"},\n "
+      "{\"content\":[{\"type\":\"text\",\"text\":\"Hi \xC3\xA9\"}],\"role\":\"user\"} ], "
+      "\"model\":\"m\" }");
   ASSERT_EQ(a.size(), 2u);
   ASSERT_EQ(b.size(), 2u);
   EXPECT_EQ(a[0].hash, b[0].hash);
@@ -78,20 +82,27 @@ TEST(RequestInspectorDigests, CanonicalFormIgnoresKeyOrderWhitespaceAndEscapes) 
 
 TEST(RequestInspectorDigests, PartsHashLikeTheJoinedStringAcrossBlockBoundaries) {
   const std::string a(37, 'a'), b(50, 'b');
-  const auto joined = digests(R"({"messages":[{"role":"user","content":")" + a + "\\n" + b + R"("}]})");
-  const auto parts = digests(R"({"messages":[{"role":"user","content":[{"type":"text","text":")" + a +
-                             R"("},{"type":"text","text":")" + b + R"("}]}]})");
-  const auto escaped = digests(R"({"messages":[{"role":"user","content":")" + a + "\\u000a" + b + R"("}]})");
+  const auto joined =
+      digests(R"({"messages":[{"role":"user","content":")" + a + "\\n" + b + R"("}]})");
+  const auto parts = digests(R"({"messages":[{"role":"user","content":[{"type":"text","text":")" +
+                             a + R"("},{"type":"text","text":")" + b + R"("}]}]})");
+  const auto escaped =
+      digests(R"({"messages":[{"role":"user","content":")" + a + "\\u000a" + b + R"("}]})");
   ASSERT_EQ(joined.size(), 1u);
   EXPECT_EQ(joined[0].hash, parts[0].hash);
   EXPECT_EQ(joined[0].hash, escaped[0].hash);
-  EXPECT_NE(joined[0].hash, digests(R"({"messages":[{"role":"user","content":")" + b + "\\n" + a + R"("}]})")[0].hash);
+  EXPECT_NE(
+      joined[0].hash,
+      digests(R"({"messages":[{"role":"user","content":")" + b + "\\n" + a + R"("}]})")[0].hash);
 }
 
 TEST(RequestInspectorDigests, ChainsShareExactlyTheCommonPrefix) {
-  const auto turn1 = digests(R"({"messages":[{"role":"user","content":"q1"},{"role":"assistant","content":"a1"}]})");
-  const auto turn2 = digests(R"({"messages":[{"role":"user","content":"q1"},{"role":"assistant","content":"a1"},{"role":"user","content":"q2"}]})");
-  const auto edited = digests(R"({"messages":[{"role":"user","content":"q1"},{"role":"assistant","content":"A1"},{"role":"user","content":"q2"}]})");
+  const auto turn1 = digests(
+      R"({"messages":[{"role":"user","content":"q1"},{"role":"assistant","content":"a1"}]})");
+  const auto turn2 = digests(
+      R"({"messages":[{"role":"user","content":"q1"},{"role":"assistant","content":"a1"},{"role":"user","content":"q2"}]})");
+  const auto edited = digests(
+      R"({"messages":[{"role":"user","content":"q1"},{"role":"assistant","content":"A1"},{"role":"user","content":"q2"}]})");
   EXPECT_EQ(turn2[1].chain, turn1[1].chain);
   EXPECT_NE(edited[1].chain, turn1[1].chain);
   EXPECT_EQ(edited[0].chain, turn1[0].chain);
@@ -99,8 +110,10 @@ TEST(RequestInspectorDigests, ChainsShareExactlyTheCommonPrefix) {
 }
 
 TEST(RequestInspectorDigests, AnthropicSystemAndToolsComeFirstWherever) {
-  const auto a = digests(R"({"messages":[{"role":"user","content":"x"}],"system":"S","tools":[{"name":"t","input_schema":{"type":"object"}}]})");
-  const auto b = digests(R"({"tools":[{"name":"t","input_schema":{"type":"object"}}],"system":[{"type":"text","text":"S"}],"messages":[{"role":"user","content":"x"}]})");
+  const auto a = digests(
+      R"({"messages":[{"role":"user","content":"x"}],"system":"S","tools":[{"name":"t","input_schema":{"type":"object"}}]})");
+  const auto b = digests(
+      R"({"tools":[{"name":"t","input_schema":{"type":"object"}}],"system":[{"type":"text","text":"S"}],"messages":[{"role":"user","content":"x"}]})");
   ASSERT_EQ(a.size(), 3u);
   EXPECT_EQ(a[0].role, "tools");
   EXPECT_EQ(a[1].role, "system");

@@ -15,7 +15,8 @@ using namespace std::string_literals;
 struct recorder : sse_handler {
   std::string out;
   void on_event(const sse_event& e) noexcept override {
-    out += "[type=" + std::string(e.type) + " id=" + std::string(e.id) + " data=" + std::string(e.data) + "]\n";
+    out += "[type=" + std::string(e.type) + " id=" + std::string(e.id) +
+           " data=" + std::string(e.data) + "]\n";
   }
   void on_oversize(std::size_t, std::int64_t) noexcept override { out += "[oversize]\n"; }
 };
@@ -41,27 +42,36 @@ std::string ev(std::string data, std::string type = "", std::string id = "") {
 // ---- web-platform-tests eventsource/format-*.any.js (default message.py appends "\n\n\n")
 
 TEST(SseWpt, FormatBom) {
-  EXPECT_EQ(grind_sse("\xEF\xBB\xBF" "data:1\n\n\xEF\xBB\xBF" "data:2\n\ndata:3\n\n\n"),
+  EXPECT_EQ(grind_sse("\xEF\xBB\xBF"
+                      "data:1\n\n\xEF\xBB\xBF"
+                      "data:2\n\ndata:3\n\n\n"),
             ev("1") + ev("3") + "retry=-1 clean");
 }
 
 TEST(SseWpt, FormatBom2) {
-  EXPECT_EQ(grind_sse("\xEF\xBB\xBF\xEF\xBB\xBF" "data:1\n\ndata:2\n\ndata:3\n\n\n"),
+  EXPECT_EQ(grind_sse("\xEF\xBB\xBF\xEF\xBB\xBF"
+                      "data:1\n\ndata:2\n\ndata:3\n\n\n"),
             ev("2") + ev("3") + "retry=-1 clean");
 }
 
 TEST(SseWpt, FormatBomSplitAcrossReads) {
-  EXPECT_EQ(run({"\xEF", "\xBB\xBF" "data:1\n\ndata:2\n\n"}), ev("1") + ev("2") + "retry=-1 clean");
+  EXPECT_EQ(run({"\xEF",
+                 "\xBB\xBF"
+                 "data:1\n\ndata:2\n\n"}),
+            ev("1") + ev("2") + "retry=-1 clean");
   EXPECT_EQ(run({"\xEF\xBB", "\xBF", "data:1\n\n"}), ev("1") + "retry=-1 clean");
 }
 
 TEST(SseWpt, FormatBomUtf16IsAnUnknownField) {
-  EXPECT_EQ(grind_sse("\xFF\xFE" "data:1\n\ndata:2\n\n\n"), ev("2") + "retry=-1 clean");
+  EXPECT_EQ(grind_sse("\xFF\xFE"
+                      "data:1\n\ndata:2\n\n\n"),
+            ev("2") + "retry=-1 clean");
 }
 
 TEST(SseWpt, FormatComments) {
   const std::string x(2048, 'x');
-  const std::string in = "data:1\r:\0\n:\r\ndata:2\n:"s + x + "\rdata:3\n:data:fail\r:" + x + "\ndata:4\n\n";
+  const std::string in =
+      "data:1\r:\0\n:\r\ndata:2\n:"s + x + "\rdata:3\n:data:fail\r:" + x + "\ndata:4\n\n";
   EXPECT_EQ(grind_sse(in), ev("1\n2\n3\n4") + "retry=-1 clean");
 }
 
@@ -76,7 +86,8 @@ TEST(SseWpt, FormatFieldData) {
 }
 
 TEST(SseWpt, FormatFieldEvent) {
-  EXPECT_EQ(grind_sse("event:test\ndata:x\n\ndata:x\n\n\n"), ev("x", "test") + ev("x") + "retry=-1 clean");
+  EXPECT_EQ(grind_sse("event:test\ndata:x\n\ndata:x\n\n\n"),
+            ev("x", "test") + ev("x") + "retry=-1 clean");
   EXPECT_EQ(grind_sse("event: \ndata:data\n\n\n"), ev("data") + "retry=-1 clean");
 }
 
@@ -85,7 +96,8 @@ TEST(SseWpt, FormatFieldId) {
             ev("1", "", "\xE2\x80\xA6") + ev("2", "", "\xE2\x80\xA6") + "retry=-1 clean");
   // id persists; `id:` resets; bare `id` resets.
   EXPECT_EQ(grind_sse("id: 1\ndata: 1\n\ndata:2\n\nid:\ndata:3\n\nid: 4\ndata:4\n\nid\ndata:5\n\n"),
-            ev("1", "", "1") + ev("2", "", "1") + ev("3") + ev("4", "", "4") + ev("5") + "retry=-1 clean");
+            ev("1", "", "1") + ev("2", "", "1") + ev("3") + ev("4", "", "4") + ev("5") +
+                "retry=-1 clean");
 }
 
 TEST(SseWpt, FormatFieldIdNullIsIgnored) {
@@ -108,17 +120,22 @@ TEST(SseWpt, FormatFieldRetry) {
 }
 
 TEST(SseWpt, FormatFieldUnknown) {
-  EXPECT_EQ(grind_sse("data:test\n data\ndata\nfoobar:xxx\njustsometext\n:thisisacommentyay\ndata:test\n\n"),
-            ev("test\n\ntest") + "retry=-1 clean");
+  EXPECT_EQ(
+      grind_sse(
+          "data:test\n data\ndata\nfoobar:xxx\njustsometext\n:thisisacommentyay\ndata:test\n\n"),
+      ev("test\n\ntest") + "retry=-1 clean");
 }
 
 TEST(SseWpt, FormatLeadingSpace) {
-  EXPECT_EQ(grind_sse("data:\ttest\rdata: \ndata:test\n\n"), ev("\ttest\n\ntest") + "retry=-1 clean");
+  EXPECT_EQ(grind_sse("data:\ttest\rdata: \ndata:test\n\n"),
+            ev("\ttest\n\ntest") + "retry=-1 clean");
 }
 
 TEST(SseWpt, FormatNewlines) {
-  EXPECT_EQ(grind_sse("data:test\r\ndata\ndata:test\r\n\r\n"), ev("test\n\ntest") + "retry=-1 clean");
-  EXPECT_EQ(run({"data:test\r\ndata\ndata:test\r\n\r", "\n"}), ev("test\n\ntest") + "retry=-1 clean");
+  EXPECT_EQ(grind_sse("data:test\r\ndata\ndata:test\r\n\r\n"),
+            ev("test\n\ntest") + "retry=-1 clean");
+  EXPECT_EQ(run({"data:test\r\ndata\ndata:test\r\n\r", "\n"}),
+            ev("test\n\ntest") + "retry=-1 clean");
 }
 
 TEST(SseWpt, FormatNullCharacter) {
@@ -130,15 +147,19 @@ TEST(SseWpt, FormatUtf8) {
 }
 
 TEST(SseWpt, EventDataBlocksWithOnlyUnknownFieldsAreNotDispatched) {
-  EXPECT_EQ(grind_sse("data:msg\ndata: msg\n\n:\nfalsefield:msg\n\nfalsefield:msg\nData:data\n\ndata\n\ndata:end\n\n"),
-            ev("msg\nmsg") + ev("") + ev("end") + "retry=-1 clean");
+  EXPECT_EQ(
+      grind_sse("data:msg\ndata: "
+                "msg\n\n:\nfalsefield:msg\n\nfalsefield:msg\nData:data\n\ndata\n\ndata:end\n\n"),
+      ev("msg\nmsg") + ev("") + ev("end") + "retry=-1 clean");
 }
 
 // ---- the spec's own examples
 
 TEST(SseSpec, ExampleStream) {
-  EXPECT_EQ(grind_sse(": test stream\n\ndata: first event\nid: 1\n\ndata:second event\nid\n\ndata:  third event\n\n"),
-            ev("first event", "", "1") + ev("second event") + ev(" third event") + "retry=-1 clean");
+  EXPECT_EQ(
+      grind_sse(": test stream\n\ndata: first event\nid: 1\n\ndata:second event\nid\n\ndata:  "
+                "third event\n\n"),
+      ev("first event", "", "1") + ev("second event") + ev(" third event") + "retry=-1 clean");
 }
 
 TEST(SseSpec, TrailingBlockWithoutBlankLineIsDiscarded) {
@@ -150,8 +171,17 @@ TEST(SseSpec, TrailingBlockWithoutBlankLineIsDiscarded) {
 // ---- pitfalls other projects shipped
 
 TEST(SsePitfalls, UnicodeLineSeparatorsAreData) {
-  EXPECT_EQ(grind_sse("data: {\"t\":\"a\xE2\x80\xA8" "b\xE2\x80\xA9" "c\xC2\x85" "d\x0B\x0C" "e\"}\n\n"),
-            ev("{\"t\":\"a\xE2\x80\xA8" "b\xE2\x80\xA9" "c\xC2\x85" "d\x0B\x0C" "e\"}") + "retry=-1 clean");
+  EXPECT_EQ(grind_sse("data: {\"t\":\"a\xE2\x80\xA8"
+                      "b\xE2\x80\xA9"
+                      "c\xC2\x85"
+                      "d\x0B\x0C"
+                      "e\"}\n\n"),
+            ev("{\"t\":\"a\xE2\x80\xA8"
+               "b\xE2\x80\xA9"
+               "c\xC2\x85"
+               "d\x0B\x0C"
+               "e\"}") +
+                "retry=-1 clean");
 }
 
 TEST(SsePitfalls, MixedLineEndingsAndBlankRuns) {
@@ -160,12 +190,14 @@ TEST(SsePitfalls, MixedLineEndingsAndBlankRuns) {
 }
 
 TEST(SsePitfalls, KeepAliveCommentsAndMetaOnlyBlocks) {
-  EXPECT_EQ(grind_sse(": OPENROUTER PROCESSING\n\nretry: 3000\n\nid: 7\n\n: ping\n\ndata: {\"x\":1}\n\n"),
-            ev("{\"x\":1}", "", "7") + "retry=3000 clean");
+  EXPECT_EQ(
+      grind_sse(": OPENROUTER PROCESSING\n\nretry: 3000\n\nid: 7\n\n: ping\n\ndata: {\"x\":1}\n\n"),
+      ev("{\"x\":1}", "", "7") + "retry=3000 clean");
 }
 
 TEST(SsePitfalls, DataWithoutSpaceAndColonsInValue) {
-  EXPECT_EQ(grind_sse("data:{\"token\":{\"text\":\"a:b\"}}\n\n"), ev("{\"token\":{\"text\":\"a:b\"}}") + "retry=-1 clean");
+  EXPECT_EQ(grind_sse("data:{\"token\":{\"text\":\"a:b\"}}\n\n"),
+            ev("{\"token\":{\"text\":\"a:b\"}}") + "retry=-1 clean");
 }
 
 // ---- verbatim provider streams
@@ -184,12 +216,17 @@ TEST(SseProviders, OpenAIChatStream) {
 
 TEST(SseProviders, AnthropicMessagesStream) {
   const std::string in =
-      "event: message_start\ndata: {\"type\": \"message_start\", \"message\": {\"id\": \"msg_1\", \"usage\": {\"input_tokens\": 25, \"output_tokens\": 1}}}\n\n"
+      "event: message_start\ndata: {\"type\": \"message_start\", \"message\": {\"id\": \"msg_1\", "
+      "\"usage\": {\"input_tokens\": 25, \"output_tokens\": 1}}}\n\n"
       "event: ping\ndata: {\"type\": \"ping\"}\n\n"
-      "event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 0, \"delta\": {\"type\": \"text_delta\", \"text\": \"Hello\"}}\n\n"
-      "event: error\ndata: {\"type\": \"error\", \"error\": {\"type\": \"overloaded_error\", \"message\": \"Overloaded\"}}\n\n";
+      "event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 0, "
+      "\"delta\": {\"type\": \"text_delta\", \"text\": \"Hello\"}}\n\n"
+      "event: error\ndata: {\"type\": \"error\", \"error\": {\"type\": \"overloaded_error\", "
+      "\"message\": \"Overloaded\"}}\n\n";
   const auto out = grind_sse(in);
-  EXPECT_NE(out.find("[type=message_start id= data={\"type\": \"message_start\""), std::string::npos) << out;
+  EXPECT_NE(out.find("[type=message_start id= data={\"type\": \"message_start\""),
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("[type=ping id= data={\"type\": \"ping\"}]"), std::string::npos);
   EXPECT_NE(out.find("[type=error id= data="), std::string::npos);
 }
@@ -203,7 +240,8 @@ TEST(SseLimits, OversizedEventIsSkippedAndTheStreamKeepsFlowing) {
   // An oversized line split over many reads, and an oversized multi-line event.
   std::string many;
   for (int i = 0; i < 40; ++i) many += "data: 0123456789\n";
-  EXPECT_EQ(grind_sse("data: a\n\n" + many + "\ndata: b\n\n", 128), ev("a") + "[oversize]\n" + ev("b") + "retry=-1 clean");
+  EXPECT_EQ(grind_sse("data: a\n\n" + many + "\ndata: b\n\n", 128),
+            ev("a") + "[oversize]\n" + ev("b") + "retry=-1 clean");
 }
 
 TEST(SseLimits, TimestampIsThatOfTheReadCompletingTheEvent) {
@@ -224,7 +262,10 @@ TEST(SseLimits, ParserIsReusableAfterFinish) {
   recorder r;
   p.feed("\xEF\xBB\xBFid: 1\ndata: a", 0, r);
   EXPECT_TRUE(p.finish());
-  p.feed("\xEF\xBB\xBF" "data: b\n\n", 0, r);
+  p.feed(
+      "\xEF\xBB\xBF"
+      "data: b\n\n",
+      0, r);
   EXPECT_EQ(r.out, ev("b"));  // new stream: BOM stripped again, id reset
 }
 
@@ -232,7 +273,9 @@ TEST(SseLimits, ParserIsReusableAfterFinish) {
 
 struct lines : ndjson_handler {
   std::string out;
-  void on_line(std::string_view l, std::int64_t) noexcept override { out += "<" + std::string(l) + ">"; }
+  void on_line(std::string_view l, std::int64_t) noexcept override {
+    out += "<" + std::string(l) + ">";
+  }
   void on_oversize(std::size_t, std::int64_t) noexcept override { out += "<oversize>"; }
 };
 
@@ -246,13 +289,17 @@ std::string run_ndjson(const std::vector<std::string_view>& chunks, std::size_t 
 
 TEST(Ndjson, OllamaStream) {
   const std::string in =
-      "{\"model\":\"llama3\",\"message\":{\"role\":\"assistant\",\"content\":\"Hi\"},\"done\":false}\n"
+      "{\"model\":\"llama3\",\"message\":{\"role\":\"assistant\",\"content\":\"Hi\"},\"done\":"
+      "false}\n"
       "\r\n\n"
-      "{\"model\":\"llama3\",\"message\":{\"role\":\"assistant\",\"content\":\"\\u2028!\"},\"done\":false}\r\n"
+      "{\"model\":\"llama3\",\"message\":{\"role\":\"assistant\",\"content\":\"\\u2028!\"},"
+      "\"done\":false}\r\n"
       "{\"done\":true,\"eval_count\":2}";
   EXPECT_EQ(test::grind(in, [](const auto& c) { return run_ndjson(c); }),
-            "<{\"model\":\"llama3\",\"message\":{\"role\":\"assistant\",\"content\":\"Hi\"},\"done\":false}>"
-            "<{\"model\":\"llama3\",\"message\":{\"role\":\"assistant\",\"content\":\"\\u2028!\"},\"done\":false}>"
+            "<{\"model\":\"llama3\",\"message\":{\"role\":\"assistant\",\"content\":\"Hi\"},"
+            "\"done\":false}>"
+            "<{\"model\":\"llama3\",\"message\":{\"role\":\"assistant\",\"content\":\"\\u2028!\"},"
+            "\"done\":false}>"
             "<{\"done\":true,\"eval_count\":2}>");
 }
 

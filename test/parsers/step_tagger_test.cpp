@@ -45,7 +45,8 @@ std::vector<std::string_view> by_chars(std::string_view text, std::size_t n) {
 // Every way of feeding must give `expected`.
 void check_all_ways(std::string_view text, const labels& expected) {
   EXPECT_EQ(run({text}), expected) << "whole: " << text;
-  for (std::size_t n : {1, 2, 3}) EXPECT_EQ(run(by_chars(text, n)), expected) << n << "-char deltas: " << text;
+  for (std::size_t n : {1, 2, 3})
+    EXPECT_EQ(run(by_chars(text, n)), expected) << n << "-char deltas: " << text;
   for (std::size_t i = 1; i < text.size(); ++i) {
     const auto got = run({text.substr(0, i), text.substr(i)});
     if (got != expected) {
@@ -105,7 +106,8 @@ TEST(StepTagger, BlankLinesAndMarkers) {
   check_all_ways("Intro\n\nplain text\n  \nmore", {{0, "other"}, {7, "other"}, {21, "other"}});
   check_all_ways("A\n10. ten\n100. not\n(2) two\n* star\n\xE2\x80\xA2 dot\n-dash",
                  {{0, "other"}, {2, "step"}, {19, "step"}, {27, "step"}, {34, "step"}});
-  check_all_ways("A\nStep 12: go\nSteps are fine\n第十步：好\n第几步", {{0, "other"}, {2, "step"}, {29, "step"}});
+  check_all_ways("A\nStep 12: go\nSteps are fine\n第十步：好\n第几步",
+                 {{0, "other"}, {2, "step"}, {29, "step"}});
   check_all_ways("A\n1)x\n2) y", {{0, "other"}, {6, "step"}});
 }
 

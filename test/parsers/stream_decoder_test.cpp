@@ -18,10 +18,13 @@ struct transcript : decoder_handler {
   void on_token(channel ch, std::string_view t, std::int64_t) noexcept override {
     text[static_cast<int>(ch)] += t;
   }
-  void on_stream_error(std::string_view type, std::string_view msg, std::int64_t) noexcept override {
+  void on_stream_error(std::string_view type, std::string_view msg,
+                       std::int64_t) noexcept override {
     log += "error(" + std::string(type) + "," + std::string(msg) + ")";
   }
-  void on_finish_reason(std::string_view r) noexcept override { log += "finish(" + std::string(r) + ")"; }
+  void on_finish_reason(std::string_view r) noexcept override {
+    log += "finish(" + std::string(r) + ")";
+  }
   void on_parse_error(parse_stage s, std::int64_t) noexcept override {
     log += "parse_error(" + std::string(to_string(s)) + ")";
   }
@@ -31,13 +34,15 @@ std::string describe(const stream_decoder& d, const transcript& t) {
   const auto u = d.usage();
   return "content=" + t.text[0] + "|reasoning=" + t.text[1] + "|tool=" + t.text[2] + "|" + t.log +
          "|in=" + std::to_string(u.input_tokens) + " out=" + std::to_string(u.output_tokens) +
-         " reasoning=" + std::to_string(u.reasoning_tokens) + " cached=" + std::to_string(u.cached_input_tokens) +
-         " write=" + std::to_string(u.cache_write_tokens) + " cache_fields=" + (u.cache_fields ? "1" : "0") +
+         " reasoning=" + std::to_string(u.reasoning_tokens) +
+         " cached=" + std::to_string(u.cached_input_tokens) +
+         " write=" + std::to_string(u.cache_write_tokens) +
+         " cache_fields=" + (u.cache_fields ? "1" : "0") +
          "|provider=" + std::string(to_string(d.detected_provider()));
 }
 
-std::string decode(std::string_view body, provider p, std::string_view content_type = "text/event-stream",
-                   std::size_t max = 1 << 20) {
+std::string decode(std::string_view body, provider p,
+                   std::string_view content_type = "text/event-stream", std::size_t max = 1 << 20) {
   return test::grind(body, [&](const std::vector<std::string_view>& chunks) {
     stream_decoder d(p, content_type, max);
     transcript t;
@@ -50,37 +55,52 @@ std::string decode(std::string_view body, provider p, std::string_view content_t
 // ---- OpenAI Chat Completions (reference §3a, verbatim)
 
 const std::string openai_text_stream =
-    R"(data: {"id":"chatcmpl-CVFjOTBIgA3kuQLnIXXxtg7Ge7hbs","object":"chat.completion.chunk","created":1761564674,"model":"gpt-3.5-turbo-0125","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"kSx18"})" "\n\n"
-    R"(data: {"id":"chatcmpl-CVFjOTBIgA3kuQLnIXXxtg7Ge7hbs","object":"chat.completion.chunk","created":1761564674,"model":"gpt-3.5-turbo-0125","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"Gpkah"})" "\n\n"
-    R"(data: {"id":"chatcmpl-CVFjOTBIgA3kuQLnIXXxtg7Ge7hbs","object":"chat.completion.chunk","created":1761564674,"model":"gpt-3.5-turbo-0125","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":{"content":" there"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"Gpkah"})" "\n\n"
-    R"(data: {"id":"chatcmpl-CVFjOTBIgA3kuQLnIXXxtg7Ge7hbs","object":"chat.completion.chunk","created":1761564674,"model":"gpt-3.5-turbo-0125","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null,"obfuscation":"a"})" "\n\n"
-    R"(data: {"id":"chatcmpl-CVFjOTBIgA3kuQLnIXXxtg7Ge7hbs","object":"chat.completion.chunk","created":1761564674,"model":"gpt-3.5-turbo-0125","service_tier":"default","system_fingerprint":null,"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"obfuscation":"8618FsxJD2gV"})" "\n\n"
+    R"(data: {"id":"chatcmpl-CVFjOTBIgA3kuQLnIXXxtg7Ge7hbs","object":"chat.completion.chunk","created":1761564674,"model":"gpt-3.5-turbo-0125","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"kSx18"})"
+    "\n\n"
+    R"(data: {"id":"chatcmpl-CVFjOTBIgA3kuQLnIXXxtg7Ge7hbs","object":"chat.completion.chunk","created":1761564674,"model":"gpt-3.5-turbo-0125","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"Gpkah"})"
+    "\n\n"
+    R"(data: {"id":"chatcmpl-CVFjOTBIgA3kuQLnIXXxtg7Ge7hbs","object":"chat.completion.chunk","created":1761564674,"model":"gpt-3.5-turbo-0125","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":{"content":" there"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"Gpkah"})"
+    "\n\n"
+    R"(data: {"id":"chatcmpl-CVFjOTBIgA3kuQLnIXXxtg7Ge7hbs","object":"chat.completion.chunk","created":1761564674,"model":"gpt-3.5-turbo-0125","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null,"obfuscation":"a"})"
+    "\n\n"
+    R"(data: {"id":"chatcmpl-CVFjOTBIgA3kuQLnIXXxtg7Ge7hbs","object":"chat.completion.chunk","created":1761564674,"model":"gpt-3.5-turbo-0125","service_tier":"default","system_fingerprint":null,"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"obfuscation":"8618FsxJD2gV"})"
+    "\n\n"
     "data: [DONE]\n\n";
 
 TEST(OpenAIDecoder, TextStreamWithUsageChunk) {
-  EXPECT_EQ(decode(openai_text_stream, provider::openai_chat),
-            "content=Hi there|reasoning=|tool=|finish(stop)|in=10 out=5 reasoning=0 cached=0 write=-1 "
-            "cache_fields=1|provider=openai-chat");
+  EXPECT_EQ(
+      decode(openai_text_stream, provider::openai_chat),
+      "content=Hi there|reasoning=|tool=|finish(stop)|in=10 out=5 reasoning=0 cached=0 write=-1 "
+      "cache_fields=1|provider=openai-chat");
 }
 
 TEST(OpenAIDecoder, ToolCallArgumentsAreTheToolChannel) {
   const std::string s =
-      R"(data: {"id":"chatcmpl-A","object":"chat.completion.chunk","created":1727895263,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_f85bea6784","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_F9ZaqPWo69u0urxAhVt8meDW","type":"function","function":{"name":"GetPersonAge","arguments":""}}],"refusal":null},"logprobs":null,"finish_reason":null}],"usage":null})" "\n\n"
-      R"(data: {"id":"chatcmpl-A","object":"chat.completion.chunk","created":1727895263,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_f85bea6784","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\""}}]},"logprobs":null,"finish_reason":null}],"usage":null})" "\n\n"
-      R"(data: {"id":"chatcmpl-A","object":"chat.completion.chunk","created":1727895263,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_f85bea6784","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"personName\":\"Alice\"}"}}]},"logprobs":null,"finish_reason":null}],"usage":null})" "\n\n"
-      R"(data: {"id":"chatcmpl-A","object":"chat.completion.chunk","created":1727895263,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_f85bea6784","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}],"usage":null})" "\n\n"
-      R"(data: {"id":"chatcmpl-A","object":"chat.completion.chunk","created":1727895263,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_f85bea6784","choices":[],"usage":{"prompt_tokens":61,"completion_tokens":16,"total_tokens":77,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}})" "\n\n"
+      R"(data: {"id":"chatcmpl-A","object":"chat.completion.chunk","created":1727895263,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_f85bea6784","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_F9ZaqPWo69u0urxAhVt8meDW","type":"function","function":{"name":"GetPersonAge","arguments":""}}],"refusal":null},"logprobs":null,"finish_reason":null}],"usage":null})"
+      "\n\n"
+      R"(data: {"id":"chatcmpl-A","object":"chat.completion.chunk","created":1727895263,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_f85bea6784","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\""}}]},"logprobs":null,"finish_reason":null}],"usage":null})"
+      "\n\n"
+      R"(data: {"id":"chatcmpl-A","object":"chat.completion.chunk","created":1727895263,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_f85bea6784","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"personName\":\"Alice\"}"}}]},"logprobs":null,"finish_reason":null}],"usage":null})"
+      "\n\n"
+      R"(data: {"id":"chatcmpl-A","object":"chat.completion.chunk","created":1727895263,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_f85bea6784","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}],"usage":null})"
+      "\n\n"
+      R"(data: {"id":"chatcmpl-A","object":"chat.completion.chunk","created":1727895263,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_f85bea6784","choices":[],"usage":{"prompt_tokens":61,"completion_tokens":16,"total_tokens":77,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}})"
+      "\n\n"
       "data: [DONE]\n\n";
   EXPECT_EQ(decode(s, provider::openai_chat),
-            "content=|reasoning=|tool={\"personName\":\"Alice\"}|finish(tool_calls)|in=61 out=16 reasoning=0 "
+            "content=|reasoning=|tool={\"personName\":\"Alice\"}|finish(tool_calls)|in=61 out=16 "
+            "reasoning=0 "
             "cached=0 write=-1 cache_fields=1|provider=openai-chat");
 }
 
 TEST(OpenAIDecoder, DeepSeekReasoningAndCacheFieldsOnTheFinishChunk) {
   const std::string s =
-      R"(data: {"id":"ccf32be6-ad2f-4658-963a-fc3c22346e6b","object":"chat.completion.chunk","created":1761725211,"model":"deepseek-reasoner","system_fingerprint":"fp_ffc7281d48_prod0820_fp8_kvcache","choices":[{"index":0,"delta":{"content":null,"reasoning_content":"在"},"logprobs":null,"finish_reason":null}]})" "\n\n"
-      R"(data: {"id":"bc36e2d4","object":"chat.completion.chunk","created":1742647075,"model":"deepseek-chat","choices":[{"index":0,"delta":{"content":"好"},"logprobs":null,"finish_reason":null}]})" "\n\n"
-      R"(data: {"id":"bc36e2d4-53bc-42e5-b62d-e14e5afaa23a","object":"chat.completion.chunk","created":1742647075,"model":"deepseek-chat","system_fingerprint":"fp_3a5770e1b4_prod0225","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":54,"total_tokens":62,"prompt_tokens_details":{"cached_tokens":0},"prompt_cache_hit_tokens":0,"prompt_cache_miss_tokens":8}})" "\n\n";
+      R"(data: {"id":"ccf32be6-ad2f-4658-963a-fc3c22346e6b","object":"chat.completion.chunk","created":1761725211,"model":"deepseek-reasoner","system_fingerprint":"fp_ffc7281d48_prod0820_fp8_kvcache","choices":[{"index":0,"delta":{"content":null,"reasoning_content":"在"},"logprobs":null,"finish_reason":null}]})"
+      "\n\n"
+      R"(data: {"id":"bc36e2d4","object":"chat.completion.chunk","created":1742647075,"model":"deepseek-chat","choices":[{"index":0,"delta":{"content":"好"},"logprobs":null,"finish_reason":null}]})"
+      "\n\n"
+      R"(data: {"id":"bc36e2d4-53bc-42e5-b62d-e14e5afaa23a","object":"chat.completion.chunk","created":1742647075,"model":"deepseek-chat","system_fingerprint":"fp_3a5770e1b4_prod0225","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":54,"total_tokens":62,"prompt_tokens_details":{"cached_tokens":0},"prompt_cache_hit_tokens":0,"prompt_cache_miss_tokens":8}})"
+      "\n\n";
   EXPECT_EQ(decode(s, provider::openai_chat),
             "content=好|reasoning=在|tool=|finish(stop)|in=8 out=54 reasoning=1 cached=0 write=-1 "
             "cache_fields=1|provider=openai-chat");
@@ -90,10 +110,12 @@ TEST(OpenAIDecoder, VllmReasoningFieldNullChoicesAndErrorsInA200Stream) {
   const std::string s =
       "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\"think\"}}]}\n\n"
       "data: {\"choices\":null,\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n"
-      "data: {\"error\":{\"message\":\"context length exceeded\",\"type\":\"invalid_request_error\",\"code\":400}}\n\n"
+      "data: {\"error\":{\"message\":\"context length "
+      "exceeded\",\"type\":\"invalid_request_error\",\"code\":400}}\n\n"
       "data: [DONE]\n\n";
   EXPECT_EQ(decode(s, provider::openai_chat),
-            "content=|reasoning=think|tool=|error(invalid_request_error,context length exceeded)|in=3 out=1 "
+            "content=|reasoning=think|tool=|error(invalid_request_error,context length "
+            "exceeded)|in=3 out=1 "
             "reasoning=1 cached=-1 write=-1 cache_fields=0|provider=openai-chat");
 }
 
@@ -104,18 +126,23 @@ TEST(OpenAIDecoder, ThinkTagsInContentAreReasoningEvenWhenSplit) {
       "data: {\"choices\":[{\"delta\":{\"content\":\". So yes.</th\"}}]}\n\n"
       "data: {\"choices\":[{\"delta\":{\"content\":\"ink>Answer: <b>yes</b>\"}}]}\n\n";
   EXPECT_EQ(decode(s, provider::openai_chat),
-            "content=Answer: <b>yes</b>|reasoning=First, 2<3. So yes.|tool=||in=-1 out=3 reasoning=2 cached=-1 "
+            "content=Answer: <b>yes</b>|reasoning=First, 2<3. So yes.|tool=||in=-1 out=3 "
+            "reasoning=2 cached=-1 "
             "write=-1 cache_fields=0|provider=openai-chat");
 }
 
 TEST(OpenAIDecoder, LlamaCppTimingsAndLegacyErrorField) {
   const std::string s =
-      "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}],\"timings\":{\"cache_n\":236,\"prompt_n\":1,\"prompt_ms\":30.9,\"predicted_n\":35,\"predicted_ms\":661.0}}\n\n"
+      "data: "
+      "{\"choices\":[{\"delta\":{\"content\":\"ok\"}}],\"timings\":{\"cache_n\":236,\"prompt_n\":1,"
+      "\"prompt_ms\":30.9,\"predicted_n\":35,\"predicted_ms\":661.0}}\n\n"
       ": ping\n\n"
-      "error: {\"code\":400,\"message\":\"the request exceeds the available context size\",\"type\":\"invalid_request_error\"}\n\n"
+      "error: {\"code\":400,\"message\":\"the request exceeds the available context "
+      "size\",\"type\":\"invalid_request_error\"}\n\n"
       "data: [DONE]\n\n";
   EXPECT_EQ(decode(s, provider::openai_chat),
-            "content=ok|reasoning=|tool=|error(invalid_request_error,the request exceeds the available context "
+            "content=ok|reasoning=|tool=|error(invalid_request_error,the request exceeds the "
+            "available context "
             "size)|in=237 out=35 reasoning=0 cached=236 write=-1 cache_fields=1|provider=llamacpp");
 }
 
@@ -123,7 +150,8 @@ TEST(OpenAIDecoder, NonStreamingBody) {
   const std::string s =
       R"({"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hello!","reasoning_content":"Greet."},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":12,"prompt_tokens_details":{"cached_tokens":8},"completion_tokens_details":{"reasoning_tokens":2}}})";
   EXPECT_EQ(decode(s, provider::openai_chat, "application/json"),
-            "content=Hello!|reasoning=Greet.|tool=|finish(stop)|in=9 out=12 reasoning=2 cached=8 write=-1 "
+            "content=Hello!|reasoning=Greet.|tool=|finish(stop)|in=9 out=12 reasoning=2 cached=8 "
+            "write=-1 "
             "cache_fields=1|provider=openai-chat");
 }
 
@@ -131,10 +159,14 @@ TEST(LlamaCppDecoder, NativeCompletionStream) {
   const std::string s =
       "data: {\"content\":\"Hel\",\"tokens\":[1],\"stop\":false}\n\n"
       "data: {\"content\":\"lo\",\"tokens\":[2],\"stop\":false}\n\n"
-      "data: {\"content\":\"\",\"stop\":true,\"stop_type\":\"eos\",\"tokens_cached\":40,\"tokens_evaluated\":12,"
-      "\"timings\":{\"cache_n\":40,\"prompt_n\":12,\"prompt_ms\":5.1,\"predicted_n\":2,\"predicted_ms\":20.0}}\n\n";
+      "data: "
+      "{\"content\":\"\",\"stop\":true,\"stop_type\":\"eos\",\"tokens_cached\":40,\"tokens_"
+      "evaluated\":12,"
+      "\"timings\":{\"cache_n\":40,\"prompt_n\":12,\"prompt_ms\":5.1,\"predicted_n\":2,\"predicted_"
+      "ms\":20.0}}\n\n";
   EXPECT_EQ(decode(s, provider_from_path("/completion")),
-            "content=Hello|reasoning=|tool=|finish(eos)|in=52 out=2 reasoning=0 cached=40 write=-1 cache_fields=1"
+            "content=Hello|reasoning=|tool=|finish(eos)|in=52 out=2 reasoning=0 cached=40 write=-1 "
+            "cache_fields=1"
             "|provider=llamacpp");
 }
 
@@ -142,49 +174,93 @@ TEST(LlamaCppDecoder, NativeCompletionStream) {
 
 TEST(ResponsesDecoder, TextReasoningUsageAndFailure) {
   const std::string s =
-      "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"usage\":null}}\n\n"
-      "event: response.reasoning_summary_text.delta\ndata: {\"type\":\"response.reasoning_summary_text.delta\",\"sequence_number\":4,\"item_id\":\"rs_1\",\"output_index\":0,\"summary_index\":0,\"delta\":\"Two cities.\"}\n\n"
-      "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":4,\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Greetings\",\"logprobs\":[],\"obfuscation\":\"mvkAadO\"}\n\n"
-      "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":5,\"delta\":\", hello\"}\n\n"
-      "event: response.output_text.done\ndata: {\"type\":\"response.output_text.done\",\"sequence_number\":15,\"text\":\"Greetings, hello\"}\n\n"
-      "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":18,\"response\":{\"id\":\"resp_1\",\"status\":\"completed\",\"error\":null,\"usage\":{\"input_tokens\":13,\"input_tokens_details\":{\"cached_tokens\":4},\"output_tokens\":12,\"output_tokens_details\":{\"reasoning_tokens\":3},\"total_tokens\":25}}}\n\n";
+      "event: response.created\ndata: "
+      "{\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\","
+      "\"status\":\"in_progress\",\"usage\":null}}\n\n"
+      "event: response.reasoning_summary_text.delta\ndata: "
+      "{\"type\":\"response.reasoning_summary_text.delta\",\"sequence_number\":4,\"item_id\":\"rs_"
+      "1\",\"output_index\":0,\"summary_index\":0,\"delta\":\"Two cities.\"}\n\n"
+      "event: response.output_text.delta\ndata: "
+      "{\"type\":\"response.output_text.delta\",\"sequence_number\":4,\"item_id\":\"msg_1\","
+      "\"output_index\":0,\"content_index\":0,\"delta\":\"Greetings\",\"logprobs\":[],"
+      "\"obfuscation\":\"mvkAadO\"}\n\n"
+      "event: response.output_text.delta\ndata: "
+      "{\"type\":\"response.output_text.delta\",\"sequence_number\":5,\"delta\":\", hello\"}\n\n"
+      "event: response.output_text.done\ndata: "
+      "{\"type\":\"response.output_text.done\",\"sequence_number\":15,\"text\":\"Greetings, "
+      "hello\"}\n\n"
+      "event: response.completed\ndata: "
+      "{\"type\":\"response.completed\",\"sequence_number\":18,\"response\":{\"id\":\"resp_1\","
+      "\"status\":\"completed\",\"error\":null,\"usage\":{\"input_tokens\":13,\"input_tokens_"
+      "details\":{\"cached_tokens\":4},\"output_tokens\":12,\"output_tokens_details\":{\"reasoning_"
+      "tokens\":3},\"total_tokens\":25}}}\n\n";
   EXPECT_EQ(decode(s, provider::openai_responses),
-            "content=Greetings, hello|reasoning=Two cities.|tool=|finish(completed)|in=13 out=12 reasoning=3 "
+            "content=Greetings, hello|reasoning=Two cities.|tool=|finish(completed)|in=13 out=12 "
+            "reasoning=3 "
             "cached=4 write=-1 cache_fields=1|provider=openai-responses");
   const std::string failed =
-      "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"boom\"}}}\n\n"
-      "event: error\ndata: {\"type\":\"error\",\"code\":\"rate_limit_exceeded\",\"message\":\"slow down\",\"param\":null,\"sequence_number\":3}\n\n";
-  EXPECT_EQ(decode(failed, provider::openai_responses),
-            "content=|reasoning=|tool=|finish(failed)error(server_error,boom)error(rate_limit_exceeded,slow down)"
-            "|in=-1 out=-1 reasoning=0 cached=-1 write=-1 cache_fields=0|provider=openai-responses");
+      "event: response.failed\ndata: "
+      "{\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":"
+      "\"server_error\",\"message\":\"boom\"}}}\n\n"
+      "event: error\ndata: {\"type\":\"error\",\"code\":\"rate_limit_exceeded\",\"message\":\"slow "
+      "down\",\"param\":null,\"sequence_number\":3}\n\n";
+  EXPECT_EQ(
+      decode(failed, provider::openai_responses),
+      "content=|reasoning=|tool=|finish(failed)error(server_error,boom)error(rate_limit_exceeded,"
+      "slow down)"
+      "|in=-1 out=-1 reasoning=0 cached=-1 write=-1 cache_fields=0|provider=openai-responses");
 }
 
 // ---- Anthropic Messages (reference §3c)
 
 TEST(AnthropicDecoder, DocsStreamWithThinkingToolsAndCumulativeUsage) {
   const std::string s =
-      "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5-20250929\",\"id\":\"msg_01QC4g3HwBThD4BaNtBckFDJ\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":12,\"cache_creation_input_tokens\":100,\"cache_read_input_tokens\":2048,\"cache_creation\":{\"ephemeral_5m_input_tokens\":0,\"ephemeral_1h_input_tokens\":0},\"output_tokens\":1,\"service_tier\":\"standard\",\"inference_geo\":\"not_available\"}}}\n\n"
-      "event: content_block_start\ndata: {\"type\": \"content_block_start\", \"index\": 0, \"content_block\": {\"type\": \"thinking\", \"thinking\": \"\"}}\n\n"
-      "event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 0, \"delta\": {\"type\": \"thinking_delta\", \"thinking\": \"Let me solve this step by step:\\n\\n1. First break down 27 * 453\"}}\n\n"
-      "event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 0, \"delta\": {\"type\": \"signature_delta\", \"signature\": \"EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds...\"}}\n\n"
+      "event: message_start\ndata: "
+      "{\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5-20250929\",\"id\":"
+      "\"msg_01QC4g3HwBThD4BaNtBckFDJ\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],"
+      "\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":12,\"cache_creation_"
+      "input_tokens\":100,\"cache_read_input_tokens\":2048,\"cache_creation\":{\"ephemeral_5m_"
+      "input_tokens\":0,\"ephemeral_1h_input_tokens\":0},\"output_tokens\":1,\"service_tier\":"
+      "\"standard\",\"inference_geo\":\"not_available\"}}}\n\n"
+      "event: content_block_start\ndata: {\"type\": \"content_block_start\", \"index\": 0, "
+      "\"content_block\": {\"type\": \"thinking\", \"thinking\": \"\"}}\n\n"
+      "event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 0, "
+      "\"delta\": {\"type\": \"thinking_delta\", \"thinking\": \"Let me solve this step by "
+      "step:\\n\\n1. First break down 27 * 453\"}}\n\n"
+      "event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 0, "
+      "\"delta\": {\"type\": \"signature_delta\", \"signature\": "
+      "\"EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds...\"}}\n\n"
       "event: ping\ndata: {\"type\": \"ping\"}\n\n"
-      "event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 1, \"delta\": {\"type\": \"text_delta\", \"text\": \"Hello\"}}\n\n"
-      "event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 1, \"delta\": {\"type\": \"text_delta\", \"text\": \"!\"}}\n\n"
-      "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"location\\\":\"}}\n\n"
+      "event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 1, "
+      "\"delta\": {\"type\": \"text_delta\", \"text\": \"Hello\"}}\n\n"
+      "event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 1, "
+      "\"delta\": {\"type\": \"text_delta\", \"text\": \"!\"}}\n\n"
+      "event: content_block_delta\ndata: "
+      "{\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"input_json_delta\","
+      "\"partial_json\":\"{\\\"location\\\":\"}}\n\n"
       "event: some_future_event\ndata: {\"type\":\"some_future_event\",\"x\":1}\n\n"
-      "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":15}}\n\n"
-      "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"input_tokens\":12,\"cache_creation_input_tokens\":100,\"cache_read_input_tokens\":2048,\"output_tokens\":30}}\n\n"
+      "event: message_delta\ndata: "
+      "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},"
+      "\"usage\":{\"output_tokens\":15}}\n\n"
+      "event: message_delta\ndata: "
+      "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},"
+      "\"usage\":{\"input_tokens\":12,\"cache_creation_input_tokens\":100,\"cache_read_input_"
+      "tokens\":2048,\"output_tokens\":30}}\n\n"
       "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
   EXPECT_EQ(decode(s, provider::anthropic),
-            "content=Hello!|reasoning=Let me solve this step by step:\n\n1. First break down 27 * 453|tool={\"location\":"
-            "|finish(end_turn)finish(end_turn)|in=2160 out=30 reasoning=1 cached=2048 write=100 cache_fields=1"
+            "content=Hello!|reasoning=Let me solve this step by step:\n\n1. First break down 27 * "
+            "453|tool={\"location\":"
+            "|finish(end_turn)finish(end_turn)|in=2160 out=30 reasoning=1 cached=2048 write=100 "
+            "cache_fields=1"
             "|provider=anthropic");
 }
 
 TEST(AnthropicDecoder, OverloadedErrorEvent) {
-  EXPECT_EQ(decode("event: error\ndata: {\"type\": \"error\", \"error\": {\"type\": \"overloaded_error\", \"message\": \"Overloaded\"}}\n\n",
+  EXPECT_EQ(decode("event: error\ndata: {\"type\": \"error\", \"error\": {\"type\": "
+                   "\"overloaded_error\", \"message\": \"Overloaded\"}}\n\n",
                    provider::anthropic),
-            "content=|reasoning=|tool=|error(overloaded_error,Overloaded)|in=-1 out=-1 reasoning=0 cached=-1 "
+            "content=|reasoning=|tool=|error(overloaded_error,Overloaded)|in=-1 out=-1 reasoning=0 "
+            "cached=-1 "
             "write=-1 cache_fields=0|provider=anthropic");
 }
 
@@ -192,29 +268,44 @@ TEST(AnthropicDecoder, OverloadedErrorEvent) {
 
 TEST(OllamaDecoder, NdjsonChatAndGenerate) {
   const std::string chat =
-      "{\"model\":\"gemma2:2b\",\"message\":{\"role\":\"assistant\",\"content\":\"\",\"thinking\":\"hmm\"},\"done\":false}\n"
-      "{\"model\":\"gemma2:2b\",\"message\":{\"role\":\"assistant\",\"content\":\"Hi\"},\"done\":false}\n"
-      "{\"model\":\"gemma2:2b\",\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done_reason\":\"stop\",\"done\":true,\"total_duration\":4353619900,\"prompt_eval_count\":10,\"prompt_eval_duration\":246847000,\"eval_count\":17,\"eval_duration\":4032296000}\n";
+      "{\"model\":\"gemma2:2b\",\"message\":{\"role\":\"assistant\",\"content\":\"\",\"thinking\":"
+      "\"hmm\"},\"done\":false}\n"
+      "{\"model\":\"gemma2:2b\",\"message\":{\"role\":\"assistant\",\"content\":\"Hi\"},\"done\":"
+      "false}\n"
+      "{\"model\":\"gemma2:2b\",\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done_"
+      "reason\":\"stop\",\"done\":true,\"total_duration\":4353619900,\"prompt_eval_count\":10,"
+      "\"prompt_eval_duration\":246847000,\"eval_count\":17,\"eval_duration\":4032296000}\n";
   EXPECT_EQ(decode(chat, provider::ollama, "application/x-ndjson"),
-            "content=Hi|reasoning=hmm|tool=|finish(stop)|in=10 out=17 reasoning=1 cached=-1 write=-1 cache_fields=0"
+            "content=Hi|reasoning=hmm|tool=|finish(stop)|in=10 out=17 reasoning=1 cached=-1 "
+            "write=-1 cache_fields=0"
             "|provider=ollama");
   const std::string generate =
-      "{\"model\": \"llama3.2\", \"created_at\": \"2023-08-04T08:52:19.385406455-07:00\", \"response\": \"The\", \"done\": false}\n"
-      "{\"model\": \"llama3.2\", \"created_at\": \"2023-08-04T19:22:45.499127Z\", \"response\": \"\", \"done\": true, \"context\": [1, 2, 3], \"total_duration\": 10706818083, \"load_duration\": 6338219291, \"prompt_eval_count\": 26, \"prompt_eval_duration\": 130079000, \"eval_count\": 259, \"eval_duration\": 4232710000}\n"
+      "{\"model\": \"llama3.2\", \"created_at\": \"2023-08-04T08:52:19.385406455-07:00\", "
+      "\"response\": \"The\", \"done\": false}\n"
+      "{\"model\": \"llama3.2\", \"created_at\": \"2023-08-04T19:22:45.499127Z\", \"response\": "
+      "\"\", \"done\": true, \"context\": [1, 2, 3], \"total_duration\": 10706818083, "
+      "\"load_duration\": 6338219291, \"prompt_eval_count\": 26, \"prompt_eval_duration\": "
+      "130079000, \"eval_count\": 259, \"eval_duration\": 4232710000}\n"
       "{\"error\":\"model unloaded\"}\n";
   EXPECT_EQ(decode(generate, provider::ollama, "application/x-ndjson"),
-            "content=The|reasoning=|tool=|error(,model unloaded)|in=26 out=259 reasoning=0 cached=-1 write=-1 "
+            "content=The|reasoning=|tool=|error(,model unloaded)|in=26 out=259 reasoning=0 "
+            "cached=-1 write=-1 "
             "cache_fields=0|provider=ollama");
 }
 
 TEST(TgiDecoder, DataWithoutSpaceDetailsAndErrors) {
   const std::string s =
-      "data:{\"index\":1,\"token\":{\"id\":13,\"text\":\"\\n\",\"logprob\":-0.5283203,\"special\":false},\"generated_text\":null,\"details\":null}\n\n"
-      "data:{\"index\":2,\"token\":{\"id\":32072,\"text\":\"日本\",\"logprob\":-2.4394531,\"special\":false},\"generated_text\":null,\"details\":null}\n\n"
-      "data:{\"index\":3,\"token\":{\"id\":2,\"text\":\"</s>\",\"logprob\":0,\"special\":true},\"generated_text\":\"\\n日本\",\"details\":{\"finish_reason\":\"eos_token\",\"generated_tokens\":3,\"input_length\":7,\"seed\":null}}\n\n"
+      "data:{\"index\":1,\"token\":{\"id\":13,\"text\":\"\\n\",\"logprob\":-0.5283203,\"special\":"
+      "false},\"generated_text\":null,\"details\":null}\n\n"
+      "data:{\"index\":2,\"token\":{\"id\":32072,\"text\":\"日本\",\"logprob\":-2.4394531,"
+      "\"special\":false},\"generated_text\":null,\"details\":null}\n\n"
+      "data:{\"index\":3,\"token\":{\"id\":2,\"text\":\"</"
+      "s>\",\"logprob\":0,\"special\":true},\"generated_text\":\"\\n日本\",\"details\":{\"finish_"
+      "reason\":\"eos_token\",\"generated_tokens\":3,\"input_length\":7,\"seed\":null}}\n\n"
       "data:{\"error\":\"Request failed during generation\",\"error_type\":\"generation\"}\n\n";
   EXPECT_EQ(decode(s, provider::tgi),
-            "content=\n日本|reasoning=|tool=|finish(eos_token)error(generation,Request failed during generation)"
+            "content=\n日本|reasoning=|tool=|finish(eos_token)error(generation,Request failed "
+            "during generation)"
             "|in=7 out=3 reasoning=0 cached=-1 write=-1 cache_fields=0|provider=tgi");
 }
 
@@ -228,33 +319,42 @@ TEST(DecoderRobustness, MalformedJsonUnknownEventsAndInvalidUtf8AreCountedAndSki
       "data: {\"choices\":[{\"delta\":{\"content\":\"\xff\xfe\"}}]}\n\n"
       "event: mystery\ndata: {\"whatever\":true}\n\n"
       "data: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\n";
-  EXPECT_EQ(decode(s, provider::openai_chat),
-            "content=ab|reasoning=|tool=|parse_error(json)parse_error(json)parse_error(json)|in=-1 out=2 "
-            "reasoning=0 cached=-1 write=-1 cache_fields=0|provider=openai-chat");
+  EXPECT_EQ(
+      decode(s, provider::openai_chat),
+      "content=ab|reasoning=|tool=|parse_error(json)parse_error(json)parse_error(json)|in=-1 out=2 "
+      "reasoning=0 cached=-1 write=-1 cache_fields=0|provider=openai-chat");
 }
 
 TEST(DecoderRobustness, TenMegabyteEventIsSkippedAndDecodingResumes) {
   std::string s = "data: {\"choices\":[{\"delta\":{\"content\":\"before\"}}]}\n\n";
-  s += "data: {\"choices\":[{\"delta\":{\"content\":\"" + std::string(10u << 20, 'x') + "\"}}]}\n\n";
+  s +=
+      "data: {\"choices\":[{\"delta\":{\"content\":\"" + std::string(10u << 20, 'x') + "\"}}]}\n\n";
   s += "data: {\"choices\":[{\"delta\":{\"content\":\" after\"}}]}\n\n";
   stream_decoder d(provider::openai_chat, "text/event-stream", 1 << 20);
   transcript t;
-  for (std::size_t i = 0; i < s.size(); i += 16384) d.feed(std::string_view(s).substr(i, 16384), 0, t);
+  for (std::size_t i = 0; i < s.size(); i += 16384)
+    d.feed(std::string_view(s).substr(i, 16384), 0, t);
   d.finish(0, t);
   EXPECT_EQ(t.text[0], "before after");
   EXPECT_EQ(t.log, "parse_error(oversize)");
 }
 
 TEST(DecoderRobustness, TruncatedStreamIsReported) {
-  EXPECT_EQ(decode("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choi", provider::openai_chat),
-            "content=a|reasoning=|tool=|parse_error(framing)|in=-1 out=1 reasoning=0 cached=-1 write=-1 "
-            "cache_fields=0|provider=openai-chat");
+  EXPECT_EQ(
+      decode("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choi",
+             provider::openai_chat),
+      "content=a|reasoning=|tool=|parse_error(framing)|in=-1 out=1 reasoning=0 cached=-1 write=-1 "
+      "cache_fields=0|provider=openai-chat");
 }
 
 TEST(DecoderRobustness, ProviderIsRecognizedFromTheStreamWhenThePathSaysNothing) {
-  EXPECT_NE(decode(openai_text_stream, provider::unknown).find("provider=openai-chat"), std::string::npos);
-  EXPECT_NE(decode("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n",
-                   provider::unknown).find("provider=anthropic"), std::string::npos);
+  EXPECT_NE(decode(openai_text_stream, provider::unknown).find("provider=openai-chat"),
+            std::string::npos);
+  EXPECT_NE(decode("event: message_start\ndata: "
+                   "{\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n",
+                   provider::unknown)
+                .find("provider=anthropic"),
+            std::string::npos);
   EXPECT_EQ(provider_from_path("/v1/chat/completions"), provider::openai_chat);
   EXPECT_EQ(provider_from_path("/openai/v1/responses"), provider::openai_responses);
   EXPECT_EQ(provider_from_path("/v1/messages"), provider::anthropic);
@@ -293,7 +393,8 @@ TEST(SimulatorRoundTrip, EveryFormatDecodesToTheGeneratedText) {
       EXPECT_EQ(u.input_tokens, plan.prompt_tokens);
       EXPECT_EQ(u.output_tokens, plan.completion_tokens);
       // Anthropic reports no thinking-token count: a plain message's one thinking block counts 1.
-      EXPECT_EQ(u.reasoning_tokens, stream || kind == sim::api::openai_chat ? plan.reasoning_tokens : 1);
+      EXPECT_EQ(u.reasoning_tokens,
+                stream || kind == sim::api::openai_chat ? plan.reasoning_tokens : 1);
       EXPECT_EQ(u.cached_input_tokens, 0);
       if (stream) {
         EXPECT_EQ(d.token_events(channel::content), 30u);

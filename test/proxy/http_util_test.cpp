@@ -29,7 +29,8 @@ TEST(HttpUtil, CopyDropsHopByHopAndConnectionNamedFields) {
 }
 
 TEST(HttpUtil, RedactsKeysInQueries) {
-  EXPECT_EQ(redact_target("/v1/models?key=AIzaSECRET&alt=sse"), "/v1/models?key=[redacted]&alt=sse");
+  EXPECT_EQ(redact_target("/v1/models?key=AIzaSECRET&alt=sse"),
+            "/v1/models?key=[redacted]&alt=sse");
   EXPECT_EQ(redact_target("/x?API_KEY=s1&api-key=s2&access_token=s3&keys=ok"),
             "/x?API_KEY=[redacted]&api-key=[redacted]&access_token=[redacted]&keys=ok");
   EXPECT_EQ(redact_target("/plain"), "/plain");
@@ -37,8 +38,8 @@ TEST(HttpUtil, RedactsKeysInQueries) {
 }
 
 TEST(HttpUtil, SecretHeaders) {
-  for (const char* h : {"Authorization", "x-api-key", "API-Key", "Cookie", "set-cookie",
-                        "Proxy-Authorization"})
+  for (const char* h :
+       {"Authorization", "x-api-key", "API-Key", "Cookie", "set-cookie", "Proxy-Authorization"})
     EXPECT_TRUE(is_secret_header(h)) << h;
   EXPECT_FALSE(is_secret_header("x-request-id"));
 }

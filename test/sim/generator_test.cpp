@@ -53,12 +53,14 @@ TEST(Generator, OpenAIStreamShape) {
   const auto pl = make_plan(p, openai_stream());
   // role chunk + 2 reasoning + 4 content + finish + usage + [DONE]
   ASSERT_EQ(pl.events.size(), 10u);
-  EXPECT_NE(pl.events[0].bytes.find(R"("delta":{"role":"assistant","content":""})"), std::string::npos);
+  EXPECT_NE(pl.events[0].bytes.find(R"("delta":{"role":"assistant","content":""})"),
+            std::string::npos);
   EXPECT_NE(pl.events[1].bytes.find(R"("reasoning_content":)"), std::string::npos);
   EXPECT_NE(pl.events[3].bytes.find(R"("content":)"), std::string::npos);
   EXPECT_NE(pl.events[7].bytes.find(R"("finish_reason":"stop")"), std::string::npos);
-  EXPECT_NE(pl.events[8].bytes.find(R"("choices":[],"usage":{"prompt_tokens":14,"completion_tokens":6)"),
-            std::string::npos)
+  EXPECT_NE(
+      pl.events[8].bytes.find(R"("choices":[],"usage":{"prompt_tokens":14,"completion_tokens":6)"),
+      std::string::npos)
       << pl.events[8].bytes;
   EXPECT_NE(pl.events[8].bytes.find(R"("reasoning_tokens":2)"), std::string::npos);
   EXPECT_EQ(pl.events[9].bytes, "data: [DONE]\n\n");

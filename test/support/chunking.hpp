@@ -14,9 +14,10 @@ namespace tokentap::test {
 
 /// `run(chunks)` feeds the chunks to a fresh parser and returns a printable transcript of what it
 /// produced.  Returns the transcript of the whole-input run; every other way must match it.
-inline std::string grind(std::string_view input,
-                         const std::function<std::string(const std::vector<std::string_view>&)>& run,
-                         std::size_t max_split_points = 4096) {
+inline std::string grind(
+    std::string_view input,
+    const std::function<std::string(const std::vector<std::string_view>&)>& run,
+    std::size_t max_split_points = 4096) {
   const std::string whole = run({input});
   // Two pieces, split at every offset (bounded for very large inputs).
   const std::size_t step = input.size() > max_split_points ? input.size() / max_split_points : 1;

@@ -41,7 +41,9 @@ connection::connection(const tcp::endpoint& ep) : socket_(ioc_) {
   socket_.set_option(tcp::no_delay(true));
 }
 
-connection::~connection() { close(); }
+connection::~connection() {
+  close();
+}
 
 void connection::close() {
   boost::system::error_code ec;
@@ -129,8 +131,8 @@ response fetch(const tcp::endpoint& ep, const request_options& opts) {
 
 std::string chat_body(bool stream, const std::string& content, bool include_usage,
                       const std::string& model) {
-  std::string b = R"({"model":")" + model + R"(","messages":[{"role":"user","content":")" +
-                  content + R"("}])";
+  std::string b =
+      R"({"model":")" + model + R"(","messages":[{"role":"user","content":")" + content + R"("}])";
   if (stream) b += R"(,"stream":true)";
   if (stream && include_usage) b += R"(,"stream_options":{"include_usage":true})";
   return b + "}";

@@ -23,7 +23,7 @@ struct response {
   boost::system::error_code error;             ///< why it did not, if it did not
   double head_ms = 0;                          ///< request sent -> head received
   double total_ms = 0;
-  std::vector<double> chunk_ms;                ///< arrival time of each body read
+  std::vector<double> chunk_ms;  ///< arrival time of each body read
   std::string header(const std::string& name) const;
 };
 

@@ -14,7 +14,9 @@ extern char** environ;
 
 namespace tokentap::test {
 
-std::string tokentap_binary() { return TOKENTAP_BINARY; }
+std::string tokentap_binary() {
+  return TOKENTAP_BINARY;
+}
 
 process::process(std::vector<std::string> args) {
   args.insert(args.begin(), tokentap_binary());
@@ -76,7 +78,9 @@ std::string process::wait_for_line(const std::string& prefix, std::chrono::milli
   return {};
 }
 
-void process::signal(int sig) { kill(pid_, sig); }
+void process::signal(int sig) {
+  kill(pid_, sig);
+}
 
 int process::wait(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -39,6 +39,7 @@ struct run_result {
   int status;
   std::string out, err;
 };
-run_result run(std::vector<std::string> args, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+run_result run(std::vector<std::string> args,
+               std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 }  // namespace tokentap::test

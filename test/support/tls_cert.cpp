@@ -37,7 +37,8 @@ cert_files make_self_signed(const std::string& dir, const std::string& host) {
     X509_add_ext(x, ext, -1);
     X509_EXTENSION_free(ext);
   }
-  if (X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, NID_basic_constraints, "critical,CA:TRUE")) {
+  if (X509_EXTENSION* ext =
+          X509V3_EXT_conf_nid(nullptr, &ctx, NID_basic_constraints, "critical,CA:TRUE")) {
     X509_add_ext(x, ext, -1);
     X509_EXTENSION_free(ext);
   }
