@@ -46,7 +46,20 @@ bool valid_utf8(std::string_view s) noexcept {
 
 void append_escaped(std::string& out, std::string_view s) {
   static constexpr char hex[] = "0123456789abcdef";
+  out.reserve(out.size() + s.size() + 8);
   for (std::size_t i = 0; i < s.size();) {
+    // The common case first: a run of printable ASCII that needs no escape, appended in one go.
+    std::size_t j = i;
+    while (j < s.size()) {
+      const auto c = static_cast<unsigned char>(s[j]);
+      if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') break;
+      ++j;
+    }
+    if (j > i) {
+      out.append(s.data() + i, j - i);
+      i = j;
+      if (i == s.size()) break;
+    }
     const auto c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
       const auto n = utf8_seq(s, i);
@@ -60,29 +73,15 @@ void append_escaped(std::string& out, std::string_view s) {
       continue;
     }
     switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
       default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out.push_back(hex[c >> 4]);
-          out.push_back(hex[c & 15]);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
+        out += "\\u00";
+        out.push_back(hex[c >> 4]);
+        out.push_back(hex[c & 15]);
     }
     ++i;
   }

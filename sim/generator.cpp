@@ -313,6 +313,10 @@ std::optional<std::string> apply_header(params& p, std::string_view name, std::s
   if (name == "stall-after") return num(p.stall_after);
   if (name == "stall-ms") return num(p.stall_ms);
   if (name == "prefill-us-per-token") return num(p.prefill_us_per_token);
+  if (name == "stamp") {
+    p.stamp = value == "1" || value == "true";
+    return std::nullopt;
+  }
   if (name == "cache-bypass") {
     p.cache_bypass = value == "1" || value == "true";
     return std::nullopt;

@@ -34,6 +34,9 @@ struct params {
   int stall_after = -1;  ///< after N token events pause for stall_ms (0 = until the client leaves)
   double stall_ms = 0;
   bool hang = false;  ///< read the request, never answer (header timeout tests)
+  /// Precede each streamed event with an SSE comment `: t <monotonic ns>` taken as it is written:
+  /// clients ignore comments, benchmarks measure per-event latency through a proxy with them.
+  bool stamp = false;
 
   // Prefill: TTFT grows with the prompt tokens the cache did not cover.
   double prefill_us_per_token = 0;

@@ -89,7 +89,10 @@ net::awaitable<void> load_generator::client(unsigned id) {
     if (!ec) co_await http::async_read_header(*stream, buf, p, use_ec(ec));
     std::optional<clock::time_point> first;
     std::uint64_t events = 0;
-    char prev = 0;
+    char prev = '\n';  // the body starts at a line start
+    std::string stamp;        // a `: t <ns>` comment being read (may span reads)
+    bool in_stamp = false;
+    std::vector<double> latencies;
     while (!ec && !p.is_done()) {
       p.get().body().data = body.data();
       p.get().body().size = body.size();
@@ -97,9 +100,23 @@ net::awaitable<void> load_generator::client(unsigned id) {
       if (ec == http::error::need_buffer) ec = {};
       const auto got = body.size() - p.get().body().size;
       if (got && !first) first = clock::now();
+      const auto read_ns = mono_now_ns();
       for (std::size_t i = 0; i < got; ++i) {  // SSE events end with a blank line
-        if (body[i] == '\n' && prev == '\n') ++events;
-        prev = body[i];
+        const char c = body[i];
+        if (c == '\n' && prev == '\n') ++events;
+        if (in_stamp) {
+          if (c == '\n') {
+            in_stamp = false;
+            if (stamp.size() > 4 && latencies.size() < 100000)
+              latencies.push_back(static_cast<double>(read_ns - std::stoll(stamp.substr(4))) / 1000.0);
+          } else {
+            stamp.push_back(c);
+          }
+        } else if (c == ':' && prev == '\n') {
+          in_stamp = true;
+          stamp = ":";
+        }
+        prev = c;
       }
       totals_.bytes += got;
     }
@@ -113,6 +130,8 @@ net::awaitable<void> load_generator::client(unsigned id) {
     }
     if (!ec) {
       std::lock_guard lk(totals_.mu);
+      for (double l : latencies)
+        if (totals_.event_latency_us.size() < 10 * max_samples) totals_.event_latency_us.push_back(l);
       if (totals_.ttfb_ms.size() < max_samples && first) {
         totals_.ttfb_ms.push_back(std::chrono::duration<double, std::milli>(*first - t0).count());
         totals_.total_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());

@@ -39,6 +39,8 @@ struct load_totals {
   std::atomic<std::uint64_t> active{0};
   /// Time to first body byte and whole-response time of the last (bounded) requests, in ms.
   std::vector<double> ttfb_ms, total_ms;
+  /// Per stamped event (`: t <ns>` comments from `x-sim-stamp`): read time minus write time, µs.
+  std::vector<double> event_latency_us;
   std::mutex mu;
 };
 

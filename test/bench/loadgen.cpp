@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
     s.body = body;
     s.headers = {{"x-sim-tokens", std::to_string(tokens)},
                  {"x-sim-itl-ms", std::to_string(itl)},
-                 {"x-sim-ttft-ms", std::to_string(ttft)}};
+                 {"x-sim-ttft-ms", std::to_string(ttft)},
+                 {"x-sim-stamp", "1"}};
     return s;
   };
   tokentap::sim::load_generator load(lo);
@@ -82,16 +83,18 @@ int main(int argc, char** argv) {
   const auto active = t.active.load();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   load.stop();
-  std::vector<double> ttfb;
+  std::vector<double> ttfb, latency;
   {
     std::lock_guard lk(t.mu);
     ttfb = t.ttfb_ms;
+    latency = t.event_latency_us;
   }
   std::printf(
       "concurrency=%u streams_done=%llu failed=%llu in_flight_at_end=%llu events_per_s=%.0f "
-      "ttfb_p50_ms=%.1f ttfb_p99_ms=%.1f\n",
+      "ttfb_p50_ms=%.1f ttfb_p99_ms=%.1f event_latency_p50_us=%.0f event_latency_p99_us=%.0f\n",
       concurrency, static_cast<unsigned long long>(ok), static_cast<unsigned long long>(failed),
       static_cast<unsigned long long>(active), static_cast<double>(events) / secs,
-      tokentap::sim::percentile(ttfb, 0.5), tokentap::sim::percentile(ttfb, 0.99));
+      tokentap::sim::percentile(ttfb, 0.5), tokentap::sim::percentile(ttfb, 0.99),
+      tokentap::sim::percentile(latency, 0.5), tokentap::sim::percentile(latency, 0.99));
   return failed == 0 ? 0 : 1;
 }

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The same streaming load through (a) nothing, (b) nginx as a plain streaming reverse proxy,
+# (c) tokentap with everything on (decoding, timing, steps, cache, metrics, traces) and
+# (d) tokentap with the tap off — one run, one machine.  Issue 8's harness.
+#
+#   test/bench/compare.sh [build-dir]        (STREAMS=500 EVENTS=100 ITL_MS=20 DURATION=20)
+#
+# Per mode: events/s, per-event latency P50/P99 as the client sees it (the simulator stamps each
+# event with the monotonic time it wrote it; the client subtracts it on arrival — same clock), the
+# proxy's CPU seconds per million events (/proc), and its RSS per open stream.  Proxies run one
+# worker each (nginx worker_processes 1, tokentap --threads 1).  Loopback only; bounded in time.
+set -euo pipefail
+BUILD=${1:-build}
+BIN=$(realpath "$BUILD/tokentap")
+LOADGEN=$(realpath "$BUILD/test/tokentap-loadgen")
+STREAMS=${STREAMS:-500}
+EVENTS=${EVENTS:-100}
+ITL_MS=${ITL_MS:-20}
+DURATION=${DURATION:-20}
+NGINX=${NGINX:-/usr/sbin/nginx}
+WORK=$(mktemp -d /tmp/tokentap-compare-XXXXXX)
+ulimit -n 65536 2>/dev/null || true
+HZ=$(getconf CLK_TCK)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+wait_line() { until grep -q "$2" "$1" 2>/dev/null; do sleep 0.1; done; }
+cpu_ticks() { local t=0; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' /proc/"$p"/stat))); done; echo $t; }
+rss_kib() { local t=0; for p in "$@"; do t=$((t + $(awk '/VmRSS/ {print $2}' /proc/"$p"/status))); done; echo $t; }
+
+"$BIN" sim --listen 127.0.0.1:0 --threads 1 --log-level warn > "$WORK/sim.out" &
+pids+=($!)
+wait_line "$WORK/sim.out" ready
+SIM=$(sed -n 's/^ready sim=//p' "$WORK/sim.out")
+
+# (b) nginx, configured as a plain streaming reverse proxy.
+mkdir -p "$WORK/nginx/logs"
+cat > "$WORK/nginx/nginx.conf" <<CONF
+worker_processes 1;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/logs/error.log warn;
+events { worker_connections 30000; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/nginx/body;
+  proxy_temp_path $WORK/nginx/proxy;
+  upstream sim { server $SIM; keepalive 1024; }
+  server {
+    listen 127.0.0.1:0;
+    location / {
+      proxy_pass http://sim;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_request_buffering off;
+    }
+  }
+}
+CONF
+# nginx cannot listen on port 0 and report it: pick a free port.
+NGINX_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+sed -i "s/listen 127.0.0.1:0;/listen 127.0.0.1:$NGINX_PORT;/" "$WORK/nginx/nginx.conf"
+"$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' &
+NGINX_MASTER=$!
+pids+=($NGINX_MASTER)
+sleep 0.5
+
+# (c) tokentap, everything on; (d) tokentap, tap off.
+echo "hooks: [timing, steps, cache, metrics, trace]" > "$WORK/full.yaml"
+echo "hooks: []" > "$WORK/off.yaml"
+start_tokentap() {  # $1 name, $2 config
+  "$BIN" proxy --config "$2" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --threads 1 --no-access-log \
+    --log-level warn --upstream "http://$SIM" ${3:-} > "$WORK/$1.out" &
+  pids+=($!)
+  wait_line "$WORK/$1.out" ready
+}
+start_tokentap full "$WORK/full.yaml" "--trace-dir $WORK/traces"
+FULL_PID=${pids[-1]}
+FULL=$(sed -n 's/^ready proxy=\([^ ]*\).*/\1/p' "$WORK/full.out")
+start_tokentap off "$WORK/off.yaml"
+OFF_PID=${pids[-1]}
+OFF=$(sed -n 's/^ready proxy=\([^ ]*\).*/\1/p' "$WORK/off.out")
+
+echo "machine: $(nproc) cores; $STREAMS streams x $EVENTS events, ${ITL_MS} ms apart, ${DURATION} s per mode"
+printf "%-16s %10s %8s %14s %14s %16s %14s\n" mode events/s errors "latency p50us" "latency p99us" "cpu s/M events" "rss KiB/stream"
+run_mode() {  # $1 name, $2 target, $3.. pids to measure (none for direct)
+  local name=$1 target=$2
+  shift 2
+  local before=0 after=0 rss=0
+  [ $# -gt 0 ] && before=$(cpu_ticks "$@")
+  local out
+  out=$("$LOADGEN" --target "$target" --concurrency "$STREAMS" --duration-s "$DURATION" \
+          --tokens "$EVENTS" --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 || true)
+  [ $# -gt 0 ] && after=$(cpu_ticks "$@") && rss=$(rss_kib "$@")
+  local eps p50 p99 failed
+  eps=$(sed -n 's/.*events_per_s=\([0-9.]*\).*/\1/p' <<< "$out")
+  p50=$(sed -n 's/.*event_latency_p50_us=\([0-9.]*\).*/\1/p' <<< "$out")
+  p99=$(sed -n 's/.*event_latency_p99_us=\([0-9.]*\).*/\1/p' <<< "$out")
+  failed=$(sed -n 's/.*failed=\([0-9]*\).*/\1/p' <<< "$out")
+  local cpu="-" per_stream="-"
+  if [ $# -gt 0 ]; then
+    cpu=$(awk -v a="$after" -v b="$before" -v hz="$HZ" -v e="$eps" -v d="$DURATION" \
+            'BEGIN { if (e > 0) printf "%.2f", (a - b) / hz / (e * d / 1e6); else print "-" }')
+    per_stream=$((rss / STREAMS))
+  fi
+  printf "%-16s %10s %8s %14s %14s %16s %14s\n" "$name" "$eps" "$failed" "$p50" "$p99" "$cpu" "$per_stream"
+}
+run_mode direct "$SIM"
+NGINX_WORKERS=$(pgrep -P "$NGINX_MASTER" | tr '\n' ' ')
+# shellcheck disable=SC2086
+run_mode nginx "127.0.0.1:$NGINX_PORT" $NGINX_MASTER $NGINX_WORKERS
+run_mode tokentap-full "$FULL" "$FULL_PID"
+run_mode tokentap-tap-off "$OFF" "$OFF_PID"
