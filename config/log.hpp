@@ -29,10 +29,14 @@ class line {
   std::ostringstream os_;
 };
 
+/// Turns a logging expression into void, so TT_LOG is a single expression (safe after an `if`).
+struct voidify {
+  void operator&(const line&) const noexcept {}
+};
+
 }  // namespace tokentap::log
 
-#define TT_LOG(lvl)                                           \
-  if (!::tokentap::log::enabled(::tokentap::log::level::lvl)) \
-    ;                                                         \
-  else                                                        \
-    ::tokentap::log::line(::tokentap::log::level::lvl)
+#define TT_LOG(lvl)                                      \
+  !::tokentap::log::enabled(::tokentap::log::level::lvl) \
+      ? (void)0                                          \
+      : ::tokentap::log::voidify() & ::tokentap::log::line(::tokentap::log::level::lvl)

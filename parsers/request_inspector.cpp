@@ -98,6 +98,7 @@ struct collector {
     std::uint32_t chars;
     std::string text;  // only with opts.canonical
   };
+  collector(const inspect_options& o, request_info& i) : opts(o), info(i) {}
   const inspect_options& opts;
   request_info& info;
   std::vector<element> tools, system, messages;
@@ -323,7 +324,7 @@ request_inspector& request_inspector::operator=(request_inspector&&) noexcept = 
 
 request_info request_inspector::inspect(std::string_view body, inspect_options opts) {
   request_info info;
-  collector c{opts, info, {}, {}, {}};
+  collector c(opts, info);
   if (body.empty()) {
     info.error = "empty body";
     return info;

@@ -236,7 +236,7 @@ std::map<std::string, double> output_length_hist(const std::vector<record>& rs) 
     if (r.output_tokens < 0) continue;
     int b = 0;
     while ((std::int64_t{1} << b) <= r.output_tokens) ++b;  // log2 bucket
-    char key[16];
+    char key[32];
     std::snprintf(key, sizeof key, "<%lld", static_cast<long long>(std::int64_t{1} << b));
     h[key] += 1;
   }

@@ -200,7 +200,8 @@ send_result send(const std::vector<record>& records, const send_options& o) {
             1000.0 / o.speed;
       net::co_spawn(
           ioc,
-          [&, i, offset_ms]() -> net::awaitable<void> {
+          // t0 by value: this block ends before ioc.run() runs the coroutines (found by ASan).
+          [&, i, offset_ms, t0]() -> net::awaitable<void> {
             net::steady_timer t(co_await net::this_coro::executor);
             t.expires_at(t0 +
                          std::chrono::microseconds(static_cast<std::int64_t>(offset_ms * 1000)));
