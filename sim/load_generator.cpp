@@ -89,8 +89,8 @@ net::awaitable<void> load_generator::client(unsigned id) {
     if (!ec) co_await http::async_read_header(*stream, buf, p, use_ec(ec));
     std::optional<clock::time_point> first;
     std::uint64_t events = 0;
-    char prev = '\n';  // the body starts at a line start
-    std::string stamp;        // a `: t <ns>` comment being read (may span reads)
+    char prev = '\n';   // the body starts at a line start
+    std::string stamp;  // a `: t <ns>` comment being read (may span reads)
     bool in_stamp = false;
     std::vector<double> latencies;
     while (!ec && !p.is_done()) {
@@ -108,7 +108,8 @@ net::awaitable<void> load_generator::client(unsigned id) {
           if (c == '\n') {
             in_stamp = false;
             if (stamp.size() > 4 && latencies.size() < 100000)
-              latencies.push_back(static_cast<double>(read_ns - std::stoll(stamp.substr(4))) / 1000.0);
+              latencies.push_back(static_cast<double>(read_ns - std::stoll(stamp.substr(4))) /
+                                  1000.0);
           } else {
             stamp.push_back(c);
           }
@@ -131,7 +132,8 @@ net::awaitable<void> load_generator::client(unsigned id) {
     if (!ec) {
       std::lock_guard lk(totals_.mu);
       for (double l : latencies)
-        if (totals_.event_latency_us.size() < 10 * max_samples) totals_.event_latency_us.push_back(l);
+        if (totals_.event_latency_us.size() < 10 * max_samples)
+          totals_.event_latency_us.push_back(l);
       if (totals_.ttfb_ms.size() < max_samples && first) {
         totals_.ttfb_ms.push_back(std::chrono::duration<double, std::milli>(*first - t0).count());
         totals_.total_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
