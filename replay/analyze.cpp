@@ -208,6 +208,36 @@ std::string analyze(const std::vector<record>& records, const analyze_options& o
   return out;
 }
 
+percentiles3 percentiles_of(std::vector<double> values) {
+  const auto q = quantiles_of(std::move(values));
+  return {q.p50, q.p95, q.p99};
+}
+
+std::string side_by_side(const std::vector<comparison_row>& rows, const std::string& a_label,
+                         const std::string& b_label) {
+  auto cell = [](double v) { return fmt(v); };
+  auto change = [](double a, double b) {
+    if (!(a > 0 && b >= 0)) return std::string("-");
+    char c[16];
+    std::snprintf(c, sizeof c, "%+.1f%%", 100.0 * (b - a) / a);
+    return std::string(c);
+  };
+  char line[200];
+  std::snprintf(line, sizeof line, "%-16s %27s   %27s   %23s\n", "",
+                (a_label + " p50 / p95 / p99").c_str(), (b_label + " p50 / p95 / p99").c_str(),
+                "change p50 / p95 / p99");
+  std::string out = line;
+  for (const auto& r : rows) {
+    std::snprintf(line, sizeof line, "%-16s %8s %8s %8s   %8s %8s %8s   %7s %7s %7s\n",
+                  r.name.c_str(), cell(r.a.p50).c_str(), cell(r.a.p95).c_str(),
+                  cell(r.a.p99).c_str(), cell(r.b.p50).c_str(), cell(r.b.p95).c_str(),
+                  cell(r.b.p99).c_str(), change(r.a.p50, r.b.p50).c_str(),
+                  change(r.a.p95, r.b.p95).c_str(), change(r.a.p99, r.b.p99).c_str());
+    out += line;
+  }
+  return out;
+}
+
 double kl_divergence(const std::map<std::string, double>& p,
                      const std::map<std::string, double>& q) {
   std::map<std::string, std::pair<double, double>> keys;
@@ -267,7 +297,6 @@ std::string compare(const std::vector<record>& a, const std::vector<record>& b, 
       {"ttft_answer_ms", quantiles_of(sa.ttft_answer), quantiles_of(sb.ttft_answer)},
       {"itl_median_ms", quantiles_of(sa.itl_p50), quantiles_of(sb.itl_p50)},
       {"e2e_ms", quantiles_of(sa.e2e), quantiles_of(sb.e2e)}};
-  auto delta = [](double x, double y) { return x > 0 && y >= 0 ? 100.0 * (y - x) / x : NAN; };
   std::string out;
   char buf[200];
   if (json) {
@@ -285,25 +314,10 @@ std::string compare(const std::vector<record>& a, const std::vector<record>& b, 
                   kl_steps);
     return out + buf;
   }
-  std::snprintf(buf, sizeof buf, "%-15s %26s   %26s   %22s\n", "", "A p50 / p95 / p99",
-                "B p50 / p95 / p99", "change p50 / p95 / p99");
-  out += buf;
-  for (const auto& r : rows) {
-    auto pct = [](double v) {
-      char c[16];
-      if (std::isnan(v))
-        std::snprintf(c, sizeof c, "-");
-      else
-        std::snprintf(c, sizeof c, "%+.1f%%", v);
-      return std::string(c);
-    };
-    std::snprintf(buf, sizeof buf, "%-15s %8s %8s %8s   %8s %8s %8s   %6s %6s %6s\n", r.name,
-                  fmt(r.qa.p50).c_str(), fmt(r.qa.p95).c_str(), fmt(r.qa.p99).c_str(),
-                  fmt(r.qb.p50).c_str(), fmt(r.qb.p95).c_str(), fmt(r.qb.p99).c_str(),
-                  pct(delta(r.qa.p50, r.qb.p50)).c_str(), pct(delta(r.qa.p95, r.qb.p95)).c_str(),
-                  pct(delta(r.qa.p99, r.qb.p99)).c_str());
-    out += buf;
-  }
+  std::vector<comparison_row> table;
+  for (const auto& r : rows)
+    table.push_back({r.name, {r.qa.p50, r.qa.p95, r.qa.p99}, {r.qb.p50, r.qb.p95, r.qb.p99}});
+  out += side_by_side(table, "A", "B");
   std::snprintf(buf, sizeof buf,
                 "requests: A=%zu B=%zu\nbehaviour drift (KL divergence, 0 = same): output length "
                 "%.4f, step kinds %.4f\n",
@@ -314,26 +328,14 @@ std::string compare(const std::vector<record>& a, const std::vector<record>& b, 
 std::string export_rows(const std::vector<record>& records, const std::string& format) {
   std::string out;
   std::int64_t first = -1;
-  std::vector<std::int64_t> starts;
-  for (const auto& r : records) {
-    std::tm tm{};
-    int usec = 0;
-    std::int64_t t = -1;
-    if (std::sscanf(r.start.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%6dZ", &tm.tm_year, &tm.tm_mon,
-                    &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &usec) >= 6) {
-      tm.tm_year -= 1900;
-      tm.tm_mon -= 1;
-      t = static_cast<std::int64_t>(timegm(&tm)) * 1000000 + usec;
-    }
-    starts.push_back(t);
-    if (t >= 0 && (first < 0 || t < first)) first = t;
-  }
+  for (const auto& r : records)
+    if (r.start_us >= 0 && (first < 0 || r.start_us < first)) first = r.start_us;
   if (format == "csv")
     out = "id,start,offset_ms,model,input_tokens,output_tokens,ttft_ms,e2e_ms,itl_ms\n";
   for (std::size_t i = 0; i < records.size(); ++i) {
     const auto& r = records[i];
     const double offset_ms =
-        starts[i] >= 0 && first >= 0 ? static_cast<double>(starts[i] - first) / 1000.0 : 0;
+        r.start_us >= 0 && first >= 0 ? static_cast<double>(r.start_us - first) / 1000.0 : 0;
     if (format == "aiperf") {
       char buf[160];
       std::snprintf(buf, sizeof buf,

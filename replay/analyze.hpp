@@ -27,6 +27,20 @@ std::string compare(const std::vector<record>& a, const std::vector<record>& b, 
 /// "aiperf" (JSON Lines with timestamp, input_length, output_length — AIPerf's trace replay input).
 std::string export_rows(const std::vector<record>& records, const std::string& format);
 
+/// Nearest-rank P50/P95/P99 of the values present (negative = absent); -1 when none.
+struct percentiles3 {
+  double p50 = -1, p95 = -1, p99 = -1;
+};
+percentiles3 percentiles_of(std::vector<double> values);
+
+struct comparison_row {
+  std::string name;
+  percentiles3 a, b;
+};
+/// A text table: each row's P50/P95/P99 for A and B and the change in percent.
+std::string side_by_side(const std::vector<comparison_row>& rows, const std::string& a_label,
+                         const std::string& b_label);
+
 /// KL divergence D(p || q) of two count histograms over the same keys, with add-one smoothing.
 double kl_divergence(const std::map<std::string, double>& p,
                      const std::map<std::string, double>& q);

@@ -1,37 +1,23 @@
 #include "replay/replay_send.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <mutex>
 
 #include <boost/asio/detached.hpp>
 #include <boost/beast/http.hpp>
 
 #include "hooks/hook_chain.hpp"
-#include "hooks/timing_hook.hpp"
 #include "parsers/json_out.hpp"
 #include "proxy/http_util.hpp"
 #include "proxy/net.hpp"
+#include "replay/analyze.hpp"
 
 namespace tokentap::replay {
 
 namespace http = beast::http;
 
 namespace {
-
-// RFC 3339 "YYYY-MM-DDTHH:MM:SS.uuuuuuZ" -> µs since the epoch (-1 if unreadable).
-std::int64_t parse_start(const std::string& s) {
-  std::tm tm{};
-  int usec = 0;
-  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%6dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &usec) < 6)
-    return -1;
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<std::int64_t>(timegm(&tm)) * 1000000 + usec;
-}
 
 // Captures what the timing hook found, for one request.
 struct capture_factory : hooks::hook_factory {
@@ -135,19 +121,7 @@ net::awaitable<void> send_one(const record& r, const send_options& o, measured& 
 
 }  // namespace
 
-namespace {
-
-struct q3 {
-  double p50 = -1, p95 = -1, p99 = -1;
-};
-
-q3 quantiles(std::vector<double> v) {
-  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return x < 0; }), v.end());
-  const auto q = hooks::quantiles_of(v);  // the same nearest-rank quantiles as the proxy's
-  return {q.p50, q.p95, q.p99};
-}
-
-}  // namespace
+namespace {}  // namespace
 
 send_result send(const std::vector<record>& records, const send_options& o) {
   send_result res;
@@ -185,19 +159,16 @@ send_result send(const std::vector<record>& records, const send_options& o) {
   } else {
     // The recorded arrival pattern (scaled by speed), or a fixed rate.
     std::int64_t first = -1;
-    for (const auto& r : records) {
-      const auto t = parse_start(r.start);
-      if (t >= 0 && (first < 0 || t < first)) first = t;
-    }
+    for (const auto& r : records)
+      if (r.start_us >= 0 && (first < 0 || r.start_us < first)) first = r.start_us;
     const auto t0 = clock::now();
     for (std::size_t i = 0; i < records.size(); ++i) {
       double offset_ms = 0;
       if (o.rate > 0)
         offset_ms = 1000.0 * static_cast<double>(i) / o.rate;
       else if (first >= 0)
-        offset_ms =
-            static_cast<double>(std::max<std::int64_t>(0, parse_start(records[i].start) - first)) /
-            1000.0 / o.speed;
+        offset_ms = static_cast<double>(std::max<std::int64_t>(0, records[i].start_us - first)) /
+                    1000.0 / o.speed;
       net::co_spawn(
           ioc,
           // t0 by value: this block ends before ioc.run() runs the coroutines (found by ASan).
@@ -236,40 +207,15 @@ send_result send(const std::vector<record>& records, const send_options& o) {
       metrics[k].rep.push_back(rep[k]);
     }
   }
-  char line[200];
-  std::snprintf(line, sizeof line, "%-16s %27s   %27s   %23s\n", "", "recorded p50 / p95 / p99",
-                "replayed p50 / p95 / p99", "change p50 / p95 / p99");
-  res.table = line;
   res.json = "{\"requests\":" + std::to_string(records.size()) +
              ",\"failed\":" + std::to_string(res.failed) + ",\"metrics\":{";
-  auto change = [](double a, double b) { return a > 0 && b >= 0 ? 100.0 * (b - a) / a : NAN; };
+  std::vector<comparison_row> table;
   for (std::size_t k = 0; k < metrics.size(); ++k) {
-    const auto a = quantiles(metrics[k].rec), b = quantiles(metrics[k].rep);
-    auto cell = [](double v) {
-      char c[16];
-      if (v < 0)
-        std::snprintf(c, sizeof c, "-");
-      else
-        std::snprintf(c, sizeof c, "%.1f", v);
-      return std::string(c);
-    };
-    auto pct = [](double v) {
-      char c[16];
-      if (std::isnan(v))
-        std::snprintf(c, sizeof c, "-");
-      else
-        std::snprintf(c, sizeof c, "%+.1f%%", v);
-      return std::string(c);
-    };
-    std::snprintf(line, sizeof line, "%-16s %8s %8s %8s   %8s %8s %8s   %7s %7s %7s\n",
-                  metrics[k].name, cell(a.p50).c_str(), cell(a.p95).c_str(), cell(a.p99).c_str(),
-                  cell(b.p50).c_str(), cell(b.p95).c_str(), cell(b.p99).c_str(),
-                  pct(change(a.p50, b.p50)).c_str(), pct(change(a.p95, b.p95)).c_str(),
-                  pct(change(a.p99, b.p99)).c_str());
-    res.table += line;
+    const auto a = percentiles_of(metrics[k].rec), b = percentiles_of(metrics[k].rep);
+    table.push_back({metrics[k].name, a, b});
     if (k) res.json += ",";
     res.json += "\"" + std::string(metrics[k].name) + "\":{";
-    auto q = [&](const char* n, const q3& x) {
+    auto q = [&](const char* n, const percentiles3& x) {
       res.json += "\"" + std::string(n) + "\":{\"p50\":";
       json::append_ms(res.json, x.p50);
       res.json += ",\"p95\":";
@@ -296,6 +242,7 @@ send_result send(const std::vector<record>& records, const send_options& o) {
     res.json += "}";
   }
   res.json += "]}\n";
+  res.table = side_by_side(table, "recorded", "replayed");
   return res;
 }
 

@@ -4,6 +4,8 @@
 
 #include "parsers/json_out.hpp"
 
+#include <cstdio>
+#include <ctime>
 #include <fstream>
 
 namespace tokentap::replay {
@@ -53,6 +55,17 @@ bool elements(od::value v, F&& f) {
 }
 
 }  // namespace
+
+std::int64_t parse_rfc3339_us(const std::string& s) {
+  std::tm tm{};
+  int usec = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%6dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &usec) < 6)
+    return -1;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<std::int64_t>(timegm(&tm)) * 1000000 + usec;
+}
 
 std::optional<record> parse_record(const std::string& line) {
   thread_local od::parser parser;
@@ -188,6 +201,7 @@ std::optional<record> parse_record(const std::string& line) {
     }
   });
   if (!ok || version != 1 || r.method.empty()) return std::nullopt;
+  r.start_us = parse_rfc3339_us(r.start);
   return r;
 }
 

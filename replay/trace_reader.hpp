@@ -26,6 +26,7 @@ struct step_record {
 
 struct record {
   std::string id, start, route, provider, model, outcome, error_type;
+  std::int64_t start_us = -1;  ///< `start` as µs since the epoch (-1 if unreadable)
   std::string method, path;
   std::optional<std::string> body;  ///< null when bodies were not recorded
   std::vector<std::pair<std::string, std::string>> request_headers;  ///< secrets are "[redacted]"
@@ -54,6 +55,9 @@ struct read_result {
 
 /// Reads every file; a file that cannot be opened is a warning too.
 read_result read_traces(const std::vector<std::string>& files);
+
+/// RFC 3339 "YYYY-MM-DDTHH:MM:SS.uuuuuuZ" (the traces' `start`) as µs since the epoch, or -1.
+std::int64_t parse_rfc3339_us(const std::string& s);
 
 /// Parses one line; nullopt when it is not a valid version-1 record.
 std::optional<record> parse_record(const std::string& line);
