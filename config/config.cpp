@@ -17,11 +17,17 @@ namespace {
   throw config_error(what);
 }
 
+// A mapping key as text (a YAML key may itself be a mapping or a list: `? [a, b]: 1`).
+std::string key_name(const YAML::Node& k) {
+  if (!k.IsScalar()) fail(k, "mapping keys must be plain names");
+  return k.Scalar();
+}
+
 void check_keys(const YAML::Node& map, std::initializer_list<std::string_view> allowed,
                 std::string_view where) {
   if (!map.IsMap()) fail(map, std::string(where) + " must be a mapping");
   for (const auto& kv : map) {
-    const auto key = kv.first.as<std::string>();
+    const auto key = key_name(kv.first);
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
       fail(kv.first, "unknown key '" + key + "' in " + std::string(where));
   }
@@ -114,7 +120,7 @@ config from_yaml(const YAML::Node& root) {
     if (!ups.IsMap()) fail(ups, "upstreams must be a mapping of name -> {url: ...}");
     for (const auto& kv : ups) {
       upstream_config up;
-      read_upstream(kv.first.as<std::string>(), kv.second, up);
+      read_upstream(key_name(kv.first), kv.second, up);
       cfg.upstreams.push_back(std::move(up));
     }
   }
@@ -227,7 +233,7 @@ config from_yaml(const YAML::Node& root) {
     if (const auto& w = c["context_windows"]) {
       if (!w.IsMap()) fail(w, "cache.context_windows must map model -> tokens");
       for (const auto& kv : w)
-        cc.context_windows.emplace_back(kv.first.as<std::string>(),
+        cc.context_windows.emplace_back(key_name(kv.first),
                                         non_negative(kv.second, "context_windows"));
     }
   }
@@ -246,6 +252,26 @@ config from_yaml(const YAML::Node& root) {
 
 }  // namespace
 
+std::string config_error::one_line(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c < 0x20 || c == 0x7f) {
+      static constexpr char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
 config parse_config(const std::string& yaml_text, bool check) {
   YAML::Node root;
   try {
@@ -254,7 +280,14 @@ config parse_config(const std::string& yaml_text, bool check) {
     throw config_error("YAML syntax error at line " + std::to_string(e.mark.line + 1) + ": " +
                        e.msg);
   }
-  auto cfg = from_yaml(root);
+  config cfg;
+  try {
+    cfg = from_yaml(root);
+  } catch (const YAML::Exception& e) {
+    // A shape the readers did not anticipate still gets a one-line reason, never a raw exception.
+    throw config_error("invalid configuration at line " + std::to_string(e.mark.line + 1) + ": " +
+                       e.msg);
+  }
   if (check) validate(cfg);
   return cfg;
 }

@@ -15,9 +15,11 @@ namespace tokentap::config {
 using ms = std::chrono::milliseconds;
 
 /// A bad configuration file or flag value.  `what()` is a one-line reason for the user.
+/// Control characters from the offending input are escaped so the message stays one line.
 class config_error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit config_error(const std::string& what) : std::runtime_error(one_line(what)) {}
+  static std::string one_line(const std::string& s);
 };
 
 struct upstream_config {

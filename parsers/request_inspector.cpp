@@ -107,6 +107,7 @@ struct collector {
   std::size_t n = 0;
   std::string text;
   bool first_part = true;
+  bool malformed = false;  // a value walked for the digests was not valid JSON
 
   bool wanted() const { return opts.digests || opts.canonical; }
   void begin() {
@@ -155,25 +156,29 @@ struct collector {
 };
 
 // Feeds the text of a `content` value (a string, or an array of parts with "text", joined by a
-// newline) to the collector.
-void collect_text(simdjson::ondemand::value v, collector& c) {
+// newline) to the collector.  Returns the text bytes without the joining newlines, the same count
+// text_size() gives, so prompt_chars never depends on whether digests were asked for.
+std::size_t collect_text(simdjson::ondemand::value v, collector& c) {
   namespace od = simdjson::ondemand;
   od::json_type t;
-  if (v.type().get(t)) return;
+  if (v.type().get(t)) return 0;
   std::string_view s;
   if (t == od::json_type::string) {
     // Without escapes the raw bytes are the text: hash them in place instead of unescaping a copy.
     const auto raw = v.raw_json_token();
     if (raw.size() >= 2 && raw.find('\\') == std::string_view::npos && !c.opts.canonical) {
-      c.append(raw.substr(1, raw.rfind('"') - 1));
-    } else if (!v.get_string().get(s)) {
-      c.append(s);
+      const auto text = raw.substr(1, raw.rfind('"') - 1);
+      c.append(text);
+      return text.size();
     }
-    return;
+    if (v.get_string().get(s)) return 0;
+    c.append(s);
+    return s.size();
   }
-  if (t != od::json_type::array) return;
+  if (t != od::json_type::array) return 0;
   od::array parts;
-  if (v.get_array().get(parts)) return;
+  if (v.get_array().get(parts)) return 0;
+  std::size_t total = 0;
   for (auto part : parts) {
     od::object o;
     if (part.get_object().get(o)) continue;
@@ -184,26 +189,38 @@ void collect_text(simdjson::ondemand::value v, collector& c) {
           !field.value().get_string().get(s)) {
         if (!c.first_part) c.append("\n");
         c.append(s);
+        total += s.size();
         c.first_part = false;
       }
     }
   }
+  return total;
 }
 
 // A whitespace-free rendering of a JSON value with strings unescaped (tool definitions).
 void canonical_json(simdjson::ondemand::value v, collector& out, int depth) {
   namespace od = simdjson::ondemand;
   od::json_type t;
-  if (depth > 32 || v.type().get(t)) return;
+  if (depth > 32) return;
+  if (v.type().get(t)) {
+    out.malformed = true;
+    return;
+  }
   switch (t) {
     case od::json_type::object: {
       od::object o;
-      if (v.get_object().get(o)) return;
+      if (v.get_object().get(o)) {
+        out.malformed = true;
+        return;
+      }
       out.append("{");
       for (auto field : o) {
         std::string_view key;
         od::value fv;
-        if (field.unescaped_key().get(key) || field.value().get(fv)) return;
+        if (field.unescaped_key().get(key) || field.value().get(fv)) {
+          out.malformed = true;
+          return;
+        }
         out.append(key);
         out.append(":");
         canonical_json(fv, out, depth + 1);
@@ -214,11 +231,17 @@ void canonical_json(simdjson::ondemand::value v, collector& out, int depth) {
     }
     case od::json_type::array: {
       od::array a;
-      if (v.get_array().get(a)) return;
+      if (v.get_array().get(a)) {
+        out.malformed = true;
+        return;
+      }
       out.append("[");
       for (auto item : a) {
         od::value iv;
-        if (item.get(iv)) return;
+        if (item.get(iv)) {
+          out.malformed = true;
+          return;
+        }
         canonical_json(iv, out, depth + 1);
         out.append(",");
       }
@@ -227,7 +250,10 @@ void canonical_json(simdjson::ondemand::value v, collector& out, int depth) {
     }
     case od::json_type::string: {
       std::string_view s;
-      if (!v.get_string().get(s)) out.append(s);
+      if (v.get_string().get(s))
+        out.malformed = true;
+      else
+        out.append(s);
       return;
     }
     default:
@@ -294,9 +320,7 @@ void read_messages(od::value v, request_info& info, collector& c) {
         od::value cv;
         if (field.value().get(cv)) break;
         if (want) {
-          const auto before = c.n;
-          collect_text(cv, c);
-          info.prompt_chars += c.n - before;
+          info.prompt_chars += collect_text(cv, c);
         } else {
           info.prompt_chars += text_size(cv);
         }
@@ -382,8 +406,7 @@ request_info request_inspector::inspect(std::string_view body, inspect_options o
     } else if (key == "system") {
       info.messages += 1;
       c.begin();
-      collect_text(v, c);
-      info.prompt_chars += c.n;
+      info.prompt_chars += collect_text(v, c);
       c.add("system");
     } else if (key == "tools" && (opts.digests || opts.canonical)) {
       c.begin();
@@ -403,6 +426,9 @@ request_info request_inspector::inspect(std::string_view body, inspect_options o
       }
     }
   }
+  // On-Demand validates only what it reads: a malformed value the digest pass walked makes the
+  // body invalid (found by fuzz_request_inspector: the error silently ended the field loop).
+  if (info.error.empty() && c.malformed) info.error = "invalid JSON";
   c.finish();
   return info;
 }

@@ -124,6 +124,14 @@ TEST(Config, ErrorsNameTheProblemAndLine) {
   expect_error("", "no upstream");
 }
 
+// Found by fuzz_config (test/fuzz/regressions/config-*): a mapping used as a key escaped as a raw
+// yaml-cpp exception, and a YAML error quoting a newline printed a two-line message.
+TEST(Config, EveryErrorIsOneLineConfigError) {
+  expect_error("upstreams:\n  ? [a, b]\n  : {url: http://h}\n", "mapping keys must be plain names");
+  expect_error("listen: \"\\\x01\"\n", "unknown escape character: \\x01");
+  EXPECT_STREQ(config_error("bad \"a\nb\"\t\n").what(), "bad \"a\\nb\"\\x09\\n");
+}
+
 TEST(Config, SingleUpstreamFlagReplacesRoutes) {
   auto cfg = parse_config(full_yaml);
   set_single_upstream(cfg, "http://127.0.0.1:1234/base");

@@ -44,6 +44,27 @@ TEST(RequestInspector, KeyOrderAndEscapesDoNotMatter) {
   EXPECT_FALSE(b.stream);
 }
 
+// Found by fuzz_request_inspector (test/fuzz/regressions/request_inspector-*).
+TEST(RequestInspector, PromptCharsDoNotDependOnDigests) {
+  const std::string body =
+      R"({"messages":[{"role":"user","content":[{"type":"text","text":"ab","content":"c"},)"
+      R"({"text":"de"}]}]})";
+  request_inspector a, b;
+  const auto plain = a.inspect(body);
+  const auto digests = b.inspect(body, {.digests = true});
+  EXPECT_EQ(plain.prompt_chars, 5u);
+  EXPECT_EQ(digests.prompt_chars, 5u);
+  ASSERT_EQ(digests.digests.size(), 1u);
+  EXPECT_EQ(digests.digests[0].chars, 7u);  // the digest hashes the parts joined by newlines
+}
+
+TEST(RequestInspector, MalformedToolsAreInvalidJsonNotASilentStop) {
+  request_inspector in;
+  const auto info = in.inspect(
+      R"({"tools":[{"parameters":{"a":{x:""[1,2]}}}],"max_output_tokens":5})", {.digests = true});
+  EXPECT_EQ(info.error, "invalid JSON");
+}
+
 TEST(RequestInspector, BadInputIsReportedNotThrown) {
   request_inspector in(64);
   EXPECT_EQ(in.inspect("").error, "empty body");

@@ -244,6 +244,16 @@ TEST(SseLimits, OversizedEventIsSkippedAndTheStreamKeepsFlowing) {
             ev("a") + "[oversize]\n" + ev("b") + "retry=-1 clean");
 }
 
+// Found by fuzz_sse (test/fuzz/regressions/sse-long-line-cap-split): a line longer than the cap
+// that is not a data line (here a JSON document sent where an event stream was announced) was
+// skipped as oversized only when it arrived in pieces.  The cap applies to every line alike.
+TEST(SseLimits, LongNonDataLineIsCappedTheSameWhateverTheSplit) {
+  const std::string doc = "{\"id\":\"chatcmpl-1\",\"choices\":[" + std::string(200, ' ') + "]}\n";
+  EXPECT_EQ(grind_sse(doc, 64), "[oversize]\nretry=-1 cut");
+  EXPECT_EQ(grind_sse(": " + std::string(100, 'c') + "\n\ndata: ok\n\n", 64),
+            "[oversize]\n" + ev("ok") + "retry=-1 clean");
+}
+
 TEST(SseLimits, TimestampIsThatOfTheReadCompletingTheEvent) {
   struct stamps : sse_handler {
     std::vector<std::int64_t> t;

@@ -255,6 +255,17 @@ TEST(AnthropicDecoder, DocsStreamWithThinkingToolsAndCumulativeUsage) {
             "|provider=anthropic");
 }
 
+// Found by fuzz_decoder_anthropic (test/fuzz/regressions/decoder_anthropic-huge-float-count):
+// converting 4.2e24 to int64 was undefined behaviour; it is now "not reported".
+TEST(AnthropicDecoder, AbsurdFloatCountIsNotReported) {
+  const std::string s =
+      "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":"
+      "{\"input_tokens\":4.2e24,\"output_tokens\":2.0}}}\n\n";
+  EXPECT_EQ(decode(s, provider::anthropic),
+            "content=|reasoning=|tool=||in=-1 out=2 reasoning=0 cached=-1 write=-1 cache_fields=0|"
+            "provider=anthropic");
+}
+
 TEST(AnthropicDecoder, OverloadedErrorEvent) {
   EXPECT_EQ(decode("event: error\ndata: {\"type\": \"error\", \"error\": {\"type\": "
                    "\"overloaded_error\", \"message\": \"Overloaded\"}}\n\n",

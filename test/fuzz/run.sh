@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang, ASan + UBSan) and runs each for a set time.
+#
+#   test/fuzz/run.sh [SECONDS_PER_TARGET] [PARALLEL] [TARGET...]
+#
+# Defaults: 600 s per target (10 CPU-minutes), 2 targets at a time, every target.  The seed corpus
+# in test/fuzz/corpus/<target> is copied into build-fuzz/corpus/<target>, which grows as the fuzzer
+# finds new coverage; crashes land in build-fuzz/crashes/<target>/ and make the run fail.
+# SECONDS_PER_TARGET=0 only replays the seeds and test/fuzz/regressions/ (what .ci/run does).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+secs="${1:-600}"
+par="${2:-2}"
+shift $(( $# > 2 ? 2 : $# )) || true
+build="${FUZZ_BUILD_DIR:-$root/build-fuzz}"
+
+if [ ! -f "$build/build.ninja" ]; then
+  CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DTOKENTAP_FUZZ=ON \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+cmake --build "$build" >/dev/null
+
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  targets=(sse ndjson decoder_openai_chat decoder_openai_responses decoder_anthropic decoder_ollama
+           decoder_tgi decoder_llamacpp request_inspector step_tagger trace_reader config)
+fi
+
+run_one() {
+  local t="$1" secs="$2" build="$3" here="$4"
+  local bin="$build/test/fuzz/fuzz_$t" work="$build/corpus/$t" crashes="$build/crashes/$t"
+  mkdir -p "$work" "$crashes"
+  cp -n "$here/corpus/$t/"* "$work/" 2>/dev/null || true
+  # Regressions: every input that ever broke this target must pass.
+  local regs=()
+  for f in "$here/regressions/$t"-*; do [ -e "$f" ] && regs+=("$f"); done
+  if [ ${#regs[@]} -gt 0 ]; then
+    "$bin" -runs=0 "${regs[@]}" >"$build/$t.regressions.log" 2>&1 ||
+      { echo "$t: a regression input fails (see $build/$t.regressions.log)"; return 1; }
+  fi
+  if [ "$secs" = 0 ]; then
+    "$bin" -runs=0 "$work" >"$build/$t.log" 2>&1 ||
+      { echo "$t: a seed input fails (see $build/$t.log)"; return 1; }
+    printf '%-26s seeds and %d regression input(s) pass\n' "$t" "${#regs[@]}"
+    return 0
+  fi
+  local rc=0
+  "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+    -artifact_prefix="$crashes/" -print_final_stats=1 "$work" >"$build/$t.log" 2>&1 || rc=$?
+  local execs cov
+  execs=$(grep -E '^stat::number_of_executed_units' "$build/$t.log" | awk '{print $2}')
+  cov=$(grep -oE 'cov: [0-9]+' "$build/$t.log" | tail -1 | awk '{print $2}')
+  printf '%-26s %6ss  %12s execs  cov %5s  corpus %5d  %s\n' "$t" "$secs" "${execs:-?}" \
+    "${cov:-?}" "$(ls "$work" | wc -l)" "$([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc")"
+  return $rc
+}
+export -f run_one
+
+printf '%s\n' "${targets[@]}" |
+  xargs -P "$par" -I{} bash -c 'run_one "$@"' _ {} "$secs" "$build" "$here"
