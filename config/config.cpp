@@ -107,13 +107,15 @@ void read_limits(const YAML::Node& n, limits_config& l) {
 config from_yaml(const YAML::Node& root) {
   config cfg;
   if (root.IsNull()) return cfg;
-  check_keys(
-      root,
-      {"listen", "admin", "threads", "upstreams", "routes", "timeouts", "limits", "accept_encoding",
-       "log", "hooks", "trace", "timing", "metrics", "steps", "cache", "max_event_bytes"},
-      "the top level");
+  check_keys(root,
+             {"listen", "admin", "admin_token_file", "threads", "upstreams", "routes", "timeouts",
+              "limits", "accept_encoding", "log", "hooks", "trace", "timing", "metrics", "steps",
+              "cache", "max_event_bytes"},
+             "the top level");
   if (root["listen"]) cfg.listen = address(root["listen"], "listen");
   if (root["admin"]) cfg.admin = address(root["admin"], "admin");
+  if (root["admin_token_file"])
+    cfg.admin_token_file = scalar<std::string>(root["admin_token_file"], "admin_token_file");
   if (root["threads"])
     cfg.threads = static_cast<unsigned>(non_negative(root["threads"], "threads"));
   if (const auto& ups = root["upstreams"]) {

@@ -104,7 +104,11 @@ struct timing_config {
 struct config {
   host_port listen{"127.0.0.1", 8080};
   host_port admin{"127.0.0.1", 9464};
-  unsigned threads = 0;  ///< 0 = number of cores
+  /// File holding a bearer token for the admin endpoints (all but /healthz and /readyz); empty =
+  /// no authentication (the admin port binds to loopback by default).  Read by the CLI.
+  std::string admin_token_file;
+  std::string admin_token;  ///< the token itself (from the file or TOKENTAP_ADMIN_TOKEN), not YAML
+  unsigned threads = 0;     ///< 0 = number of cores
   std::vector<upstream_config> upstreams;
   std::vector<route_config> routes;  ///< sorted longest prefix first by validate()
   timeouts_config timeouts;

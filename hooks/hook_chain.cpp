@@ -190,9 +190,11 @@ hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics) {
     if (cfg.trace.dir.empty()) return nullptr;  // no --trace-dir: tracing off
     auto f = std::make_shared<trace_hook_factory>(cfg.trace);
     if (metrics) {
-      metrics->set_trace_source([w = f->writer_ptr()] {
-        return std::pair{w->stats().records.load(), w->stats().dropped.load()};
-      });
+      metrics->add_counter_source("tokentap_trace_records_total", "Trace records written",
+                                  [w = f->writer_ptr()] { return w->stats().records.load(); });
+      metrics->add_counter_source("tokentap_trace_dropped_total",
+                                  "Trace records dropped (queue full or disk error)",
+                                  [w = f->writer_ptr()] { return w->stats().dropped.load(); });
     }
     return f;
   });

@@ -161,14 +161,6 @@ struct metrics_registry::families {
                          .Name("tokentap_parse_errors_total")
                          .Help("Payloads not decoded, by stage")
                          .Register(r)),
-        trace_records(prometheus::BuildCounter()
-                          .Name("tokentap_trace_records_total")
-                          .Help("Trace records written")
-                          .Register(r)),
-        trace_dropped(prometheus::BuildCounter()
-                          .Name("tokentap_trace_dropped_total")
-                          .Help("Trace records dropped (queue full or disk error)")
-                          .Register(r)),
         step_duration(prometheus::BuildHistogram()
                           .Name("tokentap_reasoning_step_duration_seconds")
                           .Help("Reasoning step duration: its first token to the next step's")
@@ -187,8 +179,6 @@ struct metrics_registry::families {
   Family<Counter>& upstream_errors;
   Family<Histogram>& overhead;
   Family<Counter>& parse_errors;
-  Family<Counter>& trace_records;
-  Family<Counter>& trace_dropped;
   Family<Histogram>& step_duration;
 };
 
@@ -340,10 +330,17 @@ metrics_registry::series& metrics_registry::resolve(std::string_view route, std:
   return *series_.emplace(std::move(key), std::move(s)).first->second;
 }
 
-void metrics_registry::set_trace_source(
-    std::function<std::pair<std::uint64_t, std::uint64_t>()> f) {
+struct metrics_registry::counter_source {
+  prometheus::Counter* counter;
+  std::function<std::uint64_t()> read;
+  std::uint64_t seen = 0;
+};
+
+void metrics_registry::add_counter_source(const std::string& name, const std::string& help,
+                                          std::function<std::uint64_t()> read) {
   std::lock_guard lk(mu_);
-  trace_source_ = std::move(f);
+  auto& family = prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
+  sources_.push_back({&family.Add({}), std::move(read)});
 }
 
 namespace {
@@ -495,14 +492,10 @@ void metrics_registry::finish(series& s, const request_view*, const stream_summa
 std::string metrics_registry::prometheus_text() {
   {
     std::lock_guard lk(mu_);
-    if (trace_source_) {
-      const auto [records, dropped] = trace_source_();
-      auto& rec = fam_->trace_records.Add({});
-      auto& drop = fam_->trace_dropped.Add({});
-      if (records > trace_seen_[0]) rec.Increment(static_cast<double>(records - trace_seen_[0]));
-      if (dropped > trace_seen_[1]) drop.Increment(static_cast<double>(dropped - trace_seen_[1]));
-      trace_seen_[0] = std::max(trace_seen_[0], records);
-      trace_seen_[1] = std::max(trace_seen_[1], dropped);
+    for (auto& s : sources_) {
+      const auto now = s.read();
+      if (now > s.seen) s.counter->Increment(static_cast<double>(now - s.seen));
+      s.seen = std::max(s.seen, now);
     }
   }
   std::ostringstream os;

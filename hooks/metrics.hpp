@@ -78,8 +78,10 @@ class metrics_registry {
   /// JSON for /api/stats: per route and model, over the sliding window and since start.
   std::string stats_json();
 
-  /// Counters that live outside streams (trace writer), read at scrape time.
-  void set_trace_source(std::function<std::pair<std::uint64_t, std::uint64_t>()> records_dropped);
+  /// A counter kept elsewhere (the trace writer, the proxy's own accounting), read at scrape
+  /// time.  Call during setup, once per name.
+  void add_counter_source(const std::string& name, const std::string& help,
+                          std::function<std::uint64_t()> read);
 
   // Called by the metrics hook (see metrics.cpp).
   struct fold_batch;
@@ -100,8 +102,8 @@ class metrics_registry {
   std::map<std::string, bool, std::less<>> models_;
   std::map<std::string, std::unique_ptr<window>, std::less<>> windows_;  // by route \x1f model
   std::deque<std::string> slowest_;  // recent request summaries (JSON), bounded
-  std::function<std::pair<std::uint64_t, std::uint64_t>()> trace_source_;
-  std::uint64_t trace_seen_[2] = {0, 0};
+  struct counter_source;
+  std::vector<counter_source> sources_;
   struct families;
   std::unique_ptr<families> fam_;
   std::chrono::steady_clock::time_point started_;

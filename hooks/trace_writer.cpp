@@ -105,6 +105,11 @@ bool trace_writer::write_one(const std::string& record) {
         last_error_log_ = now_s();
         TT_LOG(warn) << "trace write failed: " << std::strerror(errno) << " (record dropped)";
       }
+      // Take back a partial write so the file keeps whole records only (a full disk or a file
+      // size limit accepts part of a line before failing).
+      if (off > 0) {
+        [[maybe_unused]] const int rc = ::ftruncate(fd_, static_cast<off_t>(file_bytes_));
+      }
       ::close(fd_);
       fd_ = -1;  // try a fresh file next time (the disk may have been freed)
       return false;

@@ -2,7 +2,10 @@
 
 #include <boost/beast/http.hpp>
 
+#include <openssl/crypto.h>
+
 #include "config/log.hpp"
+#include "parsers/json_out.hpp"
 #include "proxy/http_util.hpp"
 
 namespace tokentap::admin {
@@ -11,11 +14,41 @@ namespace http = beast::http;
 
 namespace {
 
+bool same_secret(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+bool starts_with_ci(std::string_view s, std::string_view prefix) noexcept {
+  return s.size() >= prefix.size() && beast::iequals(s.substr(0, prefix.size()), prefix);
+}
+
+}  // namespace
+
+bool authorized(std::string_view authorization, std::string_view token) noexcept {
+  if (token.empty()) return true;
+  while (!authorization.empty() && authorization.front() == ' ') authorization.remove_prefix(1);
+  if (starts_with_ci(authorization, "Bearer ")) {
+    auto t = authorization.substr(7);
+    while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+    return same_secret(t, token);
+  }
+  if (starts_with_ci(authorization, "Basic ")) {
+    if (authorization.size() > 4096) return false;
+    const auto userpass = json::base64_decode(authorization.substr(6));
+    const auto colon = userpass.find(':');
+    return colon != std::string::npos &&
+           same_secret(std::string_view(userpass).substr(colon + 1), token);
+  }
+  return false;
+}
+
+namespace {
+
 class admin_session final : public session_base,
                             public std::enable_shared_from_this<admin_session> {
  public:
-  admin_session(tcp::socket s, worker& w, std::shared_ptr<const handler_table> h)
-      : session_base(w, listener_role::control), stream_(std::move(s)), handlers_(std::move(h)) {}
+  admin_session(tcp::socket s, worker& w, std::shared_ptr<const site> site)
+      : session_base(w, listener_role::control), stream_(std::move(s)), site_(std::move(site)) {}
 
   static net::awaitable<void> run(std::shared_ptr<admin_session> self) {
     error_code ec;
@@ -51,7 +84,19 @@ class admin_session final : public session_base,
     const std::string_view target = req.target();
     const auto path = target.substr(0, target.find('?'));
     response r;
-    if (auto it = handlers_->find(path); it != handlers_->end()) {
+    const bool open = path == "/healthz" || path == "/readyz";  // probes carry no credentials
+    if (!open && !authorized(req[http::field::authorization], site_->bearer_token)) {
+      http::response<http::string_body> res{http::status::unauthorized, req.version()};
+      res.set(http::field::content_type, "application/json");
+      res.set(http::field::cache_control, "no-store");
+      res.insert(http::field::www_authenticate, "Basic realm=\"tokentap admin\"");
+      res.insert(http::field::www_authenticate, "Bearer realm=\"tokentap admin\"");
+      res.body() = proxy::error_body(401, "unauthorized",
+                                     "this admin endpoint needs the admin bearer token");
+      res.prepare_payload();
+      return res;
+    }
+    if (auto it = site_->handlers.find(path); it != site_->handlers.end()) {
       r = it->second(req.method_string(), target);
     } else {
       r.status = 404;
@@ -66,16 +111,15 @@ class admin_session final : public session_base,
   }
 
   beast::tcp_stream stream_;
-  std::shared_ptr<const handler_table> handlers_;
+  std::shared_ptr<const site> site_;
   bool idle_ = true;
   bool draining_ = false;
 };
 
 }  // namespace
 
-void start_admin_session(tcp::socket socket, worker& w,
-                         std::shared_ptr<const handler_table> handlers) {
-  auto s = std::make_shared<admin_session>(std::move(socket), w, std::move(handlers));
+void start_admin_session(tcp::socket socket, worker& w, std::shared_ptr<const site> site) {
+  auto s = std::make_shared<admin_session>(std::move(socket), w, std::move(site));
   net::co_spawn(w.ioc, admin_session::run(std::move(s)),
                 [](std::exception_ptr e) { log_escaped_exception(e, "admin session"); });
 }

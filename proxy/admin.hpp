@@ -25,8 +25,19 @@ using handler_table = std::map<std::string, handler, std::less<>>;
 /// The self-contained live dashboard page (no external resources; polls /api/stats).
 std::string_view dashboard_html() noexcept;
 
+/// The admin site: its endpoints and, optionally, the token that guards them.
+struct site {
+  handler_table handlers;
+  /// Non-empty: every endpoint but /healthz and /readyz needs `Authorization: Bearer <token>`
+  /// (Prometheus `authorization.credentials_file`) or HTTP Basic with the token as the password
+  /// (what a browser prompts for, so the dashboard stays usable).
+  std::string bearer_token;
+};
+
+/// Whether an Authorization header value carries `token` (constant-time comparison).
+bool authorized(std::string_view authorization, std::string_view token) noexcept;
+
 /// Serves one accepted admin connection.
-void start_admin_session(tcp::socket socket, worker& w,
-                         std::shared_ptr<const handler_table> handlers);
+void start_admin_session(tcp::socket socket, worker& w, std::shared_ptr<const site> s);
 
 }  // namespace tokentap::admin

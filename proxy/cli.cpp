@@ -49,6 +49,8 @@ constexpr const char* proxy_help = R"(usage: tokentap proxy [flags]
   --listen HOST:PORT       where clients connect (default 127.0.0.1:8080)
   --upstream URL           http:// or https:// inference API; replaces configured upstreams
   --admin HOST:PORT        /dashboard /api/stats /metrics /healthz /readyz (default 127.0.0.1:9464)
+  --admin-token-file FILE  require this bearer token (or Basic auth password) on the admin
+                           endpoints except /healthz and /readyz; TOKENTAP_ADMIN_TOKEN works too
   --threads N              I/O threads (default: one per core)
   --ca-file FILE           extra CA bundle to trust for the --upstream
   --insecure-skip-verify   do not verify the --upstream's TLS certificate (testing only)
@@ -218,6 +220,29 @@ int cmd_check_config(const std::vector<std::string>& args) {
   return 0;
 }
 
+// The admin bearer token: from the file named by --admin-token-file / admin_token_file, else the
+// TOKENTAP_ADMIN_TOKEN environment variable, else none.  Never from argv (visible in ps).
+std::string admin_token(const std::string& file) {
+  std::string token;
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) throw config::config_error("cannot read admin token file '" + file + "'");
+    std::getline(in, token);
+  } else if (const char* env = std::getenv("TOKENTAP_ADMIN_TOKEN")) {
+    token = env;
+  } else {
+    return {};
+  }
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ' || token.back() == '\t'))
+    token.pop_back();
+  if (token.size() < 16 || token.size() > 1024)
+    throw config::config_error("the admin token must be 16 to 1024 characters on one line");
+  for (const char c : token)
+    if (static_cast<unsigned char>(c) < 0x21 || c == 0x7f)
+      throw config::config_error("the admin token must be printable, without spaces");
+  return token;
+}
+
 config::config proxy_config(const flags& f) {
   config::config cfg;
   if (auto path = f.get("config")) cfg = config::load_config_file(*path, /*check=*/false);
@@ -236,16 +261,18 @@ config::config proxy_config(const flags& f) {
   if (auto l = f.get("log-level")) cfg.log_level = *l;
   if (f.has("no-access-log")) cfg.access_log = false;
   if (auto d = f.get("trace-dir")) cfg.trace.dir = *d;
+  if (auto t = f.get("admin-token-file")) cfg.admin_token_file = *t;
+  cfg.admin_token = admin_token(cfg.admin_token_file);
   config::validate(cfg);
   return cfg;
 }
 
 int cmd_proxy(const std::vector<std::string>& args) {
   if (want_help(args)) return std::cout << proxy_help, 0;
-  auto f = flags::parse(
-      "proxy", args,
-      {"config", "listen", "upstream", "admin", "threads", "ca-file", "log-level", "trace-dir"},
-      {"insecure-skip-verify", "no-access-log"});
+  auto f = flags::parse("proxy", args,
+                        {"config", "listen", "upstream", "admin", "admin-token-file", "threads",
+                         "ca-file", "log-level", "trace-dir"},
+                        {"insecure-skip-verify", "no-access-log"});
   if (!f.positional().empty()) throw usage_error{"unexpected argument '" + f.positional()[0] + "'"};
   auto cfg = proxy_config(f);
   log::level l;

@@ -14,6 +14,14 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
     : runtime_(cfg.threads), shared_(std::make_unique<proxy_shared>()) {
   shared_->cfg = std::move(cfg);
   shared_->metrics = std::make_shared<hooks::metrics_registry>(shared_->cfg);
+  // What the proxy answers or loses on its own, before or outside any tapped stream.
+  shared_->metrics->add_counter_source(
+      "tokentap_rejected_requests_total",
+      "Requests the proxy answered itself: malformed (400), head or body too large (431, 413)",
+      [s = shared_.get()] { return s->stats.rejected_requests.load(std::memory_order_relaxed); });
+  shared_->metrics->add_counter_source(
+      "tokentap_client_disconnects_total", "Clients that left in the middle of an exchange",
+      [s = shared_.get()] { return s->stats.client_disconnects.load(std::memory_order_relaxed); });
   if (!taps) {
     auto factories = hooks::builtin_hooks(shared_->metrics).build(shared_->cfg);
     if (!factories.empty())
@@ -44,33 +52,37 @@ void proxy_server::start() {
       [shared](tcp::socket s, worker& w) { start_proxy_session(std::move(s), w, *shared); },
       cfg.limits.max_connections);
 
-  auto handlers = std::make_shared<admin::handler_table>();
-  (*handlers)["/healthz"] = [](std::string_view, std::string_view) {
+  auto site = std::make_shared<admin::site>();
+  site->bearer_token = cfg.admin_token;
+  auto& handlers = site->handlers;
+  handlers["/healthz"] = [](std::string_view, std::string_view) {
     return admin::response{200, "application/json", "{\"status\":\"ok\"}\n"};
   };
-  (*handlers)["/readyz"] = [rt = &runtime_](std::string_view, std::string_view) {
+  handlers["/readyz"] = [rt = &runtime_](std::string_view, std::string_view) {
     if (rt->draining())
       return admin::response{503, "application/json", "{\"status\":\"draining\"}\n"};
     return admin::response{200, "application/json", "{\"status\":\"ready\"}\n"};
   };
-  (*handlers)["/metrics"] = [m = shared_->metrics](std::string_view, std::string_view) {
+  handlers["/metrics"] = [m = shared_->metrics](std::string_view, std::string_view) {
     return admin::response{200, "text/plain; version=0.0.4; charset=utf-8", m->prometheus_text()};
   };
-  (*handlers)["/api/stats"] = [m = shared_->metrics](std::string_view, std::string_view) {
+  handlers["/api/stats"] = [m = shared_->metrics](std::string_view, std::string_view) {
     return admin::response{200, "application/json", m->stats_json()};
   };
-  (*handlers)["/dashboard"] = [](std::string_view, std::string_view) {
+  handlers["/dashboard"] = [](std::string_view, std::string_view) {
     return admin::response{200, "text/html; charset=utf-8", std::string(admin::dashboard_html())};
   };
-  (*handlers)["/"] = [](std::string_view, std::string_view) {
+  handlers["/"] = [](std::string_view, std::string_view) {
     return admin::response{
         200, "application/json",
         "{\"endpoints\":[\"/dashboard\",\"/api/stats\",\"/metrics\",\"/healthz\",\"/readyz\"]}\n"};
   };
-  std::shared_ptr<const admin::handler_table> table = std::move(handlers);
+  std::shared_ptr<const admin::site> admin_site = std::move(site);
   admin_endpoint_ = runtime_.listen(
       cfg.admin.host, cfg.admin.port,
-      [table](tcp::socket s, worker& w) { admin::start_admin_session(std::move(s), w, table); },
+      [admin_site](tcp::socket s, worker& w) {
+        admin::start_admin_session(std::move(s), w, admin_site);
+      },
       1024, listener_role::control);
   runtime_.start();
 }
