@@ -2,7 +2,9 @@
 # tokentap quick start on Debian 12 (as root, or with sudo).
 #
 #   deploy/quickstart.sh demo   install what is missing, build, run simulator + proxy + load
-#   deploy/quickstart.sh test   install what is missing, build, run the whole test suite
+#   deploy/quickstart.sh test   install what is missing, build, run the whole test suite, then
+#                               again under ASan + UBSan and under TSan, and replay the fuzz
+#                               corpora (SANITIZERS=0 skips the sanitizer passes)
 #
 # Everything comes from Debian packages (and the npm registry for the SDK client tests);
 # nothing is downloaded at build time.
@@ -13,7 +15,8 @@ BUILD_DIR=${BUILD_DIR:-build}
 PACKAGES=(build-essential cmake ninja-build pkg-config libboost-dev libsimdjson-dev
           prometheus-cpp-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
           libyaml-cpp-dev curl ca-certificates openssl
-          prometheus chromium)  # promtool + a real Prometheus, headless Chromium: metrics and dashboard tests
+          prometheus chromium   # promtool + a real Prometheus, headless Chromium: metrics and dashboard tests
+          clang libclang-rt-14-dev)  # libFuzzer targets (test/fuzz)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -35,9 +38,11 @@ install_deps() {
 }
 
 build() {
-  echo "==> building in $BUILD_DIR"
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$BUILD_DIR" -j "$(nproc)"
+  local dir=${1:-$BUILD_DIR}
+  shift || true
+  echo "==> building in $dir"
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake --build "$dir" -j "$(nproc)"
 }
 
 case "${1:-}" in
@@ -54,6 +59,20 @@ case "${1:-}" in
     (cd test/node && npm ci --no-audit --no-fund --loglevel=error)
     echo "==> running the tests"
     ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 300
+    echo "==> fuzz targets: seed corpora and every past crash input (test/fuzz/run.sh 0)"
+    test/fuzz/run.sh 0
+    if [ "${SANITIZERS:-1}" != 0 ]; then
+      # The binary, the unit and the integration suites, rebuilt with sanitizers; a report fails
+      # the test that triggered it (halt_on_error), leaks included (the proxy exits cleanly).
+      build "$BUILD_DIR-asan" -DTOKENTAP_SANITIZE=address
+      echo "==> running the tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+      ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        ctest --test-dir "$BUILD_DIR-asan" --output-on-failure --timeout 600
+      build "$BUILD_DIR-tsan" -DTOKENTAP_SANITIZE=thread
+      echo "==> running the tests under ThreadSanitizer"
+      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+        ctest --test-dir "$BUILD_DIR-tsan" --output-on-failure --timeout 600
+    fi
     ;;
   *)
     echo "usage: deploy/quickstart.sh demo|test" >&2

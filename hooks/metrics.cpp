@@ -330,12 +330,6 @@ metrics_registry::series& metrics_registry::resolve(std::string_view route, std:
   return *series_.emplace(std::move(key), std::move(s)).first->second;
 }
 
-struct metrics_registry::counter_source {
-  prometheus::Counter* counter;
-  std::function<std::uint64_t()> read;
-  std::uint64_t seen = 0;
-};
-
 void metrics_registry::add_counter_source(const std::string& name, const std::string& help,
                                           std::function<std::uint64_t()> read) {
   std::lock_guard lk(mu_);

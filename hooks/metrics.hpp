@@ -102,7 +102,11 @@ class metrics_registry {
   std::map<std::string, bool, std::less<>> models_;
   std::map<std::string, std::unique_ptr<window>, std::less<>> windows_;  // by route \x1f model
   std::deque<std::string> slowest_;  // recent request summaries (JSON), bounded
-  struct counter_source;
+  struct counter_source {
+    prometheus::Counter* counter;
+    std::function<std::uint64_t()> read;
+    std::uint64_t seen = 0;
+  };
   std::vector<counter_source> sources_;
   struct families;
   std::unique_ptr<families> fam_;

@@ -6,7 +6,7 @@ namespace {
 
 class steps_hook final : public hook {
  public:
-  steps_hook(const parsers::step_triggers& t, std::size_t max_steps)
+  steps_hook(const std::shared_ptr<const parsers::step_tagger::compiled>& t, std::size_t max_steps)
       : reasoning_(t, max_steps), content_(t, max_steps) {}
 
   void on_token(const token_event& e) override {
@@ -46,10 +46,11 @@ steps_hook_factory::steps_hook_factory(const config::steps_config& cfg)
   add(triggers_.conclusion, cfg.conclusion);
   add(triggers_.verification, cfg.verification);
   add(triggers_.backtrack, cfg.backtrack);
+  compiled_ = parsers::step_tagger::compile(triggers_);
 }
 
 std::unique_ptr<hook> steps_hook_factory::create() {
-  return std::make_unique<steps_hook>(triggers_, max_steps_);
+  return std::make_unique<steps_hook>(compiled_, max_steps_);
 }
 
 }  // namespace tokentap::hooks

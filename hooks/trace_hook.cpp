@@ -92,14 +92,13 @@ class trace_hook final : public hook {
       return;
     }
     events_ += events_.empty() ? "{\"t_us\":" : ",{\"t_us\":";
-    events_ += std::to_string((read_ns - start_ns_) / 1000);
+    json::append_int(events_, (read_ns - start_ns_) / 1000);
     // Exact bytes: as a JSON string when they are valid UTF-8, else base64 (a read can end in
-    // the middle of a multi-byte character).
-    if (json::valid_utf8(bytes)) {
-      events_ += ",\"raw\":";
-      json::append_string(events_, bytes);
-    } else {
-      events_ += ",\"raw_b64\":";
+    // the middle of a multi-byte character).  One pass validates and escapes.
+    events_ += ",\"raw\":";
+    if (!json::append_string_if_utf8(events_, bytes)) {
+      events_.resize(events_.size() - 2);  // ,"raw": becomes ,"raw_b64":
+      events_ += "_b64\":";
       json::append_base64(events_, bytes);
     }
     events_ += "}";

@@ -1,6 +1,8 @@
 #include "parsers/json_out.hpp"
 
+#include <charconv>
 #include <cstdio>
+#include <cstring>
 
 namespace tokentap::json {
 
@@ -37,6 +39,14 @@ std::size_t utf8_seq(std::string_view s, std::size_t i) noexcept {
 
 bool valid_utf8(std::string_view s) noexcept {
   for (std::size_t i = 0; i < s.size();) {
+    // ASCII eight bytes at a time, then one sequence.
+    while (i + 8 <= s.size()) {
+      std::uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      if (w & 0x8080808080808080ull) break;
+      i += 8;
+    }
+    if (i == s.size()) break;
     const auto n = utf8_seq(s, i);
     if (n == 0) return false;
     i += n;
@@ -44,57 +54,123 @@ bool valid_utf8(std::string_view s) noexcept {
   return true;
 }
 
-void append_escaped(std::string& out, std::string_view s) {
+namespace {
+
+// Bytes of an 8-byte word that need attention in a JSON string: control characters, '"', '\\'
+// and non-ASCII.  Non-zero when any does; the lowest set high bit marks the first one.
+inline std::uint64_t special_bytes(std::uint64_t w) noexcept {
+  constexpr std::uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+  const auto zero_byte = [](std::uint64_t x) { return (x - ones) & ~x & highs; };
+  const std::uint64_t control = (w - ones * 0x20) & ~w & highs;  // bytes < 0x20
+  return control | (w & highs) | zero_byte(w ^ (ones * '"')) | zero_byte(w ^ (ones * '\\'));
+}
+
+// The one escaping loop.  Writes straight into `out` (grown as needed, trimmed at the end).
+// Strict: invalid UTF-8 makes it undo what it wrote and return false; otherwise an invalid byte
+// becomes U+FFFD.
+template <bool Strict>
+bool escape_into(std::string& out, std::string_view s) {
   static constexpr char hex[] = "0123456789abcdef";
-  out.reserve(out.size() + s.size() + 8);
-  for (std::size_t i = 0; i < s.size();) {
-    // The common case first: a run of printable ASCII that needs no escape, appended in one go.
-    std::size_t j = i;
-    while (j < s.size()) {
-      const auto c = static_cast<unsigned char>(s[j]);
-      if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') break;
-      ++j;
+  const std::size_t mark = out.size();
+  out.resize(mark + s.size() + s.size() / 4 + 16);
+  char* w = out.data() + mark;
+  const auto room = [&](std::size_t need) {
+    if (static_cast<std::size_t>(out.data() + out.size() - w) < need) {
+      const auto used = static_cast<std::size_t>(w - out.data());
+      out.resize(out.size() * 2 + need);
+      w = out.data() + used;
     }
-    if (j > i) {
-      out.append(s.data() + i, j - i);
-      i = j;
-      if (i == s.size()) break;
+  };
+  const char* p = s.data();
+  const char* const end = p + s.size();
+  while (p < end) {
+    if (end - p >= 8) {
+      // Eight bytes at a time: store the whole word (room is reserved), advance past the bytes
+      // that need nothing.  No call per run, however short the runs (JSON inside SSE has a quote
+      // every few bytes).
+      room(16);
+      std::uint64_t word;
+      std::memcpy(&word, p, 8);
+      std::memcpy(w, &word, 8);
+      const auto m = special_bytes(word);
+      if (m == 0) {
+        w += 8;
+        p += 8;
+        continue;
+      }
+      const auto k = static_cast<std::size_t>(__builtin_ctzll(m) / 8);
+      w += k;
+      p += k;
+    } else {
+      const auto c = static_cast<unsigned char>(*p);
+      if (!(c < 0x20 || c >= 0x80 || c == '"' || c == '\\')) {
+        room(1);
+        *w++ = static_cast<char>(c);
+        ++p;
+        continue;
+      }
     }
-    const auto c = static_cast<unsigned char>(s[i]);
+    const auto c = static_cast<unsigned char>(*p);
+    room(6);
     if (c >= 0x80) {
-      const auto n = utf8_seq(s, i);
+      const auto n = utf8_seq(std::string_view(p, static_cast<std::size_t>(end - p)), 0);
       if (n == 0) {
-        out += "\xEF\xBF\xBD";  // U+FFFD
-        ++i;
+        if constexpr (Strict) {
+          out.resize(mark);
+          return false;
+        }
+        std::memcpy(w, "\xEF\xBF\xBD", 3);  // U+FFFD
+        w += 3;
+        ++p;
       } else {
-        out.append(s.substr(i, n));
-        i += n;
+        std::memcpy(w, p, n);
+        w += n;
+        p += n;
       }
       continue;
     }
+    *w++ = '\\';
     switch (c) {
       case '"':
-        out += "\\\"";
+        *w++ = '"';
         break;
       case '\\':
-        out += "\\\\";
+        *w++ = '\\';
         break;
       case '\n':
-        out += "\\n";
+        *w++ = 'n';
         break;
       case '\r':
-        out += "\\r";
+        *w++ = 'r';
         break;
       case '\t':
-        out += "\\t";
+        *w++ = 't';
         break;
       default:
-        out += "\\u00";
-        out.push_back(hex[c >> 4]);
-        out.push_back(hex[c & 15]);
+        *w++ = 'u';
+        *w++ = '0';
+        *w++ = '0';
+        *w++ = hex[c >> 4];
+        *w++ = hex[c & 15];
     }
-    ++i;
+    ++p;
   }
+  out.resize(static_cast<std::size_t>(w - out.data()));
+  return true;
+}
+
+}  // namespace
+
+void append_escaped(std::string& out, std::string_view s) { escape_into<false>(out, s); }
+
+bool append_string_if_utf8(std::string& out, std::string_view s) {
+  out.push_back('"');
+  if (!escape_into<true>(out, s)) {
+    out.pop_back();
+    return false;
+  }
+  out.push_back('"');
+  return true;
 }
 
 std::string escaped(std::string_view s) {
@@ -161,16 +237,31 @@ void append_ms(std::string& out, double v) {
     out += "null";
     return;
   }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", v);
-  out += buf;
+  char buf[40];
+  if (!(v < 1e15)) {  // NaN, infinities, absurd values: the slow general path
+    std::snprintf(buf, sizeof buf, "%.3f", v);
+    out += buf;
+    return;
+  }
+  // Fixed three decimals without printf (trace records carry thousands of these).
+  const auto milli = static_cast<std::uint64_t>(v * 1000.0 + 0.5);
+  auto r = std::to_chars(buf, buf + sizeof buf, milli / 1000);
+  const auto frac = static_cast<unsigned>(milli % 1000);
+  *r.ptr++ = '.';
+  *r.ptr++ = static_cast<char>('0' + frac / 100);
+  *r.ptr++ = static_cast<char>('0' + frac / 10 % 10);
+  *r.ptr++ = static_cast<char>('0' + frac % 10);
+  out.append(buf, r.ptr);
 }
 
 void append_int(std::string& out, std::int64_t v) {
-  if (v < 0)
+  if (v < 0) {
     out += "null";
-  else
-    out += std::to_string(v);
+    return;
+  }
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
 }
 
 }  // namespace tokentap::json

@@ -21,6 +21,10 @@ std::string escaped(std::string_view s);
 /// Appends `s` as a quoted JSON string.
 void append_string(std::string& out, std::string_view s);
 
+/// Appends `s` as a quoted JSON string when it is valid UTF-8 (one pass); otherwise appends
+/// nothing and returns false (the caller falls back to base64).
+bool append_string_if_utf8(std::string& out, std::string_view s);
+
 /// Appends `s` base64-encoded, quoted.
 void append_base64(std::string& out, std::string_view s);
 

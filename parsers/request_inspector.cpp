@@ -117,9 +117,16 @@ struct collector {
     first_part = true;
   }
   void append(std::string_view s) {
-    h.update(s);
     n += s.size();
+    if (!wanted()) return;  // the plain pass only counts
+    h.update(s);
     if (opts.canonical) text.append(s);
+  }
+  /// An error other than a type mismatch means the JSON itself is broken: the body is invalid,
+  /// whatever pass met it.  Returns whether `e` is an error.
+  bool bad(simdjson::error_code e) {
+    if (e && e != simdjson::INCORRECT_TYPE) malformed = true;
+    return e != simdjson::SUCCESS;
   }
   void add(std::string_view role) {
     if (!wanted()) return;
@@ -161,7 +168,7 @@ struct collector {
 std::size_t collect_text(simdjson::ondemand::value v, collector& c) {
   namespace od = simdjson::ondemand;
   od::json_type t;
-  if (v.type().get(t)) return 0;
+  if (c.bad(v.type().get(t))) return 0;
   std::string_view s;
   if (t == od::json_type::string) {
     // Without escapes the raw bytes are the text: hash them in place instead of unescaping a copy.
@@ -171,20 +178,23 @@ std::size_t collect_text(simdjson::ondemand::value v, collector& c) {
       c.append(text);
       return text.size();
     }
-    if (v.get_string().get(s)) return 0;
+    if (c.bad(v.get_string().get(s))) return 0;
     c.append(s);
     return s.size();
   }
   if (t != od::json_type::array) return 0;
   od::array parts;
-  if (v.get_array().get(parts)) return 0;
+  if (c.bad(v.get_array().get(parts))) return 0;
   std::size_t total = 0;
   for (auto part : parts) {
     od::object o;
-    if (part.get_object().get(o)) continue;
+    if (c.bad(part.get_object().get(o))) {
+      if (c.malformed) break;
+      continue;
+    }
     for (auto field : o) {
       std::string_view key;
-      if (field.unescaped_key().get(key)) break;
+      if (c.bad(field.unescaped_key().get(key))) break;
       if ((key == "text" || key == "content" || key == "thinking") &&
           !field.value().get_string().get(s)) {
         if (!c.first_part) c.append("\n");
@@ -262,41 +272,14 @@ void canonical_json(simdjson::ondemand::value v, collector& out, int depth) {
   }
 }
 
-// Sum of text bytes in a message `content` (a string or an array of parts with "text").
-std::size_t text_size(od::value v) {
-  od::json_type t;
-  if (v.type().get(t)) return 0;
-  if (t == od::json_type::string) {
-    std::string_view s;
-    return v.get_string().get(s) ? 0 : s.size();
-  }
-  if (t != od::json_type::array) return 0;
-  std::size_t total = 0;
-  od::array parts;
-  if (v.get_array().get(parts)) return 0;
-  for (auto part : parts) {
-    od::object o;
-    if (part.get_object().get(o)) continue;
-    for (auto field : o) {
-      std::string_view key;
-      if (field.unescaped_key().get(key)) break;
-      if (key == "text" || key == "content" || key == "thinking") {
-        std::string_view s;
-        if (!field.value().get_string().get(s)) total += s.size();
-      }
-    }
-  }
-  return total;
-}
-
 // Counts elements of a `messages` / `input` array and their text.
 void read_messages(od::value v, request_info& info, collector& c) {
   od::json_type t;
-  if (v.type().get(t)) return;
+  if (c.bad(v.type().get(t))) return;
   if (t == od::json_type::string) {  // Responses `input` may be a plain string
     info.messages += 1;
     std::string_view s;
-    if (!v.get_string().get(s)) {
+    if (!c.bad(v.get_string().get(s))) {
       info.prompt_chars += s.size();
       c.begin();
       c.append(s);
@@ -305,31 +288,31 @@ void read_messages(od::value v, request_info& info, collector& c) {
     return;
   }
   od::array arr;
-  if (v.get_array().get(arr)) return;
-  const bool want = c.opts.digests || c.opts.canonical;
+  if (c.bad(v.get_array().get(arr))) return;
+  // Both passes (with and without digests) read the same values, so they meet the same errors.
   for (auto item : arr) {
     info.messages += 1;
     od::object msg;
-    if (item.get_object().get(msg)) continue;
+    if (c.bad(item.get_object().get(msg))) {
+      if (c.malformed) break;
+      continue;
+    }
     std::string_view role = "other";
     c.begin();
     for (auto field : msg) {
       std::string_view key;
-      if (field.unescaped_key().get(key)) break;
+      if (c.bad(field.unescaped_key().get(key))) break;
       if (key == "content") {
         od::value cv;
-        if (field.value().get(cv)) break;
-        if (want) {
-          info.prompt_chars += collect_text(cv, c);
-        } else {
-          info.prompt_chars += text_size(cv);
-        }
-      } else if (key == "role" && want) {
+        if (c.bad(field.value().get(cv))) break;
+        info.prompt_chars += collect_text(cv, c);
+      } else if (key == "role") {
         std::string_view r;
-        if (!field.value().get_string().get(r)) role = intern_role(r);
+        if (!c.bad(field.value().get_string().get(r))) role = intern_role(r);
       }
     }
     c.add(role);
+    if (c.malformed) break;
   }
 }
 
@@ -413,7 +396,8 @@ request_info request_inspector::inspect(std::string_view body, inspect_options o
       canonical_json(v, c, 0);
       c.add("tools");
     } else if (key == "prompt") {
-      info.prompt_chars += text_size(v);
+      c.begin();
+      info.prompt_chars += collect_text(v, c);
     } else if (key == "reasoning_effort" || key == "reasoning") {
       info.reasoning = true;
     } else if (key == "thinking") {

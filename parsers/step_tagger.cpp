@@ -41,6 +41,7 @@ namespace {
 constexpr std::size_t max_step_text = 8192;  // bytes of a step kept for the redundancy check
 constexpr std::size_t max_compared = 64;     // most recent steps looked at per shared trigram
 constexpr std::size_t min_lookahead = 64;
+constexpr std::size_t max_step_numerals = 8;  // 第…步: 8 numerals x 3 bytes + 6 < min_lookahead
 
 struct trigger {
   std::string text;
@@ -128,6 +129,10 @@ int marker(std::string_view s, bool eof) {
   std::size_t i = di.size();
   std::size_t numerals = 0;
   for (;;) {
+    // A step number has a few numerals; bounding the run keeps the decision inside the
+    // lookahead window, so it never depends on how the text was split (found by
+    // fuzz_step_tagger: 第 + 120 digits + 二步 matched only when it arrived whole).
+    if (numerals > max_step_numerals) return 0;
     if (need(i)) return undecided;
     if (is_digit(s[i])) {
       ++i;
@@ -225,10 +230,31 @@ void trigrams(std::string_view text, std::vector<std::uint64_t>& units,
 
 }  // namespace
 
-struct step_tagger::impl {
+// The trigger set in searchable form: built once per configuration and shared by every stream's
+// taggers (building it per stream cost more than tagging a short answer).
+struct step_tagger::compiled {
   std::vector<trigger> triggers;  // longest first
   std::size_t lookahead = min_lookahead;
+  std::array<bool, 256> first_byte{};  // bytes some trigger starts with
+  std::array<std::vector<std::uint16_t>, 256>
+      by_first;  // trigger indices by first byte, longest first
+};
+
+struct step_tagger::impl {
+  std::shared_ptr<const compiled> set;
+  const std::vector<trigger>& triggers;
+  const std::size_t lookahead;
+  const std::array<bool, 256>& first_byte;
+  const std::array<std::vector<std::uint16_t>, 256>& by_first;
   std::size_t max_steps;
+
+  impl(std::shared_ptr<const compiled> c, std::size_t max)
+      : set(std::move(c)),
+        triggers(set->triggers),
+        lookahead(set->lookahead),
+        first_byte(set->first_byte),
+        by_first(set->by_first),
+        max_steps(max) {}
 
   std::string buf;  // bytes not yet consumed (buf[0] is at global offset buf_offset)
   std::uint64_t buf_offset = 0;
@@ -253,8 +279,7 @@ struct step_tagger::impl {
     std::uint32_t next;  // next posting of the same gram, or npos
   };
   static constexpr std::uint32_t npos = 0xFFFFFFFFu;
-  std::vector<std::uint32_t> table =
-      std::vector<std::uint32_t>(1024, npos);  // gram -> head posting
+  std::vector<std::uint32_t> table;  // gram -> head posting; allocated with the first step
   std::vector<posting> postings;
   std::vector<std::uint32_t> gram_count;
   std::vector<std::uint64_t> g, units;  // scratch
@@ -264,10 +289,6 @@ struct step_tagger::impl {
   std::int64_t pre_t = -1;
   std::uint64_t redundant_tokens = 0;
   bool finished = false;
-
-  std::array<bool, 256> first_byte{};  // bytes some trigger starts with
-  std::array<std::vector<std::uint16_t>, 256>
-      by_first;  // trigger indices by first byte, longest first
 
   decision classify(std::string_view s, bool eof, bool markers) const {
     // Most sentence starts begin with a byte no trigger or marker begins with.
@@ -320,7 +341,7 @@ struct step_tagger::impl {
   }
 
   void grow_table() {
-    std::vector<std::uint32_t> old(table.size() * 2, npos);
+    std::vector<std::uint32_t> old(std::max<std::size_t>(256, table.size() * 2), npos);
     old.swap(table);
     for (auto head : old)
       if (head != npos) *slot_of(postings[head].gram) = head;
@@ -473,15 +494,15 @@ struct step_tagger::impl {
   }
 };
 
-step_tagger::step_tagger(const step_triggers& t, std::size_t max_steps)
-    : impl_(std::make_unique<impl>()) {
+std::shared_ptr<const step_tagger::compiled> step_tagger::compile(const step_triggers& t) {
+  auto c = std::make_shared<compiled>();
   auto add = [&](const std::vector<std::string>& list, step_kind k) {
     for (const auto& s : list) {
       if (s.empty()) continue;
       const bool ascii = static_cast<unsigned char>(s[0]) < 0x80;
-      impl_->triggers.push_back({s, k, ascii && s.back() != ','});
-      impl_->first_byte[static_cast<unsigned char>(s[0])] = true;
-      impl_->lookahead = std::max(impl_->lookahead, s.size() + 2);
+      c->triggers.push_back({s, k, ascii && s.back() != ','});
+      c->first_byte[static_cast<unsigned char>(s[0])] = true;
+      c->lookahead = std::max(c->lookahead, s.size() + 2);
     }
   };
   add(t.step, step_kind::step);
@@ -489,13 +510,19 @@ step_tagger::step_tagger(const step_triggers& t, std::size_t max_steps)
   add(t.verification, step_kind::verification);
   add(t.backtrack, step_kind::backtrack);
   std::stable_sort(
-      impl_->triggers.begin(), impl_->triggers.end(),
+      c->triggers.begin(), c->triggers.end(),
       [](const trigger& a, const trigger& b) { return a.text.size() > b.text.size(); });
-  for (std::size_t i = 0; i < impl_->triggers.size(); ++i)
-    impl_->by_first[static_cast<unsigned char>(impl_->triggers[i].text[0])].push_back(
+  for (std::size_t i = 0; i < c->triggers.size(); ++i)
+    c->by_first[static_cast<unsigned char>(c->triggers[i].text[0])].push_back(
         static_cast<std::uint16_t>(i));
-  impl_->max_steps = max_steps;
+  return c;
 }
+
+step_tagger::step_tagger(const step_triggers& t, std::size_t max_steps)
+    : step_tagger(compile(t), max_steps) {}
+
+step_tagger::step_tagger(std::shared_ptr<const compiled> triggers, std::size_t max_steps)
+    : impl_(std::make_unique<impl>(std::move(triggers), max_steps)) {}
 
 step_tagger::~step_tagger() = default;
 step_tagger::step_tagger(step_tagger&&) noexcept = default;

@@ -37,9 +37,15 @@ struct step {
 
 class step_tagger {
  public:
+  /// A trigger set compiled for searching; immutable, shareable across threads and streams.
+  struct compiled;
+  static std::shared_ptr<const compiled> compile(const step_triggers& triggers);
+
   /// `max_steps` bounds memory on runaway reasoning (later steps are not recorded).
   explicit step_tagger(const step_triggers& triggers = step_triggers::defaults(),
                        std::size_t max_steps = 4096);
+  /// The per-stream form: no compilation, nothing allocated until text arrives.
+  step_tagger(std::shared_ptr<const compiled> triggers, std::size_t max_steps);
   ~step_tagger();
   step_tagger(step_tagger&&) noexcept;
   step_tagger& operator=(step_tagger&&) noexcept;

@@ -56,8 +56,9 @@ void copy_end_to_end(const http::fields& src, http::fields& dst,
 }
 
 bool is_secret_header(std::string_view name) noexcept {
-  static constexpr std::array<std::string_view, 6> names = {
-      "authorization", "x-api-key", "api-key", "cookie", "set-cookie", "proxy-authorization"};
+  static constexpr std::array<std::string_view, 7> names = {
+      "authorization", "x-api-key",           "api-key",       "cookie",
+      "set-cookie",    "proxy-authorization", "x-goog-api-key"};
   for (auto n : names)
     if (iequals(n, name)) return true;
   return false;

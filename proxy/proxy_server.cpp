@@ -30,6 +30,10 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
   shared_->taps = std::move(taps);
   shared_->runtime = &runtime_;
   for (const auto& up : shared_->cfg.upstreams) {
+    if (up.target.tls && !up.tls_verify)
+      TT_LOG(warn) << "upstream " << up.name
+                   << ": TLS certificate verification is OFF (tls_verify: false); anyone on the "
+                      "path can impersonate it";
     shared_->tls.push_back(up.target.tls ? tls::make_client_context(up.tls_verify, up.ca_file)
                                          : nullptr);
   }

@@ -78,6 +78,9 @@ void upstream_pool::give_back(std::size_t index, std::unique_ptr<upstream_connec
   if (max == 0) return;
   c->idle_since = clock::now();
   ++c->exchanges;
+  // Expired connections leave as soon as there is traffic, not only when they are next taken.
+  const auto ttl = cfg_.upstreams[index].idle_ttl;
+  while (!q.empty() && c->idle_since - q.front()->idle_since >= ttl) q.pop_front();
   if (q.size() >= max) q.pop_front();  // drop the oldest
   q.push_back(std::move(c));
 }

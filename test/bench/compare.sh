@@ -4,6 +4,7 @@
 # (d) tokentap with the tap off — one run, one machine.  Issue 8's harness.
 #
 #   test/bench/compare.sh [build-dir]        (STREAMS=500 EVENTS=100 ITL_MS=20 DURATION=20)
+#   IDLE_STREAMS=1000 (0 skips)  MAX_LEVELS="1000 5000 10000" (unset skips)  MAX_DURATION=15
 #
 # Per mode: events/s, per-event latency P50/P99 as the client sees it (the simulator stamps each
 # event with the monotonic time it wrote it; the client subtracts it on arrival — same clock), the
@@ -66,8 +67,9 @@ NGINX_MASTER=$!
 pids+=($NGINX_MASTER)
 sleep 0.5
 
-# (c) tokentap, everything on; (d) tokentap, tap off.
+# (c) tokentap, everything on; (c') everything but traces (what traces cost); (d) tap off.
 echo "hooks: [timing, steps, cache, metrics, trace]" > "$WORK/full.yaml"
+echo "hooks: [timing, steps, cache, metrics]" > "$WORK/notrace.yaml"
 echo "hooks: []" > "$WORK/off.yaml"
 start_tokentap() {  # $1 name, $2 config
   "$BIN" proxy --config "$2" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --threads 1 --no-access-log \
@@ -78,6 +80,9 @@ start_tokentap() {  # $1 name, $2 config
 start_tokentap full "$WORK/full.yaml" "--trace-dir $WORK/traces"
 FULL_PID=${pids[-1]}
 FULL=$(sed -n 's/^ready proxy=\([^ ]*\).*/\1/p' "$WORK/full.out")
+start_tokentap notrace "$WORK/notrace.yaml"
+NOTRACE_PID=${pids[-1]}
+NOTRACE=$(sed -n 's/^ready proxy=\([^ ]*\).*/\1/p' "$WORK/notrace.out")
 start_tokentap off "$WORK/off.yaml"
 OFF_PID=${pids[-1]}
 OFF=$(sed -n 's/^ready proxy=\([^ ]*\).*/\1/p' "$WORK/off.out")
@@ -87,13 +92,17 @@ printf "%-16s %10s %8s %14s %14s %16s %14s\n" mode events/s errors "latency p50u
 run_mode() {  # $1 name, $2 target, $3.. pids to measure (none for direct)
   local name=$1 target=$2
   shift 2
-  local before=0 after=0 rss=0
-  [ $# -gt 0 ] && before=$(cpu_ticks "$@")
-  local out
-  out=$("$LOADGEN" --target "$target" --concurrency "$STREAMS" --duration-s "$DURATION" \
-          --tokens "$EVENTS" --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 || true)
-  [ $# -gt 0 ] && after=$(cpu_ticks "$@") && rss=$(rss_kib "$@")
-  local eps p50 p99 failed
+  local before=0 after=0 rss_idle=0 rss_mid=0
+  [ $# -gt 0 ] && before=$(cpu_ticks "$@") && rss_idle=$(rss_kib "$@")
+  "$LOADGEN" --target "$target" --concurrency "$STREAMS" --duration-s "$DURATION" \
+    --tokens "$EVENTS" --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 > "$WORK/load.out" 2>&1 &
+  local load=$!
+  sleep $((DURATION / 2))
+  [ $# -gt 0 ] && rss_mid=$(rss_kib "$@")
+  wait $load || true
+  [ $# -gt 0 ] && after=$(cpu_ticks "$@")
+  local out eps p50 p99 failed
+  out=$(cat "$WORK/load.out")
   eps=$(sed -n 's/.*events_per_s=\([0-9.]*\).*/\1/p' <<< "$out")
   p50=$(sed -n 's/.*event_latency_p50_us=\([0-9.]*\).*/\1/p' <<< "$out")
   p99=$(sed -n 's/.*event_latency_p99_us=\([0-9.]*\).*/\1/p' <<< "$out")
@@ -102,7 +111,8 @@ run_mode() {  # $1 name, $2 target, $3.. pids to measure (none for direct)
   if [ $# -gt 0 ]; then
     cpu=$(awk -v a="$after" -v b="$before" -v hz="$HZ" -v e="$eps" -v d="$DURATION" \
             'BEGIN { if (e > 0) printf "%.2f", (a - b) / hz / (e * d / 1e6); else print "-" }')
-    per_stream=$((rss / STREAMS))
+    # Growth over the process's idle footprint, mid-run, per open stream.
+    per_stream=$(( (rss_mid - rss_idle) / STREAMS ))
   fi
   printf "%-16s %10s %8s %14s %14s %16s %14s\n" "$name" "$eps" "$failed" "$p50" "$p99" "$cpu" "$per_stream"
 }
@@ -111,4 +121,46 @@ NGINX_WORKERS=$(pgrep -P "$NGINX_MASTER" | tr '\n' ' ')
 # shellcheck disable=SC2086
 run_mode nginx "127.0.0.1:$NGINX_PORT" $NGINX_MASTER $NGINX_WORKERS
 run_mode tokentap-full "$FULL" "$FULL_PID"
+run_mode tokentap-no-trace "$NOTRACE" "$NOTRACE_PID"
 run_mode tokentap-tap-off "$OFF" "$OFF_PID"
+
+# Idle streams: each gets its head and one event, then nothing for longer than the run.
+if [ "${IDLE_STREAMS:-1000}" -gt 0 ]; then
+  echo
+  echo "idle: ${IDLE_STREAMS:-1000} open streams after their first event (RSS growth per stream, KiB)"
+  idle_rss() {  # $1 target, $2.. pids
+    local target=$1
+    shift
+    local base
+    base=$(rss_kib "$@")
+    "$LOADGEN" --target "$target" --concurrency "${IDLE_STREAMS:-1000}" --duration-s 8 \
+      --tokens 2 --itl-ms 600000 --ttft-ms 10 --threads 1 > /dev/null 2>&1 &
+    local load=$!
+    sleep 6
+    local now
+    now=$(rss_kib "$@")
+    wait $load || true
+    echo $(( (now - base) / ${IDLE_STREAMS:-1000} ))
+  }
+  # shellcheck disable=SC2086
+  printf "%-16s %s\n" nginx "$(idle_rss "127.0.0.1:$NGINX_PORT" $NGINX_MASTER $NGINX_WORKERS)"
+  printf "%-16s %s\n" tokentap-full "$(idle_rss "$FULL" "$FULL_PID")"
+  printf "%-16s %s\n" tokentap-tap-off "$(idle_rss "$OFF" "$OFF_PID")"
+fi
+
+# Max concurrent streams before errors: slow streams (one event per second) at rising levels.
+if [ -n "${MAX_LEVELS:-}" ]; then
+  echo
+  echo "max concurrent streams (1 event/s each, ${MAX_DURATION:-15} s per level): errors per level"
+  for mode in nginx tokentap-full; do
+    target="127.0.0.1:$NGINX_PORT"
+    [ $mode = tokentap-full ] && target=$FULL
+    line="$mode"
+    for n in $MAX_LEVELS; do
+      out=$("$LOADGEN" --target "$target" --concurrency "$n" --duration-s "${MAX_DURATION:-15}" \
+              --tokens 10 --itl-ms 1000 --ttft-ms 50 --threads 1 2>&1 || true)
+      line="$line  $n:$(sed -n 's/.*failed=\([0-9]*\).*/\1/p' <<< "$out")"
+    done
+    echo "$line"
+  done
+fi

@@ -6,6 +6,7 @@
 
 #include <simdjson.h>
 
+#include "parsers/json_out.hpp"
 #include "parsers/sse_parser.hpp"
 #include "parsers/step_tagger.hpp"
 #include "parsers/stream_decoder.hpp"
@@ -119,6 +120,21 @@ void BM_DecodeOpenAI(benchmark::State& state) {
   decode_bench(state, s, parsers::provider::openai_chat);
 }
 BENCHMARK(BM_DecodeOpenAI);
+
+// What the trace hook does with every forwarded read: JSON-escape it (one pass that also
+// validates UTF-8), as the `raw` field of the trace record.
+void BM_TraceEscapeRead(benchmark::State& state) {
+  static const std::string s = openai_stream(64);
+  const std::string_view read = std::string_view(s).substr(0, s.find("\n\n") + 2);
+  std::string out;
+  for (auto _ : state) {
+    out.clear();
+    benchmark::DoNotOptimize(json::append_string_if_utf8(out, read));
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * read.size()));
+  state.counters["read_bytes"] = static_cast<double>(read.size());
+}
+BENCHMARK(BM_TraceEscapeRead);
 
 void BM_DecodeAnthropic(benchmark::State& state) {
   static const std::string s = anthropic_stream(4000);

@@ -109,6 +109,10 @@ TEST(StepTagger, BlankLinesAndMarkers) {
   check_all_ways("A\nStep 12: go\nSteps are fine\n第十步：好\n第几步",
                  {{0, "other"}, {2, "step"}, {29, "step"}});
   check_all_ways("A\n1)x\n2) y", {{0, "other"}, {6, "step"}});
+  // Found by fuzz_step_tagger (test/fuzz/regressions/step_tagger-long-numeral-run): a numeral run
+  // longer than the lookahead decided differently whole and split.  Eight numerals at most.
+  check_all_ways("A\n第12345678步\n第" + std::string(70, '7') + "二步",
+                 {{0, "other"}, {2, "step"}});
 }
 
 TEST(StepTagger, ChineseSentenceEnds) {

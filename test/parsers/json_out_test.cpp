@@ -1,0 +1,115 @@
+// JSON output helpers: the word-at-a-time escaper against a byte-at-a-time reference on every
+// special byte at every alignment, strict UTF-8 handling, and the printf-free number formatting.
+#include "parsers/json_out.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+
+namespace tokentap::json {
+namespace {
+
+// The obvious implementation, one byte at a time (what the fast path must equal).
+std::string reference_escape(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"') out += "\\\"";
+    else if (c == '\\') out += "\\\\";
+    else if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      out += b;
+    } else out.push_back(static_cast<char>(c));
+  }
+  return out;
+}
+
+TEST(JsonOut, EscapesEverySpecialByteAtEveryAlignment) {
+  for (int special = 0; special < 0x80; ++special) {
+    for (std::size_t pos = 0; pos < 20; ++pos) {
+      std::string s(20, 'a');
+      s[pos] = static_cast<char>(special);
+      std::string out = "x";
+      append_escaped(out, s);
+      ASSERT_EQ(out, "x" + reference_escape(s)) << "byte " << special << " at " << pos;
+    }
+  }
+}
+
+TEST(JsonOut, RandomAsciiMatchesTheReference) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 2000; ++round) {
+    std::string s(rng() % 200, ' ');
+    for (auto& c : s) c = static_cast<char>(rng() % 0x80);
+    std::string out;
+    append_escaped(out, s);
+    ASSERT_EQ(out, reference_escape(s));
+    std::string strict;
+    ASSERT_TRUE(append_string_if_utf8(strict, s));
+    ASSERT_EQ(strict, "\"" + reference_escape(s) + "\"");
+  }
+}
+
+TEST(JsonOut, Utf8IsKeptInvalidIsReplacedOrRefused) {
+  const std::string ok = "caf\xC3\xA9 \xE4\xB8\x80 \xF0\x9F\x98\x80 \xE2\x80\xA8 end";
+  std::string out;
+  append_escaped(out, ok);
+  EXPECT_EQ(out, ok);
+  EXPECT_TRUE(valid_utf8(ok));
+  const std::string bad = "abcdefgh\xC3(split\xE4\xB8";  // a lone lead byte, a cut sequence
+  EXPECT_FALSE(valid_utf8(bad));
+  out.clear();
+  append_escaped(out, bad);
+  EXPECT_EQ(out, "abcdefgh\xEF\xBF\xBD(split\xEF\xBF\xBD\xEF\xBF\xBD");
+  std::string strict = "prefix";
+  EXPECT_FALSE(append_string_if_utf8(strict, bad));
+  EXPECT_EQ(strict, "prefix") << "a refused string leaves the output untouched";
+  for (const char* invalid : {"\xC0\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\x80", "\xFF"}) {
+    EXPECT_FALSE(valid_utf8(invalid)) << invalid;
+    std::string s;
+    EXPECT_FALSE(append_string_if_utf8(s, invalid));
+  }
+}
+
+TEST(JsonOut, LongInputsGrowTheBuffer) {
+  std::string s(100000, '\x01');  // every byte becomes six
+  std::string out;
+  append_escaped(out, s);
+  EXPECT_EQ(out.size(), 600000u);
+  EXPECT_EQ(out.substr(0, 12), "\\u0001\\u0001");
+}
+
+TEST(JsonOut, NumbersWithoutPrintf) {
+  const auto ms = [](double v) {
+    std::string s;
+    append_ms(s, v);
+    return s;
+  };
+  EXPECT_EQ(ms(0), "0.000");
+  EXPECT_EQ(ms(12.3456), "12.346");
+  EXPECT_EQ(ms(0.0004), "0.000");
+  EXPECT_EQ(ms(1.9999), "2.000");
+  EXPECT_EQ(ms(123456789.125), "123456789.125");
+  EXPECT_EQ(ms(-1), "null");
+  EXPECT_EQ(ms(1e20), "100000000000000000000.000");
+  std::mt19937 rng(3);
+  for (int i = 0; i < 10000; ++i) {
+    const double v = static_cast<double>(rng() % 100000000) / 997.0;
+    char b[64];
+    std::snprintf(b, sizeof b, "%.3f", v);
+    ASSERT_EQ(ms(v), b) << v;
+  }
+  std::string s;
+  append_int(s, 0);
+  append_int(s, -5);
+  append_int(s, 9223372036854775807);
+  EXPECT_EQ(s, "0null9223372036854775807");
+}
+
+}  // namespace
+}  // namespace tokentap::json
