@@ -31,9 +31,7 @@ class timing_hook final : public hook {
  public:
   explicit timing_hook(const config::timing_config& cfg)
       : stall_ns_(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.stall_threshold).count()) {
-    gaps_.reserve(256);
-  }
+            std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.stall_threshold).count()) {}
 
   void on_body(std::string_view, mono_ns read_ns, mono_ns written_ns) override {
     overhead_ms_.push_back(ms(read_ns, written_ns));

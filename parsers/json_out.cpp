@@ -161,7 +161,9 @@ bool escape_into(std::string& out, std::string_view s) {
 
 }  // namespace
 
-void append_escaped(std::string& out, std::string_view s) { escape_into<false>(out, s); }
+void append_escaped(std::string& out, std::string_view s) {
+  escape_into<false>(out, s);
+}
 
 bool append_string_if_utf8(std::string& out, std::string_view s) {
   out.push_back('"');

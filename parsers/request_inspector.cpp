@@ -10,11 +10,26 @@ namespace tokentap::parsers {
 namespace od = simdjson::ondemand;
 
 struct request_inspector::impl {
-  explicit impl(std::size_t max) : max_bytes(max), parser(max) {}
+  explicit impl(std::size_t max) : max_bytes(max) {}
   std::size_t max_bytes;
-  od::parser parser;
-  std::string padded;  // reused copy of the body with SIMDJSON_PADDING bytes of slack
 };
+
+namespace {
+
+// One parser and padding buffer per thread, shared by every inspector on it (the proxy keeps one
+// inspector per session; inspect() parses and extracts in one call and keeps no view into the
+// parser).  Scratch grown by a large body is released afterwards, so it stays small.
+struct inspect_scratch {
+  od::parser parser;
+  std::string padded;  // the body with SIMDJSON_PADDING bytes of slack
+};
+inspect_scratch& thread_scratch() {
+  static thread_local inspect_scratch s;
+  return s;
+}
+constexpr std::size_t keep_scratch_bytes = 1u << 20;
+
+}  // namespace
 
 namespace {
 
@@ -174,6 +189,10 @@ std::size_t collect_text(simdjson::ondemand::value v, collector& c) {
     // Without escapes the raw bytes are the text: hash them in place instead of unescaping a copy.
     const auto raw = v.raw_json_token();
     if (raw.size() >= 2 && raw.find('\\') == std::string_view::npos && !c.opts.canonical) {
+      // raw_json_token() only peeks: consume the string too, or the iterator's position (and so
+      // which JSON errors it meets later) would differ from the unescaping path's.
+      od::raw_json_string consumed;
+      if (c.bad(v.get_raw_json_string().get(consumed))) return 0;
       const auto text = raw.substr(1, raw.rfind('"') - 1);
       c.append(text);
       return text.size();
@@ -340,13 +359,23 @@ request_info request_inspector::inspect(std::string_view body, inspect_options o
     info.error = "body too large to inspect";
     return info;
   }
+  auto& scratch = thread_scratch();
+  struct release_if_large {
+    inspect_scratch& s;
+    std::size_t n;
+    ~release_if_large() {
+      if (n <= keep_scratch_bytes) return;
+      s.parser = od::parser();
+      std::string().swap(s.padded);
+    }
+  } release{scratch, body.size()};
   // Reuse one buffer with SIMDJSON_PADDING bytes of slack: no allocation once it is warm.
-  auto& buf = impl_->padded;
+  auto& buf = scratch.padded;
   if (buf.capacity() < body.size() + simdjson::SIMDJSON_PADDING)
     buf.reserve(body.size() + simdjson::SIMDJSON_PADDING);
   buf.assign(body);
   od::document doc;
-  if (impl_->parser.iterate(simdjson::padded_string_view(buf.data(), buf.size(), buf.capacity()))
+  if (scratch.parser.iterate(simdjson::padded_string_view(buf.data(), buf.size(), buf.capacity()))
           .get(doc)) {
     info.error = "invalid JSON";
     return info;

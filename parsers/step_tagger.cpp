@@ -509,9 +509,9 @@ std::shared_ptr<const step_tagger::compiled> step_tagger::compile(const step_tri
   add(t.conclusion, step_kind::conclusion);
   add(t.verification, step_kind::verification);
   add(t.backtrack, step_kind::backtrack);
-  std::stable_sort(
-      c->triggers.begin(), c->triggers.end(),
-      [](const trigger& a, const trigger& b) { return a.text.size() > b.text.size(); });
+  std::stable_sort(c->triggers.begin(), c->triggers.end(), [](const trigger& a, const trigger& b) {
+    return a.text.size() > b.text.size();
+  });
   for (std::size_t i = 0; i < c->triggers.size(); ++i)
     c->by_first[static_cast<unsigned char>(c->triggers[i].text[0])].push_back(
         static_cast<std::uint16_t>(i));

@@ -34,7 +34,10 @@ namespace {
 
 using hooks::stream_outcome;
 
-constexpr std::size_t relay_buffer_bytes = 16 * 1024;
+// The relay buffer starts small (an SSE event is a few hundred bytes, and an open stream pins its
+// buffer while it waits) and doubles when a read fills it (bulk bodies), up to the maximum.
+constexpr std::size_t relay_buffer_min = 2 * 1024;
+constexpr std::size_t relay_buffer_max = 64 * 1024;
 
 bool is_disconnect(const error_code& ec) {
   return ec == net::error::eof || ec == net::error::connection_reset ||
@@ -164,6 +167,9 @@ class proxy_session final : public session_base,
     }
     client_.expires_never();
     auto req = parser.release();
+    // Nothing pipelined behind this request: give the read buffer back for the (possibly long)
+    // response; the next request allocates again.
+    if (buf_.size() == 0) buf_.shrink_to_fit();
 
     exchange ex;
     ex.start = clock::now();
@@ -438,15 +444,18 @@ class proxy_session final : public session_base,
     }
 
     // The relay loop.  One read, one write, repeat: never read ahead of the client.
-    if (!relay_buf_) relay_buf_ = std::make_unique<char[]>(relay_buffer_bytes);
+    if (!relay_buf_) {
+      relay_size_ = relay_buffer_min;
+      relay_buf_ = std::make_unique<char[]>(relay_size_);
+    }
     while (!parser->is_done()) {
       parser->get().body().data = relay_buf_.get();
-      parser->get().body().size = relay_buffer_bytes;
+      parser->get().body().size = relay_size_;
       lowest.expires_at(bounded(ex, timeouts().idle));
       co_await http::async_read_some(up, conn.buffer, *parser, use_ec(ec));
       if (ec == http::error::need_buffer) ec = {};
       const auto read_ns = mono_now_ns();
-      const std::size_t n = relay_buffer_bytes - parser->get().body().size;
+      const std::size_t n = relay_size_ - parser->get().body().size;
       if (n > 0) {
         if (!ex.first_byte) ex.first_byte = clock::now();
         res.body().data = relay_buf_.get();
@@ -462,6 +471,10 @@ class proxy_session final : public session_base,
         }
         ex.body_bytes += n;
         if (ex.tap) ex.tap->on_body({relay_buf_.get(), n}, read_ns, mono_now_ns());
+        if (n == relay_size_ && relay_size_ < relay_buffer_max) {
+          relay_size_ *= 2;  // the upstream outpaces us: read more per syscall
+          relay_buf_ = std::make_unique<char[]>(relay_size_);
+        }
       }
       if (ec) {
         if (client_gone_) {
@@ -651,6 +664,7 @@ class proxy_session final : public session_base,
   std::string peer_ = "unknown";
   parsers::request_inspector inspector_{1u << 20};
   std::unique_ptr<char[]> relay_buf_;
+  std::size_t relay_size_ = 0;
   upstream_connection* upstream_ = nullptr;  // the connection of the exchange in flight
   std::uint64_t watch_gen_ = 0;
   bool first_request_ = true;

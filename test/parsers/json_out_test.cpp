@@ -15,16 +15,22 @@ std::string reference_escape(std::string_view s) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
+    if (c == '"')
+      out += "\\\"";
+    else if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
     else if (c < 0x20) {
       char b[8];
       std::snprintf(b, sizeof b, "\\u%04x", c);
       out += b;
-    } else out.push_back(static_cast<char>(c));
+    } else
+      out.push_back(static_cast<char>(c));
   }
   return out;
 }

@@ -65,6 +65,18 @@ TEST(RequestInspector, MalformedToolsAreInvalidJsonNotASilentStop) {
   EXPECT_EQ(info.error, "invalid JSON");
 }
 
+// Found by fuzz_request_inspector (regressions/request_inspector-raw-token-not-consumed): the
+// hashing fast path peeked at a string without consuming it, so it met a later JSON error
+// differently from the unescaping path.
+TEST(RequestInspector, FastAndUnescapingPathsAgreeOnErrors) {
+  const std::string body = R"({"model":"m","prompt":"a","prompt":"b":"c":5}})";
+  request_inspector a, b;
+  const auto fast = a.inspect(body, {.digests = true});
+  const auto slow = b.inspect(body, {.digests = true, .canonical = true});
+  EXPECT_EQ(fast.error, slow.error);
+  EXPECT_EQ(fast.error, "invalid JSON");
+}
+
 TEST(RequestInspector, BadInputIsReportedNotThrown) {
   request_inspector in(64);
   EXPECT_EQ(in.inspect("").error, "empty body");
