@@ -61,12 +61,10 @@ struct worker {
   // destroys pending sessions, which unregister themselves from this set.
   std::unordered_set<session_base*> sessions;
   bool draining = false;
-  // One thread runs this context and every socket and timer on it is used only from that thread
-  // (accepted sockets are handed over with a post), so the reactor's per-descriptor locks are
-  // pure cost: UNSAFE_IO drops them; scheduler and registration locking stay (posts from other
-  // threads and registration from the acceptor's thread remain safe).  Profile: ~2 % of
-  // instructions per forwarded event were mutex lock/unlock.
-  net::io_context ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
+  // Locking stays on (hint 1): sockets are accepted on another thread's acceptor and registered
+  // with this reactor from there, so BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO races (ThreadSanitizer
+  // showed it; it would have saved ~1 % of instructions per event).
+  net::io_context ioc{1};
   std::optional<net::executor_work_guard<net::io_context::executor_type>> guard;
 };
 

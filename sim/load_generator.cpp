@@ -36,6 +36,9 @@ void load_generator::start() {
 
 void load_generator::stop() {
   stop_ = true;
+  // Streams in flight end now, not when their last token (or their timeout) comes: a run of
+  // long or idle streams must stop at its deadline.
+  for (auto& ioc : iocs_) ioc->stop();
   wait();
 }
 

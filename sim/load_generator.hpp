@@ -51,7 +51,7 @@ class load_generator {
   void start();
   /// Asks clients to stop after their current request (does not wait).
   void request_stop() noexcept { stop_ = true; }
-  /// request_stop(), then waits for the clients.
+  /// request_stop(), then ends the streams still in flight and joins the client threads.
   void stop();
   /// Blocks until every client has sent max_requests (or stop()).
   void wait();

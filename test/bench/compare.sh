@@ -87,8 +87,6 @@ start_tokentap off "$WORK/off.yaml"
 OFF_PID=${pids[-1]}
 OFF=$(sed -n 's/^ready proxy=\([^ ]*\).*/\1/p' "$WORK/off.out")
 
-echo "machine: $(nproc) cores; $STREAMS streams x $EVENTS events, ${ITL_MS} ms apart, ${DURATION} s per mode"
-printf "%-16s %10s %8s %14s %14s %16s %14s\n" mode events/s errors "latency p50us" "latency p99us" "cpu s/M events" "rss KiB/stream"
 run_mode() {  # $1 name, $2 target, $3.. pids to measure (none for direct)
   local name=$1 target=$2
   shift 2
@@ -116,17 +114,10 @@ run_mode() {  # $1 name, $2 target, $3.. pids to measure (none for direct)
   fi
   printf "%-16s %10s %8s %14s %14s %16s %14s\n" "$name" "$eps" "$failed" "$p50" "$p99" "$cpu" "$per_stream"
 }
-run_mode direct "$SIM"
 NGINX_WORKERS=$(pgrep -P "$NGINX_MASTER" | tr '\n' ' ')
-# shellcheck disable=SC2086
-run_mode nginx "127.0.0.1:$NGINX_PORT" $NGINX_MASTER $NGINX_WORKERS
-run_mode tokentap-full "$FULL" "$FULL_PID"
-run_mode tokentap-no-trace "$NOTRACE" "$NOTRACE_PID"
-run_mode tokentap-tap-off "$OFF" "$OFF_PID"
-
-# Idle streams: each gets its head and one event, then nothing for longer than the run.
+# Idle streams first, on fresh processes (after a load run the allocator keeps freed memory and
+# new streams reuse it): each gets its head and one event, then nothing.
 if [ "${IDLE_STREAMS:-1000}" -gt 0 ]; then
-  echo
   echo "idle: ${IDLE_STREAMS:-1000} open streams after their first event (RSS growth per stream, KiB)"
   idle_rss() {  # $1 target, $2.. pids
     local target=$1
@@ -146,14 +137,26 @@ if [ "${IDLE_STREAMS:-1000}" -gt 0 ]; then
   printf "%-16s %s\n" nginx "$(idle_rss "127.0.0.1:$NGINX_PORT" $NGINX_MASTER $NGINX_WORKERS)"
   printf "%-16s %s\n" tokentap-full "$(idle_rss "$FULL" "$FULL_PID")"
   printf "%-16s %s\n" tokentap-tap-off "$(idle_rss "$OFF" "$OFF_PID")"
+  echo
 fi
+
+echo "machine: $(nproc) cores; $STREAMS streams x $EVENTS events, ${ITL_MS} ms apart, ${DURATION} s per mode"
+printf "%-16s %10s %8s %14s %14s %16s %14s\n" mode events/s errors "latency p50us" "latency p99us" "cpu s/M events" "rss KiB/stream"
+run_mode direct "$SIM"
+# shellcheck disable=SC2086
+run_mode nginx "127.0.0.1:$NGINX_PORT" $NGINX_MASTER $NGINX_WORKERS
+run_mode tokentap-full "$FULL" "$FULL_PID"
+run_mode tokentap-no-trace "$NOTRACE" "$NOTRACE_PID"
+run_mode tokentap-tap-off "$OFF" "$OFF_PID"
 
 # Max concurrent streams before errors: slow streams (one event per second) at rising levels.
 if [ -n "${MAX_LEVELS:-}" ]; then
   echo
   echo "max concurrent streams (1 event/s each, ${MAX_DURATION:-15} s per level): errors per level"
-  for mode in nginx tokentap-full; do
+  echo "(each proxied stream needs two descriptors; this machine's hard limit is $(ulimit -Hn) per process)"
+  for mode in direct nginx tokentap-full; do
     target="127.0.0.1:$NGINX_PORT"
+    [ $mode = direct ] && target=$SIM
     [ $mode = tokentap-full ] && target=$FULL
     line="$mode"
     for n in $MAX_LEVELS; do

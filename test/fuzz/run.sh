@@ -45,17 +45,30 @@ run_one() {
     printf '%-26s seeds and %d regression input(s) pass\n' "$t" "${#regs[@]}"
     return 0
   fi
-  local rc=0
-  "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-    -artifact_prefix="$crashes/" -print_final_stats=1 "$work" >"$build/$t.log" 2>&1 || rc=$?
-  local execs cov
+  local rc=0 TIMEFORMAT='%U %S'
+  { time "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+      -artifact_prefix="$crashes/" -print_final_stats=1 "$work" >"$build/$t.log" 2>&1 || rc=$?; } \
+    2>"$build/$t.cpu"
+  local execs cov cpu
   execs=$(grep -E '^stat::number_of_executed_units' "$build/$t.log" | awk '{print $2}')
   cov=$(grep -oE 'cov: [0-9]+' "$build/$t.log" | tail -1 | awk '{print $2}')
-  printf '%-26s %6ss  %12s execs  cov %5s  corpus %5d  %s\n' "$t" "$secs" "${execs:-?}" \
-    "${cov:-?}" "$(ls "$work" | wc -l)" "$([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc")"
+  cpu=$(awk '{printf "%.0f", $1 + $2}' "$build/$t.cpu")
+  # Running totals across runs (the corpus carries over, so CPU time and executions add up).
+  echo "$cpu ${execs:-0}" >>"$build/$t.totals"
+  printf '%-26s %6ss wall %6s CPU-s  %12s execs  cov %5s  corpus %5d  %s\n' "$t" "$secs" "$cpu" \
+    "${execs:-?}" "${cov:-?}" "$(ls "$work" | wc -l)" "$([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc")"
   return $rc
 }
 export -f run_one
 
+status=0
 printf '%s\n' "${targets[@]}" |
-  xargs -P "$par" -I{} bash -c 'run_one "$@"' _ {} "$secs" "$build" "$here"
+  xargs -P "$par" -I{} bash -c 'run_one "$@"' _ {} "$secs" "$build" "$here" || status=$?
+if [ "$secs" != 0 ]; then
+  echo "totals over every run so far (CPU-s, executions):"
+  for t in "${targets[@]}"; do
+    [ -f "$build/$t.totals" ] &&
+      awk -v t="$t" '{c += $1; e += $2} END {printf "  %-26s %7.0f CPU-s %12.0f execs\n", t, c, e}' "$build/$t.totals"
+  done
+fi
+exit $status
