@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "parsers/json_scratch.hpp"
+
 namespace tokentap::parsers {
 
 namespace od = simdjson::ondemand;
@@ -16,17 +18,9 @@ struct request_inspector::impl {
 
 namespace {
 
-// One parser and padding buffer per thread, shared by every inspector on it (the proxy keeps one
-// inspector per session; inspect() parses and extracts in one call and keeps no view into the
-// parser).  Scratch grown by a large body is released afterwards, so it stays small.
-struct inspect_scratch {
-  od::parser parser;
-  std::string padded;  // the body with SIMDJSON_PADDING bytes of slack
-};
-inspect_scratch& thread_scratch() {
-  static thread_local inspect_scratch s;
-  return s;
-}
+// The thread's parser, shared by every inspector on it (the proxy keeps one inspector per session;
+// inspect() parses and extracts in one call).  What a large body grew it to is released after.
+struct inspector_tag;
 constexpr std::size_t keep_scratch_bytes = 1u << 20;
 
 }  // namespace
@@ -359,24 +353,16 @@ request_info request_inspector::inspect(std::string_view body, inspect_options o
     info.error = "body too large to inspect";
     return info;
   }
-  auto& scratch = thread_scratch();
+  auto& scratch = detail::thread_json_scratch<inspector_tag>();
   struct release_if_large {
-    inspect_scratch& s;
+    detail::json_scratch& s;
     std::size_t n;
     ~release_if_large() {
-      if (n <= keep_scratch_bytes) return;
-      s.parser = od::parser();
-      std::string().swap(s.padded);
+      if (n > keep_scratch_bytes) s.release();
     }
   } release{scratch, body.size()};
-  // Reuse one buffer with SIMDJSON_PADDING bytes of slack: no allocation once it is warm.
-  auto& buf = scratch.padded;
-  if (buf.capacity() < body.size() + simdjson::SIMDJSON_PADDING)
-    buf.reserve(body.size() + simdjson::SIMDJSON_PADDING);
-  buf.assign(body);
   od::document doc;
-  if (scratch.parser.iterate(simdjson::padded_string_view(buf.data(), buf.size(), buf.capacity()))
-          .get(doc)) {
+  if (scratch.parser.iterate(scratch.pad(body)).get(doc)) {
     info.error = "invalid JSON";
     return info;
   }

@@ -4,6 +4,7 @@
 
 #include <array>
 
+#include "parsers/json_scratch.hpp"
 #include "parsers/sse_parser.hpp"
 
 namespace tokentap::parsers {
@@ -134,18 +135,9 @@ class think_splitter {
   std::string held_;
 };
 
-// One simdjson parser and padding buffer per thread, shared by every decoder on it.  A payload is
-// parsed and fully extracted inside one decode() call (texts reach the handler as views, valid
-// only during the call), so nothing of one stream's parse outlives it.  Per-stream parsers cost
-// ~20 KiB of RSS per open stream (heaptrack) for no benefit.
-struct parse_scratch {
-  od::parser parser;
-  std::string padded;  // one payload with SIMDJSON_PADDING bytes of slack
-};
-parse_scratch& thread_scratch() {
-  static thread_local parse_scratch s;
-  return s;
-}
+// The thread's parser, shared by every decoder on it: a payload is parsed and fully extracted
+// inside one decode() call (texts reach the handler as views, valid only during the call).
+struct decoder_tag;
 
 }  // namespace
 
@@ -275,15 +267,8 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
     if (payload.size() > max_event_bytes) return false;
     // Validate UTF-8 up front (SIMD, GB/s): On-Demand checks strings only when they are read.
     if (!simdjson::validate_utf8(payload.data(), payload.size())) return false;
-    auto& [parser, padded] = thread_scratch();
-    if (padded.capacity() < payload.size() + simdjson::SIMDJSON_PADDING)
-      padded.reserve(payload.size() + simdjson::SIMDJSON_PADDING);
-    padded.assign(payload);
-    return !parser
-                .iterate(
-                    simdjson::padded_string_view(padded.data(), padded.size(), padded.capacity()))
-                .get(doc) &&
-           !doc.get_value().get(root);
+    auto& scratch = detail::thread_json_scratch<decoder_tag>();
+    return !scratch.parser.iterate(scratch.pad(payload)).get(doc) && !doc.get_value().get(root);
   }
 
   void decode(std::string_view payload, std::string_view sse_type, std::int64_t t_ns) {

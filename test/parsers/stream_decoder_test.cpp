@@ -6,49 +6,22 @@
 
 #include "sim/generator.hpp"
 #include "test/support/chunking.hpp"
+#include "test/support/decoder_transcript.hpp"
 
 namespace tokentap::parsers {
 namespace {
 
 using namespace std::string_literals;
 
-struct transcript : decoder_handler {
-  std::string text[3];
-  std::string log;
-  void on_token(channel ch, std::string_view t, std::int64_t) noexcept override {
-    text[static_cast<int>(ch)] += t;
-  }
-  void on_stream_error(std::string_view type, std::string_view msg,
-                       std::int64_t) noexcept override {
-    log += "error(" + std::string(type) + "," + std::string(msg) + ")";
-  }
-  void on_finish_reason(std::string_view r) noexcept override {
-    log += "finish(" + std::string(r) + ")";
-  }
-  void on_parse_error(parse_stage s, std::int64_t) noexcept override {
-    log += "parse_error(" + std::string(to_string(s)) + ")";
-  }
-};
-
-std::string describe(const stream_decoder& d, const transcript& t) {
-  const auto u = d.usage();
-  return "content=" + t.text[0] + "|reasoning=" + t.text[1] + "|tool=" + t.text[2] + "|" + t.log +
-         "|in=" + std::to_string(u.input_tokens) + " out=" + std::to_string(u.output_tokens) +
-         " reasoning=" + std::to_string(u.reasoning_tokens) +
-         " cached=" + std::to_string(u.cached_input_tokens) +
-         " write=" + std::to_string(u.cache_write_tokens) +
-         " cache_fields=" + (u.cache_fields ? "1" : "0") +
-         "|provider=" + std::string(to_string(d.detected_provider()));
-}
-
 std::string decode(std::string_view body, provider p,
                    std::string_view content_type = "text/event-stream", std::size_t max = 1 << 20) {
   return test::grind(body, [&](const std::vector<std::string_view>& chunks) {
     stream_decoder d(p, content_type, max);
-    transcript t;
+    test::decoder_transcript t;
     for (auto c : chunks) d.feed(c, 0, t);
     d.finish(0, t);
-    return describe(d, t);
+    EXPECT_FALSE(t.empty_token);
+    return t.describe(d);
   });
 }
 
@@ -342,7 +315,7 @@ TEST(DecoderRobustness, TenMegabyteEventIsSkippedAndDecodingResumes) {
       "data: {\"choices\":[{\"delta\":{\"content\":\"" + std::string(10u << 20, 'x') + "\"}}]}\n\n";
   s += "data: {\"choices\":[{\"delta\":{\"content\":\" after\"}}]}\n\n";
   stream_decoder d(provider::openai_chat, "text/event-stream", 1 << 20);
-  transcript t;
+  test::decoder_transcript t;
   for (std::size_t i = 0; i < s.size(); i += 16384)
     d.feed(std::string_view(s).substr(i, 16384), 0, t);
   d.finish(0, t);
@@ -394,7 +367,7 @@ TEST(SimulatorRoundTrip, EveryFormatDecodesToTheGeneratedText) {
       for (const auto& e : plan.events) body += e.bytes;
       const auto prov = kind == sim::api::openai_chat ? provider::openai_chat : provider::anthropic;
       stream_decoder d(prov, stream ? "text/event-stream" : "application/json");
-      transcript t;
+      test::decoder_transcript t;
       d.feed(body, 0, t);
       d.finish(0, t);
       SCOPED_TRACE(std::string(to_string(prov)) + (stream ? " stream" : " plain"));

@@ -1,0 +1,46 @@
+#pragma once
+// What a stream decoder reported, as one comparable string (text per channel, errors, finish
+// reasons, parse errors, usage, detected provider).  Shared by the decoder unit tests and the
+// decoder fuzz targets; header-only and free of GoogleTest so the fuzzers can use it.
+#include <cstdint>
+#include <string>
+
+#include "parsers/stream_decoder.hpp"
+
+namespace tokentap::test {
+
+struct decoder_transcript : parsers::decoder_handler {
+  std::string text[3];
+  std::string log;
+  std::uint64_t tokens[3] = {0, 0, 0};
+  bool empty_token = false;  ///< a token event without text (never allowed)
+
+  void on_token(parsers::channel ch, std::string_view t, std::int64_t) noexcept override {
+    if (t.empty()) empty_token = true;
+    text[static_cast<int>(ch)] += t;
+    ++tokens[static_cast<int>(ch)];
+  }
+  void on_stream_error(std::string_view type, std::string_view msg,
+                       std::int64_t) noexcept override {
+    log += "error(" + std::string(type) + "," + std::string(msg) + ")";
+  }
+  void on_finish_reason(std::string_view r) noexcept override {
+    log += "finish(" + std::string(r) + ")";
+  }
+  void on_parse_error(parsers::parse_stage s, std::int64_t) noexcept override {
+    log += "parse_error(" + std::string(to_string(s)) + ")";
+  }
+
+  std::string describe(const parsers::stream_decoder& d) const {
+    const auto u = d.usage();
+    return "content=" + text[0] + "|reasoning=" + text[1] + "|tool=" + text[2] + "|" + log +
+           "|in=" + std::to_string(u.input_tokens) + " out=" + std::to_string(u.output_tokens) +
+           " reasoning=" + std::to_string(u.reasoning_tokens) +
+           " cached=" + std::to_string(u.cached_input_tokens) +
+           " write=" + std::to_string(u.cache_write_tokens) +
+           " cache_fields=" + (u.cache_fields ? "1" : "0") +
+           "|provider=" + std::string(to_string(d.detected_provider()));
+  }
+};
+
+}  // namespace tokentap::test
