@@ -156,6 +156,23 @@ void server_runtime::shutdown(std::chrono::milliseconds grace) {
     force_close_all(/*traffic_only=*/true);
     return;
   }
+  // The watchdog enforces the grace period, then stops the loops if anything still lingers.  It
+  // exists before anything can start draining, and under mu_, because join() (another thread)
+  // takes it as soon as the workers are done (ThreadSanitizer found the unordered assignment).
+  {
+    std::lock_guard lk(mu_);
+    watchdog_ = std::thread([this, grace] {
+      std::unique_lock lk(mu_);
+      const auto all_done = [&] { return finished_workers_ == workers_.size(); };
+      if (cv_.wait_for(lk, grace, all_done)) return;
+      lk.unlock();
+      TT_LOG(warn) << "shutdown grace period over; closing remaining connections";
+      force_close_all(/*traffic_only=*/true);
+      lk.lock();
+      if (cv_.wait_for(lk, std::chrono::seconds(2), all_done)) return;
+      for (auto& w : workers_) w->ioc.stop();
+    });
+  }
   draining_.store(true, std::memory_order_release);
   for (auto& l : listeners_)
     if (l->role == listener_role::traffic) l->close();
@@ -168,25 +185,18 @@ void server_runtime::shutdown(std::chrono::milliseconds grace) {
       if (traffic_sessions_.load() == 0) finish();
     });
   }
-  // The watchdog enforces the grace period, then stops the loops if anything still lingers.
-  watchdog_ = std::thread([this, grace] {
-    std::unique_lock lk(mu_);
-    const auto all_done = [&] { return finished_workers_ == workers_.size(); };
-    if (cv_.wait_for(lk, grace, all_done)) return;
-    lk.unlock();
-    TT_LOG(warn) << "shutdown grace period over; closing remaining connections";
-    force_close_all(/*traffic_only=*/true);
-    lk.lock();
-    if (cv_.wait_for(lk, std::chrono::seconds(2), all_done)) return;
-    for (auto& w : workers_) w->ioc.stop();
-  });
 }
 
 void server_runtime::join() {
   for (auto& t : threads_)
     if (t.joinable()) t.join();
   threads_.clear();
-  if (watchdog_.joinable()) watchdog_.join();
+  std::thread watchdog;
+  {
+    std::lock_guard lk(mu_);
+    watchdog = std::move(watchdog_);
+  }
+  if (watchdog.joinable()) watchdog.join();
 }
 
 void log_escaped_exception(std::exception_ptr e, const char* what) noexcept {

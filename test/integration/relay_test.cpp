@@ -295,8 +295,15 @@ TEST(Relay, SlowClientPausesTheUpstream) {
       "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
       "x-sim-tokens: 200000\r\nx-sim-ttft-ms: 0\r\nx-sim-itl-ms: 0\r\nContent-Length: " +
       std::to_string(o.body.size()) + "\r\n\r\n" + o.body);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  const auto sent_a = s.sim->stats().bytes_sent.load();
+  // Wait for the plateau (the socket buffers on the way filling up), however slow the build is
+  // (sanitizers): what was sent stops changing.
+  std::uint64_t sent_a = 0;
+  for (int i = 0, stable = 0; i < 150 && stable < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto now = s.sim->stats().bytes_sent.load();
+    stable = now > 0 && now == sent_a ? stable + 1 : 0;
+    sent_a = now;
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const auto sent_b = s.sim->stats().bytes_sent.load();
   EXPECT_GT(sent_a, 0u);
