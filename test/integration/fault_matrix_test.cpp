@@ -518,6 +518,7 @@ TEST_F(FaultMatrix, SlowReaderGetsBackpressureNotBuffering) {
       << "proxy RSS grew by " << rss_stalled - rss_before << " KiB while the client did not read";
 #else
   (void)rss_stalled;
+  (void)rss_before;
 #endif
   // Now read slowly-then-fast to the end: every byte arrives, in order.
   const auto r = c.read_response(std::chrono::seconds(30));
