@@ -59,11 +59,12 @@ constexpr std::string_view sse_head =
     "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
 
 std::string garbage_body() {
+  using namespace std::string_literals;  // the literals below carry NUL bytes
   std::string b = token_event(0);
   b += "data: {not json\n\n";
-  b += std::string("data: \x00\xff\xfe\x80 binary\n\n", 21);
+  b += "data: \x00\xff\xfe\x80 binary\n\n"s;
   b += "event: ???\ndata: [1,2\n\n";
-  b += ":\r\nretry: soon\rid\0x\n\n";
+  b += ":\r\nretry: soon\rid\0x\n\n"s;
   b += "data: {\"choices\":[{\"delta\":{\"content\":7}}]}\n\n";
   b += token_event(1);
   return b + "data: [DONE]\n\n";
