@@ -38,9 +38,8 @@ TEST(HttpUtil, RedactsKeysInQueries) {
 }
 
 TEST(HttpUtil, SecretHeaders) {
-  for (const char* h :
-       {"Authorization", "x-api-key", "API-Key", "Cookie", "set-cookie", "Proxy-Authorization",
-        "X-Goog-Api-Key"})
+  for (const char* h : {"Authorization", "x-api-key", "API-Key", "Cookie", "set-cookie",
+                        "Proxy-Authorization", "X-Goog-Api-Key"})
     EXPECT_TRUE(is_secret_header(h)) << h;
   EXPECT_FALSE(is_secret_header("x-request-id"));
 }
