@@ -38,15 +38,16 @@ class steps_hook final : public hook {
 
 steps_hook_factory::steps_hook_factory(const config::steps_config& cfg)
     : max_steps_(cfg.max_steps) {
-  triggers_ = cfg.replace_triggers ? parsers::step_triggers{} : parsers::step_triggers::defaults();
+  auto triggers =
+      cfg.replace_triggers ? parsers::step_triggers{} : parsers::step_triggers::defaults();
   auto add = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
     to.insert(to.end(), from.begin(), from.end());
   };
-  add(triggers_.step, cfg.step);
-  add(triggers_.conclusion, cfg.conclusion);
-  add(triggers_.verification, cfg.verification);
-  add(triggers_.backtrack, cfg.backtrack);
-  compiled_ = parsers::step_tagger::compile(triggers_);
+  add(triggers.step, cfg.step);
+  add(triggers.conclusion, cfg.conclusion);
+  add(triggers.verification, cfg.verification);
+  add(triggers.backtrack, cfg.backtrack);
+  compiled_ = parsers::step_tagger::compile(triggers);
 }
 
 std::unique_ptr<hook> steps_hook_factory::create() {

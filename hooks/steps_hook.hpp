@@ -13,7 +13,6 @@ class steps_hook_factory final : public hook_factory {
   std::unique_ptr<hook> create() override;
 
  private:
-  parsers::step_triggers triggers_;
   std::shared_ptr<const parsers::step_tagger::compiled> compiled_;
   std::size_t max_steps_;
 };

@@ -76,33 +76,25 @@ void sse_parser::feed_lines(const char* p, const char* const end, std::int64_t t
         in_event_ = false;
       }
       skip_line_has_bytes_ = false;
-    } else if (eol == end) {
-      // An unfinished line: keep it, bounded by the event size cap.
-      if (line_.size() + seg + data_.size() > max_event_bytes_) {
-        start_skip(t_ns, h);
+    } else if (line_.size() + seg + data_.size() > max_event_bytes_) {
+      // The one size cap, applied to the line however it arrived (in one read or several), so
+      // the outcome never depends on the split (fuzz_sse found a long line skipped only when it
+      // came in pieces).  It also bounds `data` lines: the value is shorter than the line.
+      start_skip(t_ns, h);
+      if (eol == end) {
         skip_line_has_bytes_ = true;
-      } else {
-        line_.append(p, seg);
+        return;
       }
+    } else if (eol == end) {
+      line_.append(p, seg);  // an unfinished line: keep it until its end arrives
       return;
     } else if (line_.empty()) {
-      // The common case: the whole line is in this read, no copy.  The cap applies exactly as it
-      // does to a line assembled from several reads, so the outcome never depends on the split
-      // (found by fuzz_sse: a long line was skipped only when it arrived in pieces).
-      if (seg + data_.size() > max_event_bytes_)
-        start_skip(t_ns, h);
-      else
-        process_line(std::string_view(p, seg), t_ns, h);
+      process_line(std::string_view(p, seg), t_ns, h);  // the common case: no copy
     } else {
-      if (line_.size() + seg + data_.size() > max_event_bytes_) {
-        start_skip(t_ns, h);
-      } else {
-        line_.append(p, seg);
-        process_line(line_, t_ns, h);
-      }
+      line_.append(p, seg);
+      process_line(line_, t_ns, h);
       line_.clear();
     }
-
     if (*eol == '\r') {
       if (eol + 1 == end) {
         after_cr_ = true;  // a CR ends the line; an LF at the start of the next read belongs to it
@@ -139,11 +131,7 @@ void sse_parser::process_line(std::string_view line, std::int64_t t_ns, sse_hand
     if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   }
   if (field == "data") {
-    if (data_.size() + value.size() + 1 > max_event_bytes_) {
-      start_skip(t_ns, h);
-      return;
-    }
-    data_.append(value);
+    data_.append(value);  // within the cap: feed_lines checked the whole line
     data_.push_back('\n');
   } else if (field == "event") {
     type_.assign(value);

@@ -242,19 +242,9 @@ struct step_tagger::compiled {
 
 struct step_tagger::impl {
   std::shared_ptr<const compiled> set;
-  const std::vector<trigger>& triggers;
-  const std::size_t lookahead;
-  const std::array<bool, 256>& first_byte;
-  const std::array<std::vector<std::uint16_t>, 256>& by_first;
   std::size_t max_steps;
 
-  impl(std::shared_ptr<const compiled> c, std::size_t max)
-      : set(std::move(c)),
-        triggers(set->triggers),
-        lookahead(set->lookahead),
-        first_byte(set->first_byte),
-        by_first(set->by_first),
-        max_steps(max) {}
+  impl(std::shared_ptr<const compiled> c, std::size_t max) : set(std::move(c)), max_steps(max) {}
 
   std::string buf;  // bytes not yet consumed (buf[0] is at global offset buf_offset)
   std::uint64_t buf_offset = 0;
@@ -293,14 +283,14 @@ struct step_tagger::impl {
   decision classify(std::string_view s, bool eof, bool markers) const {
     // Most sentence starts begin with a byte no trigger or marker begins with.
     const auto b0 = static_cast<unsigned char>(s[0]);
-    if (!first_byte[b0] && !(markers && (b0 == '-' || b0 == '*' || b0 == '(' || b0 == 0xE2 ||
-                                         b0 == 0xE7 || b0 == 'S' || (b0 >= '0' && b0 <= '9'))))
+    if (!set->first_byte[b0] && !(markers && (b0 == '-' || b0 == '*' || b0 == '(' || b0 == 0xE2 ||
+                                              b0 == 0xE7 || b0 == 'S' || (b0 >= '0' && b0 <= '9'))))
       return {verdict::none, step_kind::other};
     int best = 0;
     step_kind kind = step_kind::other;
     bool maybe = false;
-    for (const auto idx : by_first[b0]) {
-      const auto& t = triggers[idx];
+    for (const auto idx : set->by_first[b0]) {
+      const auto& t = set->triggers[idx];
       if (s.size() >= t.text.size()) {
         if (s.compare(0, t.text.size(), t.text) != 0) continue;
         bool ok;
@@ -329,7 +319,7 @@ struct step_tagger::impl {
         kind = step_kind::step;
       }
     }
-    if (maybe && s.size() < lookahead) return {verdict::undecided, kind};
+    if (maybe && s.size() < set->lookahead) return {verdict::undecided, kind};
     return {best > 0 ? verdict::match : verdict::none, kind};
   }
 

@@ -286,9 +286,9 @@ int cmd_proxy(const std::vector<std::string>& args) {
                << server.admin_endpoint().port();
   for (const auto& r : server.cfg().routes) {
     const auto& up = server.cfg().upstreams[r.upstream_index];
+    // (An unverified TLS upstream gets its own warning from the server.)
     TT_LOG(info) << "route " << r.name << ": " << r.prefix << " -> " << up.name << " ("
-                 << up.target.to_string()
-                 << (up.target.tls && !up.tls_verify ? ", TLS NOT VERIFIED" : "") << ")";
+                 << up.target.to_string() << ")";
   }
   // Machine-readable readiness line for scripts and tests (ports may be ephemeral).
   std::printf("ready proxy=%s:%u admin=%s:%u\n", server.endpoint().address().to_string().c_str(),

@@ -306,8 +306,10 @@ class FaultMatrix : public ::testing::Test {
     delete traces_;
   }
 
-  // The trace record of the exchange sent with `x-fault: fault` (waits for the writer).
-  static std::optional<replay::record> trace_of(const std::string& fault) {
+  // The trace record of the exchange sent with request header `name: value` (default: the
+  // `x-fault` it was sent with); waits for the writer.
+  static std::optional<replay::record> trace_of(const std::string& value,
+                                                const std::string& name = "x-fault") {
     for (int i = 0; i < 300; ++i) {
       for (const auto& e : std::filesystem::directory_iterator(*traces_)) {
         std::ifstream in(e.path());
@@ -315,7 +317,7 @@ class FaultMatrix : public ::testing::Test {
           auto r = replay::parse_record(line);
           if (!r) continue;
           for (const auto& [k, v] : r->request_headers)
-            if (k == "x-fault" && v == fault) return r;
+            if (k == name && v == value) return r;
         }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -477,17 +479,7 @@ TEST_F(FaultMatrix, ClientDisconnectMidStreamIsTracedAndCounted) {
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
     c.close();
   }
-  std::optional<replay::record> left;
-  for (int i = 0; i < 300 && !left; ++i) {
-    for (const auto& e : std::filesystem::directory_iterator(*traces_)) {
-      std::ifstream in(e.path());
-      for (std::string line; std::getline(in, line);)
-        if (auto r = replay::parse_record(line))
-          for (const auto& [k, v] : r->request_headers)
-            if (k == "x-trace-tag" && v == "client-left") left = r;
-    }
-    if (!left) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const auto left = trace_of("client-left", "x-trace-tag");
   ASSERT_TRUE(left);
   EXPECT_EQ(left->outcome, "client_disconnect");
   EXPECT_EQ(counter("tokentap_requests_total"), before + 1);
