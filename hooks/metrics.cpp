@@ -26,17 +26,32 @@ const double sketch_log_gamma = std::log(sketch_gamma);
 
 void quantile_sketch::add(double v, std::uint64_t n) {
   count_ += n;
-  if (v <= 1e-9) {
+  if (!(v > 1e-9)) {  // zero, negative (clock noise) or NaN
     zeros_ += n;
     return;
   }
-  buckets_[static_cast<int>(std::ceil(std::log(v) / sketch_log_gamma))] += n;
+  const double k = std::ceil(std::log(v) / sketch_log_gamma);
+  bump(k < min_key ? min_key : k > max_key ? max_key : static_cast<int>(k), n);
+}
+
+void quantile_sketch::bump(int key, std::uint64_t n) {
+  if (counts_.empty()) {
+    offset_ = key;
+    counts_.assign(1, 0);
+  } else if (key < offset_) {
+    counts_.insert(counts_.begin(), static_cast<std::size_t>(offset_ - key), 0);
+    offset_ = key;
+  } else if (key >= offset_ + static_cast<int>(counts_.size())) {
+    counts_.resize(static_cast<std::size_t>(key - offset_) + 1, 0);
+  }
+  counts_[static_cast<std::size_t>(key - offset_)] += n;
 }
 
 void quantile_sketch::merge(const quantile_sketch& o) {
   count_ += o.count_;
   zeros_ += o.zeros_;
-  for (const auto& [k, n] : o.buckets_) buckets_[k] += n;
+  for (std::size_t i = 0; i < o.counts_.size(); ++i)
+    if (o.counts_[i] != 0) bump(o.offset_ + static_cast<int>(i), o.counts_[i]);
 }
 
 double quantile_sketch::quantile(double q) const {
@@ -44,11 +59,12 @@ double quantile_sketch::quantile(double q) const {
   const auto rank = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(count_)));
   std::uint64_t seen = zeros_;
   if (rank <= seen) return 0;
-  for (const auto& [k, n] : buckets_) {
-    seen += n;
-    if (seen >= rank) return 2 * std::pow(sketch_gamma, k) / (sketch_gamma + 1);
+  const auto value = [](int k) { return 2 * std::pow(sketch_gamma, k) / (sketch_gamma + 1); };
+  for (std::size_t i = 0; i < counts_.size(); ++i) {
+    seen += counts_[i];
+    if (seen >= rank) return value(offset_ + static_cast<int>(i));
   }
-  return 2 * std::pow(sketch_gamma, buckets_.rbegin()->first) / (sketch_gamma + 1);
+  return value(offset_ + static_cast<int>(counts_.size()) - 1);
 }
 
 // ------------------------------------------------------------------ families and series

@@ -43,7 +43,13 @@ class quantile_sketch {
   std::uint64_t count() const noexcept { return count_; }
 
  private:
-  std::map<int, std::uint64_t> buckets_;
+  static constexpr int min_key = -2000, max_key = 2000;  // |ln v| <= 40: e^-40 .. e^40
+  void bump(int key, std::uint64_t n);
+  // Dense counts for keys offset_ .. offset_ + counts_.size() - 1 (DDSketch's dense store):
+  // the values one series sees in a second span a handful of neighbouring buckets, so an array
+  // indexed by key beats a map lookup per value.
+  std::vector<std::uint64_t> counts_;
+  int offset_ = 0;
   std::uint64_t zeros_ = 0, count_ = 0;
 };
 

@@ -1,5 +1,6 @@
 #include "hooks/trace_hook.hpp"
 
+#include <algorithm>
 #include <ctime>
 #include <random>
 
@@ -119,8 +120,11 @@ class trace_hook final : public hook {
 
   void on_stream_end(stream_summary& s) override {
     std::string r;
-    r.reserve(request_.size() + response_.size() + events_.size() + content_.size() +
-              reasoning_.size() + 1024);
+    // Sized for everything below (escaping may grow the texts; ~12 bytes per ITL value) so the
+    // record is built without reallocating: a stream's events alone are tens of KiB.
+    const auto& itl = s.timing.itl_values_ms;
+    r.reserve(request_.size() + response_.size() + events_.size() + 2 * content_.size() +
+              2 * reasoning_.size() + 12 * std::min<std::size_t>(itl.size(), 4096) + 2048);
     r += "{\"v\":1,\"id\":\"" + id_ + "\",\"start\":\"" + rfc3339_us(s.wall_start_us) +
          "\",\"route\":";
     json::append_string(r, route_);

@@ -86,15 +86,14 @@ void trace_writer::run() {
   idle_cv_.notify_all();
 }
 
-bool trace_writer::write_one(const std::string& record) {
+bool trace_writer::write_one(std::string& record) {
   if (fd_ < 0 || file_bytes_ + record.size() + 1 > cfg_.max_file_bytes) {
     if (!open_next()) return false;
   }
   // One write per record: a record is never interleaved or half-visible to a reader that
-  // follows the file.
-  std::string line;
-  line.reserve(record.size() + 1);
-  line.append(record).push_back('\n');
+  // follows the file.  The newline goes into the record itself (it is ours; no copy).
+  record.push_back('\n');
+  const std::string& line = record;
   std::size_t off = 0;
   while (off < line.size()) {
     const auto n = ::write(fd_, line.data() + off, line.size() - off);

@@ -35,7 +35,7 @@ class trace_writer {
 
  private:
   void run();
-  bool write_one(const std::string& record);
+  bool write_one(std::string& record);  ///< appends the newline to `record`
   bool open_next();
   void prune();
 

@@ -4,6 +4,10 @@
 #include <cstdio>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace tokentap::json {
 
 namespace {
@@ -65,29 +69,105 @@ inline std::uint64_t special_bytes(std::uint64_t w) noexcept {
   return control | (w & highs) | zero_byte(w ^ (ones * '"')) | zero_byte(w ^ (ones * '\\'));
 }
 
+// Writes the escape sequence for an ASCII byte that needs one ('"', '\\', control characters).
+inline char* put_escape(char* w, unsigned char c) noexcept {
+  static constexpr char hex[] = "0123456789abcdef";
+  *w++ = '\\';
+  switch (c) {
+    case '"':
+      *w++ = '"';
+      break;
+    case '\\':
+      *w++ = '\\';
+      break;
+    case '\n':
+      *w++ = 'n';
+      break;
+    case '\r':
+      *w++ = 'r';
+      break;
+    case '\t':
+      *w++ = 't';
+      break;
+    default:
+      *w++ = 'u';
+      *w++ = '0';
+      *w++ = '0';
+      *w++ = hex[c >> 4];
+      *w++ = hex[c & 15];
+  }
+  return w;
+}
+
+#if defined(__SSE2__)
+// Sixteen bytes at p (p + 32 <= end, so every load below stays inside the input): copies them to
+// w, escaping the ASCII ones that need it, and advances both.  JSON inside SSE has a quote every
+// few bytes, so each special byte costs one load, one store and the escape, never a rescan.
+// Stops early, with p at the byte, on the first non-ASCII byte (UTF-8 is validated by the caller)
+// and returns false.  w needs 16 * 6 + 16 bytes of room.
+inline bool escape_block(const char*& p, char*& w) noexcept {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  // Signed compare: bytes >= 0x80 are negative, so "< 0x20" also flags non-ASCII.
+  auto m = static_cast<unsigned>(
+      _mm_movemask_epi8(_mm_or_si128(_mm_cmplt_epi8(v, _mm_set1_epi8(0x20)),
+                                     _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                                  _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))))));
+  unsigned pos = 0;
+  while (m != 0) {
+    const auto k = static_cast<unsigned>(__builtin_ctz(m));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(w),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + pos)));
+    w += k - pos;
+    const auto c = static_cast<unsigned char>(p[k]);
+    if (c >= 0x80) {
+      p += k;
+      return false;
+    }
+    w = put_escape(w, c);
+    pos = k + 1;
+    m &= m - 1;
+  }
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(w),
+                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + pos)));
+  w += 16 - pos;
+  p += 16;
+  return true;
+}
+constexpr bool simd_escape = true;
+#else
+inline bool escape_block(const char*&, char*&) noexcept {
+  return false;
+}  // never called
+constexpr bool simd_escape = false;
+#endif
+
 // The one escaping loop.  Writes straight into `out` (grown as needed, trimmed at the end).
 // Strict: invalid UTF-8 makes it undo what it wrote and return false; otherwise an invalid byte
 // becomes U+FFFD.
 template <bool Strict>
 bool escape_into(std::string& out, std::string_view s) {
-  static constexpr char hex[] = "0123456789abcdef";
   const std::size_t mark = out.size();
   out.resize(mark + s.size() + s.size() / 4 + 16);
   char* w = out.data() + mark;
+  const char* p = s.data();
+  const char* const end = p + s.size();
+  // Out of room (input dense with quotes or control characters): size for the rest at twice its
+  // length.  Relative to the input left, not to `out`, which may be a long record under
+  // construction: doubling that would zero-fill (and maybe copy) all of it for a few bytes.
   const auto room = [&](std::size_t need) {
     if (static_cast<std::size_t>(out.data() + out.size() - w) < need) {
       const auto used = static_cast<std::size_t>(w - out.data());
-      out.resize(out.size() * 2 + need);
+      out.resize(used + need + 2 * static_cast<std::size_t>(end - p) + 16);
       w = out.data() + used;
     }
   };
-  const char* p = s.data();
-  const char* const end = p + s.size();
   while (p < end) {
-    if (end - p >= 8) {
+    if (simd_escape && end - p >= 32) {
+      room(16 * 6 + 16);
+      if (escape_block(p, w)) continue;  // else stopped at a non-ASCII byte: validated below
+    } else if (end - p >= 8) {
       // Eight bytes at a time: store the whole word (room is reserved), advance past the bytes
-      // that need nothing.  No call per run, however short the runs (JSON inside SSE has a quote
-      // every few bytes).
+      // that need nothing.
       room(16);
       std::uint64_t word;
       std::memcpy(&word, p, 8);
@@ -129,30 +209,7 @@ bool escape_into(std::string& out, std::string_view s) {
       }
       continue;
     }
-    *w++ = '\\';
-    switch (c) {
-      case '"':
-        *w++ = '"';
-        break;
-      case '\\':
-        *w++ = '\\';
-        break;
-      case '\n':
-        *w++ = 'n';
-        break;
-      case '\r':
-        *w++ = 'r';
-        break;
-      case '\t':
-        *w++ = 't';
-        break;
-      default:
-        *w++ = 'u';
-        *w++ = '0';
-        *w++ = '0';
-        *w++ = hex[c >> 4];
-        *w++ = hex[c & 15];
-    }
+    w = put_escape(w, c);
     ++p;
   }
   out.resize(static_cast<std::size_t>(w - out.data()));

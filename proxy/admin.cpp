@@ -47,10 +47,10 @@ namespace {
 class admin_session final : public session_base,
                             public std::enable_shared_from_this<admin_session> {
  public:
-  admin_session(tcp::socket s, worker& w, std::shared_ptr<const site> site)
+  admin_session(tcp_socket s, worker& w, std::shared_ptr<const site> site)
       : session_base(w, listener_role::control), stream_(std::move(s)), site_(std::move(site)) {}
 
-  static net::awaitable<void> run(std::shared_ptr<admin_session> self) {
+  static awaitable<void> run(std::shared_ptr<admin_session> self) {
     error_code ec;
     beast::flat_buffer buf;
     while (!self->draining_) {
@@ -110,7 +110,7 @@ class admin_session final : public session_base,
     return res;
   }
 
-  beast::tcp_stream stream_;
+  tcp_stream stream_;
   std::shared_ptr<const site> site_;
   bool idle_ = true;
   bool draining_ = false;
@@ -118,7 +118,7 @@ class admin_session final : public session_base,
 
 }  // namespace
 
-void start_admin_session(tcp::socket socket, worker& w, std::shared_ptr<const site> site) {
+void start_admin_session(tcp_socket socket, worker& w, std::shared_ptr<const site> site) {
   auto s = std::make_shared<admin_session>(std::move(socket), w, std::move(site));
   net::co_spawn(w.ioc, admin_session::run(std::move(s)),
                 [](std::exception_ptr e) { log_escaped_exception(e, "admin session"); });

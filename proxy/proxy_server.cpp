@@ -53,7 +53,7 @@ void proxy_server::start() {
   auto* shared = shared_.get();
   endpoint_ = runtime_.listen(
       cfg.listen.host, cfg.listen.port,
-      [shared](tcp::socket s, worker& w) { start_proxy_session(std::move(s), w, *shared); },
+      [shared](tcp_socket s, worker& w) { start_proxy_session(std::move(s), w, *shared); },
       cfg.limits.max_connections);
 
   auto site = std::make_shared<admin::site>();
@@ -84,7 +84,7 @@ void proxy_server::start() {
   std::shared_ptr<const admin::site> admin_site = std::move(site);
   admin_endpoint_ = runtime_.listen(
       cfg.admin.host, cfg.admin.port,
-      [admin_site](tcp::socket s, worker& w) {
+      [admin_site](tcp_socket s, worker& w) {
         admin::start_admin_session(std::move(s), w, admin_site);
       },
       1024, listener_role::control);

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <limits>
 #include <optional>
@@ -95,10 +96,35 @@ struct exchange {
 
 enum class attempt_result { done, retry };
 
+constexpr char crlf[] = "\r\n";
+constexpr char last_chunk[] = "0\r\n\r\n";
+
+/// `<size in hex>\r\n`, the start of one chunk of a chunked body.
+class chunk_header {
+ public:
+  explicit chunk_header(std::size_t n) noexcept {
+    char* p = buf_ + sizeof buf_;
+    *--p = '\n';
+    *--p = '\r';
+    do {
+      *--p = "0123456789abcdef"[n & 0xf];
+      n >>= 4;
+    } while (n != 0);
+    begin_ = p;
+  }
+  net::const_buffer buffer() const noexcept {
+    return net::buffer(begin_, static_cast<std::size_t>(buf_ + sizeof buf_ - begin_));
+  }
+
+ private:
+  char buf_[2 * sizeof(std::size_t) + 2];
+  const char* begin_;
+};
+
 class proxy_session final : public session_base,
                             public std::enable_shared_from_this<proxy_session> {
  public:
-  proxy_session(tcp::socket socket, worker& w, proxy_shared& shared)
+  proxy_session(tcp_socket socket, worker& w, proxy_shared& shared)
       : session_base(w), shared_(shared), client_(std::move(socket)) {
     error_code ec;
     const auto ep = client_.socket().remote_endpoint(ec);
@@ -106,7 +132,7 @@ class proxy_session final : public session_base,
     client_.socket().set_option(tcp::no_delay(true), ec);
   }
 
-  static net::awaitable<void> run(std::shared_ptr<proxy_session> self) {
+  static awaitable<void> run(std::shared_ptr<proxy_session> self) {
     // (No co_await inside a condition: g++ 12 miscompiles co_await in && operands.)
     while (!self->closed_) {
       const bool more = co_await self->serve_one();
@@ -133,7 +159,7 @@ class proxy_session final : public session_base,
 
   // ---------------------------------------------------------------- request side
 
-  net::awaitable<bool> serve_one() {
+  awaitable<bool> serve_one() {
     error_code ec;
     idle_ = true;
     if (draining_) co_return false;
@@ -229,7 +255,7 @@ class proxy_session final : public session_base,
   }
 
   // Answers a request that could not be read (or closes when there is nobody to answer).
-  net::awaitable<bool> reject(error_code ec) {
+  awaitable<bool> reject(error_code ec) {
     exchange ex;
     ex.start = clock::now();
     if (ec == http::error::header_limit) {
@@ -302,7 +328,7 @@ class proxy_session final : public session_base,
 
   // ---------------------------------------------------------------- upstream side
 
-  net::awaitable<void> forward(exchange& ex) {
+  awaitable<void> forward(exchange& ex) {
     const auto index = ex.route->upstream_index;
     auto& pool = *shared_.pools[owner().index];
     for (int attempt = 0;; ++attempt) {
@@ -361,8 +387,8 @@ class proxy_session final : public session_base,
   }
 
   template <class Stream>
-  net::awaitable<attempt_result> exchange_on(Stream& up, upstream_connection& conn, exchange& ex,
-                                             bool may_retry) {
+  awaitable<attempt_result> exchange_on(Stream& up, upstream_connection& conn, exchange& ex,
+                                        bool may_retry) {
     error_code ec;
     auto& lowest = conn.lowest();
 
@@ -443,7 +469,11 @@ class proxy_session final : public session_base,
       co_return attempt_result::done;
     }
 
-    // The relay loop.  One read, one write, repeat: never read ahead of the client.
+    // The relay loop.  One read, one write, repeat: never read ahead of the client.  The body is
+    // written straight to the socket, with our own chunk framing when chunked (`size CRLF data
+    // CRLF`, the bytes Beast's serializer would produce): the serializer's buffers_cat iterators
+    // cost ~6 % of the proxy's instructions per event in the callgrind profile.
+    const bool chunked = res.chunked();
     if (!relay_buf_) {
       relay_size_ = relay_buffer_min;
       relay_buf_ = std::make_unique<char[]>(relay_size_);
@@ -458,13 +488,16 @@ class proxy_session final : public session_base,
       const std::size_t n = relay_size_ - parser->get().body().size;
       if (n > 0) {
         if (!ex.first_byte) ex.first_byte = clock::now();
-        res.body().data = relay_buf_.get();
-        res.body().size = n;
-        res.body().more = true;
         client_.expires_after(timeouts().client_write);
         error_code wec;
-        co_await http::async_write(client_, sr, use_ec(wec));
-        if (wec == http::error::need_buffer) wec = {};
+        if (chunked) {
+          chunk_header hdr(n);
+          const std::array<net::const_buffer, 3> bufs{
+              hdr.buffer(), net::buffer(relay_buf_.get(), n), net::buffer(crlf, 2)};
+          co_await net::async_write(client_, bufs, use_ec(wec));
+        } else {
+          co_await net::async_write(client_, net::buffer(relay_buf_.get(), n), use_ec(wec));
+        }
         if (wec) {
           client_lost(ex);
           co_return attempt_result::done;
@@ -498,13 +531,11 @@ class proxy_session final : public session_base,
       }
     }
 
-    // End of body: the terminating chunk (chunked) or nothing (content-length).
-    res.body().data = nullptr;
-    res.body().size = 0;
-    res.body().more = false;
-    client_.expires_after(timeouts().client_write);
-    co_await http::async_write(client_, sr, use_ec(ec));
-    if (ec == http::error::need_buffer) ec = {};
+    // End of body: the terminating chunk (chunked) or nothing (content-length, or close).
+    if (chunked) {
+      client_.expires_after(timeouts().client_write);
+      co_await net::async_write(client_, net::buffer(last_chunk, 5), use_ec(ec));
+    }
     client_.expires_never();
     if (ec) {
       client_lost(ex);
@@ -516,7 +547,7 @@ class proxy_session final : public session_base,
     co_return attempt_result::done;
   }
 
-  net::awaitable<void> fail_before_head(exchange& ex, error_code ec, const char* what) {
+  awaitable<void> fail_before_head(exchange& ex, error_code ec, const char* what) {
     if (client_gone_) {
       client_lost(ex);
       co_return;
@@ -551,8 +582,8 @@ class proxy_session final : public session_base,
 
   // ---------------------------------------------------------------- responses of our own
 
-  net::awaitable<void> send_error(exchange& ex, unsigned status, std::string_view type,
-                                  std::string message) {
+  awaitable<void> send_error(exchange& ex, unsigned status, std::string_view type,
+                             std::string message) {
     http::response<http::string_body> res{static_cast<http::status>(status), ex.client_version};
     res.set(http::field::content_type, "application/json");
     res.set(http::field::cache_control, "no-store");
@@ -659,7 +690,7 @@ class proxy_session final : public session_base,
   }
 
   proxy_shared& shared_;
-  beast::tcp_stream client_;
+  tcp_stream client_;
   beast::flat_buffer buf_;
   std::string peer_ = "unknown";
   parsers::request_inspector inspector_{1u << 20};
@@ -678,7 +709,7 @@ class proxy_session final : public session_base,
 
 }  // namespace
 
-void start_proxy_session(tcp::socket socket, worker& w, proxy_shared& shared) {
+void start_proxy_session(tcp_socket socket, worker& w, proxy_shared& shared) {
   auto s = std::make_shared<proxy_session>(std::move(socket), w, shared);
   net::co_spawn(w.ioc, proxy_session::run(std::move(s)),
                 [](std::exception_ptr e) { log_escaped_exception(e, "proxy session"); });

@@ -10,6 +10,6 @@ namespace tokentap::proxy {
 struct proxy_shared;
 
 /// Starts serving an accepted client connection on its worker's thread.
-void start_proxy_session(tcp::socket socket, worker& w, proxy_shared& shared);
+void start_proxy_session(tcp_socket socket, worker& w, proxy_shared& shared);
 
 }  // namespace tokentap::proxy

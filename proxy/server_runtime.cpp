@@ -10,7 +10,7 @@ struct server_runtime::listener : std::enable_shared_from_this<listener> {
   listener(server_runtime& rt, net::io_context& ioc, std::size_t max, listener_role r)
       : runtime(rt), acceptor(ioc), max_connections(max), role(r) {}
   server_runtime& runtime;
-  tcp::acceptor acceptor;
+  net::basic_socket_acceptor<tcp, io_executor> acceptor;
   std::size_t max_connections;
   listener_role role;
 
@@ -24,18 +24,18 @@ struct server_runtime::listener : std::enable_shared_from_this<listener> {
 
   void do_accept() {
     worker& w = runtime.at(runtime.next_.fetch_add(1, std::memory_order_relaxed) % runtime.size());
-    acceptor.async_accept(w.ioc, [self = shared_from_this(), &w](error_code ec, tcp::socket s) {
+    acceptor.async_accept(w.ioc, [self = shared_from_this(), &w](error_code ec, tcp_socket s) {
       self->on_accepted(ec, std::move(s), w);
     });
   }
 
-  void on_accepted(error_code ec, tcp::socket s, worker& w) {
+  void on_accepted(error_code ec, tcp_socket s, worker& w) {
     if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
     if (ec) {
       // EMFILE and friends: log, back off briefly so we do not spin, keep accepting.
       TT_LOG(warn) << "accept failed: " << ec.message();
-      auto t = std::make_shared<net::steady_timer>(acceptor.get_executor(),
-                                                   std::chrono::milliseconds(50));
+      auto t =
+          std::make_shared<steady_timer>(acceptor.get_executor(), std::chrono::milliseconds(50));
       t->async_wait([self = shared_from_this(), t](error_code) { self->do_accept(); });
       return;
     }

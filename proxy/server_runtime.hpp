@@ -80,7 +80,7 @@ class server_runtime {
   worker& at(unsigned i) noexcept { return *workers_[i]; }
 
   /// Called on the worker's thread with a freshly accepted socket owned by that worker.
-  using accept_fn = std::function<void(tcp::socket, worker&)>;
+  using accept_fn = std::function<void(tcp_socket, worker&)>;
 
   /// Binds and listens (start-up only; throws boost::system::system_error when the address is
   /// taken).  At most `max_connections` sessions from this listener are open at once; further

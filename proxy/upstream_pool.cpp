@@ -8,15 +8,14 @@
 
 namespace tokentap::proxy {
 
-upstream_connection::upstream_connection(net::any_io_executor ex)
+upstream_connection::upstream_connection(io_executor ex)
     : stream_(std::in_place_type<plain_stream>, ex) {}
 
-upstream_connection::upstream_connection(net::any_io_executor ex, net::ssl::context& ctx)
+upstream_connection::upstream_connection(io_executor ex, net::ssl::context& ctx)
     : stream_(std::in_place_type<tls_stream>, ex, ctx) {}
 
-beast::tcp_stream& upstream_connection::lowest() noexcept {
-  return std::visit([](auto& s) -> beast::tcp_stream& { return beast::get_lowest_layer(s); },
-                    stream_);
+tcp_stream& upstream_connection::lowest() noexcept {
+  return std::visit([](auto& s) -> tcp_stream& { return beast::get_lowest_layer(s); }, stream_);
 }
 
 std::string_view to_string(connect_failure f) noexcept {
@@ -85,14 +84,14 @@ void upstream_pool::give_back(std::size_t index, std::unique_ptr<upstream_connec
   q.push_back(std::move(c));
 }
 
-net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(std::size_t index,
-                                                                            error_code& ec,
-                                                                            connect_failure& why) {
+awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(std::size_t index,
+                                                                       error_code& ec,
+                                                                       connect_failure& why) {
   const auto& up = cfg_.upstreams[index];
   const auto deadline = clock::now() + cfg_.timeouts.connect;
   why = connect_failure::none;
 
-  tcp::resolver resolver(ioc_);
+  tcp_resolver resolver(ioc_);
   auto results =
       co_await resolver.async_resolve(up.target.host, std::to_string(up.target.port), use_ec(ec));
   if (ec) {
@@ -111,7 +110,7 @@ net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(std:
   tcp_layer.socket().set_option(tcp::no_delay(true), ec);  // tokens are small: no Nagle delay
   ec = {};
   if (conn->is_tls()) {
-    co_await conn->visit([&](auto& s) -> net::awaitable<void> {
+    co_await conn->visit([&](auto& s) -> awaitable<void> {
       using S = std::decay_t<decltype(s)>;
       if constexpr (std::is_same_v<S, upstream_connection::tls_stream>) {
         if (!is_ip_literal(up.target.host) &&

@@ -19,13 +19,13 @@ namespace tokentap::proxy {
 /// connection).
 class upstream_connection {
  public:
-  using plain_stream = beast::tcp_stream;
-  using tls_stream = beast::ssl_stream<beast::tcp_stream>;
+  using plain_stream = tcp_stream;
+  using tls_stream = beast::ssl_stream<tcp_stream>;
 
-  explicit upstream_connection(net::any_io_executor ex);
-  upstream_connection(net::any_io_executor ex, net::ssl::context& ctx);
+  explicit upstream_connection(io_executor ex);
+  upstream_connection(io_executor ex, net::ssl::context& ctx);
 
-  beast::tcp_stream& lowest() noexcept;
+  tcp_stream& lowest() noexcept;
   bool is_tls() const noexcept { return std::holds_alternative<tls_stream>(stream_); }
 
   /// Calls f(stream) with the concrete stream type.
@@ -61,8 +61,8 @@ class upstream_pool {
 
   /// Opens a new connection (TCP connect, then TLS handshake with SNI and host verification),
   /// bounded by the connect timeout.  On failure `ec` and `why` are set and nullptr returned.
-  net::awaitable<std::unique_ptr<upstream_connection>> connect(std::size_t index, error_code& ec,
-                                                               connect_failure& why);
+  awaitable<std::unique_ptr<upstream_connection>> connect(std::size_t index, error_code& ec,
+                                                          connect_failure& why);
 
   std::size_t idle_count(std::size_t index) const { return idle_[index].size(); }
   /// Drops every idle connection (shutdown).

@@ -33,10 +33,10 @@ std::string hex(std::uint64_t v) {
 class replay_session final : public session_base,
                              public std::enable_shared_from_this<replay_session> {
  public:
-  replay_session(tcp::socket s, worker& w, replay_server& srv, double speed)
+  replay_session(tcp_socket s, worker& w, replay_server& srv, double speed)
       : session_base(w), stream_(std::move(s)), server_(srv), speed_(speed) {}
 
-  static net::awaitable<void> run(std::shared_ptr<replay_session> self) {
+  static awaitable<void> run(std::shared_ptr<replay_session> self) {
     error_code ec;
     beast::flat_buffer buf;
     while (!self->draining_) {
@@ -64,7 +64,7 @@ class replay_session final : public session_base,
   void force_close() noexcept override { stream_.close(); }
 
  private:
-  net::awaitable<bool> answer(http::request<http::string_body>& req) {
+  awaitable<bool> answer(http::request<http::string_body>& req) {
     const auto start = clock::now();
     std::uint64_t hash = 0;
     const record* r = server_.match(req.method_string(), req.target(), req.body(), hash);
@@ -84,7 +84,7 @@ class replay_session final : public session_base,
     auto at = [&](double ms) {
       return start + std::chrono::microseconds(static_cast<std::int64_t>(ms * 1000.0 / speed_));
     };
-    net::steady_timer timer(stream_.get_executor());
+    steady_timer timer(stream_.get_executor());
     // The head when the upstream sent it, then each read at its recorded offset.
     timer.expires_at(at(std::max(0.0, r->upstream_headers_ms)));
     co_await timer.async_wait(use_ec(ec));
@@ -109,7 +109,7 @@ class replay_session final : public session_base,
     co_return !ec;
   }
 
-  beast::tcp_stream stream_;
+  tcp_stream stream_;
   replay_server& server_;
   double speed_;
   bool idle_ = true, draining_ = false;
@@ -154,7 +154,7 @@ const record* replay_server::match(std::string_view method, std::string_view tar
 }
 
 void replay_server::start() {
-  endpoint_ = runtime_.listen(opts_.host, opts_.port, [this](tcp::socket s, worker& w) {
+  endpoint_ = runtime_.listen(opts_.host, opts_.port, [this](tcp_socket s, worker& w) {
     error_code ignored;
     s.set_option(tcp::no_delay(true), ignored);
     auto session = std::make_shared<replay_session>(std::move(s), w, *this, opts_.speed);

@@ -27,7 +27,10 @@ struct load_options {
   unsigned concurrency = 8;
   unsigned threads = 1;
   std::chrono::milliseconds think_time{0};  ///< pause after each request, uniform in [0, think]
-  std::uint64_t max_requests = 0;           ///< per client; 0 = until stop()
+  /// Each client starts after a delay uniform in [0, spread]: with 0 all streams start together
+  /// and, at a fixed inter-token gap, their events arrive in synchronized bursts.
+  std::chrono::milliseconds start_spread{0};
+  std::uint64_t max_requests = 0;  ///< per client; 0 = until stop()
   std::uint64_t seed = 7;
   /// Picks the next request for client `client` (called on that client's thread).
   std::function<scenario(unsigned client, std::uint64_t n)> next;
@@ -58,7 +61,7 @@ class load_generator {
   load_totals& totals() noexcept { return totals_; }
 
  private:
-  net::awaitable<void> client(unsigned id);
+  awaitable<void> client(unsigned id);
   load_options opts_;
   load_totals totals_;
   std::vector<std::unique_ptr<net::io_context>> iocs_;

@@ -79,7 +79,7 @@ class sim_session final : public session_base,
   }
   ~sim_session() override { stats_->open_connections.fetch_sub(1); }
 
-  static net::awaitable<void> run(std::shared_ptr<sim_session> self) {
+  static awaitable<void> run(std::shared_ptr<sim_session> self) {
     co_await self->serve();
     self->close();
   }
@@ -91,11 +91,11 @@ class sim_session final : public session_base,
   void force_close() noexcept override { close(); }
 
  private:
-  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+  tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
 
-  net::awaitable<void> serve() {
+  awaitable<void> serve() {
     error_code ec;
-    if constexpr (!std::is_same_v<Stream, beast::tcp_stream>) {
+    if constexpr (!std::is_same_v<Stream, tcp_stream>) {
       lowest().expires_after(std::chrono::seconds(10));
       co_await stream_.async_handshake(net::ssl::stream_base::server, use_ec(ec));
       if (ec) co_return;
@@ -117,9 +117,9 @@ class sim_session final : public session_base,
     }
   }
 
-  net::awaitable<bool> send_simple(const request& req, unsigned status, std::string body,
-                                   std::string_view content_type = "application/json",
-                                   const plan* pl = nullptr) {
+  awaitable<bool> send_simple(const request& req, unsigned status, std::string body,
+                              std::string_view content_type = "application/json",
+                              const plan* pl = nullptr) {
     http::response<http::string_body> res{static_cast<http::status>(status), req.version()};
     if (pl) add_digest_headers(res, *pl);
     res.set(http::field::content_type, content_type);
@@ -132,7 +132,7 @@ class sim_session final : public session_base,
     co_return !ec && res.keep_alive();
   }
 
-  net::awaitable<bool> handle(request& req) {
+  awaitable<bool> handle(request& req) {
     const std::string_view target = req.target();
     const auto path = target.substr(0, target.find('?'));
     if (req.method() == http::verb::get) {
@@ -212,7 +212,7 @@ class sim_session final : public session_base,
       co_return false;
     }
     if (p.fault_status > 0) {
-      net::steady_timer t(stream_.get_executor());
+      steady_timer t(stream_.get_executor());
       t.expires_at(start + std::chrono::microseconds(static_cast<long>(p.ttft_ms * 1000)));
       error_code ec;
       co_await t.async_wait(use_ec(ec));
@@ -222,7 +222,7 @@ class sim_session final : public session_base,
 
     const plan pl = make_plan(p, shape);
     if (!shape.stream) {
-      net::steady_timer t(stream_.get_executor());
+      steady_timer t(stream_.get_executor());
       t.expires_at(start + std::chrono::microseconds(static_cast<long>(pl.body_at_ms * 1000)));
       error_code ec;
       co_await t.async_wait(use_ec(ec));
@@ -233,8 +233,8 @@ class sim_session final : public session_base,
     co_return co_await stream_plan(req, pl, p, start);
   }
 
-  net::awaitable<bool> stream_plan(const request& req, const plan& pl, const params& p,
-                                   clock::time_point start) {
+  awaitable<bool> stream_plan(const request& req, const plan& pl, const params& p,
+                              clock::time_point start) {
     error_code ec;
     http::response<http::empty_body> res{http::status::ok, req.version()};
     res.set(http::field::content_type, "text/event-stream; charset=utf-8");
@@ -248,7 +248,7 @@ class sim_session final : public session_base,
     if (ec) co_return false;
 
     watch_for_close();
-    net::steady_timer timer(stream_.get_executor());
+    steady_timer timer(stream_.get_executor());
     timer_ = &timer;
     // Each event goes out at its planned time.  Events already due (a zero gap, or a client that
     // fell behind) are coalesced into one chunk, as a real server's socket buffer would.
@@ -338,8 +338,8 @@ class sim_session final : public session_base,
     if (timer_) timer_->cancel();
   }
 
-  net::awaitable<void> wait_for_close() {
-    net::steady_timer timer(stream_.get_executor());
+  awaitable<void> wait_for_close() {
+    steady_timer timer(stream_.get_executor());
     timer_ = &timer;
     watch_for_close();
     timer.expires_at(clock::time_point::max());
@@ -377,7 +377,7 @@ class sim_session final : public session_base,
   prefix_cache& cache_;
   Stream stream_;
   parsers::request_inspector inspector_;
-  net::steady_timer* timer_ = nullptr;
+  steady_timer* timer_ = nullptr;
   bool idle_ = true, draining_ = false, closed_ = false, watching_ = false, client_gone_ = false;
 };
 
@@ -405,14 +405,14 @@ server::~server() {
 }
 
 void server::start() {
-  endpoint_ = runtime_.listen(opts_.host, opts_.port, [this](tcp::socket s, worker& w) {
+  endpoint_ = runtime_.listen(opts_.host, opts_.port, [this](tcp_socket s, worker& w) {
     error_code ignored;
     s.set_option(tcp::no_delay(true), ignored);
     if (impl_->tls) {
-      spawn<sim_session<beast::ssl_stream<beast::tcp_stream>>>(w, opts_, stats_, impl_->cache,
-                                                               std::move(s), *impl_->tls);
+      spawn<sim_session<beast::ssl_stream<tcp_stream>>>(w, opts_, stats_, impl_->cache,
+                                                        std::move(s), *impl_->tls);
     } else {
-      spawn<sim_session<beast::tcp_stream>>(w, opts_, stats_, impl_->cache, std::move(s));
+      spawn<sim_session<tcp_stream>>(w, opts_, stats_, impl_->cache, std::move(s));
     }
   });
   runtime_.start();

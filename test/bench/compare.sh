@@ -5,6 +5,8 @@
 #
 #   test/bench/compare.sh [build-dir]        (STREAMS=500 EVENTS=100 ITL_MS=20 DURATION=20)
 #   IDLE_STREAMS=1000 (0 skips)  MAX_LEVELS="1000 5000 10000" (unset skips)  MAX_DURATION=15
+#   SPREAD_MS=0: streams start together, so at a fixed gap their events arrive in bursts of
+#   STREAMS; SPREAD_MS=ITL_MS starts each at a random time within one gap (arrivals spread out).
 #
 # Per mode: events/s, per-event latency P50/P99 as the client sees it (the simulator stamps each
 # event with the monotonic time it wrote it; the client subtracts it on arrival — same clock), the
@@ -93,7 +95,7 @@ run_mode() {  # $1 name, $2 target, $3.. pids to measure (none for direct)
   local before=0 after=0 rss_idle=0 rss_mid=0
   [ $# -gt 0 ] && before=$(cpu_ticks "$@") && rss_idle=$(rss_kib "$@")
   "$LOADGEN" --target "$target" --concurrency "$STREAMS" --duration-s "$DURATION" \
-    --tokens "$EVENTS" --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 > "$WORK/load.out" 2>&1 &
+    --tokens "$EVENTS" --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 --spread-ms "${SPREAD_MS:-0}" > "$WORK/load.out" 2>&1 &
   local load=$!
   sleep $((DURATION / 2))
   [ $# -gt 0 ] && rss_mid=$(rss_kib "$@")

@@ -18,7 +18,8 @@ namespace {
   std::fprintf(
       stderr,
       "tokentap-loadgen: %s\nusage: tokentap-loadgen --target HOST:PORT "
-      "[--concurrency N] [--duration-s S] [--tokens N] [--itl-ms N] [--ttft-ms N] [--threads N]\n",
+      "[--concurrency N] [--duration-s S] [--tokens N] [--itl-ms N] [--ttft-ms N] [--threads N] "
+      "[--spread-ms N]\n",
       why);
   std::exit(2);
 }
@@ -29,7 +30,7 @@ int main(int argc, char** argv) {
   std::string target;
   unsigned concurrency = 100, threads = 1;
   double duration = 10;
-  int tokens = 64, itl = 20, ttft = 100;
+  int tokens = 64, itl = 20, ttft = 100, spread = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) usage(("missing value for " + a).c_str());
@@ -48,6 +49,8 @@ int main(int argc, char** argv) {
       ttft = std::atoi(v);
     else if (a == "--threads")
       threads = static_cast<unsigned>(std::atoi(v));
+    else if (a == "--spread-ms")  // start clients at random times in [0, N] ms (no bursts)
+      spread = std::atoi(v);
     else
       usage(("unknown flag " + a).c_str());
   }
@@ -61,6 +64,7 @@ int main(int argc, char** argv) {
   lo.port = hp->port;
   lo.concurrency = concurrency;
   lo.threads = threads;
+  lo.start_spread = std::chrono::milliseconds(spread);
   const std::string body =
       R"({"model":"sim-small","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"load"}]})";
   lo.next = [&](unsigned, std::uint64_t) {
@@ -91,10 +95,12 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "concurrency=%u streams_done=%llu failed=%llu in_flight_at_end=%llu events_per_s=%.0f "
-      "ttfb_p50_ms=%.1f ttfb_p99_ms=%.1f event_latency_p50_us=%.0f event_latency_p99_us=%.0f\n",
+      "ttfb_p50_ms=%.1f ttfb_p99_ms=%.1f event_latency_p50_us=%.0f event_latency_p99_us=%.0f "
+      "events=%llu\n",
       concurrency, static_cast<unsigned long long>(ok), static_cast<unsigned long long>(failed),
       static_cast<unsigned long long>(active), static_cast<double>(events) / secs,
       tokentap::sim::percentile(ttfb, 0.5), tokentap::sim::percentile(ttfb, 0.99),
-      tokentap::sim::percentile(latency, 0.5), tokentap::sim::percentile(latency, 0.99));
+      tokentap::sim::percentile(latency, 0.5), tokentap::sim::percentile(latency, 0.99),
+      static_cast<unsigned long long>(t.events.load()));  // after stop(): every event received
   return failed == 0 ? 0 : 1;
 }

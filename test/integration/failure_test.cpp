@@ -226,7 +226,7 @@ TEST(Failure, OversizedRequestBodyIs413WithoutReadingIt) {
 
 TEST(Failure, MalformedRequestsAre400) {
   stack s;
-  for (const std::string raw : {
+  for (const std::string& raw : {
            std::string("GET / HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n"),
            std::string("GARBAGE\r\n\r\n"),
            std::string("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 12abc\r\n\r\n"),

@@ -36,9 +36,11 @@ std::string reference_escape(std::string_view s) {
 }
 
 TEST(JsonOut, EscapesEverySpecialByteAtEveryAlignment) {
+  // 70 bytes: the 16-byte SIMD blocks (taken while 32 bytes are left), the 8-byte words and the
+  // byte-at-a-time tail all see the special byte at each of their positions.
   for (int special = 0; special < 0x80; ++special) {
-    for (std::size_t pos = 0; pos < 20; ++pos) {
-      std::string s(20, 'a');
+    for (std::size_t pos = 0; pos < 70; ++pos) {
+      std::string s(70, 'a');
       s[pos] = static_cast<char>(special);
       std::string out = "x";
       append_escaped(out, s);
@@ -58,6 +60,50 @@ TEST(JsonOut, RandomAsciiMatchesTheReference) {
     std::string strict;
     ASSERT_TRUE(append_string_if_utf8(strict, s));
     ASSERT_EQ(strict, "\"" + reference_escape(s) + "\"");
+  }
+}
+
+// Valid UTF-8 mixed with every kind of ASCII special, dense and sparse, at lengths crossing
+// every path (blocks, words, tail); multi-byte characters straddle block boundaries.
+TEST(JsonOut, RandomUtf8MixMatchesTheReference) {
+  std::mt19937 rng(11);
+  const std::string pieces[] = {"\"",
+                                "\\",
+                                "\n",
+                                "\x01",
+                                "\x1f",
+                                "a",
+                                "bc",
+                                "defgh",
+                                "\xC3\xA9",
+                                "\xE4\xB8\x80",
+                                "\xF0\x9F\x98\x80",
+                                "\xE2\x80\xA8",
+                                "{\"k\":"};
+  for (int round = 0; round < 3000; ++round) {
+    std::string s;
+    const auto n = rng() % 120;
+    const auto dense = rng() % 4;  // 0: mostly specials ... 3: mostly plain runs
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& piece = pieces[rng() % (dense == 3 ? 13 : std::size(pieces))];
+      s += (dense == 3 && rng() % 4) ? std::string("plainrun") : piece;
+    }
+    ASSERT_TRUE(valid_utf8(s));
+    std::string out = "prefix";
+    append_escaped(out, s);
+    ASSERT_EQ(out, "prefix" + reference_escape(s));
+    std::string strict(rng() % 70000, 'r');  // a long record under construction
+    const auto before = strict;
+    ASSERT_TRUE(append_string_if_utf8(strict, s));
+    ASSERT_EQ(strict, before + "\"" + reference_escape(s) + "\"");
+    // One invalid byte anywhere: strict refuses and leaves the output as it was.
+    if (!s.empty()) {
+      std::string bad = s;
+      bad.insert(rng() % bad.size(), 1, '\xFF');
+      std::string r = "keep";
+      ASSERT_FALSE(append_string_if_utf8(r, bad));
+      ASSERT_EQ(r, "keep");
+    }
   }
 }
 

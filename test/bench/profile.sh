@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Instruction profile of the proxy on a fixed streaming workload (issue 8).
+#
+#   test/bench/profile.sh [BUILD_DIR] [HOOKS]
+#
+# Runs the simulator, then `tokentap proxy` (one I/O thread) under valgrind's callgrind, drives
+# STREAMS (10) keep-alive clients for DURATION (20) seconds of 100-event streams through it, and
+# prints instructions per forwarded event plus the top functions (inclusive and self).  Instruction
+# counts do not depend on what else the machine runs, so two builds can be compared on a busy box.
+# HOOKS defaults to everything on: "timing, steps, cache, metrics, trace".
+# The callgrind output stays in $WORK (printed) for callgrind_annotate / kcachegrind.
+set -euo pipefail
+BUILD=${1:-build}
+HOOKS=${2:-timing, steps, cache, metrics, trace}
+STREAMS=${STREAMS:-10}
+DURATION=${DURATION:-20}
+BIN=$(realpath "$BUILD/tokentap")
+LOADGEN=$(realpath "$BUILD/test/tokentap-loadgen")
+command -v valgrind >/dev/null || { echo "profile.sh: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
+WORK=$(mktemp -d /tmp/tokentap-profile-XXXXXX)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+wait_line() {  # $1 file, $2 pattern
+  for _ in $(seq 1 600); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  echo "profile.sh: timed out waiting for '$2' in $1" >&2; cat "$1" >&2; exit 1
+}
+
+"$BIN" sim --listen 127.0.0.1:0 --threads 1 --log-level warn > "$WORK/sim.out" &
+pids+=($!)
+wait_line "$WORK/sim.out" ready
+SIM=$(sed -n 's/^ready sim=//p' "$WORK/sim.out")
+
+echo "hooks: [$HOOKS]" > "$WORK/proxy.yaml"
+valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.out" \
+  "$BIN" proxy --config "$WORK/proxy.yaml" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --threads 1 \
+  --no-access-log --log-level warn --upstream "http://$SIM" --trace-dir "$WORK/traces" \
+  > "$WORK/proxy.out" 2> "$WORK/valgrind.err" &
+PROXY_PID=$!
+wait_line "$WORK/proxy.out" "^ready"
+PROXY=$(sed -n 's/^ready proxy=\([^ ]*\).*/\1/p' "$WORK/proxy.out")
+
+"$LOADGEN" --target "$PROXY" --concurrency "$STREAMS" --duration-s "$DURATION" --tokens 100 \
+  --itl-ms 5 --ttft-ms 10 --threads 1 > "$WORK/load.out" 2>&1
+kill -TERM "$PROXY_PID"
+wait "$PROXY_PID" || true
+
+events=$(sed -n 's/.* events=\([0-9]*\).*/\1/p' "$WORK/load.out")
+total=$(grep -E '^totals:' "$WORK/callgrind.out" | awk '{print $2}')
+echo "workload: $STREAMS streams x 100 events, ${DURATION}s, hooks [$HOOKS]"
+echo "events forwarded: $events"
+echo "instructions: $total ($(awk -v t="$total" -v e="$events" 'BEGIN{printf "%.0f", t/e}') per event)"
+echo "callgrind output: $WORK/callgrind.out"
+callgrind_annotate --inclusive=no "$WORK/callgrind.out" 2>/dev/null | sed -n '/^Ir/,$p' | head -40
+trap - EXIT
+cleanup

@@ -1,0 +1,70 @@
+// The /api/stats quantile sketch: every quantile within its relative error of the exact one,
+// merge equals adding everything to one sketch, and values at the edges stay bounded.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "hooks/metrics.hpp"
+
+namespace tokentap::hooks {
+namespace {
+
+double exact_quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::max<std::size_t>(rank, 1) - 1];
+}
+
+TEST(QuantileSketch, QuantilesWithinTheRelativeError) {
+  std::mt19937 rng(3);
+  // Log-normal around 5 ms with a long tail, plus a second mode at 200 ms: values reach both
+  // ends of the dense store and force it to grow on either side.
+  std::lognormal_distribution<double> fast(std::log(5.0), 0.5), slow(std::log(200.0), 0.3);
+  std::vector<double> values;
+  quantile_sketch s;
+  for (int i = 0; i < 20000; ++i) {
+    const double v = (i % 10 == 0) ? slow(rng) : fast(rng);
+    values.push_back(v);
+    s.add(v);
+  }
+  EXPECT_EQ(s.count(), values.size());
+  for (double q : {0.01, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0}) {
+    const double want = exact_quantile(values, q);
+    EXPECT_NEAR(s.quantile(q), want, want * quantile_sketch::relative_error * 1.01) << "q=" << q;
+  }
+}
+
+TEST(QuantileSketch, MergeEqualsOneSketch) {
+  std::mt19937 rng(5);
+  std::exponential_distribution<double> d(0.1);
+  quantile_sketch all, a, b;
+  for (int i = 0; i < 5000; ++i) {
+    const double v = d(rng);
+    all.add(v);
+    (i % 3 ? a : b).add(v, 2);
+    all.add(v);
+  }
+  a.merge(b);
+  EXPECT_EQ(a.count(), all.count());
+  for (double q : {0.1, 0.5, 0.99}) EXPECT_DOUBLE_EQ(a.quantile(q), all.quantile(q));
+}
+
+TEST(QuantileSketch, ZerosNegativesAndExtremes) {
+  quantile_sketch s;
+  EXPECT_EQ(s.quantile(0.5), -1);  // empty
+  s.add(0);
+  s.add(-3);  // clock noise counts as zero
+  s.add(std::nan(""));
+  EXPECT_EQ(s.quantile(0.5), 0);
+  s.add(1e300);  // clamped to the top bucket, not a 7,000-bucket array
+  s.add(1e-300 + 2e-9);
+  EXPECT_EQ(s.count(), 5u);
+  EXPECT_GT(s.quantile(1.0), 1e17);
+  EXPECT_TRUE(std::isfinite(s.quantile(1.0)));
+}
+
+}  // namespace
+}  // namespace tokentap::hooks
