@@ -24,14 +24,18 @@ const double sketch_gamma =
 const double sketch_log_gamma = std::log(sketch_gamma);
 }  // namespace
 
-void quantile_sketch::add(double v, std::uint64_t n) {
-  count_ += n;
-  if (!(v > 1e-9)) {  // zero, negative (clock noise) or NaN
-    zeros_ += n;
-    return;
-  }
+int quantile_sketch::key_of(double v) noexcept {
+  if (!(v > 1e-9)) return zero_key;  // zero, negative (clock noise) or NaN
   const double k = std::ceil(std::log(v) / sketch_log_gamma);
-  bump(k < min_key ? min_key : k > max_key ? max_key : static_cast<int>(k), n);
+  return k < min_key ? min_key : k > max_key ? max_key : static_cast<int>(k);
+}
+
+void quantile_sketch::add_key(int key, std::uint64_t n) {
+  count_ += n;
+  if (key == zero_key)
+    zeros_ += n;
+  else
+    bump(key, n);
 }
 
 void quantile_sketch::bump(int key, std::uint64_t n) {
@@ -379,12 +383,14 @@ void metrics_registry::fold(series& s, fold_batch& b) {
   std::lock_guard lk(mu_);
   auto& sl = s.win->at(now_sec());
   for (double v : b.itl_ms) {
-    sl.itl.add(v);
-    s.win->total.itl.add(v);
+    const int k = quantile_sketch::key_of(v);
+    sl.itl.add_key(k);
+    s.win->total.itl.add_key(k);
   }
   for (double v : b.overhead_ms) {
-    sl.overhead.add(v);
-    s.win->total.overhead.add(v);
+    const int k = quantile_sketch::key_of(v);
+    sl.overhead.add_key(k);
+    s.win->total.overhead.add_key(k);
   }
   b.itl_ms.clear();
   b.overhead_ms.clear();

@@ -36,7 +36,11 @@ namespace tokentap::hooks {
 class quantile_sketch {
  public:
   static constexpr double relative_error = 0.02;
-  void add(double v, std::uint64_t n = 1);
+  void add(double v, std::uint64_t n = 1) { add_key(key_of(v), n); }
+  /// The bucket of a value (zero_key for zero, negative or NaN): compute once, add to several.
+  static constexpr int zero_key = -1000000;
+  static int key_of(double v) noexcept;
+  void add_key(int key, std::uint64_t n = 1);
   void merge(const quantile_sketch& o);
   /// -1 when empty.
   double quantile(double q) const;
