@@ -242,6 +242,8 @@ class proxy_session final : public session_base,
                                ex.tenant};
       ex.tap->on_request(view);
     }
+    // The hooks took what they need from the digests; an open stream should not pin them.
+    ex.conversation = {};
 
     shared_.stats.active_streams.fetch_add(1, std::memory_order_relaxed);
     watch_client();
@@ -419,6 +421,9 @@ class proxy_session final : public session_base,
       co_return attempt_result::done;
     }
     const auto head_time = clock::now();
+    // No retry past this point: the request body (a whole conversation, often 10-100 KB) is not
+    // needed again, and a stream may stay open for minutes.
+    ex.upstream_req.body() = std::string();
     auto& ures = parser->get();
     ex.status = ures.result_int();
 
