@@ -11,7 +11,7 @@
 # The callgrind output stays in $WORK (printed) for callgrind_annotate / kcachegrind.
 set -euo pipefail
 BUILD=${1:-build}
-HOOKS=${2:-timing, steps, cache, metrics, trace}
+HOOKS=${2-timing, steps, cache, metrics, trace}
 STREAMS=${STREAMS:-10}
 DURATION=${DURATION:-20}
 BIN=$(realpath "$BUILD/tokentap")
