@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <ctime>
 #include <random>
+#include <vector>
 
 #include "parsers/json_out.hpp"
 
@@ -19,7 +20,7 @@ std::string rfc3339_us(std::int64_t us) {
   const std::time_t secs = static_cast<std::time_t>(us / 1000000);
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char buf[40];
+  char buf[80];  // room for any int in every field (the compiler checks the worst case)
   std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                 static_cast<long long>(us % 1000000));
@@ -92,17 +93,18 @@ class trace_hook final : public hook {
       events_truncated_ = true;
       return;
     }
-    events_ += events_.empty() ? "{\"t_us\":" : ",{\"t_us\":";
-    json::append_int(events_, (read_ns - start_ns_) / 1000);
+    auto& out = chunk_for(bytes.size());
+    out += events_.size() == 1 && out.empty() ? "{\"t_us\":" : ",{\"t_us\":";
+    json::append_int(out, (read_ns - start_ns_) / 1000);
     // Exact bytes: as a JSON string when they are valid UTF-8, else base64 (a read can end in
     // the middle of a multi-byte character).  One pass validates and escapes.
-    events_ += ",\"raw\":";
-    if (!json::append_string_if_utf8(events_, bytes)) {
-      events_.resize(events_.size() - 2);  // ,"raw": becomes ,"raw_b64":
-      events_ += "_b64\":";
-      json::append_base64(events_, bytes);
+    out += ",\"raw\":";
+    if (!json::append_string_if_utf8(out, bytes)) {
+      out.resize(out.size() - 2);  // ,"raw": becomes ,"raw_b64":
+      out += "_b64\":";
+      json::append_base64(out, bytes);
     }
-    events_ += "}";
+    out += "}";
     budget_ -= bytes.size() + 32;
   }
 
@@ -123,8 +125,8 @@ class trace_hook final : public hook {
     // Sized for everything below (escaping may grow the texts; ~12 bytes per ITL value) so the
     // record is built without reallocating: a stream's events alone are tens of KiB.
     const auto& itl = s.timing.itl_values_ms;
-    r.reserve(request_.size() + response_.size() + events_.size() + 2 * content_.size() +
-              2 * reasoning_.size() + 12 * std::min<std::size_t>(itl.size(), 4096) + 2048);
+    r.reserve(request_.size() + response_.size() + 2 * content_.size() + 2 * reasoning_.size() +
+              12 * std::min<std::size_t>(itl.size(), 4096) + 2048);
     r += "{\"v\":1,\"id\":\"" + id_ + "\",\"start\":\"" + rfc3339_us(s.wall_start_us) +
          "\",\"route\":";
     json::append_string(r, route_);
@@ -207,7 +209,16 @@ class trace_hook final : public hook {
     } else {
       r += "null";
     }
-    r += ",\"events\":[" + events_ + "]";
+    r += ",\"events\":[";
+    // The record goes to the writer in pieces: what is above, the event chunks as they are (no
+    // copy of a stream's worth of escaped reads), then the rest.
+    trace_writer::record parts;
+    parts.reserve(events_.size() + 2);
+    parts.push_back(std::move(r));
+    for (auto& c : events_) parts.push_back(std::move(c));
+    r.clear();  // now the tail
+    r.reserve(256 + 160 * s.steps.size() + 64 * s.cache_events.size());
+    r += "]";
     r += ",\"truncated\":";
     r += (events_truncated_ || text_truncated_) ? "true" : "false";
     r += ",\"parse_errors\":{\"framing\":" + std::to_string(s.parse_errors[0]) +
@@ -233,13 +244,28 @@ class trace_hook final : public hook {
       r += s.cache_events[i].second;  // {"event":…, evidence…}
     }
     r += "]}";
-    writer_->submit(std::move(r));
+    parts.push_back(std::move(r));
+    writer_->submit(std::move(parts));
   }
 
  private:
   const config::trace_config& cfg_;
   std::shared_ptr<trace_writer> writer_;
-  std::string id_, route_, model_, request_, response_, events_, content_, reasoning_;
+  // The escaped reads, in chunks that are never reallocated: 1 KiB first (an idle stream holds
+  // little), then 4, 16 and 64 KiB.  Growing one string instead copied (and newly touched) the
+  // whole record at every doubling — with hundreds of open streams, cache misses and page faults.
+  std::string& chunk_for(std::size_t n) {
+    const std::size_t need = n + n / 4 + 64;
+    if (events_.empty() || events_.back().capacity() - events_.back().size() < need) {
+      const std::size_t size =
+          events_.size() >= 3 ? 64 * 1024 : std::size_t{1024} << (2 * events_.size());
+      events_.emplace_back().reserve(std::max(size, need));
+    }
+    return events_.back();
+  }
+
+  std::string id_, route_, model_, request_, response_, content_, reasoning_;
+  std::vector<std::string> events_;
   std::size_t budget_;  // bytes of events and texts this record may still take
   mono_ns start_ns_ = 0;
   bool events_truncated_ = false, text_truncated_ = false;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "config/config.hpp"
 
@@ -27,22 +28,28 @@ class trace_writer {
   trace_writer(const trace_writer&) = delete;
   trace_writer& operator=(const trace_writer&) = delete;
 
-  /// Queues one record (a JSON object without the newline).  Never blocks; false = dropped.
-  bool submit(std::string record);
+  /// One record as consecutive pieces (a JSON object without the newline once joined): the trace
+  /// hook hands over its event chunks as they are, and the writer gathers them with writev —
+  /// a record is never copied into one string.
+  using record = std::vector<std::string>;
+
+  /// Queues one record.  Never blocks; false = dropped.
+  bool submit(record parts);
+  bool submit(std::string whole) { return submit(record{std::move(whole)}); }
   /// Blocks until everything queued so far is written (tests, shutdown).
   void flush();
   const trace_writer_stats& stats() const noexcept { return stats_; }
 
  private:
   void run();
-  bool write_one(std::string& record);  ///< appends the newline to `record`
+  bool write_one(record& parts);  ///< appends the newline to the last part
   bool open_next();
   void prune();
 
   config::trace_config cfg_;
   std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
-  std::deque<std::string> queue_;
+  std::deque<record> queue_;
   bool stop_ = false;
   bool busy_ = false;
   int fd_ = -1;

@@ -1,5 +1,6 @@
 #include "parsers/json_out.hpp"
 
+#include <array>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -69,34 +70,32 @@ inline std::uint64_t special_bytes(std::uint64_t w) noexcept {
   return control | (w & highs) | zero_byte(w ^ (ones * '"')) | zero_byte(w ^ (ones * '\\'));
 }
 
+// The second character of the two-character escapes, by byte; 0: written as \u00XX.  A table,
+// not a switch: JSON inside SSE is mostly quotes, and a jump table per quote mispredicts.
+constexpr auto short_escapes = [] {
+  std::array<char, 128> t{};
+  t['"'] = '"';
+  t['\\'] = '\\';
+  t['\n'] = 'n';
+  t['\r'] = 'r';
+  t['\t'] = 't';
+  return t;
+}();
+
 // Writes the escape sequence for an ASCII byte that needs one ('"', '\\', control characters).
 inline char* put_escape(char* w, unsigned char c) noexcept {
   static constexpr char hex[] = "0123456789abcdef";
-  *w++ = '\\';
-  switch (c) {
-    case '"':
-      *w++ = '"';
-      break;
-    case '\\':
-      *w++ = '\\';
-      break;
-    case '\n':
-      *w++ = 'n';
-      break;
-    case '\r':
-      *w++ = 'r';
-      break;
-    case '\t':
-      *w++ = 't';
-      break;
-    default:
-      *w++ = 'u';
-      *w++ = '0';
-      *w++ = '0';
-      *w++ = hex[c >> 4];
-      *w++ = hex[c & 15];
+  w[0] = '\\';
+  if (const char e = short_escapes[c & 0x7f]) {
+    w[1] = e;
+    return w + 2;
   }
-  return w;
+  w[1] = 'u';
+  w[2] = '0';
+  w[3] = '0';
+  w[4] = hex[c >> 4];
+  w[5] = hex[c & 15];
+  return w + 6;
 }
 
 #if defined(__SSE2__)

@@ -268,6 +268,33 @@ TEST(TraceWriter, RotatesBySizeAndKeepsTheNewestFiles) {
   EXPECT_GE(lines, 9u);
 }
 
+// A record in pieces (the trace hook's event chunks) lands as one line, byte for byte — also
+// with more pieces than one writev takes (1,024) and with empty pieces.
+TEST(TraceWriter, PiecesAreJoinedIntoOneLine) {
+  config::trace_config cfg;
+  cfg.dir = test::temp_dir() + "/traces";
+  trace_writer w(cfg);
+  std::string want_a, want_b;
+  trace_writer::record a{"{\"v\":1,\"events\":[", "", "{\"t\":1}", ",{\"t\":2}", "]}"};
+  for (const auto& p : a) want_a += p;
+  trace_writer::record b{"{\"v\":1,\"pad\":\""};
+  for (int i = 0; i < 3000; ++i)
+    b.push_back(std::string(1 + i % 7, static_cast<char>('a' + i % 26)));
+  b.push_back("\"}");
+  for (const auto& p : b) want_b += p;
+  ASSERT_TRUE(w.submit(std::move(a)));
+  ASSERT_TRUE(w.submit(std::move(b)));
+  ASSERT_TRUE(w.submit(trace_writer::record{}));  // nothing at all: an empty line, not a crash
+  w.flush();
+  EXPECT_EQ(w.stats().records.load(), 3u);
+  std::string content;
+  for (const auto& e : std::filesystem::directory_iterator(cfg.dir)) {
+    std::ifstream in(e.path(), std::ios::binary);
+    content.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  EXPECT_EQ(content, want_a + "\n" + want_b + "\n\n");
+}
+
 TEST(TraceWriter, AFullQueueDropsAndCountsNeverBlocks) {
   config::trace_config cfg;
   cfg.dir = test::temp_dir();
