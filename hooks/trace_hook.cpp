@@ -251,14 +251,15 @@ class trace_hook final : public hook {
  private:
   const config::trace_config& cfg_;
   std::shared_ptr<trace_writer> writer_;
-  // The escaped reads, in chunks that are never reallocated: 1 KiB first (an idle stream holds
-  // little), then 4, 16 and 64 KiB.  Growing one string instead copied (and newly touched) the
-  // whole record at every doubling — with hundreds of open streams, cache misses and page faults.
+  // The escaped reads, in chunks that are never reallocated: the first sized for the first read
+  // only (a stream that then goes idle holds no more than before), then 4, 16 and 64 KiB.
+  // Growing one string instead copied (and newly touched) the whole record at every doubling —
+  // with hundreds of open streams, cache misses and page faults.
   std::string& chunk_for(std::size_t n) {
     const std::size_t need = n + n / 4 + 64;
     if (events_.empty() || events_.back().capacity() - events_.back().size() < need) {
-      const std::size_t size =
-          events_.size() >= 3 ? 64 * 1024 : std::size_t{1024} << (2 * events_.size());
+      const std::size_t k = events_.size();  // 0: need, 1: 4 KiB, 2: 16 KiB, then 64 KiB
+      const std::size_t size = k == 0 ? need : k >= 3 ? 64 * 1024 : std::size_t{1024} << (2 * k);
       events_.emplace_back().reserve(std::max(size, need));
     }
     return events_.back();
