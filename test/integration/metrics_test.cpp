@@ -207,6 +207,19 @@ TEST(Prometheus, ScrapesTheAdminPortAndComputesTtftQuantiles) {
     }
   } guard{pid};
   const tcp::endpoint prom(boost::asio::ip::make_address("127.0.0.1"), prom_port);
+  // Wait until Prometheus has scraped the admin port once: traffic sent before its first scrape
+  // would all land in that scrape, and rate() would then see no increase at all.  (Its start-up
+  // took over 6 s once on a loaded machine.)
+  bool scraped = false;
+  for (int i = 0; i < 120 && !scraped; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    try {
+      scraped = http_get_text(prom, "/api/v1/query?query=up").find("\"1\"]") != std::string::npos;
+    } catch (const std::exception&) {
+      // not listening yet
+    }
+  }
+  ASSERT_TRUE(scraped) << "Prometheus never scraped the admin port";
   // Traffic with a known TTFT of 300 ms, spread over several scrapes.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(6);
   while (std::chrono::steady_clock::now() < until)
