@@ -93,8 +93,9 @@ class trace_hook final : public hook {
       events_truncated_ = true;
       return;
     }
+    const bool first = events_.empty();
     auto& out = chunk_for(bytes.size());
-    out += events_.size() == 1 && out.empty() ? "{\"t_us\":" : ",{\"t_us\":";
+    out += first ? "{\"t_us\":" : ",{\"t_us\":";
     json::append_int(out, (read_ns - start_ns_) / 1000);
     // Exact bytes: as a JSON string when they are valid UTF-8, else base64 (a read can end in
     // the middle of a multi-byte character).  One pass validates and escapes.
