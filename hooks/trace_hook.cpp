@@ -80,12 +80,14 @@ class trace_hook final : public hook {
       request_ += "null";
     }
     request_ += "}";
+    request_.shrink_to_fit();  // escaping grew it in steps: an open stream keeps only the record
   }
 
   void on_response_head(const response_view& r) override {
     response_ = "{\"status\":" + std::to_string(r.status) + ",\"headers\":";
     append_headers(response_, r.headers);
     response_ += "}";
+    response_.shrink_to_fit();
   }
 
   void on_body(std::string_view bytes, mono_ns read_ns, mono_ns) override {
@@ -253,14 +255,16 @@ class trace_hook final : public hook {
   const config::trace_config& cfg_;
   std::shared_ptr<trace_writer> writer_;
   // The escaped reads, in chunks that are never reallocated: the first sized for the first read
-  // only (a stream that then goes idle holds no more than before), then 4, 16 and 64 KiB.
+  // only, each next one twice what the chunks so far hold (at least one read, at most 64 KiB), so
+  // the slack is bounded by what is used: an idle stream holds ~2x its reads, not a fixed 4 KiB.
   // Growing one string instead copied (and newly touched) the whole record at every doubling —
   // with hundreds of open streams, cache misses and page faults.
   std::string& chunk_for(std::size_t n) {
     const std::size_t need = n + n / 4 + 64;
     if (events_.empty() || events_.back().capacity() - events_.back().size() < need) {
-      const std::size_t k = events_.size();  // 0: need, 1: 4 KiB, 2: 16 KiB, then 64 KiB
-      const std::size_t size = k == 0 ? need : k >= 3 ? 64 * 1024 : std::size_t{1024} << (2 * k);
+      std::size_t held = 0;
+      for (const auto& c : events_) held += c.size();
+      const std::size_t size = std::min<std::size_t>(2 * held, 64 * 1024);
       events_.emplace_back().reserve(std::max(size, need));
     }
     return events_.back();

@@ -68,7 +68,8 @@ std::string log_safe(std::string_view v, std::size_t cap = 128) {
 
 /// State of one request/response exchange.
 struct exchange {
-  http::request<http::string_body> upstream_req;
+  http::request<http::string_body> upstream_req;  // released once the response head is in
+  std::string method;
   const config::route_config* route = nullptr;
   std::string target_redacted;
   std::string model;
@@ -159,15 +160,19 @@ class proxy_session final : public session_base,
 
   // ---------------------------------------------------------------- request side
 
-  awaitable<bool> serve_one() {
-    error_code ec;
+  // Reads one request into `req`.  False when there is none: `ec` set means a bad or failed
+  // request to answer (reject), `ec` clear means the connection is done (closed, idle, draining).
+  // Its own coroutine so that the parser (~0.5 KiB with its buffers) lives only while the request
+  // is read, not in serve_one's frame for the whole stream.
+  awaitable<bool> read_request(http::request<http::string_body>& req, error_code& ec) {
     idle_ = true;
     if (draining_) co_return false;
     if (buf_.size() == 0) {
       // Waiting for the next request: the keep-alive timeout applies until its first byte.
       client_.expires_after(first_request_ ? timeouts().client_header : timeouts().keepalive);
-      const auto n = co_await client_.async_read_some(buf_.prepare(4096), use_ec(ec));
-      if (ec) co_return false;  // closed, reset, idle timeout or drained: no more requests
+      error_code rec;
+      const auto n = co_await client_.async_read_some(buf_.prepare(4096), use_ec(rec));
+      if (rec) co_return false;  // closed, reset, idle timeout or drained: no more requests
       buf_.commit(n);
     }
     first_request_ = false;
@@ -179,29 +184,42 @@ class proxy_session final : public session_base,
     // The whole head must arrive within client_header (a byte-per-second client is cut off).
     client_.expires_after(timeouts().client_header);
     co_await http::async_read_header(client_, buf_, parser, use_ec(ec));
-    if (ec) co_return co_await reject(ec);
+    if (ec) co_return false;
 
     if (parser.get()[http::field::expect] == "100-continue" && !parser.is_done()) {
       static constexpr std::string_view cont = "HTTP/1.1 100 Continue\r\n\r\n";
-      co_await net::async_write(client_, net::buffer(cont), use_ec(ec));
-      if (ec) co_return false;
+      error_code wec;
+      co_await net::async_write(client_, net::buffer(cont), use_ec(wec));
+      if (wec) co_return false;
     }
     if (!parser.is_done()) {
       client_.expires_after(std::max(timeouts().client_header, timeouts().idle));
       co_await http::async_read(client_, buf_, parser, use_ec(ec));
-      if (ec) co_return co_await reject(ec);
+      if (ec) co_return false;
     }
     client_.expires_never();
-    auto req = parser.release();
+    req = parser.release();
     // Nothing pipelined behind this request: give the read buffer back for the (possibly long)
     // response; the next request allocates again.
     if (buf_.size() == 0) buf_.shrink_to_fit();
+    co_return true;
+  }
+
+  awaitable<bool> serve_one() {
+    http::request<http::string_body> req;
+    {
+      error_code ec;
+      const bool got = co_await read_request(req, ec);
+      if (!got && !ec) co_return false;
+      if (!got) co_return co_await reject(ec);
+    }
 
     exchange ex;
     ex.start = clock::now();
     ex.wall_start_us = std::chrono::duration_cast<std::chrono::microseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
+    ex.method = req.method_string();
     ex.head = req.method() == http::verb::head;
     ex.client_version = req.version();
     ex.client_keep_alive = req.keep_alive();
@@ -302,7 +320,8 @@ class proxy_session final : public session_base,
     return h == 0 ? 1 : h;
   }
 
-  void build_upstream_request(http::request<http::string_body>&& req, exchange& ex) {
+  // Consumes the client's request (its fields are not kept for the life of the stream).
+  void build_upstream_request(http::request<http::string_body> req, exchange& ex) {
     const auto& up = shared_.cfg.upstreams[ex.route->upstream_index];
     auto& out = ex.upstream_req;
     out.method_string(req.method_string());
@@ -421,9 +440,9 @@ class proxy_session final : public session_base,
       co_return attempt_result::done;
     }
     const auto head_time = clock::now();
-    // No retry past this point: the request body (a whole conversation, often 10-100 KB) is not
-    // needed again, and a stream may stay open for minutes.
-    ex.upstream_req.body() = std::string();
+    // No retry past this point: the request (its body a whole conversation, often 10-100 KB)
+    // is not needed again, and a stream may stay open for minutes.
+    ex.upstream_req = {};
     auto& ures = parser->get();
     ex.status = ures.result_int();
 
@@ -437,6 +456,7 @@ class proxy_session final : public session_base,
     }
     const bool chunked = co_await send_head(ures, length, no_body, ex, ec);
     ex.response_started = true;
+    ures.clear();  // the head's fields were forwarded and tapped; the parser needs only its state
     if (ec) {
       client_lost(ex);
       co_return attempt_result::done;
@@ -691,7 +711,7 @@ class proxy_session final : public session_base,
     if (!shared_.cfg.access_log || !log::enabled(log::level::info)) return;
     const auto end = clock::now();
     log::line l(log::level::info);
-    l << "access peer=" << peer_ << " method=" << log_safe(ex.upstream_req.method_string(), 16)
+    l << "access peer=" << peer_ << " method=" << log_safe(ex.method, 16)
       << " path=" << log_safe(ex.target_redacted, 512)
       << " route=" << (ex.route ? ex.route->name : std::string("-")) << " status=" << ex.status
       << " outcome=" << hooks::to_string(ex.outcome);
