@@ -262,18 +262,30 @@ struct metrics_registry::series {
   window* win;
 };
 
+// What a stream observed since its last fold, kept small (an open stream holds one): bucket
+// counts as 32-bit integers in one array, window-sketch keys as 16-bit integers (key_of's range is
+// ±2,000), not doubles.
 struct metrics_registry::fold_batch {
-  explicit fold_batch(const bucket_config& b) {
-    for (auto& v : itl_incs) v.assign(b.itl.size() + 1, 0.0);
-    overhead_incs.assign(b.itl.size() + 1, 0.0);
+  static constexpr std::size_t overhead = 3;  // counts row after the three ITL channels
+  explicit fold_batch(const bucket_config& b) : width(b.itl.size() + 1), counts(4 * width, 0) {}
+  void count(std::size_t row, std::size_t bucket, double v) noexcept {
+    ++counts[row * width + bucket];
+    sum[row] += v;
+    ++n[row];
   }
-  std::array<std::vector<double>, 3> itl_incs;
-  std::array<double, 3> itl_sum{};
-  std::array<std::uint64_t, 3> itl_n{};
-  std::vector<double> overhead_incs;
-  double overhead_sum = 0;
-  std::uint64_t overhead_n = 0;
-  std::vector<double> itl_ms, overhead_ms;  // for the window sketches
+  std::size_t width;
+  std::vector<std::uint32_t> counts;  // [row * width + bucket], rows: ITL by channel, overhead
+  std::array<double, 4> sum{};
+  std::array<std::uint64_t, 4> n{};
+  std::vector<std::int16_t> itl_keys, overhead_keys;  // for the window sketches
+  // Sketch keys in 16 bits: zero_key (outside key_of's range) becomes INT16_MIN.
+  static std::int16_t pack(double v) noexcept {
+    const int k = quantile_sketch::key_of(v);
+    return static_cast<std::int16_t>(k == quantile_sketch::zero_key ? INT16_MIN : k);
+  }
+  static int unpack(std::int16_t k) noexcept {
+    return k == INT16_MIN ? quantile_sketch::zero_key : k;
+  }
 };
 
 metrics_registry::metrics_registry(const config::config& cfg)
@@ -366,34 +378,31 @@ std::int64_t now_sec() {
 }  // namespace
 
 void metrics_registry::fold(series& s, fold_batch& b) {
-  for (std::size_t c = 0; c < 3; ++c) {
-    if (b.itl_n[c] == 0) continue;
-    s.itl[c]->ObserveMultiple(b.itl_incs[c], b.itl_sum[c]);
-    std::fill(b.itl_incs[c].begin(), b.itl_incs[c].end(), 0.0);
-    b.itl_sum[c] = 0;
-    b.itl_n[c] = 0;
+  thread_local std::vector<double> incs;  // ObserveMultiple takes doubles
+  for (std::size_t row = 0; row < 4; ++row) {
+    if (b.n[row] == 0) continue;
+    const auto first = b.counts.begin() + static_cast<std::ptrdiff_t>(row * b.width);
+    incs.assign(first, first + static_cast<std::ptrdiff_t>(b.width));
+    (row == fold_batch::overhead ? s.overhead : s.itl[row])->ObserveMultiple(incs, b.sum[row]);
+    std::fill(first, first + static_cast<std::ptrdiff_t>(b.width), 0u);
+    b.sum[row] = 0;
+    b.n[row] = 0;
   }
-  if (b.overhead_n) {
-    s.overhead->ObserveMultiple(b.overhead_incs, b.overhead_sum);
-    std::fill(b.overhead_incs.begin(), b.overhead_incs.end(), 0.0);
-    b.overhead_sum = 0;
-    b.overhead_n = 0;
-  }
-  if (b.itl_ms.empty() && b.overhead_ms.empty()) return;
+  if (b.itl_keys.empty() && b.overhead_keys.empty()) return;
   std::lock_guard lk(mu_);
   auto& sl = s.win->at(now_sec());
-  for (double v : b.itl_ms) {
-    const int k = quantile_sketch::key_of(v);
+  for (const auto packed : b.itl_keys) {
+    const int k = fold_batch::unpack(packed);
     sl.itl.add_key(k);
     s.win->total.itl.add_key(k);
   }
-  for (double v : b.overhead_ms) {
-    const int k = quantile_sketch::key_of(v);
+  for (const auto packed : b.overhead_keys) {
+    const int k = fold_batch::unpack(packed);
     sl.overhead.add_key(k);
     s.win->total.overhead.add_key(k);
   }
-  b.itl_ms.clear();
-  b.overhead_ms.clear();
+  b.itl_keys.clear();
+  b.overhead_keys.clear();
 }
 
 void metrics_registry::finish(series& s, const request_view*, const stream_summary& sum,
@@ -679,10 +688,8 @@ class metrics_hook final : public hook {
   void on_body(std::string_view, mono_ns read_ns, mono_ns written_ns) override {
     if (!series_) return;
     const double s = static_cast<double>(written_ns - read_ns) / 1e9;
-    batch_.overhead_incs[bucket_of(reg_->buckets().itl, s)] += 1;
-    batch_.overhead_sum += s;
-    ++batch_.overhead_n;
-    batch_.overhead_ms.push_back(s * 1000);
+    batch_.count(metrics_registry::fold_batch::overhead, bucket_of(reg_->buckets().itl, s), s);
+    batch_.overhead_keys.push_back(metrics_registry::fold_batch::pack(s * 1000));
     maybe_fold(written_ns);
   }
 
@@ -691,10 +698,8 @@ class metrics_hook final : public hook {
     if (last_token_ >= 0) {
       const double s = static_cast<double>(e.t_ns - last_token_) / 1e9;
       const auto c = static_cast<std::size_t>(e.channel);
-      batch_.itl_incs[c][bucket_of(reg_->buckets().itl, s)] += 1;
-      batch_.itl_sum[c] += s;
-      ++batch_.itl_n[c];
-      batch_.itl_ms.push_back(s * 1000);
+      batch_.count(c, bucket_of(reg_->buckets().itl, s), s);
+      batch_.itl_keys.push_back(metrics_registry::fold_batch::pack(s * 1000));
     }
     last_token_ = e.t_ns;
     maybe_fold(e.t_ns);
