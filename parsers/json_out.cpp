@@ -8,6 +8,9 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <tmmintrin.h>  // SSSE3, used only behind a run-time check
+#endif
 
 namespace tokentap::json {
 
@@ -133,11 +136,76 @@ inline bool escape_block(const char*& p, char*& w) noexcept {
   return true;
 }
 constexpr bool simd_escape = true;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// With SSSE3 (every x86-64 CPU since 2006; checked at run time, the build stays baseline):
+// quotes and backslashes — all that JSON inside SSE needs besides the line ends — are escaped
+// without a loop per byte.  Each 8-byte half goes through one shuffle whose pattern, by the
+// half's mask of quotes/backslashes, interleaves a backslash before each of them.
+constexpr auto backslash_shuffles = [] {
+  std::array<std::array<std::uint8_t, 16>, 256> t{};
+  for (unsigned m = 0; m < 256; ++m) {
+    unsigned k = 0;
+    for (unsigned i = 0; i < 8; ++i) {
+      if (m & (1u << i)) t[m][k++] = 8;  // lane 8..15 hold backslashes
+      t[m][k++] = static_cast<std::uint8_t>(i);
+    }
+    while (k < 16) t[m][k++] = 0x80;  // zero; overwritten by the next store or trimmed
+  }
+  return t;
+}();
+
+// Escapes 16-byte blocks from p into w while at least 16 bytes of input and 32 of room are left
+// and a block holds no control character or non-ASCII byte (the caller's per-block path handles
+// that block: a line end, UTF-8 to validate).
+__attribute__((target("ssse3,popcnt"))) void escape_run_ssse3(const char*& p, const char* end,
+                                                               char*& w,
+                                                               const char* wend) noexcept {
+  const __m128i quote = _mm_set1_epi8('"'), bsl = _mm_set1_epi8('\\'),
+                space = _mm_set1_epi8(0x20);
+  while (end - p >= 16 && wend - w >= 32) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if (_mm_movemask_epi8(_mm_cmplt_epi8(v, space)) != 0) return;  // control or non-ASCII
+    const auto m = static_cast<unsigned>(
+        _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bsl))));
+    if (m == 0) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(w), v);
+    } else {
+      const unsigned lo = m & 0xff, hi = m >> 8;
+      const auto pattern = [](unsigned k) {
+        return _mm_loadu_si128(reinterpret_cast<const __m128i*>(backslash_shuffles[k].data()));
+      };
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(w),
+                       _mm_shuffle_epi8(_mm_unpacklo_epi64(v, bsl), pattern(lo)));
+      w += __builtin_popcount(lo);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(w + 8),
+                       _mm_shuffle_epi8(_mm_unpackhi_epi64(v, bsl), pattern(hi)));
+      w += __builtin_popcount(hi);
+    }
+    w += 16;
+    p += 16;
+  }
+}
+
+bool have_ssse3() noexcept {
+  static const bool yes = __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("popcnt");
+  return yes;
+}
+#else
+inline void escape_run_ssse3(const char*&, const char*, char*&, const char*) noexcept {}
+inline bool have_ssse3() noexcept {
+  return false;
+}
+#endif
 #else
 inline bool escape_block(const char*&, char*&) noexcept {
   return false;
 }  // never called
 constexpr bool simd_escape = false;
+inline void escape_run_ssse3(const char*&, const char*, char*&, const char*) noexcept {}
+inline bool have_ssse3() noexcept {
+  return false;
+}
 #endif
 
 // The one escaping loop.  Writes straight into `out` (grown as needed, trimmed at the end).
@@ -150,6 +218,7 @@ bool escape_into(std::string& out, std::string_view s) {
   char* w = out.data() + mark;
   const char* p = s.data();
   const char* const end = p + s.size();
+  const bool ssse3 = simd_escape && have_ssse3();
   // Out of room (input dense with quotes or control characters): size for the rest at twice its
   // length.  Relative to the input left, not to `out`, which may be a long record under
   // construction: doubling that would zero-fill (and maybe copy) all of it for a few bytes.
@@ -162,6 +231,11 @@ bool escape_into(std::string& out, std::string_view s) {
   };
   while (p < end) {
     if (simd_escape && end - p >= 32) {
+      if (ssse3) {
+        room(64);
+        escape_run_ssse3(p, end, w, out.data() + out.size());
+        if (end - p < 32) continue;
+      }
       room(16 * 6 + 16);
       if (escape_block(p, w)) continue;  // else stopped at a non-ASCII byte: validated below
     } else if (end - p >= 8) {

@@ -107,6 +107,32 @@ TEST(JsonOut, RandomUtf8MixMatchesTheReference) {
   }
 }
 
+// The SSSE3 path (taken on any x86-64 CPU with SSSE3, so on every CI machine) escapes quotes and
+// backslashes through a shuffle per 8-byte half chosen by the half's mask: every mask, in both
+// halves, at several alignments, mixed with quotes vs backslashes, against the reference.
+TEST(JsonOut, EveryQuoteAndBackslashPatternOfABlock) {
+  for (unsigned m = 0; m < 65536; m += (m < 512 ? 1 : 257)) {
+    for (unsigned shift = 0; shift < 3; ++shift) {
+      std::string s(shift, 'x');
+      for (int block = 0; block < 3; ++block) {
+        for (unsigned i = 0; i < 16; ++i) {
+          if (m & (1u << i))
+            s += ((i + static_cast<unsigned>(block)) % 3 == 0) ? '\\' : '"';
+          else
+            s += static_cast<char>('a' + i);
+        }
+      }
+      s += "tail";
+      std::string out = "p";
+      append_escaped(out, s);
+      ASSERT_EQ(out, "p" + reference_escape(s)) << "mask " << m << " shift " << shift;
+      std::string strict;
+      ASSERT_TRUE(append_string_if_utf8(strict, s));
+      ASSERT_EQ(strict, "\"" + reference_escape(s) + "\"");
+    }
+  }
+}
+
 TEST(JsonOut, Utf8IsKeptInvalidIsReplacedOrRefused) {
   const std::string ok = "caf\xC3\xA9 \xE4\xB8\x80 \xF0\x9F\x98\x80 \xE2\x80\xA8 end";
   std::string out;
