@@ -45,11 +45,20 @@ void sse_parser::feed(std::string_view bytes, std::int64_t t_ns, sse_handler& h)
       bom_done_ = true;
       const char held[3] = {'\xEF', '\xBB', '\xBF'};
       feed_lines(held, held + bom_matched_, t_ns, h);
+      keep_pending_data();
     } else {
       return;  // still a BOM prefix; wait for more bytes
     }
   }
   feed_lines(p, end, t_ns, h);
+  keep_pending_data();  // views into `bytes` end with this call
+}
+
+void sse_parser::keep_pending_data() {
+  if (!data_pending_) return;
+  data_pending_ = false;
+  data_.append(pending_);
+  data_.push_back('\n');
 }
 
 void sse_parser::feed_lines(const char* p, const char* const end, std::int64_t t_ns,
@@ -76,7 +85,7 @@ void sse_parser::feed_lines(const char* p, const char* const end, std::int64_t t
         in_event_ = false;
       }
       skip_line_has_bytes_ = false;
-    } else if (line_.size() + seg + data_.size() > max_event_bytes_) {
+    } else if (line_.size() + seg + data_size() > max_event_bytes_) {
       // The one size cap, applied to the line however it arrived (in one read or several), so
       // the outcome never depends on the split (fuzz_sse found a long line skipped only when it
       // came in pieces).  It also bounds `data` lines: the value is shorter than the line.
@@ -93,7 +102,13 @@ void sse_parser::feed_lines(const char* p, const char* const end, std::int64_t t
     } else {
       line_.append(p, seg);
       process_line(line_, t_ns, h);
-      line_.clear();
+      keep_pending_data();  // a view of line_, which is about to be reused
+      // Lines split across reads are the exception (a server writes whole events): give a
+      // long one's memory back rather than hold it for the life of an idle stream.
+      if (line_.capacity() > 256)
+        std::string().swap(line_);
+      else
+        line_.clear();
     }
     if (*eol == '\r') {
       if (eol + 1 == end) {
@@ -114,6 +129,7 @@ void sse_parser::start_skip(std::int64_t t_ns, sse_handler& h) {
   skip_line_has_bytes_ = false;
   line_.clear();
   data_.clear();
+  data_pending_ = false;
   type_.clear();
 }
 
@@ -131,8 +147,15 @@ void sse_parser::process_line(std::string_view line, std::int64_t t_ns, sse_hand
     if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   }
   if (field == "data") {
-    data_.append(value);  // within the cap: feed_lines checked the whole line
-    data_.push_back('\n');
+    // Within the cap: feed_lines checked the whole line.
+    if (data_.empty() && !data_pending_) {
+      pending_ = value;
+      data_pending_ = true;
+    } else {
+      keep_pending_data();
+      data_.append(value);
+      data_.push_back('\n');
+    }
   } else if (field == "event") {
     type_.assign(value);
   } else if (field == "id") {
@@ -147,6 +170,13 @@ void sse_parser::process_line(std::string_view line, std::int64_t t_ns, sse_hand
 
 void sse_parser::dispatch(std::int64_t t_ns, sse_handler& h) {
   in_event_ = false;
+  if (data_pending_) {
+    data_pending_ = false;
+    ++events_;
+    h.on_event(sse_event{type_, pending_, id_, t_ns});
+    type_.clear();
+    return;
+  }
   if (data_.empty()) {
     type_.clear();
     return;
@@ -159,9 +189,10 @@ void sse_parser::dispatch(std::int64_t t_ns, sse_handler& h) {
 }
 
 bool sse_parser::finish() {
-  const bool unfinished = in_event_ || skipping_ || !line_.empty() || !data_.empty();
+  const bool unfinished = in_event_ || skipping_ || !line_.empty() || data_size() != 0;
   line_.clear();
   data_.clear();
+  data_pending_ = false;
   type_.clear();
   id_.clear();
   retry_ms_ = -1;

@@ -68,11 +68,21 @@ class sse_parser {
   void dispatch(std::int64_t t_ns, sse_handler& h);
   void feed_lines(const char* p, const char* end, std::int64_t t_ns, sse_handler& h);
   void start_skip(std::int64_t t_ns, sse_handler& h);
+  void keep_pending_data();
+  std::size_t data_size() const noexcept {
+    return data_.size() + (data_pending_ ? pending_.size() + 1 : 0);
+  }
 
   std::size_t max_event_bytes_;
   std::string line_;  // a line split across reads (the scan cursor is implicit: only the
                       // unfinished tail is kept, bytes are never scanned twice)
   std::string data_;
+  // The common event — one `data` line, then the blank line, both in the same read — is handed
+  // out as a view of the input, never copied: `pending_` is that line's value while
+  // `data_pending_`.  It is copied into data_ only if the read ends first or a second data line
+  // follows.
+  std::string_view pending_;
+  bool data_pending_ = false;
   std::string type_;
   std::string id_;
   std::int64_t retry_ms_ = -1;

@@ -101,7 +101,7 @@ TEST(SseWpt, FormatFieldId) {
 }
 
 TEST(SseWpt, FormatFieldIdNullIsIgnored) {
-  for (const std::string v : {"\0\0"s, "x\0"s, "\0x"s, "x\0x"s, " \0"s}) {
+  for (const std::string& v : {"\0\0"s, "x\0"s, "\0x"s, "x\0x"s, " \0"s}) {
     EXPECT_EQ(grind_sse("id:" + v + "\ndata:a\n\n"), ev("a") + "retry=-1 clean");
   }
 }
