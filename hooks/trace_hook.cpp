@@ -255,8 +255,9 @@ class trace_hook final : public hook {
   const config::trace_config& cfg_;
   std::shared_ptr<trace_writer> writer_;
   // The escaped reads, in chunks that are never reallocated: the first sized for the first read
-  // only, each next one twice what the chunks so far hold (at least one read, at most 64 KiB), so
-  // the slack is bounded by what is used: an idle stream holds ~2x its reads, not a fixed 4 KiB.
+  // only, each next one as large as the chunks so far together (at least one read, at most
+  // 64 KiB) — the total doubles per chunk, and the slack never exceeds what is used: an idle
+  // stream holds about its reads, not a fixed 4 KiB.
   // Growing one string instead copied (and newly touched) the whole record at every doubling —
   // with hundreds of open streams, cache misses and page faults.
   std::string& chunk_for(std::size_t n) {
@@ -264,7 +265,7 @@ class trace_hook final : public hook {
     if (events_.empty() || events_.back().capacity() - events_.back().size() < need) {
       std::size_t held = 0;
       for (const auto& c : events_) held += c.size();
-      const std::size_t size = std::min<std::size_t>(2 * held, 64 * 1024);
+      const std::size_t size = std::min<std::size_t>(held, 64 * 1024);
       events_.emplace_back().reserve(std::max(size, need));
     }
     return events_.back();

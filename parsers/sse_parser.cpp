@@ -184,7 +184,12 @@ void sse_parser::dispatch(std::int64_t t_ns, sse_handler& h) {
   data_.pop_back();  // the LF after the last data line
   ++events_;
   h.on_event(sse_event{type_, data_, id_, t_ns});
-  data_.clear();
+  // Events that needed a copy are the exception (see pending_): do not hold a large one's
+  // buffer for the life of an idle stream.
+  if (data_.capacity() > 256)
+    std::string().swap(data_);
+  else
+    data_.clear();
   type_.clear();
 }
 

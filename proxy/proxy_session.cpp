@@ -37,7 +37,7 @@ using hooks::stream_outcome;
 
 // The relay buffer starts small (an SSE event is a few hundred bytes, and an open stream pins its
 // buffer while it waits) and doubles when a read fills it (bulk bodies), up to the maximum.
-constexpr std::size_t relay_buffer_min = 2 * 1024;
+constexpr std::size_t relay_buffer_min = 1024;
 constexpr std::size_t relay_buffer_max = 64 * 1024;
 
 bool is_disconnect(const error_code& ec) {
@@ -215,17 +215,7 @@ class proxy_session final : public session_base,
     }
 
     exchange ex;
-    ex.start = clock::now();
-    ex.wall_start_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
-    ex.method = req.method_string();
-    ex.head = req.method() == http::verb::head;
-    ex.client_version = req.version();
-    ex.client_keep_alive = req.keep_alive();
-    ex.target_redacted = redact_target(req.target());
-    if (timeouts().total.count() > 0) ex.deadline = ex.start + timeouts().total;
-    shared_.stats.requests.fetch_add(1, std::memory_order_relaxed);
+    begin(req, ex);
 
     const std::string_view target = req.target();
     if (target.empty() || target.front() != '/') {
@@ -242,6 +232,37 @@ class proxy_session final : public session_base,
 
     inspect(req, ex);
     build_upstream_request(std::move(req), ex);
+    start_tap(ex);
+
+    shared_.stats.active_streams.fetch_add(1, std::memory_order_relaxed);
+    watch_client();
+    co_await forward(ex);
+    stop_watching();
+    shared_.stats.active_streams.fetch_sub(1, std::memory_order_relaxed);
+    if (ex.tap) ex.tap->on_stream_end(ex.outcome, mono_now_ns());
+    access_log(ex);
+
+    co_return ex.response_complete&& ex.client_keep_alive && !draining_ && !client_gone_;
+  }
+
+  // Plain functions, not coroutines, for the steps between suspensions: GCC keeps every local of
+  // a coroutine in its frame, which lives as long as the stream.
+
+  void begin(const http::request<http::string_body>& req, exchange& ex) {
+    ex.start = clock::now();
+    ex.wall_start_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+    ex.method = req.method_string();
+    ex.head = req.method() == http::verb::head;
+    ex.client_version = req.version();
+    ex.client_keep_alive = req.keep_alive();
+    ex.target_redacted = redact_target(req.target());
+    if (timeouts().total.count() > 0) ex.deadline = ex.start + timeouts().total;
+    shared_.stats.requests.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void start_tap(exchange& ex) {
     if (shared_.taps) ex.tap = shared_.taps->create();
     if (ex.tap) {
       const auto& up = shared_.cfg.upstreams[ex.route->upstream_index];
@@ -262,16 +283,14 @@ class proxy_session final : public session_base,
     }
     // The hooks took what they need from the digests; an open stream should not pin them.
     ex.conversation = {};
+  }
 
-    shared_.stats.active_streams.fetch_add(1, std::memory_order_relaxed);
-    watch_client();
-    co_await forward(ex);
-    stop_watching();
-    shared_.stats.active_streams.fetch_sub(1, std::memory_order_relaxed);
-    if (ex.tap) ex.tap->on_stream_end(ex.outcome, mono_now_ns());
-    access_log(ex);
-
-    co_return ex.response_complete&& ex.client_keep_alive && !draining_ && !client_gone_;
+  static void tap_response_head(const http::response<http::buffer_body>& ures,
+                                clock::time_point head_time, exchange& ex) {
+    if (!ex.tap) return;
+    const auto headers = redacted_headers(ures);
+    ex.tap->on_response_head({ex.status, ures[http::field::content_type],
+                              ures[http::field::content_encoding], to_ns(head_time), headers});
   }
 
   // Answers a request that could not be read (or closes when there is nobody to answer).
@@ -446,14 +465,9 @@ class proxy_session final : public session_base,
     auto& ures = parser->get();
     ex.status = ures.result_int();
 
-    const auto content_type = ures[http::field::content_type];
     const bool no_body = ex.head || ex.status == 204 || ex.status == 304;
     const auto length = parser->content_length();
-    if (ex.tap) {
-      const auto headers = redacted_headers(ures);
-      ex.tap->on_response_head({ex.status, content_type, ures[http::field::content_encoding],
-                                to_ns(head_time), headers});
-    }
+    tap_response_head(ures, head_time, ex);
     const bool chunked = co_await send_head(ures, length, no_body, ex, ec);
     ex.response_started = true;
     ures.clear();  // the head's fields were forwarded and tapped; the parser needs only its state
