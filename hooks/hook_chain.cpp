@@ -62,6 +62,7 @@ class chain final : public stream_tap, public parsers::decoder_handler {
       summary_.provider = provider_;
     }
     summary_.end_ns = end_ns;
+    stats_->tokens.fetch_add(tokens_, std::memory_order_relaxed);
     // A provider error inside an otherwise complete 2xx stream is the stream's outcome (an error
     // body on a 4xx/5xx answer is just that answer: recorded in `error`, outcome unchanged).
     const bool provider_error = !summary_.error_type.empty() || !summary_.error_message.empty();
@@ -74,7 +75,7 @@ class chain final : public stream_tap, public parsers::decoder_handler {
   // ---- decoder_handler
 
   void on_token(parsers::channel ch, std::string_view text, std::int64_t t_ns) noexcept override {
-    stats_->tokens.fetch_add(1, std::memory_order_relaxed);
+    ++tokens_;  // added to the shared counter once, at the end: not a shared line per token
     const token_event ev{ch, text, t_ns, streamed_};
     each([&](hook& h) { h.on_token(ev); });
   }
@@ -125,6 +126,7 @@ class chain final : public stream_tap, public parsers::decoder_handler {
   std::shared_ptr<chain_stats> stats_;
   parsers::provider provider_ = parsers::provider::unknown;
   bool streamed_ = false;
+  std::uint64_t tokens_ = 0;
   std::optional<parsers::stream_decoder> decoder_;
   stream_summary summary_;
 };

@@ -9,11 +9,15 @@
 # counts do not depend on what else the machine runs, so two builds can be compared on a busy box.
 # HOOKS defaults to everything on: "timing, steps, cache, metrics, trace".
 # The callgrind output stays in $WORK (printed) for callgrind_annotate / kcachegrind.
+# TOOL=cachegrind simulates the caches instead (D1 and last-level misses per event, by function):
+# with many streams (STREAMS=300 ITL_MS=20) it shows what per-stream state costs in misses.
 set -euo pipefail
 BUILD=${1:-build}
 HOOKS=${2-timing, steps, cache, metrics, trace}
 STREAMS=${STREAMS:-10}
 DURATION=${DURATION:-20}
+ITL_MS=${ITL_MS:-5}
+TOOL=${TOOL:-callgrind}
 BIN=$(realpath "$BUILD/tokentap")
 LOADGEN=$(realpath "$BUILD/test/tokentap-loadgen")
 command -v valgrind >/dev/null || { echo "profile.sh: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
@@ -32,7 +36,7 @@ wait_line "$WORK/sim.out" ready
 SIM=$(sed -n 's/^ready sim=//p' "$WORK/sim.out")
 
 echo "hooks: [$HOOKS]" > "$WORK/proxy.yaml"
-valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.out" \
+valgrind --tool="$TOOL" --"$TOOL"-out-file="$WORK/$TOOL.out" \
   "$BIN" proxy --config "$WORK/proxy.yaml" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --threads 1 \
   --no-access-log --log-level warn --upstream "http://$SIM" --trace-dir "$WORK/traces" \
   > "$WORK/proxy.out" 2> "$WORK/valgrind.err" &
@@ -41,16 +45,25 @@ wait_line "$WORK/proxy.out" "^ready"
 PROXY=$(sed -n 's/^ready proxy=\([^ ]*\).*/\1/p' "$WORK/proxy.out")
 
 "$LOADGEN" --target "$PROXY" --concurrency "$STREAMS" --duration-s "$DURATION" --tokens 100 \
-  --itl-ms 5 --ttft-ms 10 --threads 1 > "$WORK/load.out" 2>&1
+  --itl-ms "$ITL_MS" --ttft-ms 10 --threads 1 > "$WORK/load.out" 2>&1
 kill -TERM "$PROXY_PID"
 wait "$PROXY_PID" || true
 
 events=$(sed -n 's/.* events=\([0-9]*\).*/\1/p' "$WORK/load.out")
-total=$(grep -E '^totals:' "$WORK/callgrind.out" | awk '{print $2}')
-echo "workload: $STREAMS streams x 100 events, ${DURATION}s, hooks [$HOOKS]"
+echo "workload: $STREAMS streams x 100 events, ${ITL_MS} ms apart, ${DURATION}s, hooks [$HOOKS]"
 echo "events forwarded: $events"
-echo "instructions: $total ($(awk -v t="$total" -v e="$events" 'BEGIN{printf "%.0f", t/e}') per event)"
-echo "callgrind output: $WORK/callgrind.out"
-callgrind_annotate --inclusive=no "$WORK/callgrind.out" 2>/dev/null | sed -n '/^Ir/,$p' | head -40
+if [ "$TOOL" = cachegrind ]; then
+  # summary: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw
+  read -r -a t <<<"$(sed -n 's/^summary: //p' "$WORK/cachegrind.out")"
+  awk -v e="$events" -v ir="${t[0]}" -v d1="$(( t[4] + t[7] ))" -v ll="$(( t[5] + t[8] ))" 'BEGIN {
+    printf "per event: %.0f instructions, %.0f D1 misses, %.1f last-level misses\n", ir/e, d1/e, ll/e }'
+  echo "cachegrind output: $WORK/cachegrind.out"
+  cg_annotate --sort=DLmr:1,DLmw:1 "$WORK/cachegrind.out" 2>/dev/null | sed -n '/^Ir/,$p' | head -40
+else
+  total=$(grep -E '^totals:' "$WORK/callgrind.out" | awk '{print $2}')
+  echo "instructions: $total ($(awk -v t="$total" -v e="$events" 'BEGIN{printf "%.0f", t/e}') per event)"
+  echo "callgrind output: $WORK/callgrind.out"
+  callgrind_annotate --inclusive=no "$WORK/callgrind.out" 2>/dev/null | sed -n '/^Ir/,$p' | head -40
+fi
 trap - EXIT
 cleanup

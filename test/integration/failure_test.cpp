@@ -197,6 +197,34 @@ TEST(Failure, ClientDisconnectWhileUpstreamIsSilentClosesTheUpstream) {
   EXPECT_LT(noticed_at - closed_at, 100);
 }
 
+TEST(Failure, ClientThatStopsReadingIsCutAtTheWriteTimeout) {
+  // The client reads the head, then nothing: once the socket buffers are full, the proxy's write
+  // waits, and after client_write it ends the exchange and closes the upstream — not before
+  // (the deadline covers one write, however long the stream has been running).
+  stack s([](config::config& cfg) { cfg.timeouts.client_write = std::chrono::milliseconds(400); });
+  connection c(s.proxy_ep());
+  const int small = 16 * 1024;
+  ::setsockopt(c.socket().native_handle(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  request_options o = streaming({});
+  c.send_raw(
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "x-sim-tokens: 200000\r\nx-sim-ttft-ms: 0\r\nx-sim-itl-ms: 0\r\nContent-Length: " +
+      std::to_string(o.body.size()) + "\r\n\r\n" + o.body);
+  const double sent_at = now_ms();
+  for (int i = 0; i < 1000 && s.proxy->stats().client_disconnects.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const double cut_at = now_ms();
+  ASSERT_EQ(s.proxy->stats().client_disconnects.load(), 1u) << "the stalled write never ended";
+  EXPECT_GE(cut_at - sent_at, 400);
+  EXPECT_LT(cut_at - sent_at, 3000);
+  const double noticed_at = wait_for_sim_disconnect(*s.sim);
+  EXPECT_GT(noticed_at, 0) << "the upstream connection was never closed";
+  EXPECT_EQ(s.sim->stats().streams_completed.load(), 0u);
+  // What the client got is a truncated response, never a clean end.
+  const auto r = c.read_response(std::chrono::milliseconds(5000));
+  EXPECT_FALSE(r.complete);
+}
+
 TEST(Failure, OversizedRequestHeadIs431) {
   stack s([](config::config& cfg) { cfg.limits.max_request_header_bytes = 4096; });
   request_options o = streaming({{"x-big", std::string(8000, 'a')}});
