@@ -1,5 +1,7 @@
 #include "proxy/server_runtime.hpp"
 
+#include <unistd.h>
+
 #include <boost/asio/post.hpp>
 
 #include "config/log.hpp"
@@ -22,14 +24,17 @@ struct server_runtime::listener : std::enable_shared_from_this<listener> {
   }
   accept_fn on_accept;
 
+  // A socket is accepted on the acceptor's own thread and handed to its worker as a bare
+  // descriptor, registered with the worker's reactor on the worker's thread: every operation on a
+  // descriptor then happens on one thread, which is what lets the workers run their reactors
+  // without per-descriptor locks (see worker::ioc).
   void do_accept() {
-    worker& w = runtime.at(runtime.next_.fetch_add(1, std::memory_order_relaxed) % runtime.size());
-    acceptor.async_accept(w.ioc, [self = shared_from_this(), &w](error_code ec, tcp_socket s) {
-      self->on_accepted(ec, std::move(s), w);
+    acceptor.async_accept([self = shared_from_this()](error_code ec, tcp_socket s) {
+      self->on_accepted(ec, std::move(s));
     });
   }
 
-  void on_accepted(error_code ec, tcp_socket s, worker& w) {
+  void on_accepted(error_code ec, tcp_socket s) {
     if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
     if (ec) {
       // EMFILE and friends: log, back off briefly so we do not spin, keep accepting.
@@ -45,8 +50,34 @@ struct server_runtime::listener : std::enable_shared_from_this<listener> {
       error_code ignored;
       s.close(ignored);
     } else {
-      // The session is created on its worker's thread, where all of its I/O will run.
-      net::post(w.ioc, [fn = on_accept, s = std::move(s), &w]() mutable { fn(std::move(s), w); });
+      worker& w =
+          runtime.at(runtime.next_.fetch_add(1, std::memory_order_relaxed) % runtime.size());
+      if (&w.ioc == &acceptor.get_executor().context()) {
+        // Same thread: hand the socket over as it is (after this handler, as before).
+        net::post(w.ioc, [fn = on_accept, s = std::move(s), &w]() mutable { fn(std::move(s), w); });
+      } else {
+        error_code pec;
+        const auto protocol = s.local_endpoint(pec).protocol();
+        const auto fd = s.release(pec);
+        if (pec) {
+          TT_LOG(warn) << "cannot hand over an accepted connection: " << pec.message();
+          error_code ignored;
+          s.close(ignored);
+        } else {
+          // The session is created on its worker's thread, where all of its I/O will run.
+          net::post(w.ioc, [fn = on_accept, protocol, fd, &w] {
+            tcp_socket sock(w.ioc);
+            error_code aec;
+            sock.assign(protocol, fd, aec);
+            if (aec) {
+              TT_LOG(warn) << "cannot adopt an accepted connection: " << aec.message();
+              ::close(fd);
+              return;
+            }
+            fn(std::move(sock), w);
+          });
+        }
+      }
     }
     do_accept();
   }

@@ -61,10 +61,10 @@ struct worker {
   // destroys pending sessions, which unregister themselves from this set.
   std::unordered_set<session_base*> sessions;
   bool draining = false;
-  // Locking stays on (hint 1): sockets are accepted on another thread's acceptor and registered
-  // with this reactor from there, so BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO races (ThreadSanitizer
-  // showed it; it would have saved ~1 % of instructions per event).
-  net::io_context ioc{1};
+  // Every descriptor of this worker is registered and used on its thread only (accepted sockets
+  // arrive as bare descriptors, see listener::on_accepted), so the reactor runs without
+  // per-descriptor locks; the scheduler and registration stay locked (other threads post here).
+  net::io_context ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   std::optional<net::executor_work_guard<net::io_context::executor_type>> guard;
 };
 
