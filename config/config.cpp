@@ -240,9 +240,14 @@ config from_yaml(const YAML::Node& root) {
     }
   }
   if (const auto& t = root["timing"]) {
-    check_keys(t, {"stall_threshold_ms"}, "timing");
+    check_keys(t, {"stall_threshold_ms", "exact_samples"}, "timing");
     if (t["stall_threshold_ms"])
       cfg.timing.stall_threshold = ms(non_negative(t["stall_threshold_ms"], "stall_threshold_ms"));
+    if (t["exact_samples"]) {
+      cfg.timing.exact_samples = non_negative(t["exact_samples"], "exact_samples");
+      if (cfg.timing.exact_samples == 0 || cfg.timing.exact_samples > (1u << 20))
+        fail(t["exact_samples"], "timing.exact_samples must be 1 .. 1048576");
+    }
   }
   if (const auto& log = root["log"]) {
     check_keys(log, {"level", "access_log"}, "log");

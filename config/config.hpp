@@ -99,6 +99,10 @@ struct cache_config {
 
 struct timing_config {
   ms stall_threshold{1000};  ///< a gap between tokens longer than this is a stall
+  /// Per stream and series (all gaps, content, reasoning, per-read overhead): values kept exactly
+  /// for the stream's quantiles and the trace's itl_values_ms; past this many, quantiles come
+  /// from a 2 % sketch, so a stream's memory is bounded however long it runs.
+  std::size_t exact_samples = 4096;
 };
 
 struct config {

@@ -51,7 +51,7 @@ struct timing_summary {
   quantiles itl_content, itl_reasoning;
   quantiles overhead;                 ///< per forwarded read: read done -> client write done (ms)
   std::uint64_t stalls = 0;           ///< gaps longer than the stall threshold
-  std::vector<double> itl_values_ms;  ///< every gap, in order (traces, exports)
+  std::vector<double> itl_values_ms;  ///< the first timing.exact_samples gaps, in order (traces)
 };
 
 /// What the chain knows when an exchange ends.  Hooks earlier in the chain may add to it (the

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "hooks/metrics.hpp"  // quantile_sketch
+
 namespace tokentap::hooks {
 
 timing_summary::quantiles quantiles_of(std::vector<double>& v) {
@@ -27,14 +29,62 @@ double ms(mono_ns a, mono_ns b) {
   return static_cast<double>(b - a) / 1e6;
 }
 
+// One series of a stream's samples: the first `cap` kept exactly and in order (exact quantiles,
+// the trace's itl_values_ms), every one counted into a quantile sketch (2 % relative error) once
+// there are more — a stream's memory stays bounded however long it runs.
+class sample_series {
+ public:
+  explicit sample_series(std::size_t cap) : cap_(cap == 0 ? 1 : cap) {}
+
+  void add(double v) {
+    ++count_;
+    if (count_ == 1 || v > max_) max_ = v;
+    if (values_.size() < cap_) {
+      values_.push_back(v);
+      return;
+    }
+    if (!spilled_) {
+      spilled_ = true;
+      for (double x : values_) sketch_.add(x);
+    }
+    sketch_.add(v);
+  }
+
+  const std::vector<double>& first() const noexcept { return values_; }
+
+  /// Consumes the exact values (sorted for the quantiles).
+  timing_summary::quantiles summary() {
+    if (!spilled_) return quantiles_of(values_);
+    timing_summary::quantiles q;
+    q.count = count_;
+    q.max = max_;
+    q.p50 = std::min(sketch_.quantile(0.50), max_);
+    q.p95 = std::min(sketch_.quantile(0.95), max_);
+    q.p99 = std::min(sketch_.quantile(0.99), max_);
+    return q;
+  }
+
+ private:
+  std::size_t cap_;
+  std::vector<double> values_;
+  quantile_sketch sketch_;
+  std::uint64_t count_ = 0;
+  double max_ = 0;
+  bool spilled_ = false;
+};
+
 class timing_hook final : public hook {
  public:
   explicit timing_hook(const config::timing_config& cfg)
       : stall_ns_(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.stall_threshold).count()) {}
+            std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.stall_threshold).count()),
+        gaps_(cfg.exact_samples),
+        content_gaps_(cfg.exact_samples),
+        reasoning_gaps_(cfg.exact_samples),
+        overhead_ms_(cfg.exact_samples) {}
 
   void on_body(std::string_view, mono_ns read_ns, mono_ns written_ns) override {
-    overhead_ms_.push_back(ms(read_ns, written_ns));
+    overhead_ms_.add(ms(read_ns, written_ns));
   }
 
   void on_token(const token_event& e) override {
@@ -44,11 +94,12 @@ class timing_hook final : public hook {
     if (e.channel == parsers::channel::content && first_content_ns_ < 0) first_content_ns_ = e.t_ns;
     if (last_ns_ >= 0) {
       const auto gap = e.t_ns - last_ns_;
-      gaps_.push_back(static_cast<double>(gap) / 1e6);
+      const double gap_ms = static_cast<double>(gap) / 1e6;
+      gaps_.add(gap_ms);
       if (e.channel == parsers::channel::reasoning)
-        reasoning_gaps_.push_back(gaps_.back());
+        reasoning_gaps_.add(gap_ms);
       else if (e.channel == parsers::channel::content)
-        content_gaps_.push_back(gaps_.back());
+        content_gaps_.add(gap_ms);
       if (gap > stall_ns_) ++stalls_;
     }
     last_ns_ = e.t_ns;
@@ -70,18 +121,18 @@ class timing_hook final : public hook {
       }
     }
     t.stalls = stalls_;
-    t.itl_values_ms = gaps_;
-    t.itl = quantiles_of(gaps_);
-    t.itl_content = quantiles_of(content_gaps_);
-    t.itl_reasoning = quantiles_of(reasoning_gaps_);
-    t.overhead = quantiles_of(overhead_ms_);
+    t.itl_values_ms = gaps_.first();  // before summary() sorts them
+    t.itl = gaps_.summary();
+    t.itl_content = content_gaps_.summary();
+    t.itl_reasoning = reasoning_gaps_.summary();
+    t.overhead = overhead_ms_.summary();
   }
 
  private:
   std::int64_t stall_ns_;
   mono_ns first_ns_ = -1, first_content_ns_ = -1, last_ns_ = -1;
   std::uint64_t tokens_ = 0, stalls_ = 0;
-  std::vector<double> gaps_, content_gaps_, reasoning_gaps_, overhead_ms_;
+  sample_series gaps_, content_gaps_, reasoning_gaps_, overhead_ms_;
 };
 
 }  // namespace

@@ -115,6 +115,8 @@ TEST(Config, ErrorsNameTheProblemAndLine) {
   expect_error("upstreams: {a: {url: http://h}}\nroutes: [{prefix: /v1, upstream: b}]\n",
                "unknown upstream 'b'");
   expect_error("upstreams: {a: {url: gopher://h}}\n", "http:// or https://");
+  expect_error("upstreams: {a: {url: http://h}}\ntiming: {exact_samples: 0}\n",
+               "timing.exact_samples must be 1 .. 1048576");
   expect_error("upstreams: {a: {url: http://h}}\ntimeouts: {connect_ms: -1}\n", "negative");
   expect_error("upstreams: {a: {url: http://h}}\ntimeouts: {connect_ms: soon}\n", "connect_ms");
   expect_error("upstreams: {a: {url: http://h}}\nroutes: [{prefix: v1, upstream: a}]\n",
@@ -154,7 +156,7 @@ upstreams: {a: {url: http://h}}
 hooks: [timing, steps, trace]
 max_event_bytes: 65536
 trace: {dir: /tmp/t, max_file_bytes: 8192, max_files: 3, queue_records: 10, sample_rate: 0.5, bodies: false}
-timing: {stall_threshold_ms: 250}
+timing: {stall_threshold_ms: 250, exact_samples: 512}
 metrics: {max_models: 5, window_s: 30, ttft_buckets: [0.1, 0.5, 1]}
 steps:
   max_steps: 100
@@ -167,6 +169,7 @@ steps:
   EXPECT_DOUBLE_EQ(cfg.trace.sample_rate, 0.5);
   EXPECT_FALSE(cfg.trace.bodies);
   EXPECT_EQ(cfg.timing.stall_threshold, ms(250));
+  EXPECT_EQ(cfg.timing.exact_samples, 512u);
   EXPECT_EQ(cfg.metrics.max_models, 5u);
   EXPECT_EQ(cfg.metrics.window, std::chrono::seconds(30));
   EXPECT_EQ(cfg.metrics.ttft_buckets, (std::vector<double>{0.1, 0.5, 1}));

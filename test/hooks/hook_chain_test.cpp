@@ -100,6 +100,45 @@ TEST(HookChain, TimingFiguresFromReadTimestamps) {
   EXPECT_EQ(cap->tokens[2].second, cap->tokens[3].second);
 }
 
+TEST(HookChain, TimingKeepsExactSamplesUpToItsCapThenASketch) {
+  // A long stream: 1,000 tokens with gaps of 1..100 ms, but only 50 samples kept exactly.  The
+  // count and max stay exact, the quantiles within the sketch's 2 %, itl_values_ms is the first
+  // 50 gaps in order — and the stream's memory no longer grows with its length.
+  config::config cfg;
+  cfg.timing.exact_samples = 50;
+  auto cap = std::make_shared<capture_factory>();
+  hook_chain_factory f(cfg, {std::make_shared<timing_hook_factory>(cfg.timing), cap});
+  auto tap = f.create();
+  const mono_ns t0 = 1000 * ms;
+  tap->on_request(request(t0));
+  tap->on_response_head({200, "text/event-stream", "", t0, {}});
+  std::vector<double> gaps;
+  mono_ns at = t0 + 10 * ms;
+  for (int i = 0; i < 1000; ++i) {
+    if (i > 0) {
+      const int g = 1 + (i * 37) % 100;
+      gaps.push_back(g);
+      at += g * ms;
+    }
+    const auto b = chunk("content", "x");
+    tap->on_body({b.data(), b.size()}, at, at + ms / 10);
+  }
+  tap->on_stream_end(stream_outcome::ok, at + ms);
+  const auto& t = cap->summary.timing;
+  EXPECT_EQ(t.itl.count, 999u);
+  EXPECT_EQ(t.itl_content.count, 999u);
+  EXPECT_EQ(t.overhead.count, 1000u);
+  ASSERT_EQ(t.itl_values_ms.size(), 50u);
+  for (std::size_t i = 0; i < 50; ++i) EXPECT_DOUBLE_EQ(t.itl_values_ms[i], gaps[i]) << i;
+  std::vector<double> sorted = gaps;
+  const auto exact = quantiles_of(sorted);
+  EXPECT_DOUBLE_EQ(t.itl.max, exact.max);
+  EXPECT_NEAR(t.itl.p50, exact.p50, 0.021 * exact.p50);
+  EXPECT_NEAR(t.itl.p95, exact.p95, 0.021 * exact.p95);
+  EXPECT_NEAR(t.itl.p99, exact.p99, 0.021 * exact.p99);
+  EXPECT_NEAR(t.overhead.p50, 0.1, 0.021 * 0.1);
+}
+
 TEST(HookChain, ProviderErrorInA200StreamIsTheOutcome) {
   config::config cfg;
   auto cap = std::make_shared<capture_factory>();
