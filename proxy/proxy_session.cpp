@@ -421,8 +421,9 @@ class proxy_session final : public session_base,
   }
 
   // Expiry for the next upstream operation: `t` from now, but never past the total deadline.
-  clock::time_point bounded(const exchange& ex, config::ms t) const {
-    const auto at = clock::now() + t;
+  clock::time_point bounded(const exchange& ex, config::ms t,
+                            clock::time_point now = clock::now()) const {
+    const auto at = now + t;
     return ex.deadline ? std::min(at, *ex.deadline) : at;
   }
 
@@ -667,10 +668,12 @@ class proxy_session final : public session_base,
           chunked_(chunked),
           handler_(std::move(h)) {}
 
-    void read() {
+    // `now`: the time of the step before (read or written), so that an event costs two clock
+    // reads (the tap's timestamps), not one more per deadline.
+    void read(clock::time_point now) {
       parser_.get().body().data = s_.relay_buf_.get();
       parser_.get().body().size = s_.relay_size_;
-      s_.set_relay_deadline(s_.upstream_deadline_, s_.bounded(ex_, s_.timeouts().idle));
+      s_.set_relay_deadline(s_.upstream_deadline_, s_.bounded(ex_, s_.timeouts().idle, now));
       http::async_read_some(up_, conn_.buffer, parser_, step<&relay_op::on_read>{this});
     }
 
@@ -688,10 +691,11 @@ class proxy_session final : public session_base,
       if (ec && s_.upstream_timed_out_) ec = beast::error::timeout;
       read_ec_ = ec;
       read_ns_ = mono_now_ns();
+      const auto now = from_mono(read_ns_);
       n_ = s_.relay_size_ - parser_.get().body().size;
-      if (n_ == 0) return next();
-      if (!ex_.first_byte) ex_.first_byte = clock::now();
-      s_.set_relay_deadline(s_.write_deadline_, clock::now() + s_.timeouts().client_write);
+      if (n_ == 0) return next(now);
+      if (!ex_.first_byte) ex_.first_byte = now;
+      s_.set_relay_deadline(s_.write_deadline_, now + s_.timeouts().client_write);
       auto& client = s_.client_.socket();
       const char* data = s_.relay_buf_.get();
       if (chunked_) {
@@ -713,15 +717,21 @@ class proxy_session final : public session_base,
         return finish(false);
       }
       ex_.body_bytes += n_;
-      if (ex_.tap) ex_.tap->on_body({s_.relay_buf_.get(), n_}, read_ns_, mono_now_ns());
+      const auto written_ns = mono_now_ns();
+      if (ex_.tap) ex_.tap->on_body({s_.relay_buf_.get(), n_}, read_ns_, written_ns);
       if (n_ == s_.relay_size_ && s_.relay_size_ < relay_buffer_max) {
         s_.relay_size_ *= 2;  // the upstream outpaces us: read more per syscall
         s_.relay_buf_ = std::make_unique<char[]>(s_.relay_size_);
       }
-      next();
+      next(from_mono(written_ns));
     }
 
-    void next() {
+    static clock::time_point from_mono(std::int64_t ns) noexcept {
+      return clock::time_point(
+          std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(ns)));
+    }
+
+    void next(clock::time_point now) {
       if (read_ec_) {
         if (s_.client_gone_) {
           s_.client_lost(ex_);
@@ -743,7 +753,7 @@ class proxy_session final : public session_base,
         return finish(false);
       }
       if (parser_.is_done()) return finish(true);
-      read();
+      read(now);
     }
 
     // The op is gone before the handler runs (it resumes the coroutine that owns what the op
@@ -769,12 +779,13 @@ class proxy_session final : public session_base,
   };
 
   template <class Upstream>
-  awaitable<bool> relay(Upstream& up, upstream_connection& conn, exchange& ex,
-                        body_parser& parser, bool chunked) {
+  awaitable<bool> relay(Upstream& up, upstream_connection& conn, exchange& ex, body_parser& parser,
+                        bool chunked) {
     return net::async_initiate<const net::use_awaitable_t<io_executor>&, void(bool)>(
         [self = this, up = &up, conn = &conn, ex = &ex, parser = &parser, chunked](auto handler) {
           using op = relay_op<Upstream, std::decay_t<decltype(handler)>>;
-          (new op(*self, *up, *conn, *ex, *parser, chunked, std::move(handler)))->read();
+          (new op(*self, *up, *conn, *ex, *parser, chunked, std::move(handler)))
+              ->read(clock::now());
         },
         net::use_awaitable_t<io_executor>{});
   }
@@ -792,16 +803,16 @@ class proxy_session final : public session_base,
   }
 
   // Deadlines only move later from one event to the next, so the timer is re-armed only when a
-  // deadline is earlier than what it waits for; when it fires it checks the deadlines as they are
-  // now and waits again for the earliest.  A stream that keeps its deadlines costs one timer
-  // wake-up per timeout period, not two timer operations per event.
+  // deadline is earlier than what it waits for (no_deadline when it waits for nothing); when it
+  // fires it checks the deadlines as they are now and waits again for the earliest.  A stream
+  // that keeps its deadlines costs one timer wake-up per timeout period, not two timer
+  // operations per event.
   void set_relay_deadline(clock::time_point& slot, clock::time_point at) {
     slot = at;
-    if (!relay_timer_armed_ || at < relay_timer_at_) arm_relay_timer(at);
+    if (at < relay_timer_at_) arm_relay_timer(at);
   }
 
   void arm_relay_timer(clock::time_point at) {
-    relay_timer_armed_ = true;
     relay_timer_at_ = at;
     relay_timer_.expires_at(at);  // a wait in progress ends with operation_aborted
     relay_timer_.async_wait([self = shared_from_this(), gen = ++relay_gen_](error_code ec) {
@@ -810,7 +821,7 @@ class proxy_session final : public session_base,
   }
 
   void on_relay_timer() {
-    relay_timer_armed_ = false;
+    relay_timer_at_ = no_deadline;
     const auto now = clock::now();
     error_code ignored;
     if (write_deadline_ <= now) {
@@ -835,8 +846,8 @@ class proxy_session final : public session_base,
     }
     ~relay_timeouts_guard() {
       s.upstream_deadline_ = s.write_deadline_ = no_deadline;
-      if (s.relay_timer_armed_) {
-        s.relay_timer_armed_ = false;
+      if (s.relay_timer_at_ != no_deadline) {
+        s.relay_timer_at_ = no_deadline;
         ++s.relay_gen_;
         s.relay_timer_.cancel();
       }
@@ -898,10 +909,9 @@ class proxy_session final : public session_base,
   proxy_shared& shared_;
   tcp_stream client_;
   steady_timer relay_timer_{client_.get_executor()};
-  clock::time_point relay_timer_at_{};
+  clock::time_point relay_timer_at_ = no_deadline;  // what the timer waits for
   clock::time_point upstream_deadline_ = no_deadline, write_deadline_ = no_deadline;
   std::uint64_t relay_gen_ = 0;
-  bool relay_timer_armed_ = false;
   bool upstream_timed_out_ = false, client_timed_out_ = false;
   beast::flat_buffer buf_;
   std::string peer_ = "unknown";
