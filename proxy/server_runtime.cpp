@@ -23,6 +23,34 @@ struct server_runtime::listener : std::enable_shared_from_this<listener> {
     });
   }
   accept_fn on_accept;
+  tcp protocol = tcp::v4();  // the acceptor's, so every accepted socket's (set by listen)
+
+  // The session is created on its worker's thread, where all of its I/O will run.  To another
+  // worker the socket travels as a bare descriptor and is registered there.
+  void hand_over(tcp_socket s, worker& w) {
+    if (&w.ioc == &acceptor.get_executor().context()) {
+      net::post(w.ioc, [fn = on_accept, s = std::move(s), &w]() mutable { fn(std::move(s), w); });
+      return;
+    }
+    error_code ec;
+    const auto fd = s.release(ec);
+    if (ec) {
+      TT_LOG(warn) << "cannot hand over an accepted connection: " << ec.message();
+      s.close(ec);
+      return;
+    }
+    net::post(w.ioc, [fn = on_accept, proto = protocol, fd, &w] {
+      tcp_socket sock(w.ioc);
+      error_code aec;
+      sock.assign(proto, fd, aec);
+      if (aec) {
+        TT_LOG(warn) << "cannot adopt an accepted connection: " << aec.message();
+        ::close(fd);
+        return;
+      }
+      fn(std::move(sock), w);
+    });
+  }
 
   // A socket is accepted on the acceptor's own thread and handed to its worker as a bare
   // descriptor, registered with the worker's reactor on the worker's thread: every operation on a
@@ -50,34 +78,8 @@ struct server_runtime::listener : std::enable_shared_from_this<listener> {
       error_code ignored;
       s.close(ignored);
     } else {
-      worker& w =
-          runtime.at(runtime.next_.fetch_add(1, std::memory_order_relaxed) % runtime.size());
-      if (&w.ioc == &acceptor.get_executor().context()) {
-        // Same thread: hand the socket over as it is (after this handler, as before).
-        net::post(w.ioc, [fn = on_accept, s = std::move(s), &w]() mutable { fn(std::move(s), w); });
-      } else {
-        error_code pec;
-        const auto protocol = s.local_endpoint(pec).protocol();
-        const auto fd = s.release(pec);
-        if (pec) {
-          TT_LOG(warn) << "cannot hand over an accepted connection: " << pec.message();
-          error_code ignored;
-          s.close(ignored);
-        } else {
-          // The session is created on its worker's thread, where all of its I/O will run.
-          net::post(w.ioc, [fn = on_accept, protocol, fd, &w] {
-            tcp_socket sock(w.ioc);
-            error_code aec;
-            sock.assign(protocol, fd, aec);
-            if (aec) {
-              TT_LOG(warn) << "cannot adopt an accepted connection: " << aec.message();
-              ::close(fd);
-              return;
-            }
-            fn(std::move(sock), w);
-          });
-        }
-      }
+      hand_over(std::move(s),
+                runtime.at(runtime.next_.fetch_add(1, std::memory_order_relaxed) % runtime.size()));
     }
     do_accept();
   }
@@ -122,6 +124,7 @@ tcp::endpoint server_runtime::listen(const std::string& host, std::uint16_t port
   l->on_accept = std::move(on_accept);
   const auto addr = net::ip::make_address(host);
   tcp::endpoint ep(addr, port);
+  l->protocol = ep.protocol();
   l->acceptor.open(ep.protocol());
   l->acceptor.set_option(tcp::acceptor::reuse_address(true));
   l->acceptor.bind(ep);
