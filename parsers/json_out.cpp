@@ -158,15 +158,14 @@ constexpr auto backslash_shuffles = [] {
 // Escapes 16-byte blocks from p into w while at least 16 bytes of input and 32 of room are left
 // and a block holds no control character or non-ASCII byte (the caller's per-block path handles
 // that block: a line end, UTF-8 to validate).
-__attribute__((target("ssse3,popcnt"))) void escape_run_ssse3(const char*& p_ref,
-                                                               const char* end, char*& w_ref,
-                                                               const char* wend) noexcept {
+__attribute__((target("ssse3,popcnt"))) void escape_run_ssse3(const char*& p_ref, const char* end,
+                                                              char*& w_ref,
+                                                              const char* wend) noexcept {
   // Local cursors: through the references, every store of output bytes could alias them, and
   // the compiler reloaded and stored both around each block.
   const char* p = p_ref;
   char* w = w_ref;
-  const __m128i quote = _mm_set1_epi8('"'), bsl = _mm_set1_epi8('\\'),
-                space = _mm_set1_epi8(0x20);
+  const __m128i quote = _mm_set1_epi8('"'), bsl = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
   while (end - p >= 16 && wend - w >= 32) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     if (_mm_movemask_epi8(_mm_cmplt_epi8(v, space)) != 0) break;  // control or non-ASCII
@@ -197,17 +196,16 @@ bool have_ssse3() noexcept {
   static const bool yes = __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("popcnt");
   return yes;
 }
-#else
-inline void escape_run_ssse3(const char*&, const char*, char*&, const char*) noexcept {}
-inline bool have_ssse3() noexcept {
-  return false;
-}
+#define TOKENTAP_ESCAPE_SSSE3 1
 #endif
 #else
 inline bool escape_block(const char*&, char*&) noexcept {
   return false;
 }  // never called
 constexpr bool simd_escape = false;
+#endif
+
+#ifndef TOKENTAP_ESCAPE_SSSE3
 inline void escape_run_ssse3(const char*&, const char*, char*&, const char*) noexcept {}
 inline bool have_ssse3() noexcept {
   return false;

@@ -13,6 +13,15 @@ const char* find_byte(const char* p, const char* end, char c) {
   return r ? static_cast<const char*>(r) : end;
 }
 
+// For buffers used only by the exceptional path (a line or event split across reads): empty it,
+// and give a large one's memory back rather than hold it for the life of an idle stream.
+void clear_or_release(std::string& s) {
+  if (s.capacity() > 256)
+    std::string().swap(s);
+  else
+    s.clear();
+}
+
 bool parse_retry(std::string_view v, std::int64_t& out) {
   if (v.empty()) return false;
   std::int64_t n = 0;
@@ -102,13 +111,8 @@ void sse_parser::feed_lines(const char* p, const char* const end, std::int64_t t
     } else {
       line_.append(p, seg);
       process_line(line_, t_ns, h);
-      keep_pending_data();  // a view of line_, which is about to be reused
-      // Lines split across reads are the exception (a server writes whole events): give a
-      // long one's memory back rather than hold it for the life of an idle stream.
-      if (line_.capacity() > 256)
-        std::string().swap(line_);
-      else
-        line_.clear();
+      keep_pending_data();      // a view of line_, which is about to be reused
+      clear_or_release(line_);  // lines split across reads are the exception
     }
     if (*eol == '\r') {
       if (eol + 1 == end) {
@@ -184,12 +188,7 @@ void sse_parser::dispatch(std::int64_t t_ns, sse_handler& h) {
   data_.pop_back();  // the LF after the last data line
   ++events_;
   h.on_event(sse_event{type_, data_, id_, t_ns});
-  // Events that needed a copy are the exception (see pending_): do not hold a large one's
-  // buffer for the life of an idle stream.
-  if (data_.capacity() > 256)
-    std::string().swap(data_);
-  else
-    data_.clear();
+  clear_or_release(data_);  // events that needed a copy are the exception (see pending_)
   type_.clear();
 }
 
