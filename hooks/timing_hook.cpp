@@ -43,10 +43,8 @@ class sample_series {
       values_.push_back(v);
       return;
     }
-    if (!spilled_) {
-      spilled_ = true;
+    if (count_ == cap_ + 1)  // the first value past the cap: the sketch takes over
       for (double x : values_) sketch_.add(x);
-    }
     sketch_.add(v);
   }
 
@@ -54,7 +52,7 @@ class sample_series {
 
   /// Consumes the exact values (sorted for the quantiles).
   timing_summary::quantiles summary() {
-    if (!spilled_) return quantiles_of(values_);
+    if (count_ <= cap_) return quantiles_of(values_);
     timing_summary::quantiles q;
     q.count = count_;
     q.max = max_;
@@ -70,7 +68,6 @@ class sample_series {
   quantile_sketch sketch_;
   std::uint64_t count_ = 0;
   double max_ = 0;
-  bool spilled_ = false;
 };
 
 class timing_hook final : public hook {
