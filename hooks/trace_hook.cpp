@@ -95,19 +95,8 @@ class trace_hook final : public hook {
       events_truncated_ = true;
       return;
     }
-    const bool first = events_.empty();
-    auto& out = chunk_for(bytes.size());
-    out += first ? "{\"t_us\":" : ",{\"t_us\":";
-    json::append_int(out, (read_ns - start_ns_) / 1000);
-    // Exact bytes: as a JSON string when they are valid UTF-8, else base64 (a read can end in
-    // the middle of a multi-byte character).  One pass validates and escapes.
-    out += ",\"raw\":";
-    if (!json::append_string_if_utf8(out, bytes)) {
-      out.resize(out.size() - 2);  // ,"raw": becomes ,"raw_b64":
-      out += "_b64\":";
-      json::append_base64(out, bytes);
-    }
-    out += "}";
+    // The bytes as they are; the writer escapes them (trace_writer::record).
+    events_.append((read_ns - start_ns_) / 1000, bytes);
     budget_ -= bytes.size() + 32;
   }
 
@@ -213,13 +202,11 @@ class trace_hook final : public hook {
       r += "null";
     }
     r += ",\"events\":[";
-    // The record goes to the writer in pieces: what is above, the event chunks as they are (no
-    // copy of a stream's worth of escaped reads), then the rest.
-    trace_writer::record parts;
-    parts.reserve(events_.size() + 2);
-    parts.push_back(std::move(r));
-    for (auto& c : events_) parts.push_back(std::move(c));
-    r.clear();  // now the tail
+    // The record goes to the writer in three parts: what is above, the event log as it is (the
+    // writer renders it; no copy of a stream's worth of reads), then the rest.
+    events_.seal();
+    trace_writer::record rec{std::move(r), std::move(events_), {}};
+    r = {};
     r.reserve(256 + 160 * s.steps.size() + 64 * s.cache_events.size());
     r += "]";
     r += ",\"truncated\":";
@@ -247,32 +234,15 @@ class trace_hook final : public hook {
       r += s.cache_events[i].second;  // {"event":…, evidence…}
     }
     r += "]}";
-    parts.push_back(std::move(r));
-    writer_->submit(std::move(parts));
+    rec.tail = std::move(r);
+    writer_->submit(std::move(rec));
   }
 
  private:
   const config::trace_config& cfg_;
   std::shared_ptr<trace_writer> writer_;
-  // The escaped reads, in chunks that are never reallocated: the first sized for the first read
-  // only, each next one as large as the chunks so far together (at least one read, at most
-  // 64 KiB) — the total doubles per chunk, and the slack never exceeds what is used: an idle
-  // stream holds about its reads, not a fixed 4 KiB.
-  // Growing one string instead copied (and newly touched) the whole record at every doubling —
-  // with hundreds of open streams, cache misses and page faults.
-  std::string& chunk_for(std::size_t n) {
-    const std::size_t need = n + n / 4 + 64;
-    if (events_.empty() || events_.back().capacity() - events_.back().size() < need) {
-      std::size_t held = 0;
-      for (const auto& c : events_) held += c.size();
-      const std::size_t size = std::min<std::size_t>(held, 64 * 1024);
-      events_.emplace_back().reserve(std::max(size, need));
-    }
-    return events_.back();
-  }
-
   std::string id_, route_, model_, request_, response_, content_, reasoning_;
-  std::vector<std::string> events_;
+  event_log events_;  // the reads, for the writer to render
   std::size_t budget_;  // bytes of events and texts this record may still take
   mono_ns start_ns_ = 0;
   bool events_truncated_ = false, text_truncated_ = false;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/log.hpp"
+#include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
 
@@ -46,6 +47,24 @@ trace_writer::~trace_writer() {
   cv_.notify_all();
   thread_.join();
   if (fd_ >= 0) ::close(fd_);
+}
+
+void trace_writer::render_events(std::string& out, const event_log& log) {
+  bool first = true;
+  log.for_each([&](std::int64_t t_us, std::string_view bytes) {
+    out += first ? "{\"t_us\":" : ",{\"t_us\":";
+    first = false;
+    json::append_int(out, t_us);
+    // Exact bytes: as a JSON string when they are valid UTF-8, else base64 (a read can end in
+    // the middle of a multi-byte character).  One pass validates and escapes.
+    out += ",\"raw\":";
+    if (!json::append_string_if_utf8(out, bytes)) {
+      out.resize(out.size() - 2);  // ,"raw": becomes ,"raw_b64":
+      out += "_b64\":";
+      json::append_base64(out, bytes);
+    }
+    out += "}";
+  });
 }
 
 bool trace_writer::submit(record parts) {
@@ -87,28 +106,28 @@ void trace_writer::run() {
   idle_cv_.notify_all();
 }
 
-namespace {
-constexpr std::size_t max_iov = 1024;  // Linux's UIO_MAXIOV
-}  // namespace
-
-bool trace_writer::write_one(record& parts) {
-  std::size_t size = 0;
-  for (const auto& p : parts) size += p.size();
-  if (fd_ < 0 || file_bytes_ + size + 1 > cfg_.max_file_bytes) {
+bool trace_writer::write_one(record& r) {
+  rendered_.clear();
+  render_events(rendered_, r.events);
+  r.tail.push_back('\n');  // ours: no copy
+  iovec iov[3] = {{r.head.data(), r.head.size()},
+                  {rendered_.data(), rendered_.size()},
+                  {r.tail.data(), r.tail.size()}};
+  const std::size_t size = r.head.size() + rendered_.size() + r.tail.size();
+  // The buffer keeps its capacity for the next record, up to a few large records' worth.
+  struct trim {
+    std::string& s;
+    ~trim() {
+      if (s.capacity() > (4u << 20)) std::string().swap(s);
+    }
+  } trim_rendered{rendered_};
+  if (fd_ < 0 || file_bytes_ + size > cfg_.max_file_bytes) {
     if (!open_next()) return false;
   }
-  if (parts.empty()) parts.emplace_back();
-  parts.back().push_back('\n');  // ours: no copy
-  ++size;
-  // One writev per record (up to 1,024 pieces): a record is never interleaved with another.
-  std::vector<iovec> iov;
-  iov.reserve(parts.size());
-  for (auto& p : parts)
-    if (!p.empty()) iov.push_back({p.data(), p.size()});
+  // One writev per record: a record is never interleaved with another.
   std::size_t done = 0, first = 0;
   while (done < size) {
-    const auto n = ::writev(fd_, iov.data() + first,
-                            static_cast<int>(std::min<std::size_t>(iov.size() - first, max_iov)));
+    const auto n = ::writev(fd_, iov + first, static_cast<int>(3 - first));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       stats_.write_errors.fetch_add(1, std::memory_order_relaxed);
@@ -128,7 +147,7 @@ bool trace_writer::write_one(record& parts) {
     done += static_cast<std::size_t>(n);
     // Skip what was written: whole pieces, then the start of a partly written one.
     auto left = static_cast<std::size_t>(n);
-    while (first < iov.size() && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+    while (first < 3 && left >= iov[first].iov_len) left -= iov[first++].iov_len;
     if (left > 0) {
       iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
       iov[first].iov_len -= left;

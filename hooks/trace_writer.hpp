@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "hooks/event_log.hpp"
 
 namespace tokentap::hooks {
 
@@ -28,21 +29,30 @@ class trace_writer {
   trace_writer(const trace_writer&) = delete;
   trace_writer& operator=(const trace_writer&) = delete;
 
-  /// One record as consecutive pieces (a JSON object without the newline once joined): the trace
-  /// hook hands over its event chunks as they are, and the writer gathers them with writev —
-  /// a record is never copied into one string.
-  using record = std::vector<std::string>;
+  /// One record: `head` and `tail` are JSON text; between them the writer renders the stream's
+  /// reads from `events` as `{"t_us":…,"raw":"…"}` objects (or `raw_b64` for bytes that are not
+  /// UTF-8).  The escaping is done here, on the writer's thread: the proxy's I/O thread only
+  /// copies each read once, and the escaped text is written out from a buffer that is still in
+  /// cache instead of living in every open stream's memory.  `events` must be sealed.
+  struct record {
+    std::string head;
+    event_log events;
+    std::string tail;
+  };
+
+  /// Renders an event log as the comma-separated objects of a trace's `events` array.
+  static void render_events(std::string& out, const event_log& log);
 
   /// Queues one record.  Never blocks; false = dropped.
-  bool submit(record parts);
-  bool submit(std::string whole) { return submit(record{std::move(whole)}); }
+  bool submit(record r);
+  bool submit(std::string whole) { return submit(record{std::move(whole), {}, {}}); }
   /// Blocks until everything queued so far is written (tests, shutdown).
   void flush();
   const trace_writer_stats& stats() const noexcept { return stats_; }
 
  private:
   void run();
-  bool write_one(record& parts);  ///< appends the newline to the last part
+  bool write_one(record& r);
   bool open_next();
   void prune();
 
@@ -56,6 +66,7 @@ class trace_writer {
   std::size_t file_bytes_ = 0;
   std::uint64_t seq_ = 0;
   std::int64_t last_error_log_ = 0;
+  std::string rendered_;  ///< the events of the record being written (reused)
   trace_writer_stats stats_;
   std::thread thread_;
 };

@@ -307,20 +307,34 @@ TEST(TraceWriter, RotatesBySizeAndKeepsTheNewestFiles) {
   EXPECT_GE(lines, 9u);
 }
 
-// A record in pieces (the trace hook's event chunks) lands as one line, byte for byte — also
-// with more pieces than one writev takes (1,024) and with empty pieces.
-TEST(TraceWriter, PiecesAreJoinedIntoOneLine) {
+// A record's event log is rendered by the writer as the trace's `events` objects, byte for byte:
+// JSON escapes for quotes, backslashes, line ends and other control characters; UTF-8 kept as it
+// is; bytes that are not UTF-8 (a read ending mid-character) as base64; reads spread over
+// several chunks.  Head, events and tail land as one line.
+TEST(TraceWriter, EventLogIsRenderedAsOneLineOfJson) {
   config::trace_config cfg;
   cfg.dir = test::temp_dir() + "/traces";
   trace_writer w(cfg);
-  std::string want_a, want_b;
-  trace_writer::record a{"{\"v\":1,\"events\":[", "", "{\"t\":1}", ",{\"t\":2}", "]}"};
-  for (const auto& p : a) want_a += p;
-  trace_writer::record b{"{\"v\":1,\"pad\":\""};
-  for (int i = 0; i < 3000; ++i)
-    b.push_back(std::string(1 + i % 7, static_cast<char>('a' + i % 26)));
-  b.push_back("\"}");
-  for (const auto& p : b) want_b += p;
+  trace_writer::record a{"{\"v\":1,\"events\":[", {}, "]}"};
+  a.events.append(0, "data: {\"a\":\"b\\\\c\"}\n\n");
+  a.events.append(7, "");
+  a.events.append(12345678901, std::string("\x01\t\r\x7f\xc3\xa9", 6));
+  a.events.append(9, "\xe4\xbd");  // half of a 3-byte character
+  a.events.seal();
+  const std::string want_a =
+      R"({"v":1,"events":[{"t_us":0,"raw":"data: {\"a\":\"b\\\\c\"}\n\n"},{"t_us":7,"raw":""},)"
+      "{\"t_us\":12345678901,\"raw\":\"\\u0001\\t\\r\x7f\xc3\xa9\"},"
+      R"({"t_us":9,"raw_b64":"5L0="}]})";
+  // Many reads, longer than the escaper's 16- and 32-byte blocks.
+  trace_writer::record b{"{\"v\":1,\"events\":[", {}, "]}"};
+  std::string want_b = b.head;
+  for (int i = 0; i < 3000; ++i) {
+    const std::string read(1 + i % 70, static_cast<char>('a' + i % 26));
+    b.events.append(i, read);
+    want_b += (i ? ",{\"t_us\":" : "{\"t_us\":") + std::to_string(i) + ",\"raw\":\"" + read + "\"}";
+  }
+  want_b += "]}";
+  b.events.seal();
   ASSERT_TRUE(w.submit(std::move(a)));
   ASSERT_TRUE(w.submit(std::move(b)));
   ASSERT_TRUE(w.submit(trace_writer::record{}));  // nothing at all: an empty line, not a crash
