@@ -5,6 +5,7 @@
 #
 #   test/bench/compare.sh [build-dir]        (STREAMS=500 EVENTS=100 ITL_MS=20 DURATION=20)
 #   IDLE_STREAMS=1000 (0 skips)  MAX_LEVELS="1000 5000 10000" (unset skips)  MAX_DURATION=15
+#   ROUNDS=1: the load modes take turns this many times; the table shows medians (and CPU ranges)
 #   SPREAD_MS=0: streams start together, so at a fixed gap their events arrive in bursts of
 #   STREAMS; SPREAD_MS=ITL_MS starts each at a random time within one gap (arrivals spread out).
 #
@@ -89,32 +90,29 @@ start_tokentap off "$WORK/off.yaml"
 OFF_PID=${pids[-1]}
 OFF=$(sed -n 's/^ready proxy=\([^ ]*\).*/\1/p' "$WORK/off.out")
 
+cpu_split() { local u=0 k=0; for p in "$@"; do read -r a b < <(awk '{print $14, $15}' /proc/"$p"/stat); u=$((u + a)); k=$((k + b)); done; echo "$u $k"; }
+# One run of one mode; appends "eps failed p50 p99 user_s sys_s rss_per_stream" to $WORK/$name.runs.
 run_mode() {  # $1 name, $2 target, $3.. pids to measure (none for direct)
   local name=$1 target=$2
   shift 2
-  local before=0 after=0 rss_idle=0 rss_mid=0
-  [ $# -gt 0 ] && before=$(cpu_ticks "$@") && rss_idle=$(rss_kib "$@")
+  local before="0 0" after="0 0" rss_idle=0 rss_mid=0
+  [ $# -gt 0 ] && before=$(cpu_split "$@") && rss_idle=$(rss_kib "$@")
   "$LOADGEN" --target "$target" --concurrency "$STREAMS" --duration-s "$DURATION" \
     --tokens "$EVENTS" --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 --spread-ms "${SPREAD_MS:-0}" > "$WORK/load.out" 2>&1 &
   local load=$!
   sleep $((DURATION / 2))
   [ $# -gt 0 ] && rss_mid=$(rss_kib "$@")
   wait $load || true
-  [ $# -gt 0 ] && after=$(cpu_ticks "$@")
-  local out eps p50 p99 failed
+  [ $# -gt 0 ] && after=$(cpu_split "$@")
+  local out
   out=$(cat "$WORK/load.out")
-  eps=$(sed -n 's/.*events_per_s=\([0-9.]*\).*/\1/p' <<< "$out")
-  p50=$(sed -n 's/.*event_latency_p50_us=\([0-9.]*\).*/\1/p' <<< "$out")
-  p99=$(sed -n 's/.*event_latency_p99_us=\([0-9.]*\).*/\1/p' <<< "$out")
-  failed=$(sed -n 's/.*failed=\([0-9]*\).*/\1/p' <<< "$out")
-  local cpu="-" per_stream="-"
-  if [ $# -gt 0 ]; then
-    cpu=$(awk -v a="$after" -v b="$before" -v hz="$HZ" -v e="$eps" -v d="$DURATION" \
-            'BEGIN { if (e > 0) printf "%.2f", (a - b) / hz / (e * d / 1e6); else print "-" }')
-    # Growth over the process's idle footprint, mid-run, per open stream.
-    per_stream=$(( (rss_mid - rss_idle) / STREAMS ))
-  fi
-  printf "%-16s %10s %8s %14s %14s %16s %14s\n" "$name" "$eps" "$failed" "$p50" "$p99" "$cpu" "$per_stream"
+  read -r ub sb <<< "$before"
+  read -r ua sa <<< "$after"
+  echo "$(sed -n 's/.*events_per_s=\([0-9.]*\).*/\1/p' <<< "$out") $(sed -n 's/.*failed=\([0-9]*\).*/\1/p' <<< "$out")" \
+    "$(sed -n 's/.*event_latency_p50_us=\([0-9.]*\).*/\1/p' <<< "$out") $(sed -n 's/.*event_latency_p99_us=\([0-9.]*\).*/\1/p' <<< "$out")" \
+    "$(awk -v a="$ua" -v b="$ub" -v hz="$HZ" 'BEGIN { printf "%.3f", (a - b) / hz }')" \
+    "$(awk -v a="$sa" -v b="$sb" -v hz="$HZ" 'BEGIN { printf "%.3f", (a - b) / hz }')" \
+    "$([ $# -gt 0 ] && echo $(( (rss_mid - rss_idle) / STREAMS )) || echo -)" >> "$WORK/$name.runs"
 }
 NGINX_WORKERS=$(pgrep -P "$NGINX_MASTER" | tr '\n' ' ')
 # Idle streams first, on fresh processes (after a load run the allocator keeps freed memory and
@@ -142,14 +140,56 @@ if [ "${IDLE_STREAMS:-1000}" -gt 0 ]; then
   echo
 fi
 
-echo "machine: $(nproc) cores; $STREAMS streams x $EVENTS events, ${ITL_MS} ms apart, ${DURATION} s per mode"
-printf "%-16s %10s %8s %14s %14s %16s %14s\n" mode events/s errors "latency p50us" "latency p99us" "cpu s/M events" "rss KiB/stream"
-run_mode direct "$SIM"
-# shellcheck disable=SC2086
-run_mode nginx "127.0.0.1:$NGINX_PORT" $NGINX_MASTER $NGINX_WORKERS
-run_mode tokentap-full "$FULL" "$FULL_PID"
-run_mode tokentap-no-trace "$NOTRACE" "$NOTRACE_PID"
-run_mode tokentap-tap-off "$OFF" "$OFF_PID"
+ROUNDS=${ROUNDS:-1}
+echo "machine: $(nproc) cores; $STREAMS streams x $EVENTS events, ${ITL_MS} ms apart, ${DURATION} s per mode; $ROUNDS round(s)"
+# The modes take turns, ROUNDS times over: CPU time varies by ~15 % between identical runs on a
+# shared VM, so a comparison is only as good as its rounds.  Each figure is the median over the
+# rounds (CPU: the range too); CPU per million events, split into user and system time.  RSS
+# per stream is the first round's (later rounds reuse what the allocator kept from it).
+for _ in $(seq 1 "$ROUNDS"); do
+  run_mode direct "$SIM"
+  # shellcheck disable=SC2086
+  run_mode nginx "127.0.0.1:$NGINX_PORT" $NGINX_MASTER $NGINX_WORKERS
+  run_mode tokentap-full "$FULL" "$FULL_PID"
+  run_mode tokentap-no-trace "$NOTRACE" "$NOTRACE_PID"
+  run_mode tokentap-tap-off "$OFF" "$OFF_PID"
+done
+python3 - "$WORK" "$DURATION" <<'PY'
+import statistics, sys
+work, duration = sys.argv[1], float(sys.argv[2])
+modes = ["direct", "nginx", "tokentap-full", "tokentap-no-trace", "tokentap-tap-off"]
+med = lambda xs: statistics.median(xs) if xs else None
+def num(x):
+    try: return float(x)
+    except ValueError: return None
+rows = {}
+for m in modes:
+    runs = [[num(f) for f in l.split()] for l in open(f"{work}/{m}.runs") if l.strip()]
+    cpu, usr, sys_ = [], [], []
+    for eps, _, _, _, u, s, _ in runs:
+        if m != "direct" and eps:
+            per = eps * duration / 1e6
+            cpu.append((u + s) / per); usr.append(u / per); sys_.append(s / per)
+    rows[m] = dict(eps=med([r[0] for r in runs if r[0] is not None]),
+                   failed=sum(r[1] or 0 for r in runs), p50=med([r[2] for r in runs if r[2] is not None]),
+                   p99=med([r[3] for r in runs if r[3] is not None]), cpu=cpu, usr=med(usr), sys=med(sys_),
+                   # the first round's: later runs reuse memory the allocator kept from the first
+                   rss=runs[0][6] if runs else None)
+fmt = "%-18s %9s %7s %9s %9s %21s %11s %8s %8s"
+print(fmt % ("mode", "events/s", "errors", "p50 us", "p99 us", "cpu s/M events", "user/sys", "vs nginx", "KiB/str"))
+base = med(rows["nginx"]["cpu"])
+for m in modes:
+    r = rows[m]
+    c = med(r["cpu"])
+    cpu = "-" if c is None else ("%.2f" % c) + ("" if len(r["cpu"]) < 2 else " (%.2f-%.2f)" % (min(r["cpu"]), max(r["cpu"])))
+    split = "-" if c is None else "%.1f/%.1f" % (r["usr"], r["sys"])
+    ratio = "-" if c is None or not base else "%.2f" % (c / base)
+    g = lambda v, f="%.0f": "-" if v is None else f % v
+    print(fmt % (m, g(r["eps"]), r["failed"], g(r["p50"]), g(r["p99"]), cpu, split, ratio, g(r["rss"])))
+full, notrace = med(rows["tokentap-full"]["cpu"]), med(rows["tokentap-no-trace"]["cpu"])
+if full and notrace:
+    print("traces cost: %+.1f %% CPU (full vs no-trace, medians)" % (100 * (full / notrace - 1)))
+PY
 
 # Max concurrent streams before errors: slow streams (one event per second) at rising levels.
 if [ -n "${MAX_LEVELS:-}" ]; then
