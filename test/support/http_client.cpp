@@ -88,6 +88,7 @@ response connection::read_response(std::chrono::milliseconds timeout, bool head)
     if (n) {
       r.body.append(chunk, n);
       r.chunk_ms.push_back(now_ms() - t0);
+      r.chunk_end.push_back(r.body.size());
     }
     if (r.error) return r;
   }

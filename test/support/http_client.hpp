@@ -23,7 +23,8 @@ struct response {
   boost::system::error_code error;             ///< why it did not, if it did not
   double head_ms = 0;                          ///< request sent -> head received
   double total_ms = 0;
-  std::vector<double> chunk_ms;  ///< arrival time of each body read
+  std::vector<double> chunk_ms;        ///< arrival time of each body read
+  std::vector<std::size_t> chunk_end;  ///< body bytes received once that read was in
   std::string header(const std::string& name) const;
 };
 

@@ -1,0 +1,113 @@
+#include "parsers/http_body.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tokentap::parsers {
+
+namespace {
+int hex_value(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+}  // namespace
+
+std::size_t http_body_decoder::decode(char* data, std::size_t n) noexcept {
+  std::size_t in = 0, out = 0;
+  while (in < n) {
+    switch (state_) {
+      case state::data: {
+        const auto take = static_cast<std::size_t>(std::min<std::uint64_t>(left_, n - in));
+        if (out != in) std::memmove(data + out, data + in, take);
+        out += take;
+        in += take;
+        if (kind_ == framing::until_close) break;
+        left_ -= take;
+        if (left_ == 0) state_ = kind_ == framing::chunked ? state::data_cr : state::done;
+        break;
+      }
+      case state::size: {
+        const char c = data[in];
+        if (const int v = hex_value(c); v >= 0) {
+          if (++digits_ > 16) return stop(error::bad_chunk, out);
+          left_ = left_ << 4 | static_cast<unsigned>(v);
+          ++line_;
+          ++in;
+          break;
+        }
+        // After the digits: CR, or extensions (BWS, then ';').
+        if (digits_ == 0 || (c != '\r' && c != ';' && c != ' ' && c != '\t'))
+          return stop(error::bad_chunk, out);
+        state_ = state::ext;  // this byte is looked at there
+        break;
+      }
+      case state::ext: {
+        const auto c = static_cast<unsigned char>(data[in++]);
+        if (++line_ > max_line) return stop(error::line_too_long, out);
+        if (c == '\r')
+          state_ = state::size_lf;
+        else if ((c < 0x20 && c != '\t') || c == 0x7f)
+          return stop(error::bad_chunk, out);
+        break;
+      }
+      case state::size_lf:
+        if (data[in++] != '\n') return stop(error::bad_chunk, out);
+        line_ = 0;
+        digits_ = 0;
+        state_ = left_ == 0 ? state::trailer : state::data;
+        break;
+      case state::data_cr:
+        if (data[in++] != '\r') return stop(error::bad_chunk, out);
+        state_ = state::data_lf;
+        break;
+      case state::data_lf:
+        if (data[in++] != '\n') return stop(error::bad_chunk, out);
+        state_ = state::size;
+        break;
+      case state::trailer:
+        if (data[in] == '\r') {
+          ++in;
+          state_ = state::end_lf;
+          break;
+        }
+        state_ = state::trailer_line;
+        break;
+      case state::trailer_line: {
+        const char c = data[in++];
+        if (++line_ > max_trailers) return stop(error::trailers_too_long, out);
+        if (c == '\r') state_ = state::trailer_lf;
+        if (c == '\n') return stop(error::bad_chunk, out);  // bare LF
+        break;
+      }
+      case state::trailer_lf:
+        if (data[in++] != '\n') return stop(error::bad_chunk, out);
+        state_ = state::trailer;
+        break;
+      case state::end_lf:
+        if (data[in++] != '\n') return stop(error::bad_chunk, out);
+        state_ = state::done;
+        break;
+      case state::done:
+        extra_ = true;
+        return out;
+      case state::failed:
+        return out;
+    }
+  }
+  return out;
+}
+
+bool http_body_decoder::close() noexcept {
+  if (state_ == state::done) return true;
+  if (state_ == state::failed) return false;
+  if (kind_ == framing::until_close) {
+    state_ = state::done;
+    return true;
+  }
+  fail(error::bad_chunk);  // cut short (for Content-Length as much as for chunked)
+  return false;
+}
+
+}  // namespace tokentap::parsers
