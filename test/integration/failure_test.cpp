@@ -220,7 +220,11 @@ TEST(Failure, ClientThatStopsReadingIsCutAtTheWriteTimeout) {
   const double noticed_at = wait_for_sim_disconnect(*s.sim);
   EXPECT_GT(noticed_at, 0) << "the upstream connection was never closed";
   EXPECT_EQ(s.sim->stats().streams_completed.load(), 0u);
-  // What the client got is a truncated response, never a clean end.
+  // What the client got is a truncated response, never a clean end.  (Up to the proxy's whole
+  // socket send buffer — megabytes, now that a read is one write — is still queued for the
+  // client: a large receive window lets it arrive in milliseconds instead of 16 KiB at a time.)
+  const int large = 8 * 1024 * 1024;
+  ::setsockopt(c.socket().native_handle(), SOL_SOCKET, SO_RCVBUF, &large, sizeof large);
   const auto r = c.read_response(std::chrono::milliseconds(5000));
   EXPECT_FALSE(r.complete);
 }
