@@ -29,18 +29,31 @@ std::size_t http_body_decoder::decode(char* data, std::size_t n) noexcept {
         break;
       }
       case state::size: {
-        const char c = data[in];
+        const char c = data[in++];
+        ++line_;
         if (const int v = hex_value(c); v >= 0) {
           if (++digits_ > 16) return stop(error::bad_chunk, out);
           left_ = left_ << 4 | static_cast<unsigned>(v);
-          ++line_;
-          ++in;
-          break;
-        }
-        // After the digits: CR, or extensions (BWS, then ';').
-        if (digits_ == 0 || (c != '\r' && c != ';' && c != ' ' && c != '\t'))
+        } else if (digits_ == 0) {
           return stop(error::bad_chunk, out);
-        state_ = state::ext;  // this byte is looked at there
+        } else if (c == '\r') {
+          state_ = state::size_lf;
+        } else if (c == ';') {
+          state_ = state::ext;
+        } else if (c == ' ' || c == '\t') {
+          state_ = state::size_ws;
+        } else {
+          return stop(error::bad_chunk, out);
+        }
+        break;
+      }
+      case state::size_ws: {  // BWS after the size: only before an extension
+        const char c = data[in++];
+        if (++line_ > max_line) return stop(error::line_too_long, out);
+        if (c == ';')
+          state_ = state::ext;
+        else if (c != ' ' && c != '\t')
+          return stop(error::bad_chunk, out);
         break;
       }
       case state::ext: {

@@ -5,8 +5,10 @@
 // buffer, no copy per read.  Pure: no I/O; fed any split of the input, it gives the same payload.
 //
 // Chunked framing is parsed strictly (as Beast's parser, which reads the head, does): hex size
-// (at most 16 digits), optional extensions up to CRLF, CRLF after the data, trailer fields after
-// the last chunk; bare LF or any other byte where CRLF belongs is an error.  The size line and
+// (at most 16 digits), optional extensions (BWS ';' …) up to CRLF, CRLF after the data, trailer
+// lines after the last chunk; bare LF or any other byte where CRLF belongs is an error.  The
+// contents of extensions and trailers are skipped, not judged (RFC 9112 §7.1.1: unrecognised
+// extensions are ignored); a unit test checks agreement with Beast everywhere else.  The size line and
 // the trailer section are bounded (max_line, max_trailers).
 #include <cstddef>
 #include <cstdint>
@@ -47,6 +49,7 @@ class http_body_decoder {
  private:
   enum class state : std::uint8_t {
     size,        // chunk-size hex digits
+    size_ws,     // whitespace after the size, before ';'
     ext,         // extensions, up to CR
     size_lf,     // LF after the size line's CR
     data,        // chunk data (or the whole Content-Length body)

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>  // before Beast (Boost 1.74's asio uses std::exchange without it)
+
+#include <boost/beast/http.hpp>
+#include <random>
 #include <string>
 
 #include "test/support/chunking.hpp"
@@ -103,6 +107,90 @@ TEST(HttpBody, ClosingCutsChunkedAndContentLengthBodiesShortButEndsAnUntilCloseB
             "payload=hello world done=0 error=none extra=0 close=0 error=bad_chunk");
   EXPECT_EQ(grind(http_body_decoder::until_close(), "data: x\n\n0\r\n\r\nanything", true),
             "payload=data: x\n\n0\r\n\r\nanything done=0 error=none extra=0 close=1 error=none");
+}
+
+// Differential check against Beast's parser, which read response bodies before this decoder, on
+// random chunked bodies: sizes in either case with leading zeros, data with CR/LF and quotes.
+// Odd rounds add extensions (quoted strings included) and trailers and must be accepted by both
+// with the same payload; even rounds have neither and get one byte changed, and both must then
+// agree exactly — the same payload, or both reject.  (Where the decoder is deliberately lenient —
+// it skips extension and trailer contents without judging their syntax, RFC 9112 §7.1.1 — a
+// changed byte could turn into an extension Beast finds malformed: ';' is not among the
+// replacements.)
+TEST(HttpBody, AgreesWithBeastOnRandomChunkedBodies) {
+  namespace http = boost::beast::http;
+  std::mt19937 rng(20261130);
+  const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  int mutated = 0, rejected = 0, accepted = 0;
+  for (int round = 0; round < 4000; ++round) {
+    const bool decorated = round % 2 == 1;
+    std::string body;
+    const int chunks = pick(5);
+    for (int c = 0; c <= chunks; ++c) {
+      const bool last = c == chunks;
+      const int size = last ? 0 : 1 + pick(300);
+      char hex[32];
+      std::snprintf(hex, sizeof hex, pick(2) ? "%x" : "%X", size);
+      body += std::string(static_cast<std::size_t>(pick(3)), '0') + hex;
+      if (decorated && pick(2) == 0) {
+        static const char* exts[] = {";a=b", ";name=\"q;uoted\"", ";x", " ; n=1;m=2"};
+        body += exts[pick(4)];
+      }
+      body += "\r\n";
+      if (!last) {
+        for (int i = 0; i < size; ++i) body.push_back("abc \r\n{}\":"[pick(10)]);
+        body += "\r\n";
+      }
+    }
+    if (decorated && pick(2) == 0) body += "X-Trailer: value\r\nY: 2\r\n";
+    body += "\r\n";
+    if (!decorated) {
+      body[static_cast<std::size_t>(pick(static_cast<int>(body.size())))] = "0aG\r\n =\"x9"[pick(10)];
+      ++mutated;
+    }
+    // Beast, fed the head and the body whole.
+    const std::string msg = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body;
+    http::response_parser<http::string_body> p;
+    p.eager(true);
+    boost::system::error_code ec;
+    std::size_t off = 0;
+    while (off < msg.size() && !p.is_done()) {
+      const auto n = p.put(boost::asio::buffer(msg.data() + off, msg.size() - off), ec);
+      off += n;
+      if (ec == http::error::need_more) ec = {};
+      if (ec || n == 0) break;
+    }
+    const bool beast_ok = !ec && p.is_done();
+    // The decoder, fed the body whole (the tests above cover splits).
+    auto d = http_body_decoder::chunked();
+    std::string buf = body;
+    const std::string payload(buf.data(), d.decode(buf.data(), buf.size()));
+    const bool ours_ok = d.done() && d.failed() == http_body_decoder::error::none;
+    ASSERT_EQ(ours_ok, beast_ok) << "round " << round << (beast_ok ? ": only Beast" : ": only we")
+                                 << " accept:\n" << body;
+    if (beast_ok) {
+      ASSERT_EQ(payload, p.get().body()) << "round " << round;
+      ASSERT_EQ(d.extra(), off < msg.size()) << "round " << round;
+      ++accepted;
+    } else {
+      ++rejected;
+    }
+  }
+  // The generator reaches both sides.
+  EXPECT_EQ(mutated, 2000);
+  EXPECT_GT(rejected, 300);  // most changed bytes land in chunk data
+  EXPECT_GT(accepted, 2000);
+}
+
+// The decoder's deliberate leniency: extension and trailer contents are skipped, not judged.
+TEST(HttpBody, ExtensionAndTrailerContentsAreSkipped) {
+  EXPECT_EQ(grind(http_body_decoder::chunked(), "3;;=\r\nabc\r\n0\r\nno colon here\r\n\r\n"),
+            "payload=abc done=1 error=none extra=0");
+  // But not control characters, and not whitespace after a size without an extension.
+  EXPECT_EQ(grind(http_body_decoder::chunked(), "3;a=\"x\ny\"\r\nabc\r\n0\r\n\r\n"),
+            "payload= done=0 error=bad_chunk extra=0");
+  EXPECT_EQ(grind(http_body_decoder::chunked(), "3 \r\nabc\r\n0\r\n\r\n"),
+            "payload= done=0 error=bad_chunk extra=0");
 }
 
 }  // namespace
