@@ -9,9 +9,7 @@ namespace tokentap::hooks {
 event_log::event_log(event_log&& o) noexcept
     : chunks_(std::move(o.chunks_)),
       w_(std::exchange(o.w_, nullptr)),
-      end_(std::exchange(o.end_, nullptr)) {
-  o.chunks_.clear();
-}
+      end_(std::exchange(o.end_, nullptr)) {}
 
 event_log& event_log::operator=(event_log&& o) noexcept {
   if (this != &o) {
@@ -29,7 +27,7 @@ event_log::~event_log() {
 }
 
 void event_log::release() noexcept {
-  for (auto& c : chunks_) ::operator delete(c.data, std::align_val_t{align});
+  for (auto& c : chunks_) ::operator delete (c.data, std::align_val_t{align});
   chunks_.clear();
   w_ = end_ = nullptr;
 }
@@ -41,7 +39,7 @@ void event_log::grow(std::size_t need) {
     for (const auto& c : chunks_) held += static_cast<std::size_t>(c.used - c.data);
   }
   const std::size_t cap = std::max(std::min<std::size_t>(held, 64 * 1024) / align * align, need);
-  auto* data = static_cast<char*>(::operator new(cap, std::align_val_t{align}));
+  auto* data = static_cast<char*>(::operator new (cap, std::align_val_t{align}));
   chunks_.push_back({data, data, cap});
   w_ = data;
   end_ = data + cap;

@@ -66,8 +66,6 @@ class event_log {
 #endif
   }
 
-  bool empty() const noexcept { return chunks_.empty(); }
-
   /// Calls f(t_us, bytes) for every entry, in order.
   template <class F>
   void for_each(F&& f) const {

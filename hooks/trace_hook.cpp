@@ -242,7 +242,7 @@ class trace_hook final : public hook {
   const config::trace_config& cfg_;
   std::shared_ptr<trace_writer> writer_;
   std::string id_, route_, model_, request_, response_, content_, reasoning_;
-  event_log events_;  // the reads, for the writer to render
+  event_log events_;    // the reads, for the writer to render
   std::size_t budget_;  // bytes of events and texts this record may still take
   mono_ns start_ns_ = 0;
   bool events_truncated_ = false, text_truncated_ = false;

@@ -16,6 +16,12 @@ int hex_value(char c) noexcept {
 
 std::size_t http_body_decoder::decode(char* data, std::size_t n) noexcept {
   std::size_t in = 0, out = 0;
+  // The states that accept exactly one byte (the CRs and LFs of the framing).
+  const auto expect = [&](char want, state next) {
+    if (data[in++] != want) return false;
+    state_ = next;
+    return true;
+  };
   while (in < n) {
     switch (state_) {
       case state::data: {
@@ -23,8 +29,7 @@ std::size_t http_body_decoder::decode(char* data, std::size_t n) noexcept {
         if (out != in) std::memmove(data + out, data + in, take);
         out += take;
         in += take;
-        if (kind_ == framing::until_close) break;
-        left_ -= take;
+        left_ -= take;  // until close: 2^64 - 1 bytes, never reached
         if (left_ == 0) state_ = kind_ == framing::chunked ? state::data_cr : state::done;
         break;
       }
@@ -66,26 +71,24 @@ std::size_t http_body_decoder::decode(char* data, std::size_t n) noexcept {
         break;
       }
       case state::size_lf:
-        if (data[in++] != '\n') return stop(error::bad_chunk, out);
+        if (!expect('\n', left_ == 0 ? state::trailer : state::data))
+          return stop(error::bad_chunk, out);
         line_ = 0;
         digits_ = 0;
-        state_ = left_ == 0 ? state::trailer : state::data;
         break;
       case state::data_cr:
-        if (data[in++] != '\r') return stop(error::bad_chunk, out);
-        state_ = state::data_lf;
+        if (!expect('\r', state::data_lf)) return stop(error::bad_chunk, out);
         break;
       case state::data_lf:
-        if (data[in++] != '\n') return stop(error::bad_chunk, out);
-        state_ = state::size;
+        if (!expect('\n', state::size)) return stop(error::bad_chunk, out);
         break;
-      case state::trailer:
+      case state::trailer:  // a trailer line, or the CR of the final CRLF
         if (data[in] == '\r') {
           ++in;
           state_ = state::end_lf;
-          break;
+        } else {
+          state_ = state::trailer_line;  // its first byte is read there
         }
-        state_ = state::trailer_line;
         break;
       case state::trailer_line: {
         const char c = data[in++];
@@ -95,12 +98,10 @@ std::size_t http_body_decoder::decode(char* data, std::size_t n) noexcept {
         break;
       }
       case state::trailer_lf:
-        if (data[in++] != '\n') return stop(error::bad_chunk, out);
-        state_ = state::trailer;
+        if (!expect('\n', state::trailer)) return stop(error::bad_chunk, out);
         break;
       case state::end_lf:
-        if (data[in++] != '\n') return stop(error::bad_chunk, out);
-        state_ = state::done;
+        if (!expect('\n', state::done)) return stop(error::bad_chunk, out);
         break;
       case state::done:
         extra_ = true;

@@ -8,8 +8,8 @@
 // (at most 16 digits), optional extensions (BWS ';' …) up to CRLF, CRLF after the data, trailer
 // lines after the last chunk; bare LF or any other byte where CRLF belongs is an error.  The
 // contents of extensions and trailers are skipped, not judged (RFC 9112 §7.1.1: unrecognised
-// extensions are ignored); a unit test checks agreement with Beast everywhere else.  The size line and
-// the trailer section are bounded (max_line, max_trailers).
+// extensions are ignored); a unit test checks agreement with Beast everywhere else.  The size line
+// and the trailer section are bounded (max_line, max_trailers).
 #include <cstddef>
 #include <cstdint>
 
@@ -48,14 +48,14 @@ class http_body_decoder {
 
  private:
   enum class state : std::uint8_t {
-    size,        // chunk-size hex digits
-    size_ws,     // whitespace after the size, before ';'
-    ext,         // extensions, up to CR
-    size_lf,     // LF after the size line's CR
-    data,        // chunk data (or the whole Content-Length body)
-    data_cr,     // CR after chunk data
-    data_lf,     // LF after chunk data
-    trailer,     // start of a trailer line (or of the final CRLF)
+    size,     // chunk-size hex digits
+    size_ws,  // whitespace after the size, before ';'
+    ext,      // extensions, up to CR
+    size_lf,  // LF after the size line's CR
+    data,     // chunk data (or the whole Content-Length body)
+    data_cr,  // CR after chunk data
+    data_lf,  // LF after chunk data
+    trailer,  // start of a trailer line (or of the final CRLF)
     trailer_line,
     trailer_lf,  // LF ending a trailer line
     end_lf,      // LF of the final CRLF
@@ -84,8 +84,8 @@ class http_body_decoder {
   error error_ = error::none;
   bool extra_ = false;
   std::uint8_t digits_ = 0;
-  std::uint64_t left_;        // data bytes left in this chunk / the body
-  std::size_t line_ = 0;      // bytes of the current size line or of the trailer section
+  std::uint64_t left_;    // data bytes left in this chunk / the body (until close: 2^64 - 1)
+  std::size_t line_ = 0;  // bytes of the current size line or of the trailer section
 };
 
 }  // namespace tokentap::parsers

@@ -515,8 +515,8 @@ class proxy_session final : public session_base,
       co_return attempt_result::done;
     }
     ex.response_complete = true;
-    ex.upstream_reusable = parser->keep_alive() && conn.buffer.size() == 0 && !body.extra() &&
-                           body.kind() != parsers::http_body_decoder::framing::until_close;
+    // (A body that ends at the close is never keep-alive: Beast's keep_alive() says so.)
+    ex.upstream_reusable = parser->keep_alive() && conn.buffer.size() == 0 && !body.extra();
     if (!length && ex.client_version < 11) close_client();
     co_return attempt_result::done;
   }
@@ -675,20 +675,26 @@ class proxy_session final : public session_base,
           chunked_(chunked),
           handler_(std::move(h)) {}
 
-    // `now`: the time of the step before (read or written), so that an event costs two clock
-    // reads (the tap's timestamps), not one more per deadline.
-    void read(clock::time_point now) {
-      if (body_.done()) {  // before any read: Content-Length: 0
+    void start(clock::time_point now) {
+      early_ = conn_.buffer.size() > 0;
+      if (body_.done()) {  // Content-Length: 0.  Completed through the executor, never inline.
         net::post(up_.get_executor(), [this] { finish(true); });
         return;
       }
-      auto& early = conn_.buffer;
-      if (early.size() > 0) {
+      read(now);
+    }
+
+    // `now`: the time of the step before (read or written), so that an event costs two clock
+    // reads (the tap's timestamps), not one more per deadline.
+    void read(clock::time_point now) {
+      if (early_) {
         // Body bytes that came with the head (in the buffer Beast read it into): relayed as
         // the first reads.  Completed through the executor, never inline.
-        const auto n = net::buffer_copy(net::buffer(s_.relay_buf_.get(), s_.relay_size_),
-                                        early.data());
+        auto& early = conn_.buffer;
+        const auto n =
+            net::buffer_copy(net::buffer(s_.relay_buf_.get(), s_.relay_size_), early.data());
         early.consume(n);
+        early_ = early.size() > 0;
         net::post(up_.get_executor(), [this, n] { on_read({}, n); });
         return;
       }
@@ -715,7 +721,7 @@ class proxy_session final : public session_base,
       using bad = parsers::http_body_decoder::error;
       if (body_.failed() != bad::none) {
         ec = body_.failed() == bad::trailers_too_long ? http::error::header_limit
-                                                       : http::error::bad_chunk;
+                                                      : http::error::bad_chunk;
       } else if (ec == net::error::eof) {
         ec = body_.close() ? error_code{} : error_code(http::error::partial_message);
       }
@@ -797,6 +803,7 @@ class proxy_session final : public session_base,
     exchange& ex_;
     parsers::http_body_decoder& body_;
     const bool chunked_;
+    bool early_ = false;  // body bytes that came with the head are still in conn_.buffer
     Handler handler_;
     error_code read_ec_;
     std::int64_t read_ns_ = 0;
@@ -812,8 +819,7 @@ class proxy_session final : public session_base,
     return net::async_initiate<const net::use_awaitable_t<io_executor>&, void(bool)>(
         [self = this, up = &up, conn = &conn, ex = &ex, body = &body, chunked](auto handler) {
           using op = relay_op<Upstream, std::decay_t<decltype(handler)>>;
-          (new op(*self, *up, *conn, *ex, *body, chunked, std::move(handler)))
-              ->read(clock::now());
+          (new op(*self, *up, *conn, *ex, *body, chunked, std::move(handler)))->start(clock::now());
         },
         net::use_awaitable_t<io_executor>{});
   }

@@ -12,9 +12,12 @@ namespace {
 http_body_decoder make(std::uint8_t plan, std::size_t n) {
   switch (plan >> 6) {
     case 0:
-    case 1: return http_body_decoder::chunked();
-    case 2: return http_body_decoder::length(n / 2);
-    default: return http_body_decoder::until_close();
+    case 1:
+      return http_body_decoder::chunked();
+    case 2:
+      return http_body_decoder::length(n / 2);
+    default:
+      return http_body_decoder::until_close();
   }
 }
 

@@ -19,10 +19,14 @@ using namespace std::string_literals;
 
 const char* to_string(http_body_decoder::error e) {
   switch (e) {
-    case http_body_decoder::error::none: return "none";
-    case http_body_decoder::error::bad_chunk: return "bad_chunk";
-    case http_body_decoder::error::line_too_long: return "line_too_long";
-    case http_body_decoder::error::trailers_too_long: return "trailers_too_long";
+    case http_body_decoder::error::none:
+      return "none";
+    case http_body_decoder::error::bad_chunk:
+      return "bad_chunk";
+    case http_body_decoder::error::line_too_long:
+      return "line_too_long";
+    case http_body_decoder::error::trailers_too_long:
+      return "trailers_too_long";
   }
   return "?";
 }
@@ -67,9 +71,9 @@ TEST(HttpBody, BytesAfterTheLastChunkAreNotPayload) {
 TEST(HttpBody, InvalidChunkFramingStopsAfterTheValidPayload) {
   // Not a size; bare LF after the size; no CRLF after the data; a control byte in an extension;
   // 17 hex digits; LF without CR in a trailer.
-  for (const auto* bad : {"3\r\nabc\r\nzz\r\nmore\r\n", "3\nabc\r\n0\r\n\r\n",
-                          "3\r\nabc\r\n3\r\ndefX\r\n0\r\n\r\n", "3;a\x01\r\nabc\r\n",
-                          "00000000000000003\r\nabc\r\n", "3\r\nabc\r\n0\r\nX: 1\n\r\n"}) {
+  for (const auto* bad :
+       {"3\r\nabc\r\nzz\r\nmore\r\n", "3\nabc\r\n0\r\n\r\n", "3\r\nabc\r\n3\r\ndefX\r\n0\r\n\r\n",
+        "3;a\x01\r\nabc\r\n", "00000000000000003\r\nabc\r\n", "3\r\nabc\r\n0\r\nX: 1\n\r\n"}) {
     const auto got = grind(http_body_decoder::chunked(), bad);
     EXPECT_NE(got.find("error=bad_chunk"), std::string::npos) << bad << " -> " << got;
     EXPECT_TRUE(got.starts_with("payload=abc") || got.starts_with("payload= "))
@@ -145,7 +149,8 @@ TEST(HttpBody, AgreesWithBeastOnRandomChunkedBodies) {
     if (decorated && pick(2) == 0) body += "X-Trailer: value\r\nY: 2\r\n";
     body += "\r\n";
     if (!decorated) {
-      body[static_cast<std::size_t>(pick(static_cast<int>(body.size())))] = "0aG\r\n =\"x9"[pick(10)];
+      body[static_cast<std::size_t>(pick(static_cast<int>(body.size())))] =
+          "0aG\r\n =\"x9"[pick(10)];
       ++mutated;
     }
     // Beast, fed the head and the body whole.
@@ -167,7 +172,8 @@ TEST(HttpBody, AgreesWithBeastOnRandomChunkedBodies) {
     const std::string payload(buf.data(), d.decode(buf.data(), buf.size()));
     const bool ours_ok = d.done() && d.failed() == http_body_decoder::error::none;
     ASSERT_EQ(ours_ok, beast_ok) << "round " << round << (beast_ok ? ": only Beast" : ": only we")
-                                 << " accept:\n" << body;
+                                 << " accept:\n"
+                                 << body;
     if (beast_ok) {
       ASSERT_EQ(payload, p.get().body()) << "round " << round;
       ASSERT_EQ(d.extra(), off < msg.size()) << "round " << round;
