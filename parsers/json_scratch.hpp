@@ -14,10 +14,13 @@ struct json_scratch {
   std::string padded;
 
   /// `s` copied with SIMDJSON_PADDING bytes of slack (the buffer is reused: no allocation once
-  /// warm), ready for parser.iterate().
+  /// warm), ready for parser.iterate().  The slack is initialized memory: readers may load
+  /// words that cross the document's end.
   simdjson::padded_string_view pad(std::string_view s) {
-    if (padded.capacity() < s.size() + simdjson::SIMDJSON_PADDING)
+    if (padded.capacity() < s.size() + simdjson::SIMDJSON_PADDING) {
       padded.reserve(s.size() + simdjson::SIMDJSON_PADDING);
+      padded.resize(padded.capacity());
+    }
     padded.assign(s);
     return simdjson::padded_string_view(padded.data(), padded.size(), padded.capacity());
   }

@@ -3,6 +3,8 @@
 #include <simdjson.h>
 
 #include <array>
+#include <bit>
+#include <cstring>
 
 #include "parsers/json_scratch.hpp"
 #include "parsers/sse_parser.hpp"
@@ -202,15 +204,38 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
     od::object o;
     if (v.get_object().get(o)) return false;
     for (auto field : o) {
+      od::field fd;
       std::string_view key;
-      od::value val;
-      if (field.unescaped_key().get(key) || field.value().get(val)) {
+      if (std::move(field).get(fd) || !key_of(fd, key)) {
         json_error = true;
         return false;
       }
-      f(key, val);
+      f(key, std::move(fd).value());
     }
     return true;
+  }
+
+  // A key as written when it has no escapes (every key we look for, and nearly every key there
+  // is), unescaped otherwise — unescaping copied every key into the parser's string buffer.
+  // Stage 1 validated the document, so the key's closing quote is there, and the parser's input
+  // is padded (SIMDJSON_PADDING) past the document's end: eight bytes at a time, a word with
+  // the first quote or backslash found by the has-zero-byte trick (exact for the lowest match).
+  static bool key_of(od::field& fd, std::string_view& key) {
+    static_assert(std::endian::native == std::endian::little, "the lowest match is the first");
+    constexpr std::uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    constexpr auto zero_bytes = [](std::uint64_t x) { return (x - ones) & ~x & highs; };
+    const char* const k = fd.key().raw();
+    for (const char* p = k;; p += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, p, 8);
+      const auto m = zero_bytes(w ^ (ones * '"')) | zero_bytes(w ^ (ones * '\\'));
+      if (m == 0) continue;
+      const char* const q = p + std::countr_zero(m) / 8;
+      if (*q == '\\') break;
+      key = std::string_view(k, static_cast<std::size_t>(q - k));
+      return true;
+    }
+    return !fd.unescaped_key().get(key);
   }
 
   template <class F>
@@ -265,8 +290,7 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
   // Parses one payload with the thread's parser; false (nothing to decode) on any error.
   bool parse(std::string_view payload, od::document& doc, od::value& root) {
     if (payload.size() > max_event_bytes) return false;
-    // Validate UTF-8 up front (SIMD, GB/s): On-Demand checks strings only when they are read.
-    if (!simdjson::validate_utf8(payload.data(), payload.size())) return false;
+    // iterate() runs stage 1, which validates the whole payload's UTF-8 (strings we skip too).
     auto& scratch = detail::thread_json_scratch<decoder_tag>();
     return !scratch.parser.iterate(scratch.pad(payload)).get(doc) && !doc.get_value().get(root);
   }

@@ -309,6 +309,19 @@ TEST(DecoderRobustness, MalformedJsonUnknownEventsAndInvalidUtf8AreCountedAndSki
       "reasoning=0 cached=-1 write=-1 cache_fields=0|provider=openai-chat");
 }
 
+// Keys are compared as written when they have no escapes; a key spelled with escapes is the
+// same key.  Invalid UTF-8 in a field the decoder never reads still rejects the payload.
+TEST(DecoderRobustness, EscapedKeysAreTheSameKeysAndInvalidUtf8AnywhereIsAnError) {
+  const std::string s =
+      "data: {\"cho\\u0069ces\":[{\"delta\":{\"con\\u0074ent\":\"a\"}}]}\n\n"
+      "data: {\"id\":\"x\\\"y\",\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\n"
+      "data: {\"id\":\"\xc3\x28\",\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n"
+      "data: {\"choices\":[{\"delta\":{\"content\\\\\":\"y\",\"content\":\"c\"}}]}\n\n";
+  EXPECT_EQ(decode(s, provider::openai_chat),
+            "content=abc|reasoning=|tool=|parse_error(json)|in=-1 out=3 "
+            "reasoning=0 cached=-1 write=-1 cache_fields=0|provider=openai-chat");
+}
+
 TEST(DecoderRobustness, TenMegabyteEventIsSkippedAndDecodingResumes) {
   std::string s = "data: {\"choices\":[{\"delta\":{\"content\":\"before\"}}]}\n\n";
   s +=
