@@ -101,8 +101,10 @@ class hook_registry {
  public:
   using maker = std::function<std::shared_ptr<hook_factory>(const config::config&)>;
   void add(std::string name, maker m) { makers_[std::move(name)] = std::move(m); }
-  /// Builds the factories for `cfg.hooks`, in order.  Throws config::config_error for an unknown
-  /// name (start-up only).
+  /// Throws config::config_error for an unknown name in `cfg.hooks` or a name listed twice (a
+  /// hook runs once per stream); builds nothing.
+  void check(const config::config& cfg) const;
+  /// Builds the factories for `cfg.hooks`, in order, after check() (start-up only).
   std::vector<std::shared_ptr<hook_factory>> build(const config::config& cfg) const;
   std::vector<std::string> names() const;
 

@@ -1,5 +1,6 @@
 #include "hooks/hook_chain.hpp"
 
+#include <algorithm>
 #include <optional>
 
 #include "config/log.hpp"
@@ -17,10 +18,7 @@ class chain final : public stream_tap, public parsers::decoder_handler {
  public:
   chain(std::size_t max_event_bytes, std::vector<std::unique_ptr<hook>> hooks,
         std::shared_ptr<chain_stats> stats)
-      : max_event_bytes_(max_event_bytes),
-        hooks_(std::move(hooks)),
-        disabled_(hooks_.size()),
-        stats_(std::move(stats)) {}
+      : max_event_bytes_(max_event_bytes), hooks_(std::move(hooks)), stats_(std::move(stats)) {}
 
   // ---- stream_tap (called by the proxy after forwarding)
 
@@ -103,7 +101,7 @@ class chain final : public stream_tap, public parsers::decoder_handler {
   template <class F>
   void each(F&& f) noexcept {
     for (std::size_t i = 0; i < hooks_.size(); ++i) {
-      if (disabled_[i]) continue;
+      if (disabled_ >> i & 1) continue;
       try {
         f(*hooks_[i]);
       } catch (const std::exception& e) {
@@ -115,14 +113,14 @@ class chain final : public stream_tap, public parsers::decoder_handler {
   }
 
   void disable(std::size_t i, const char* why) noexcept {
-    disabled_[i] = true;
+    disabled_ |= std::uint64_t{1} << i;
     stats_->hook_failures.fetch_add(1, std::memory_order_relaxed);
     TT_LOG(warn) << "hook #" << i << " failed and is disabled for this stream: " << why;
   }
 
   std::size_t max_event_bytes_;
   std::vector<std::unique_ptr<hook>> hooks_;
-  std::vector<bool> disabled_;
+  std::uint64_t disabled_ = 0;  // bit i: hooks_[i] threw and is skipped (at most 64 hooks)
   std::shared_ptr<chain_stats> stats_;
   parsers::provider provider_ = parsers::provider::unknown;
   bool streamed_ = false;
@@ -144,6 +142,7 @@ std::unique_ptr<stream_tap> hook_chain_factory::create() {
   std::vector<std::unique_ptr<hook>> hooks;
   hooks.reserve(factories_.size());
   for (auto& f : factories_) {
+    if (hooks.size() == max_hooks) break;
     try {
       if (auto h = f->create()) hooks.push_back(std::move(h));
     } catch (...) {
@@ -153,17 +152,23 @@ std::unique_ptr<stream_tap> hook_chain_factory::create() {
   return std::make_unique<chain>(max_event_bytes_, std::move(hooks), stats_);
 }
 
-std::vector<std::shared_ptr<hook_factory>> hook_registry::build(const config::config& cfg) const {
-  std::vector<std::shared_ptr<hook_factory>> out;
-  for (const auto& name : cfg.hooks) {
-    auto it = makers_.find(name);
-    if (it == makers_.end()) {
+void hook_registry::check(const config::config& cfg) const {
+  for (auto it = cfg.hooks.begin(); it != cfg.hooks.end(); ++it) {
+    if (!makers_.contains(*it)) {
       std::string known;
       for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
-      throw config::config_error("unknown hook '" + name + "' (available: " + known + ")");
+      throw config::config_error("unknown hook '" + *it + "' (available: " + known + ")");
     }
-    if (auto f = it->second(cfg)) out.push_back(std::move(f));
+    if (std::find(cfg.hooks.begin(), it, *it) != it)
+      throw config::config_error("hook '" + *it + "' is listed twice");
   }
+}
+
+std::vector<std::shared_ptr<hook_factory>> hook_registry::build(const config::config& cfg) const {
+  check(cfg);
+  std::vector<std::shared_ptr<hook_factory>> out;
+  for (const auto& name : cfg.hooks)
+    if (auto f = makers_.find(name)->second(cfg)) out.push_back(std::move(f));
   return out;
 }
 

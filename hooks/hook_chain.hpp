@@ -21,6 +21,9 @@ struct chain_stats {
 
 class hook_chain_factory final : public tap_factory {
  public:
+  /// Hooks per chain; factories past it are not used (hook_registry::build gives one per
+  /// registered name at most: it refuses a name listed twice).
+  static constexpr std::size_t max_hooks = 64;
   hook_chain_factory(const config::config& cfg, std::vector<std::shared_ptr<hook_factory>> hooks);
   std::unique_ptr<stream_tap> create() override;
   const chain_stats& stats() const noexcept { return *stats_; }

@@ -15,6 +15,7 @@
 
 #include "config/config.hpp"
 #include "config/log.hpp"
+#include "hooks/hook.hpp"
 #include "proxy/net.hpp"
 #include "proxy/proxy_server.hpp"
 #include "replay/analyze.hpp"
@@ -215,6 +216,11 @@ int cmd_check_config(const std::vector<std::string>& args) {
   auto f = flags::parse("check-config", args, {}, {});
   if (f.positional().size() != 1) throw usage_error{"usage: tokentap check-config FILE"};
   const auto cfg = config::load_config_file(f.positional()[0]);
+  try {
+    hooks::builtin_hooks().check(cfg);
+  } catch (const config::config_error& e) {
+    throw config::config_error(f.positional()[0] + ": " + e.what());
+  }
   std::cout << f.positional()[0] << ": ok (" << cfg.upstreams.size() << " upstream(s), "
             << cfg.routes.size() << " route(s))\n";
   return 0;

@@ -174,6 +174,29 @@ TEST(HookChain, AFailingHookIsDisabledForItsStreamAndCounted) {
   EXPECT_EQ(cap->tokens.size(), 2u);              // the next hook still saw everything
 }
 
+// A chain runs at most max_hooks hooks; one that throws is skipped for the rest of its stream
+// wherever it sits, the others go on.
+TEST(HookChain, AFailingHookAnywhereIsSkippedAndHooksPastTheLimitAreNotCreated) {
+  static_assert(hook_chain_factory::max_hooks == 64);
+  config::config cfg;
+  auto counted = std::make_shared<capture_factory>();
+  auto past_limit = std::make_shared<capture_factory>();
+  std::vector<std::shared_ptr<hook_factory>> hooks(40, counted);
+  hooks.push_back(std::make_shared<throwing_factory>());  // index 40
+  hooks.insert(hooks.end(), 23, counted);                 // up to index 63
+  hooks.push_back(past_limit);                            // index 64: not created
+  hook_chain_factory f(cfg, hooks);
+  auto tap = f.create();
+  tap->on_request(request(0));
+  tap->on_response_head({200, "text/event-stream", "", 1, {}});
+  const std::string b = chunk("content", "a") + chunk("content", "b");
+  tap->on_body({b.data(), b.size()}, 2, 3);
+  tap->on_stream_end(stream_outcome::ok, 4);
+  EXPECT_EQ(f.stats().hook_failures.load(), 1u);  // once, then skipped
+  EXPECT_EQ(counted->tokens.size(), 63u * 2);
+  EXPECT_TRUE(past_limit->tokens.empty());
+}
+
 TEST(HookChain, CompressedBodiesAreNotDecoded) {
   config::config cfg;
   auto cap = std::make_shared<capture_factory>();
@@ -202,6 +225,13 @@ TEST(HookRegistry, UnknownHookNamesAreConfigErrors) {
   }
   cfg.hooks = {"timing", "trace"};
   EXPECT_EQ(builtin_hooks().build(cfg).size(), 1u);  // trace is off without a directory
+  cfg.hooks = {"timing", "metrics", "timing"};       // would count every stream twice
+  try {
+    builtin_hooks().build(cfg);
+    FAIL() << "accepted a hook listed twice";
+  } catch (const config::config_error& e) {
+    EXPECT_STREQ(e.what(), "hook 'timing' is listed twice");
+  }
 }
 
 TEST(Quantiles, NearestRank) {

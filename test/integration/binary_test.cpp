@@ -79,6 +79,11 @@ TEST(Binary, CheckConfig) {
                                          "routes:\n  - {prefix: /v1/, upstream: vllm}\n";
     std::ofstream(dir + "/bad.yaml") << "upstreams:\n  vllm: {url: http://127.0.0.1:8000}\n"
                                         "routes:\n  - {prefix: /v1/, upstream: tgi}\n";
+    // What `proxy` refuses at start-up, check-config refuses too.
+    std::ofstream(dir + "/hooks.yaml") << "upstreams:\n  vllm: {url: http://127.0.0.1:8000}\n"
+                                          "hooks: [timing, metrics, timing]\n";
+    std::ofstream(dir + "/nohook.yaml") << "upstreams:\n  vllm: {url: http://127.0.0.1:8000}\n"
+                                           "hooks: [timing, tracing]\n";
   }
   auto r = run({"check-config", dir + "/good.yaml"});
   EXPECT_EQ(r.status, 0) << r.err;
@@ -86,6 +91,14 @@ TEST(Binary, CheckConfig) {
   r = run({"check-config", dir + "/bad.yaml"});
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("unknown upstream 'tgi'"), std::string::npos) << r.err;
+  EXPECT_EQ(lines(r.err), 1);
+  r = run({"check-config", dir + "/hooks.yaml"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("hooks.yaml: hook 'timing' is listed twice"), std::string::npos) << r.err;
+  EXPECT_EQ(lines(r.err), 1);
+  r = run({"check-config", dir + "/nohook.yaml"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("unknown hook 'tracing'"), std::string::npos) << r.err;
   EXPECT_EQ(lines(r.err), 1);
   // The example shipped in config/ is valid.
   r = run({"check-config", std::string(TOKENTAP_SOURCE_DIR) + "/config/example.yaml"});
