@@ -12,7 +12,8 @@ class steps_hook final : public hook {
   void on_token(const token_event& e) override {
     if (e.channel == parsers::channel::reasoning) {
       reasoning_.feed(e.text, e.t_ns);
-    } else if (e.channel == parsers::channel::content && reasoning_.text_bytes() == 0) {
+      reasoned_ = reasoned_ || !e.text.empty();
+    } else if (e.channel == parsers::channel::content && !reasoned_) {
       content_.feed(e.text, e.t_ns);  // only needed while the response has shown no reasoning
     }
   }
@@ -32,6 +33,8 @@ class steps_hook final : public hook {
 
  private:
   parsers::step_tagger reasoning_, content_;
+  // reasoning_.text_bytes() > 0, kept here: asking the tagger read its (cold) state per token.
+  bool reasoned_ = false;
 };
 
 }  // namespace
