@@ -5,7 +5,8 @@
 //    thread; it owns whatever is expensive (metric handles, the trace writer).
 //  - For each exchange the chain asks every enabled factory, in configured order, for a cheap
 //    per-stream `hook`.  Every callback has a pass-through default, so a hook overrides only what
-//    it needs.
+//    it needs (and says, through per_event(), whether it has on_body / on_token: the chain
+//    calls only those at every event).
 //  - Hooks observe.  They run after the bytes were forwarded and cannot alter or delay them.  A
 //    hook that throws is disabled for the rest of that stream and counted; the other hooks and
 //    the forwarding go on.
@@ -86,6 +87,11 @@ class hook {
   virtual void on_body(std::string_view bytes, mono_ns read_ns, mono_ns written_ns) {}
   virtual void on_token(const token_event&) {}
   virtual void on_stream_end(stream_summary&) {}
+
+  /// The per-event callbacks this hook implements: the chain calls only those at every event
+  /// (a call to an empty default still loads the hook's vtable line, cold with many streams).
+  enum per_event_calls : unsigned { body_calls = 1, token_calls = 2 };
+  virtual unsigned per_event() const noexcept { return body_calls | token_calls; }
 };
 
 class hook_factory {

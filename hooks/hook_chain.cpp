@@ -1,6 +1,7 @@
 #include "hooks/hook_chain.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <optional>
 
 #include "config/log.hpp"
@@ -18,7 +19,13 @@ class chain final : public stream_tap, public parsers::decoder_handler {
  public:
   chain(std::size_t max_event_bytes, std::vector<std::unique_ptr<hook>> hooks,
         std::shared_ptr<chain_stats> stats)
-      : max_event_bytes_(max_event_bytes), hooks_(std::move(hooks)), stats_(std::move(stats)) {}
+      : max_event_bytes_(max_event_bytes), hooks_(std::move(hooks)), stats_(std::move(stats)) {
+    for (std::size_t i = 0; i < hooks_.size(); ++i) {
+      const auto bit = std::uint64_t{1} << i;
+      if (hooks_[i]->per_event() & hook::body_calls) body_ |= bit;
+      if (hooks_[i]->per_event() & hook::token_calls) token_ |= bit;
+    }
+  }
 
   // ---- stream_tap (called by the proxy after forwarding)
 
@@ -26,7 +33,7 @@ class chain final : public stream_tap, public parsers::decoder_handler {
     summary_.start_ns = r.start_ns;
     summary_.wall_start_us = r.wall_start_us;
     provider_ = parsers::provider_from_path(r.target.substr(0, r.target.find('?')));
-    each([&](hook& h) { h.on_request(r); });
+    each(all(), [&](hook& h) { h.on_request(r); });
   }
 
   void on_response_head(const response_view& r) noexcept override {
@@ -37,12 +44,12 @@ class chain final : public stream_tap, public parsers::decoder_handler {
       decoder_.emplace(provider_, r.content_type, max_event_bytes_);
     streamed_ = r.content_type.find("event-stream") != std::string_view::npos ||
                 r.content_type.find("ndjson") != std::string_view::npos;
-    each([&](hook& h) { h.on_response_head(r); });
+    each(all(), [&](hook& h) { h.on_response_head(r); });
   }
 
   void on_body(std::span<const char> bytes, mono_ns read_ns, mono_ns written_ns) noexcept override {
     const std::string_view b(bytes.data(), bytes.size());
-    each([&](hook& h) { h.on_body(b, read_ns, written_ns); });
+    each(body_, [&](hook& h) { h.on_body(b, read_ns, written_ns); });
     if (decoder_) decoder_->feed(b, read_ns, *this);
   }
 
@@ -67,7 +74,7 @@ class chain final : public stream_tap, public parsers::decoder_handler {
     summary_.outcome = outcome == stream_outcome::ok && provider_error && summary_.status < 300
                            ? stream_outcome::stream_error
                            : outcome;
-    each([&](hook& h) { h.on_stream_end(summary_); });
+    each(all(), [&](hook& h) { h.on_stream_end(summary_); });
   }
 
   // ---- decoder_handler
@@ -75,7 +82,7 @@ class chain final : public stream_tap, public parsers::decoder_handler {
   void on_token(parsers::channel ch, std::string_view text, std::int64_t t_ns) noexcept override {
     ++tokens_;  // added to the shared counter once, at the end: not a shared line per token
     const token_event ev{ch, text, t_ns, streamed_};
-    each([&](hook& h) { h.on_token(ev); });
+    each(token_, [&](hook& h) { h.on_token(ev); });
   }
 
   void on_stream_error(std::string_view type, std::string_view message,
@@ -97,11 +104,17 @@ class chain final : public stream_tap, public parsers::decoder_handler {
   }
 
  private:
-  // Runs f on every hook still enabled; a hook that throws is disabled for this stream.
+  std::uint64_t all() const noexcept {
+    static_assert(hook_chain_factory::max_hooks == 64, "one bit per hook");
+    return hooks_.size() == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << hooks_.size()) - 1;
+  }
+
+  // Runs f, in order, on the hooks of `which` (bit i: hooks_[i]) still enabled; a hook that
+  // throws is disabled for this stream.
   template <class F>
-  void each(F&& f) noexcept {
-    for (std::size_t i = 0; i < hooks_.size(); ++i) {
-      if (disabled_ >> i & 1) continue;
+  void each(std::uint64_t which, F&& f) noexcept {
+    for (auto m = which & ~disabled_; m != 0; m &= m - 1) {
+      const auto i = static_cast<std::size_t>(std::countr_zero(m));
       try {
         f(*hooks_[i]);
       } catch (const std::exception& e) {
@@ -120,7 +133,9 @@ class chain final : public stream_tap, public parsers::decoder_handler {
 
   std::size_t max_event_bytes_;
   std::vector<std::unique_ptr<hook>> hooks_;
-  std::uint64_t disabled_ = 0;  // bit i: hooks_[i] threw and is skipped (at most 64 hooks)
+  // Bit i stands for hooks_[i] (at most 64 hooks): those with on_body / on_token, those that
+  // threw and are skipped.
+  std::uint64_t body_ = 0, token_ = 0, disabled_ = 0;
   std::shared_ptr<chain_stats> stats_;
   parsers::provider provider_ = parsers::provider::unknown;
   bool streamed_ = false;

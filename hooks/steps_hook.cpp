@@ -18,6 +18,8 @@ class steps_hook final : public hook {
     }
   }
 
+  unsigned per_event() const noexcept override { return token_calls; }
+
   void on_stream_end(stream_summary& s) override {
     const bool reasoning = reasoning_.text_bytes() > 0;
     auto& tagger = reasoning ? reasoning_ : content_;

@@ -197,6 +197,52 @@ TEST(HookChain, AFailingHookAnywhereIsSkippedAndHooksPastTheLimitAreNotCreated) 
   EXPECT_TRUE(past_limit->tokens.empty());
 }
 
+// A hook that declares only token calls gets no on_body, one that declares none gets neither;
+// every hook still sees the request and the end.
+TEST(HookChain, PerEventCallsGoOnlyToHooksThatDeclareThem) {
+  struct counting : hook {
+    explicit counting(unsigned calls) : calls_(calls) {}
+    unsigned per_event() const noexcept override { return calls_; }
+    void on_request(const request_view&) override { ++requests; }
+    void on_body(std::string_view, mono_ns, mono_ns) override { ++bodies; }
+    void on_token(const token_event&) override { ++tokens; }
+    void on_stream_end(stream_summary&) override { ++ends; }
+    unsigned calls_;
+    int requests = 0, bodies = 0, tokens = 0, ends = 0;
+  };
+  struct factory : hook_factory {
+    explicit factory(unsigned calls) : calls(calls) {}
+    std::unique_ptr<hook> create() override {
+      auto h = std::make_unique<counting>(calls);
+      made = h.get();
+      return h;
+    }
+    unsigned calls;
+    counting* made = nullptr;
+  };
+  auto both = std::make_shared<factory>(hook::body_calls | hook::token_calls);
+  auto tokens_only = std::make_shared<factory>(hook::token_calls);
+  auto none = std::make_shared<factory>(0);
+  config::config cfg;
+  hook_chain_factory f(cfg, {none, tokens_only, both});
+  auto tap = f.create();
+  tap->on_request(request(0));
+  tap->on_response_head({200, "text/event-stream", "", 1, {}});
+  const std::string b = chunk("content", "a") + chunk("content", "b");
+  tap->on_body({b.data(), b.size()}, 2, 3);
+  tap->on_body({b.data(), b.size()}, 4, 5);
+  tap->on_stream_end(stream_outcome::ok, 6);
+  for (auto* h : {both->made, tokens_only->made, none->made}) {
+    EXPECT_EQ(h->requests, 1);
+    EXPECT_EQ(h->ends, 1);
+  }
+  EXPECT_EQ(both->made->bodies, 2);
+  EXPECT_EQ(both->made->tokens, 4);
+  EXPECT_EQ(tokens_only->made->bodies, 0);
+  EXPECT_EQ(tokens_only->made->tokens, 4);
+  EXPECT_EQ(none->made->bodies + none->made->tokens, 0);
+}
+
 TEST(HookChain, CompressedBodiesAreNotDecoded) {
   config::config cfg;
   auto cap = std::make_shared<capture_factory>();
