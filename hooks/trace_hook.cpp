@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -52,85 +53,32 @@ void append_quantiles(std::string& out, const timing_summary::quantiles& q) {
   out += ",\"n\":" + std::to_string(q.count) + "}";
 }
 
-class trace_hook final : public hook {
- public:
-  trace_hook(const config::trace_config& cfg, std::shared_ptr<trace_writer> w)
-      : cfg_(cfg), writer_(std::move(w)), budget_(cfg.max_record_bytes) {
-    char id[20];
-    std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(rng()()));
-    id_ = id;
-  }
+// A finished stream, as the trace record is rendered from it (on the writer's thread).
+struct finished_stream {
+  std::string id, route, model, request, response, content, reasoning;
+  bool bodies = false;
+  bool truncated = false;
+  stream_summary s;
 
-  void on_request(const request_view& r) override {
-    route_ = r.route;
-    model_ = r.model;
-    start_ns_ = r.start_ns;
-    request_ = "{\"method\":";
-    json::append_string(request_, r.method);
-    request_ += ",\"path\":";
-    json::append_string(request_, r.target);
-    request_ += ",\"headers\":";
-    append_headers(request_, r.headers);
-    request_ += ",\"body\":";
-    if (cfg_.bodies && !r.body.empty() && r.body.size() <= cfg_.max_record_bytes / 2) {
-      json::append_string(request_, r.body);
-      budget_ -= std::min(budget_, r.body.size());
-    } else {
-      if (cfg_.bodies && !r.body.empty()) events_truncated_ = true;  // too large to keep
-      request_ += "null";
-    }
-    request_ += "}";
-    request_.shrink_to_fit();  // escaping grew it in steps: an open stream keeps only the record
-  }
-
-  void on_response_head(const response_view& r) override {
-    response_ = "{\"status\":" + std::to_string(r.status) + ",\"headers\":";
-    append_headers(response_, r.headers);
-    response_ += "}";
-    response_.shrink_to_fit();
-  }
-
-  void on_body(std::string_view bytes, mono_ns read_ns, mono_ns) override {
-    if (bytes.size() + 64 > budget_) {
-      events_truncated_ = true;
-      return;
-    }
-    // The bytes as they are; the writer escapes them (trace_writer::record).
-    events_.append((read_ns - start_ns_) / 1000, bytes);
-    budget_ -= bytes.size() + 32;
-  }
-
-  void on_token(const token_event& e) override {
-    if (!cfg_.bodies) return;
-    auto& text = e.channel == parsers::channel::reasoning ? reasoning_ : content_;
-    if (e.channel == parsers::channel::tool) return;
-    if (e.text.size() > budget_) {
-      text_truncated_ = true;
-      return;
-    }
-    text.append(e.text);
-    budget_ -= e.text.size();
-  }
-
-  void on_stream_end(stream_summary& s) override {
-    std::string r;
+  // Everything before the events.
+  void head(std::string& r) const {
     // Sized for everything below (escaping may grow the texts; ~12 bytes per ITL value) so the
-    // record is built without reallocating: a stream's events alone are tens of KiB.
+    // head is built without reallocating.
     const auto& itl = s.timing.itl_values_ms;
-    r.reserve(request_.size() + response_.size() + 2 * content_.size() + 2 * reasoning_.size() +
+    r.reserve(request.size() + response.size() + 2 * content.size() + 2 * reasoning.size() +
               12 * std::min<std::size_t>(itl.size(), 4096) + 2048);
-    r += "{\"v\":1,\"id\":\"" + id_ + "\",\"start\":\"" + rfc3339_us(s.wall_start_us) +
+    r += "{\"v\":1,\"id\":\"" + id + "\",\"start\":\"" + rfc3339_us(s.wall_start_us) +
          "\",\"route\":";
-    json::append_string(r, route_);
+    json::append_string(r, route);
     r += ",\"provider\":";
     json::append_string(r, parsers::to_string(s.provider));
     r += ",\"model\":";
-    json::append_string(r, model_);
-    r += ",\"request\":" + (request_.empty() ? std::string("null") : request_);
+    json::append_string(r, model);
+    r += ",\"request\":" + (request.empty() ? std::string("null") : request);
     r += ",\"response\":" +
-         (response_.empty()
+         (response.empty()
               ? std::string("{\"status\":" + std::to_string(s.status) + ",\"headers\":{}}")
-              : response_);
+              : response);
     r += ",\"outcome\":";
     json::append_string(r, to_string(s.outcome));
     r += ",\"error\":";
@@ -192,25 +140,24 @@ class trace_hook final : public hook {
     json::append_int(r, u.cache_write_tokens);
     r += "}";
     r += ",\"text\":";
-    if (cfg_.bodies) {
+    if (bodies) {
       r += "{\"content\":";
-      json::append_string(r, content_);
+      json::append_string(r, content);
       r += ",\"reasoning\":";
-      json::append_string(r, reasoning_);
+      json::append_string(r, reasoning);
       r += "}";
     } else {
       r += "null";
     }
     r += ",\"events\":[";
-    // The record goes to the writer in three parts: what is above, the event log as it is (the
-    // writer renders it; no copy of a stream's worth of reads), then the rest.
-    events_.seal();
-    trace_writer::record rec{std::move(r), std::move(events_), {}};
-    r = {};
+  }
+
+  // Everything after the events.
+  void tail(std::string& r) const {
     r.reserve(256 + 160 * s.steps.size() + 64 * s.cache_events.size());
     r += "]";
     r += ",\"truncated\":";
-    r += (events_truncated_ || text_truncated_) ? "true" : "false";
+    r += truncated ? "true" : "false";
     r += ",\"parse_errors\":{\"framing\":" + std::to_string(s.parse_errors[0]) +
          ",\"json\":" + std::to_string(s.parse_errors[1]) +
          ",\"oversize\":" + std::to_string(s.parse_errors[2]) + "}";
@@ -234,7 +181,84 @@ class trace_hook final : public hook {
       r += s.cache_events[i].second;  // {"event":…, evidence…}
     }
     r += "]}";
-    rec.tail = std::move(r);
+  }
+};
+
+class trace_hook final : public hook {
+ public:
+  trace_hook(const config::trace_config& cfg, std::shared_ptr<trace_writer> w)
+      : cfg_(cfg), writer_(std::move(w)), budget_(cfg.max_record_bytes) {
+    char id[20];
+    std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(rng()()));
+    id_ = id;
+  }
+
+  void on_request(const request_view& r) override {
+    route_ = r.route;
+    model_ = r.model;
+    start_ns_ = r.start_ns;
+    request_ = "{\"method\":";
+    json::append_string(request_, r.method);
+    request_ += ",\"path\":";
+    json::append_string(request_, r.target);
+    request_ += ",\"headers\":";
+    append_headers(request_, r.headers);
+    request_ += ",\"body\":";
+    if (cfg_.bodies && !r.body.empty() && r.body.size() <= cfg_.max_record_bytes / 2) {
+      json::append_string(request_, r.body);
+      budget_ -= std::min(budget_, r.body.size());
+    } else {
+      if (cfg_.bodies && !r.body.empty()) events_truncated_ = true;  // too large to keep
+      request_ += "null";
+    }
+    request_ += "}";
+    request_.shrink_to_fit();  // escaping grew it in steps: an open stream keeps only the record
+  }
+
+  void on_response_head(const response_view& r) override {
+    response_ = "{\"status\":" + std::to_string(r.status) + ",\"headers\":";
+    append_headers(response_, r.headers);
+    response_ += "}";
+    response_.shrink_to_fit();
+  }
+
+  void on_body(std::string_view bytes, mono_ns read_ns, mono_ns) override {
+    if (bytes.size() + 64 > budget_) {
+      events_truncated_ = true;
+      return;
+    }
+    // The bytes as they are; the writer escapes them (trace_writer::record).
+    events_.append((read_ns - start_ns_) / 1000, bytes);
+    budget_ -= bytes.size() + 32;
+  }
+
+  void on_token(const token_event& e) override {
+    if (!cfg_.bodies) return;
+    auto& text = e.channel == parsers::channel::reasoning ? reasoning_ : content_;
+    if (e.channel == parsers::channel::tool) return;
+    if (e.text.size() > budget_) {
+      text_truncated_ = true;
+      return;
+    }
+    text.append(e.text);
+    budget_ -= e.text.size();
+  }
+
+  // The record is rendered on the writer's thread (trace_writer::record::render): ~40 k
+  // instructions per stream that the I/O thread no longer spends while other streams wait.  The
+  // summary is copied — hooks after this one still read it.
+  void on_stream_end(stream_summary& s) override {
+    events_.seal();
+    auto f = std::make_shared<finished_stream>(
+        finished_stream{std::move(id_), std::move(route_), std::move(model_), std::move(request_),
+                        std::move(response_), std::move(content_), std::move(reasoning_),
+                        cfg_.bodies, events_truncated_ || text_truncated_, s});
+    trace_writer::record rec;
+    rec.events = std::move(events_);
+    rec.render = [f = std::move(f)](std::string& head, std::string& tail) {
+      f->head(head);
+      f->tail(tail);
+    };
     writer_->submit(std::move(rec));
   }
 

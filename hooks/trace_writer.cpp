@@ -94,7 +94,13 @@ void trace_writer::run() {
     queue_.pop_front();
     busy_ = true;
     lk.unlock();
-    if (write_one(parts)) {
+    bool written = false;
+    try {
+      written = write_one(parts);
+    } catch (const std::exception& e) {  // out of memory rendering it: this record only
+      TT_LOG(warn) << "trace record dropped: " << e.what();
+    }
+    if (written) {
       stats_.records.fetch_add(1, std::memory_order_relaxed);
     } else {
       stats_.dropped.fetch_add(1, std::memory_order_relaxed);
@@ -107,6 +113,7 @@ void trace_writer::run() {
 }
 
 bool trace_writer::write_one(record& r) {
+  if (r.render) r.render(r.head, r.tail);
   rendered_.clear();
   render_events(rendered_, r.events);
   r.tail.push_back('\n');  // ours: no copy

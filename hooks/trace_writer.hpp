@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -34,10 +35,14 @@ class trace_writer {
   /// UTF-8).  The escaping is done here, on the writer's thread: the proxy's I/O thread only
   /// copies each read once, and the escaped text is written out from a buffer that is still in
   /// cache instead of living in every open stream's memory.  `events` must be sealed.
+  /// `render`, when set, is called first, on the writer's thread, to append to head and tail:
+  /// the producer hands over what the JSON is made from instead of building it while other
+  /// streams wait on its thread.
   struct record {
     std::string head;
     event_log events;
     std::string tail;
+    std::function<void(std::string& head, std::string& tail)> render;
   };
 
   /// Renders an event log as the comma-separated objects of a trace's `events` array.
@@ -45,7 +50,7 @@ class trace_writer {
 
   /// Queues one record.  Never blocks; false = dropped.
   bool submit(record r);
-  bool submit(std::string whole) { return submit(record{std::move(whole), {}, {}}); }
+  bool submit(std::string whole) { return submit(record{std::move(whole), {}, {}, {}}); }
   /// Blocks until everything queued so far is written (tests, shutdown).
   void flush();
   const trace_writer_stats& stats() const noexcept { return stats_; }

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "hooks/timing_hook.hpp"
 #include "hooks/trace_writer.hpp"
@@ -391,7 +392,7 @@ TEST(TraceWriter, EventLogIsRenderedAsOneLineOfJson) {
   config::trace_config cfg;
   cfg.dir = test::temp_dir() + "/traces";
   trace_writer w(cfg);
-  trace_writer::record a{"{\"v\":1,\"events\":[", {}, "]}"};
+  trace_writer::record a{"{\"v\":1,\"events\":[", {}, "]}", {}};
   a.events.append(0, "data: {\"a\":\"b\\\\c\"}\n\n");
   a.events.append(7, "");
   a.events.append(12345678901, std::string("\x01\t\r\x7f\xc3\xa9", 6));
@@ -402,7 +403,7 @@ TEST(TraceWriter, EventLogIsRenderedAsOneLineOfJson) {
       "{\"t_us\":12345678901,\"raw\":\"\\u0001\\t\\r\x7f\xc3\xa9\"},"
       R"({"t_us":9,"raw_b64":"5L0="}]})";
   // Many reads, longer than the escaper's 16- and 32-byte blocks.
-  trace_writer::record b{"{\"v\":1,\"events\":[", {}, "]}"};
+  trace_writer::record b{"{\"v\":1,\"events\":[", {}, "]}", {}};
   std::string want_b = b.head;
   for (int i = 0; i < 3000; ++i) {
     const std::string read(1 + i % 70, static_cast<char>('a' + i % 26));
@@ -422,6 +423,39 @@ TEST(TraceWriter, EventLogIsRenderedAsOneLineOfJson) {
     content.assign(std::istreambuf_iterator<char>(in), {});
   }
   EXPECT_EQ(content, want_a + "\n" + want_b + "\n\n");
+}
+
+// A record handed over as what it is made from: `render` runs on the writer's thread, before
+// the events; one that throws (out of memory) loses that record only, counted as dropped.
+TEST(TraceWriter, RecordsAreRenderedOnTheWritersThreadAndAFailingOneIsDropped) {
+  config::trace_config cfg;
+  cfg.dir = test::temp_dir() + "/traces";
+  trace_writer w(cfg);
+  const auto submitter = std::this_thread::get_id();
+  std::thread::id rendered_on;
+  trace_writer::record a;
+  a.events.append(5, "x");
+  a.events.seal();
+  a.render = [&](std::string& head, std::string& tail) {
+    rendered_on = std::this_thread::get_id();
+    head += "{\"events\":[";
+    tail += "]}";
+  };
+  trace_writer::record bad;
+  bad.render = [](std::string&, std::string&) { throw std::bad_alloc(); };
+  ASSERT_TRUE(w.submit(std::move(a)));
+  ASSERT_TRUE(w.submit(std::move(bad)));
+  ASSERT_TRUE(w.submit("{\"v\":1}"));
+  w.flush();
+  EXPECT_NE(rendered_on, submitter);
+  EXPECT_EQ(w.stats().records.load(), 2u);
+  EXPECT_EQ(w.stats().dropped.load(), 1u);
+  std::string content;
+  for (const auto& e : std::filesystem::directory_iterator(cfg.dir)) {
+    std::ifstream in(e.path(), std::ios::binary);
+    content.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  EXPECT_EQ(content, "{\"events\":[{\"t_us\":5,\"raw\":\"x\"}]}\n{\"v\":1}\n");
 }
 
 TEST(TraceWriter, AFullQueueDropsAndCountsNeverBlocks) {
