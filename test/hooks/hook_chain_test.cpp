@@ -53,6 +53,17 @@ request_view request(mono_ns start) {
   return r;
 }
 
+// One whole stream through a chain of `f`: request, head, one read holding two content tokens
+// ("a", "b"), end.
+void stream_two_tokens(hook_chain_factory& f) {
+  auto tap = f.create();
+  tap->on_request(request(0));
+  tap->on_response_head({200, "text/event-stream", "", 1, {}});
+  const std::string b = chunk("content", "a") + chunk("content", "b");
+  tap->on_body({b.data(), b.size()}, 2, 3);
+  tap->on_stream_end(stream_outcome::ok, 4);
+}
+
 TEST(HookChain, TimingFiguresFromReadTimestamps) {
   config::config cfg;
   cfg.timing.stall_threshold = std::chrono::milliseconds(100);
@@ -165,12 +176,7 @@ TEST(HookChain, AFailingHookIsDisabledForItsStreamAndCounted) {
   config::config cfg;
   auto cap = std::make_shared<capture_factory>();
   hook_chain_factory f(cfg, {std::make_shared<throwing_factory>(), cap});
-  auto tap = f.create();
-  tap->on_request(request(0));
-  tap->on_response_head({200, "text/event-stream", "", 1, {}});
-  const std::string b = chunk("content", "a") + chunk("content", "b");
-  tap->on_body({b.data(), b.size()}, 2, 3);
-  tap->on_stream_end(stream_outcome::ok, 4);
+  stream_two_tokens(f);
   EXPECT_EQ(f.stats().hook_failures.load(), 1u);  // once, then disabled
   EXPECT_EQ(cap->tokens.size(), 2u);              // the next hook still saw everything
 }
@@ -187,12 +193,7 @@ TEST(HookChain, AFailingHookAnywhereIsSkippedAndHooksPastTheLimitAreNotCreated) 
   hooks.insert(hooks.end(), 23, counted);                 // up to index 63
   hooks.push_back(past_limit);                            // index 64: not created
   hook_chain_factory f(cfg, hooks);
-  auto tap = f.create();
-  tap->on_request(request(0));
-  tap->on_response_head({200, "text/event-stream", "", 1, {}});
-  const std::string b = chunk("content", "a") + chunk("content", "b");
-  tap->on_body({b.data(), b.size()}, 2, 3);
-  tap->on_stream_end(stream_outcome::ok, 4);
+  stream_two_tokens(f);
   EXPECT_EQ(f.stats().hook_failures.load(), 1u);  // once, then skipped
   EXPECT_EQ(counted->tokens.size(), 63u * 2);
   EXPECT_TRUE(past_limit->tokens.empty());
