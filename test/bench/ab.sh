@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Paired A/B of tokentap builds and hook sets under the same streaming load (issue 8).
+#
+#   BIN_a=old/tokentap BIN_b=build/tokentap test/bench/ab.sh [build-dir]
+#   MODES="a:full b:full"  (BUILD:HOOKS; HOOKS = full | notrace | off)  ROUNDS=4
+#   STREAMS=300 ITL_MS=20 DURATION=15
+#
+# On a machine whose neighbours move CPU figures by ±10 % from one minute to the next, medians of
+# a few rounds (compare.sh) cannot tell a 2 % change; runs of the two builds taken back to back
+# can.  Each round runs every mode once, in order, on processes started once; per run it prints
+# the CPU per forwarded event of the whole process, split into the I/O thread's user and system
+# time and the rest (the trace writer), and the context switches per event.  At the end: the
+# per-round differences of each mode against the first one.  The simulator and load generator
+# come from build-dir (default build).
+set -euo pipefail
+export LC_ALL=C
+BUILD=${1:-build}
+MODES=${MODES:-"a:full b:full"}
+ROUNDS=${ROUNDS:-4}
+STREAMS=${STREAMS:-300}
+ITL_MS=${ITL_MS:-20}
+DURATION=${DURATION:-15}
+SIMBIN=$(realpath "$BUILD/tokentap")
+LOADGEN=$(realpath "$BUILD/test/tokentap-loadgen")
+HZ=$(getconf CLK_TCK)
+WORK=$(mktemp -d /tmp/tokentap-ab-XXXXXX)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+wait_line() { until grep -q "$2" "$1" 2>/dev/null; do sleep 0.1; done; }
+
+"$SIMBIN" sim --listen 127.0.0.1:0 --threads 1 --log-level warn > "$WORK/sim.out" &
+pids+=($!)
+wait_line "$WORK/sim.out" ready
+SIM=$(sed -n 's/^ready sim=//p' "$WORK/sim.out")
+echo "hooks: [timing, steps, cache, metrics, trace]" > "$WORK/full.yaml"
+echo "hooks: [timing, steps, cache, metrics]" > "$WORK/notrace.yaml"
+echo "hooks: []" > "$WORK/off.yaml"
+
+declare -A PID ADDR
+for m in $MODES; do
+  b=${m%%:*} hooks=${m#*:}
+  var=BIN_$b
+  bin=${!var:?"set BIN_$b to a tokentap binary"}
+  [ -f "$WORK/$hooks.yaml" ] || { echo "ab.sh: hooks must be full, notrace or off: $m" >&2; exit 2; }
+  trace=()
+  [ "$hooks" = full ] && trace=(--trace-dir "$WORK/traces-$b")
+  "$bin" proxy --config "$WORK/$hooks.yaml" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --threads 1 \
+    --no-access-log --log-level warn --upstream "http://$SIM" "${trace[@]}" > "$WORK/$m.out" &
+  pids+=($!)
+  PID[$m]=$!
+  wait_line "$WORK/$m.out" ready
+  ADDR[$m]=$(sed -n 's/^ready proxy=\([^ ]*\).*/\1/p' "$WORK/$m.out")
+done
+
+# Per thread: id, user ticks, system ticks, voluntary and involuntary context switches.
+snap() {
+  for t in /proc/"$1"/task/*; do
+    echo "$(basename "$t") $(awk '{print $14, $15}' "$t/stat")" \
+      "$(awk '/^voluntary_ctxt/ {v = $2} /^nonvoluntary_ctxt/ {n = $2} END {print v, n}' "$t/status")"
+  done | sort
+}
+
+echo "$STREAMS streams x 100 events, $ITL_MS ms apart, $DURATION s per run, $ROUNDS round(s); µs per event"
+for r in $(seq 1 "$ROUNDS"); do
+  for m in $MODES; do
+    snap "${PID[$m]}" > "$WORK/before"
+    "$LOADGEN" --target "${ADDR[$m]}" --concurrency "$STREAMS" --duration-s "$DURATION" --tokens 100 \
+      --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 > "$WORK/load.out" 2>&1
+    snap "${PID[$m]}" > "$WORK/after"
+    events=$(sed -n 's/.* events=\([0-9]*\).*/\1/p' "$WORK/load.out")
+    # The busiest thread is the I/O thread.
+    join "$WORK/before" "$WORK/after" | awk -v m="$m" -v r="$r" -v e="$events" -v hz="$HZ" '
+      { du = $6 - $2; ds = $7 - $3; u += du; s += ds; cs += ($8 - $4) + ($9 - $5)
+        if (du + ds > busiest) { busiest = du + ds; iu = du; is = ds } }
+      END { k = 1e6 / hz / e
+            printf "round %d %-12s total %6.2f  io user %5.2f sys %5.2f  rest %5.2f  ctxsw %.3f\n",
+                   r, m, (u + s) * k, iu * k, is * k, (u + s - iu - is) * k, cs / e }' |
+      tee -a "$WORK/results"
+  done
+done
+first=${MODES%% *}
+echo "difference to $first, per round (µs per event):"
+awk -v first="$first" -v modes="$MODES" -v rounds="$ROUNDS" '{ t[$2, $3] = $5 }
+  END { n = split(modes, m, " ")
+        for (i = 2; i <= n; ++i) {
+          line = ""; sum = 0
+          for (r = 1; r <= rounds; ++r) { d = t[r, m[i]] - t[r, first]; line = line sprintf(" %+.2f", d); sum += d }
+          printf "  %-12s%s  (mean %+.2f)\n", m[i], line, sum / rounds } }' "$WORK/results"
