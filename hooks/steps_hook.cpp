@@ -21,7 +21,7 @@ class steps_hook final : public hook {
   unsigned per_event() const noexcept override { return token_calls; }
 
   void on_stream_end(stream_summary& s) override {
-    const bool reasoning = reasoning_.text_bytes() > 0;
+    const bool reasoning = reasoned_;
     auto& tagger = reasoning ? reasoning_ : content_;
     tagger.finish();
     s.steps = tagger.steps();
@@ -35,7 +35,8 @@ class steps_hook final : public hook {
 
  private:
   parsers::step_tagger reasoning_, content_;
-  // reasoning_.text_bytes() > 0, kept here: asking the tagger read its (cold) state per token.
+  // The reasoning tagger has text (reasoning_.text_bytes() > 0), kept here: asking the tagger
+  // read its (cold) state at every content token.
   bool reasoned_ = false;
 };
 

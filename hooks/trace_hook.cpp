@@ -53,9 +53,13 @@ void append_quantiles(std::string& out, const timing_summary::quantiles& q) {
   out += ",\"n\":" + std::to_string(q.count) + "}";
 }
 
-// A finished stream, as the trace record is rendered from it (on the writer's thread).
-struct finished_stream {
+// What the trace hook collects for a stream's record as the stream goes.
+struct record_texts {
   std::string id, route, model, request, response, content, reasoning;
+};
+
+// A finished stream, as the trace record is rendered from it (on the writer's thread).
+struct finished_stream : record_texts {
   bool bodies = false;
   bool truncated = false;
   stream_summary s;
@@ -190,36 +194,36 @@ class trace_hook final : public hook {
       : cfg_(cfg), writer_(std::move(w)), budget_(cfg.max_record_bytes) {
     char id[20];
     std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(rng()()));
-    id_ = id;
+    t_.id = id;
   }
 
   void on_request(const request_view& r) override {
-    route_ = r.route;
-    model_ = r.model;
+    t_.route = r.route;
+    t_.model = r.model;
     start_ns_ = r.start_ns;
-    request_ = "{\"method\":";
-    json::append_string(request_, r.method);
-    request_ += ",\"path\":";
-    json::append_string(request_, r.target);
-    request_ += ",\"headers\":";
-    append_headers(request_, r.headers);
-    request_ += ",\"body\":";
+    t_.request = "{\"method\":";
+    json::append_string(t_.request, r.method);
+    t_.request += ",\"path\":";
+    json::append_string(t_.request, r.target);
+    t_.request += ",\"headers\":";
+    append_headers(t_.request, r.headers);
+    t_.request += ",\"body\":";
     if (cfg_.bodies && !r.body.empty() && r.body.size() <= cfg_.max_record_bytes / 2) {
-      json::append_string(request_, r.body);
+      json::append_string(t_.request, r.body);
       budget_ -= std::min(budget_, r.body.size());
     } else {
       if (cfg_.bodies && !r.body.empty()) events_truncated_ = true;  // too large to keep
-      request_ += "null";
+      t_.request += "null";
     }
-    request_ += "}";
-    request_.shrink_to_fit();  // escaping grew it in steps: an open stream keeps only the record
+    t_.request += "}";
+    t_.request.shrink_to_fit();  // escaping grew it in steps: an open stream keeps only the record
   }
 
   void on_response_head(const response_view& r) override {
-    response_ = "{\"status\":" + std::to_string(r.status) + ",\"headers\":";
-    append_headers(response_, r.headers);
-    response_ += "}";
-    response_.shrink_to_fit();
+    t_.response = "{\"status\":" + std::to_string(r.status) + ",\"headers\":";
+    append_headers(t_.response, r.headers);
+    t_.response += "}";
+    t_.response.shrink_to_fit();
   }
 
   void on_body(std::string_view bytes, mono_ns read_ns, mono_ns) override {
@@ -234,7 +238,7 @@ class trace_hook final : public hook {
 
   void on_token(const token_event& e) override {
     if (!cfg_.bodies) return;
-    auto& text = e.channel == parsers::channel::reasoning ? reasoning_ : content_;
+    auto& text = e.channel == parsers::channel::reasoning ? t_.reasoning : t_.content;
     if (e.channel == parsers::channel::tool) return;
     if (e.text.size() > budget_) {
       text_truncated_ = true;
@@ -250,9 +254,7 @@ class trace_hook final : public hook {
   void on_stream_end(stream_summary& s) override {
     events_.seal();
     auto f = std::make_shared<finished_stream>(
-        finished_stream{std::move(id_), std::move(route_), std::move(model_), std::move(request_),
-                        std::move(response_), std::move(content_), std::move(reasoning_),
-                        cfg_.bodies, events_truncated_ || text_truncated_, s});
+        finished_stream{std::move(t_), cfg_.bodies, events_truncated_ || text_truncated_, s});
     trace_writer::record rec;
     rec.events = std::move(events_);
     rec.render = [f = std::move(f)](std::string& head, std::string& tail) {
@@ -265,7 +267,7 @@ class trace_hook final : public hook {
  private:
   const config::trace_config& cfg_;
   std::shared_ptr<trace_writer> writer_;
-  std::string id_, route_, model_, request_, response_, content_, reasoning_;
+  record_texts t_;      // moved into the record at the end
   event_log events_;    // the reads, for the writer to render
   std::size_t budget_;  // bytes of events and texts this record may still take
   mono_ns start_ns_ = 0;
