@@ -337,21 +337,29 @@ struct step_tagger::impl {
       if (head != npos) *slot_of(postings[head].gram) = head;
   }
 
-  void close_step() {
+  // `last`: no step follows (the response ended).  The last step is still compared with the
+  // earlier ones, but its trigrams are not indexed — nothing would look them up (at a stream's
+  // end that indexing, and the table's growth, were most of the tagger's cost).
+  void close_step(bool last = false) {
     if (steps.empty()) return;
+    if (last && postings.empty()) {  // no earlier step had a trigram: nothing to repeat
+      cur_text.clear();
+      return;
+    }
     trigrams(cur_text, units, g);
     auto& st = steps.back();
     const auto id = static_cast<std::uint32_t>(gram_count.size());
     shared.resize(gram_count.size() + 1, 0);
     touched.clear();
     for (auto h : g) {
-      if ((postings.size() + 1) * 2 > table.size()) grow_table();
+      if (!last && (postings.size() + 1) * 2 > table.size()) grow_table();
       auto* head = slot_of(h);
       std::size_t seen = 0;
       for (auto p = *head; p != npos && seen < max_compared; p = postings[p].next, ++seen) {
         const auto other = postings[p].step;
         if (shared[other]++ == 0) touched.push_back(other);
       }
+      if (last) continue;
       postings.push_back({h, id, *head});
       *head = static_cast<std::uint32_t>(postings.size() - 1);
     }
@@ -532,7 +540,7 @@ void step_tagger::finish() {
   if (d.finished) return;
   d.process(true);
   d.attribute(~0ull);
-  d.close_step();
+  d.close_step(/*last=*/true);
   d.finished = true;
 }
 

@@ -142,6 +142,31 @@ TEST(StepTagger, TimestampsTokensAndRedundancy) {
   EXPECT_EQ(t.redundant_tokens(), 1u);
 }
 
+// The last step (closed by finish) is compared with every earlier one like the others, though its
+// own trigrams are no longer indexed.
+TEST(StepTagger, TheLastStepIsComparedWithEveryEarlierOne) {
+  step_tagger t;
+  t.feed("First, add 2 and 3.\n\nThen, add 2 and 3.\n\nFirst, add 2 and 3.", 1);
+  t.finish();
+  ASSERT_EQ(t.steps().size(), 3u);
+  EXPECT_FALSE(t.steps()[0].redundant);
+  EXPECT_FALSE(t.steps()[1].redundant);  // "then" changes a trigram of three
+  EXPECT_TRUE(t.steps()[2].redundant);
+  // Earlier steps without a single word leave nothing to repeat.
+  step_tagger marks;
+  marks.feed("...\n\n!!!\n\nFirst, add 2 and 3.", 1);
+  marks.finish();
+  ASSERT_EQ(marks.steps().size(), 3u);
+  EXPECT_FALSE(marks.steps()[2].redundant);
+  EXPECT_EQ(marks.redundant_tokens(), 0u);
+  // One step only: not redundant.
+  step_tagger one;
+  one.feed("First, add 2 and 3.", 1);
+  one.finish();
+  ASSERT_EQ(one.steps().size(), 1u);
+  EXPECT_FALSE(one.steps()[0].redundant);
+}
+
 TEST(StepTagger, ConfiguredTriggersReplaceOrAdd) {
   auto trig = step_triggers::defaults();
   trig.step.push_back("Primero");
