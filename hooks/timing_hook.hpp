@@ -14,7 +14,7 @@ class timing_hook_factory final : public hook_factory {
   config::timing_config cfg_;
 };
 
-/// Nearest-rank quantiles of a sample (sorted in place).
+/// Nearest-rank quantiles of a sample (reordered in place).
 timing_summary::quantiles quantiles_of(std::vector<double>& v);
 
 }  // namespace tokentap::hooks

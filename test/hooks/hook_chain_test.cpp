@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <thread>
 
 #include "hooks/timing_hook.hpp"
@@ -292,6 +295,24 @@ TEST(Quantiles, NearestRank) {
   EXPECT_EQ(q.max, 100);
   std::vector<double> one{7};
   EXPECT_EQ(quantiles_of(one).p99, 7);
+  // Selection gives what sorting gives, for every size and with repeated values.
+  std::mt19937 rng(8);
+  for (std::size_t n = 1; n <= 300; ++n) {
+    std::vector<double> x(n);
+    for (auto& e : x) e = static_cast<double>(rng() % (n < 50 ? 5 : 1000));
+    auto sorted = x;
+    std::sort(sorted.begin(), sorted.end());
+    auto at = [&](double p) {
+      const auto r = static_cast<std::size_t>(std::ceil(p * static_cast<double>(n)));
+      return sorted[std::min(n - 1, r == 0 ? 0 : r - 1)];
+    };
+    const auto got = quantiles_of(x);
+    EXPECT_EQ(got.p50, at(0.50)) << n;
+    EXPECT_EQ(got.p95, at(0.95)) << n;
+    EXPECT_EQ(got.p99, at(0.99)) << n;
+    EXPECT_EQ(got.max, sorted.back()) << n;
+    EXPECT_EQ(got.count, n);
+  }
 }
 
 // ---- trace hook settings
