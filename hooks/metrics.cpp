@@ -38,6 +38,43 @@ void quantile_sketch::add_key(int key, std::uint64_t n) {
     bump(key, n);
 }
 
+std::int16_t quantile_sketch::packed_key(double v) noexcept {
+  const int k = key_of(v);
+  return static_cast<std::int16_t>(k == zero_key ? INT16_MIN : k);
+}
+
+void quantile_sketch::add_packed(const std::vector<std::int16_t>& keys, quantile_sketch* also) {
+  auto add = [&](int key, std::uint64_t n) {
+    add_key(key, n);
+    if (also) also->add_key(key, n);
+  };
+  int lo = INT_MAX, hi = INT_MIN;
+  std::uint64_t zeros = 0;
+  for (const auto k : keys) {
+    if (k == INT16_MIN) {
+      ++zeros;
+      continue;
+    }
+    lo = std::min<int>(lo, k);
+    hi = std::max<int>(hi, k);
+  }
+  if (zeros != 0) add(zero_key, zeros);
+  if (lo > hi) return;
+  // Counted in a local histogram first when the keys span at most 256 buckets (a factor of
+  // ~20,000 between the smallest and the largest value): one add per bucket, not per key.
+  constexpr int span = 256;
+  if (hi - lo >= span) {
+    for (const auto k : keys)
+      if (k != INT16_MIN) add(k, 1);
+    return;
+  }
+  std::array<std::uint32_t, span> n{};
+  for (const auto k : keys)
+    if (k != INT16_MIN) ++n[static_cast<std::size_t>(k - lo)];
+  for (int i = 0; i <= hi - lo; ++i)
+    if (n[static_cast<std::size_t>(i)] != 0) add(lo + i, n[static_cast<std::size_t>(i)]);
+}
+
 void quantile_sketch::bump(int key, std::uint64_t n) {
   if (counts_.empty()) {
     offset_ = key;
@@ -277,15 +314,7 @@ struct metrics_registry::fold_batch {
   std::vector<std::uint32_t> counts;  // [row * width + bucket], rows: ITL by channel, overhead
   std::array<double, 4> sum{};
   std::array<std::uint64_t, 4> n{};
-  std::vector<std::int16_t> itl_keys, overhead_keys;  // for the window sketches
-  // Sketch keys in 16 bits: zero_key (outside key_of's range) becomes INT16_MIN.
-  static std::int16_t pack(double v) noexcept {
-    const int k = quantile_sketch::key_of(v);
-    return static_cast<std::int16_t>(k == quantile_sketch::zero_key ? INT16_MIN : k);
-  }
-  static int unpack(std::int16_t k) noexcept {
-    return k == INT16_MIN ? quantile_sketch::zero_key : k;
-  }
+  std::vector<std::int16_t> itl_keys, overhead_keys;  // packed keys for the window sketches
 };
 
 metrics_registry::metrics_registry(const config::config& cfg)
@@ -391,16 +420,8 @@ void metrics_registry::fold(series& s, fold_batch& b) {
   if (b.itl_keys.empty() && b.overhead_keys.empty()) return;
   std::lock_guard lk(mu_);
   auto& sl = s.win->at(now_sec());
-  for (const auto packed : b.itl_keys) {
-    const int k = fold_batch::unpack(packed);
-    sl.itl.add_key(k);
-    s.win->total.itl.add_key(k);
-  }
-  for (const auto packed : b.overhead_keys) {
-    const int k = fold_batch::unpack(packed);
-    sl.overhead.add_key(k);
-    s.win->total.overhead.add_key(k);
-  }
+  sl.itl.add_packed(b.itl_keys, &s.win->total.itl);
+  sl.overhead.add_packed(b.overhead_keys, &s.win->total.overhead);
   b.itl_keys.clear();
   b.overhead_keys.clear();
 }
@@ -689,7 +710,7 @@ class metrics_hook final : public hook {
     if (!series_) return;
     const double s = static_cast<double>(written_ns - read_ns) / 1e9;
     batch_.count(metrics_registry::fold_batch::overhead, bucket_of(reg_->buckets().itl, s), s);
-    batch_.overhead_keys.push_back(metrics_registry::fold_batch::pack(s * 1000));
+    batch_.overhead_keys.push_back(quantile_sketch::packed_key(s * 1000));
     maybe_fold(written_ns);
   }
 
@@ -699,7 +720,7 @@ class metrics_hook final : public hook {
       const double s = static_cast<double>(e.t_ns - last_token_) / 1e9;
       const auto c = static_cast<std::size_t>(e.channel);
       batch_.count(c, bucket_of(reg_->buckets().itl, s), s);
-      batch_.itl_keys.push_back(metrics_registry::fold_batch::pack(s * 1000));
+      batch_.itl_keys.push_back(quantile_sketch::packed_key(s * 1000));
     }
     last_token_ = e.t_ns;
     maybe_fold(e.t_ns);

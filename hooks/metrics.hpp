@@ -9,6 +9,7 @@
 // and cached; model values past `max_models` distinct ones become "other".
 #include <array>
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -41,6 +42,12 @@ class quantile_sketch {
   static constexpr int zero_key = -1000000;
   static int key_of(double v) noexcept;
   void add_key(int key, std::uint64_t n = 1);
+  /// A key in 16 bits (key_of's range is ±2,000; zero_key becomes INT16_MIN): what a stream
+  /// keeps per value until it folds them into shared sketches.
+  static std::int16_t packed_key(double v) noexcept;
+  /// Adds packed keys to this sketch and to `also` (if any) — once per distinct key when they
+  /// cluster, as one stream's gaps between two folds do.
+  void add_packed(const std::vector<std::int16_t>& keys, quantile_sketch* also = nullptr);
   void merge(const quantile_sketch& o);
   /// -1 when empty.
   double quantile(double q) const;

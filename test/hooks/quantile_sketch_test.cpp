@@ -52,6 +52,35 @@ TEST(QuantileSketch, MergeEqualsOneSketch) {
   for (double q : {0.1, 0.5, 0.99}) EXPECT_DOUBLE_EQ(a.quantile(q), all.quantile(q));
 }
 
+// A batch of packed keys gives both sketches what adding each value would: clustered keys (one
+// add per bucket), keys spread past the local histogram, zeros, the range's ends.
+TEST(QuantileSketch, PackedBatchesEqualAddingEachValue) {
+  std::mt19937 rng(11);
+  std::lognormal_distribution<double> near(std::log(20.0), 0.1), wide(std::log(20.0), 3.0);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<double> values;
+    const int n = static_cast<int>(rng() % 300);
+    for (int i = 0; i < n; ++i) values.push_back(round % 2 ? wide(rng) : near(rng));
+    if (round % 5 == 0) values.insert(values.end(), {0.0, -1.0, 1e-300, 1e300, std::nan("")});
+    quantile_sketch each, a, b;
+    std::vector<std::int16_t> keys;
+    for (double v : values) {
+      each.add(v);
+      keys.push_back(quantile_sketch::packed_key(v));
+    }
+    b.add(7.0);  // `also` may hold values already
+    a.add_packed(keys, &b);
+    ASSERT_EQ(a.count(), each.count());
+    ASSERT_EQ(b.count(), each.count() + 1);
+    for (double q : {0.0, 0.01, 0.25, 0.5, 0.9, 0.99, 1.0}) {
+      EXPECT_DOUBLE_EQ(a.quantile(q), each.quantile(q)) << round << " q=" << q;
+    }
+    quantile_sketch with7 = each;
+    with7.add(7.0);
+    EXPECT_DOUBLE_EQ(b.quantile(0.5), with7.quantile(0.5)) << round;
+  }
+}
+
 TEST(QuantileSketch, ZerosNegativesAndExtremes) {
   quantile_sketch s;
   EXPECT_EQ(s.quantile(0.5), -1);  // empty
