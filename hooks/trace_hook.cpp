@@ -1,6 +1,7 @@
 #include "hooks/trace_hook.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <ctime>
 #include <memory>
 #include <random>
@@ -28,15 +29,39 @@ std::string rfc3339_us(std::int64_t us) {
   return buf;
 }
 
-void append_headers(std::string& out, std::span<const header_view> headers) {
-  out.push_back('{');
-  bool first = true;
+// A header list as the proxy passed it (secrets already redacted), kept until the record is
+// rendered: each name and value after its length (4 bytes), in one string.
+void pack_headers(std::string& out, std::span<const header_view> headers) {
+  std::size_t n = 0;
+  for (const auto& h : headers) n += 8 + h.name.size() + h.value.size();
+  out.clear();
+  out.reserve(n);
+  auto put = [&](std::string_view s) {
+    const auto len = static_cast<std::uint32_t>(s.size());
+    out.append(reinterpret_cast<const char*>(&len), sizeof len);
+    out.append(s);
+  };
   for (const auto& h : headers) {
+    put(h.name);
+    put(h.value);
+  }
+}
+
+// The packed list as a JSON object.
+void append_headers(std::string& out, std::string_view packed) {
+  auto take = [&] {
+    std::uint32_t len = 0;
+    std::memcpy(&len, packed.data(), sizeof len);
+    const auto s = packed.substr(sizeof len, len);
+    packed.remove_prefix(sizeof len + len);
+    return s;
+  };
+  out.push_back('{');
+  for (bool first = true; !packed.empty(); first = false) {
     if (!first) out.push_back(',');
-    first = false;
-    json::append_string(out, h.name);
+    json::append_string(out, take());
     out.push_back(':');
-    json::append_string(out, h.value);
+    json::append_string(out, take());
   }
   out.push_back('}');
 }
@@ -53,9 +78,15 @@ void append_quantiles(std::string& out, const timing_summary::quantiles& q) {
   out += ",\"n\":" + std::to_string(q.count) + "}";
 }
 
-// What the trace hook collects for a stream's record as the stream goes.
+// What the trace hook collects for a stream's record as the stream goes.  The request and the
+// response head are kept as they came (copies) and rendered as JSON with the record, on the
+// writer's thread: escaping a 100 KB conversation at the request's start held up every other
+// stream of the I/O thread.
 struct record_texts {
-  std::string id, route, model, request, response, content, reasoning;
+  std::string id, route, model, content, reasoning;
+  bool has_request = false, has_body = false, has_response = false;
+  unsigned status = 0;
+  std::string method, target, body, request_headers, response_headers;  // headers packed
 };
 
 // A finished stream, as the trace record is rendered from it (on the writer's thread).
@@ -69,7 +100,8 @@ struct finished_stream : record_texts {
     // Sized for everything below (escaping may grow the texts; ~12 bytes per ITL value) so the
     // head is built without reallocating.
     const auto& itl = s.timing.itl_values_ms;
-    r.reserve(request.size() + response.size() + 2 * content.size() + 2 * reasoning.size() +
+    r.reserve(target.size() + request_headers.size() + response_headers.size() +
+              2 * (body.size() + content.size() + reasoning.size()) +
               12 * std::min<std::size_t>(itl.size(), 4096) + 2048);
     r += "{\"v\":1,\"id\":\"" + id + "\",\"start\":\"" + rfc3339_us(s.wall_start_us) +
          "\",\"route\":";
@@ -78,11 +110,27 @@ struct finished_stream : record_texts {
     json::append_string(r, parsers::to_string(s.provider));
     r += ",\"model\":";
     json::append_string(r, model);
-    r += ",\"request\":" + (request.empty() ? std::string("null") : request);
-    r += ",\"response\":" +
-         (response.empty()
-              ? std::string("{\"status\":" + std::to_string(s.status) + ",\"headers\":{}}")
-              : response);
+    r += ",\"request\":";
+    if (has_request) {
+      r += "{\"method\":";
+      json::append_string(r, method);
+      r += ",\"path\":";
+      json::append_string(r, target);
+      r += ",\"headers\":";
+      append_headers(r, request_headers);
+      r += ",\"body\":";
+      if (has_body)
+        json::append_string(r, body);
+      else
+        r += "null";
+      r += "}";
+    } else {
+      r += "null";
+    }
+    r += ",\"response\":{\"status\":" + std::to_string(has_response ? status : s.status) +
+         ",\"headers\":";
+    append_headers(r, response_headers);
+    r += "}";
     r += ",\"outcome\":";
     json::append_string(r, to_string(s.outcome));
     r += ",\"error\":";
@@ -201,29 +249,23 @@ class trace_hook final : public hook {
     t_.route = r.route;
     t_.model = r.model;
     start_ns_ = r.start_ns;
-    t_.request = "{\"method\":";
-    json::append_string(t_.request, r.method);
-    t_.request += ",\"path\":";
-    json::append_string(t_.request, r.target);
-    t_.request += ",\"headers\":";
-    append_headers(t_.request, r.headers);
-    t_.request += ",\"body\":";
+    t_.has_request = true;
+    t_.method = r.method;
+    t_.target = r.target;
+    pack_headers(t_.request_headers, r.headers);
     if (cfg_.bodies && !r.body.empty() && r.body.size() <= cfg_.max_record_bytes / 2) {
-      json::append_string(t_.request, r.body);
+      t_.has_body = true;
+      t_.body = r.body;
       budget_ -= std::min(budget_, r.body.size());
-    } else {
-      if (cfg_.bodies && !r.body.empty()) events_truncated_ = true;  // too large to keep
-      t_.request += "null";
+    } else if (cfg_.bodies && !r.body.empty()) {
+      events_truncated_ = true;  // too large to keep
     }
-    t_.request += "}";
-    t_.request.shrink_to_fit();  // escaping grew it in steps: an open stream keeps only the record
   }
 
   void on_response_head(const response_view& r) override {
-    t_.response = "{\"status\":" + std::to_string(r.status) + ",\"headers\":";
-    append_headers(t_.response, r.headers);
-    t_.response += "}";
-    t_.response.shrink_to_fit();
+    t_.has_response = true;
+    t_.status = r.status;
+    pack_headers(t_.response_headers, r.headers);
   }
 
   void on_body(std::string_view bytes, mono_ns read_ns, mono_ns) override {

@@ -29,6 +29,7 @@ struct record {
   std::int64_t input = -1, output = -1, reasoning_tokens = -1, events = 0, steps = 0;
   std::string first_step_kind, steps_channel;
   std::string content_fnv;  // from the recorded response headers
+  std::string method, note, body;  // the request as recorded
 };
 
 std::vector<std::string> read_lines(const std::string& dir) {
@@ -55,9 +56,12 @@ record parse(const std::string& line) {
   if (!doc["provider"].get_string().get(sv)) r.provider = sv;
   if (!doc["model"].get_string().get(sv)) r.model = sv;
   auto req = doc["request"];
+  if (!req["method"].get_string().get(sv)) r.method = sv;
   if (!req["path"].get_string().get(sv)) r.path = sv;
   auto hdrs = req["headers"];
   if (!hdrs["Authorization"].get_string().get(sv)) r.auth = sv;
+  if (!hdrs["x-note"].get_string().get(sv)) r.note = sv;
+  if (!req["body"].get_string().get(sv)) r.body = sv;
   auto res = doc["response"];
   if (!res["headers"]["x-sim-content-fnv"].get_string().get(sv)) r.content_fnv = sv;
   auto err = doc["error"];
@@ -133,6 +137,7 @@ TEST(Trace, RecordMatchesWhatTheSimulatorSent) {
   o.target = "/v1/chat/completions?key=SECRET-QUERY-KEY";
   o.body = chat_body(true, "trace me", true, "sim-reasoner");
   o.headers = {{"Authorization", "Bearer sk-SECRET-TOKEN-123"},
+               {"x-note", "say \"hi\" \\ \u00e9t\u00e9"},
                {"x-sim-ttft-ms", "200"},
                {"x-sim-itl-ms", "15"},
                {"x-sim-tokens", "20"},
@@ -147,6 +152,10 @@ TEST(Trace, RecordMatchesWhatTheSimulatorSent) {
   EXPECT_EQ(rec.model, "sim-reasoner");
   EXPECT_EQ(rec.path, "/v1/chat/completions?key=[redacted]");
   EXPECT_EQ(rec.auth, "[redacted]");
+  // The request as it was sent (rendered on the writer's thread from copies kept as they came).
+  EXPECT_EQ(rec.method, "POST");
+  EXPECT_EQ(rec.note, "say \"hi\" \\ \u00e9t\u00e9");
+  EXPECT_EQ(rec.body, o.body);
   // Text: exactly what the simulator generated (its digest travels in the recorded headers).
   EXPECT_EQ(fnv_hex(rec.content), rec.content_fnv);
   EXPECT_EQ(fnv_hex(rec.content), r.header("x-sim-content-fnv"));
