@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -33,6 +34,28 @@ struct token_event {
   /// False for a non-streamed (whole JSON) body: its tokens all arrive with the last byte, so
   /// they carry no per-token timing (no TTFT, no ITL) — only counts.
   bool streamed = true;
+};
+
+/// A timing sample of one event, measured once by the chain for every hook that asks for
+/// samples (hook::sample_calls): the gap before a streamed token, by the token's channel, or the
+/// time one forwarded read took to reach the client.  The chain collects them in a small array
+/// per stream and hands them over in batches (when the array is full, at least once a second
+/// while events come, and at the stream's end): the timing and metrics hooks used to be called,
+/// each for the same gaps, at every event — two more pieces of cold per-stream state per event
+/// with hundreds of streams.
+class sample {
+ public:
+  enum kind_t : std::uint8_t { itl_content, itl_reasoning, itl_tool, overhead };  // itl_*: channel
+  sample() = default;
+  sample(kind_t k, std::int64_t ns) noexcept
+      : bits_(static_cast<std::uint64_t>(ns < 0 ? 0 : ns) << 2 | k) {}
+  static kind_t itl(parsers::channel c) noexcept { return static_cast<kind_t>(c); }
+  kind_t kind() const noexcept { return static_cast<kind_t>(bits_ & 3); }
+  std::int64_t ns() const noexcept { return static_cast<std::int64_t>(bits_ >> 2); }
+  double ms() const noexcept { return static_cast<double>(ns()) / 1e6; }
+
+ private:
+  std::uint64_t bits_ = 0;  // nanoseconds (>= 0) << 2 | kind
 };
 
 /// Latency figures of one exchange (milliseconds; -1 = not applicable).  Filled by the timing hook.
@@ -68,6 +91,10 @@ struct stream_summary {
   std::uint64_t parse_errors[3] = {0, 0, 0};  ///< by parsers::parse_stage
   mono_ns start_ns = 0, head_ns = 0, end_ns = 0;
   std::int64_t wall_start_us = 0;
+  // Token arrival, from the chain: first and last streamed token of any channel (-1: none),
+  // first streamed content token, and every token event (streamed or not).
+  mono_ns first_token_ns = -1, last_token_ns = -1, first_content_ns = -1;
+  std::uint64_t token_events = 0;
   timing_summary timing;
   // Filled by the steps hook.
   std::vector<parsers::step> steps;
@@ -86,11 +113,15 @@ class hook {
   /// One forwarded upstream read (raw body bytes).
   virtual void on_body(std::string_view bytes, mono_ns read_ns, mono_ns written_ns) {}
   virtual void on_token(const token_event&) {}
+  /// Timing samples since the last call, oldest first (see `sample`); `now_ns`: the time of
+  /// the event that completed the batch.  Every sample reaches the hook before on_stream_end.
+  virtual void on_samples(std::span<const sample>, mono_ns now_ns) {}
   virtual void on_stream_end(stream_summary&) {}
 
   /// The per-event callbacks this hook implements: the chain calls only those at every event
-  /// (a call to an empty default still loads the hook's vtable line, cold with many streams).
-  enum per_event_calls : unsigned { body_calls = 1, token_calls = 2 };
+  /// (a call to an empty default still loads the hook's vtable line, cold with many streams),
+  /// and collects samples only for hooks that take them.
+  enum per_event_calls : unsigned { body_calls = 1, token_calls = 2, sample_calls = 4 };
   virtual unsigned per_event() const noexcept { return body_calls | token_calls; }
 };
 

@@ -1,6 +1,7 @@
 #include "hooks/hook_chain.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <optional>
 
@@ -24,6 +25,7 @@ class chain final : public stream_tap, public parsers::decoder_handler {
       const auto bit = std::uint64_t{1} << i;
       if (hooks_[i]->per_event() & hook::body_calls) body_ |= bit;
       if (hooks_[i]->per_event() & hook::token_calls) token_ |= bit;
+      if (hooks_[i]->per_event() & hook::sample_calls) sampled_ |= bit;
     }
   }
 
@@ -32,6 +34,7 @@ class chain final : public stream_tap, public parsers::decoder_handler {
   void on_request(const request_view& r) noexcept override {
     summary_.start_ns = r.start_ns;
     summary_.wall_start_us = r.wall_start_us;
+    flushed_ns_ = r.start_ns;
     provider_ = parsers::provider_from_path(r.target.substr(0, r.target.find('?')));
     each(all(), [&](hook& h) { h.on_request(r); });
   }
@@ -50,6 +53,7 @@ class chain final : public stream_tap, public parsers::decoder_handler {
   void on_body(std::span<const char> bytes, mono_ns read_ns, mono_ns written_ns) noexcept override {
     const std::string_view b(bytes.data(), bytes.size());
     each(body_, [&](hook& h) { h.on_body(b, read_ns, written_ns); });
+    if (sampled_) add_sample({sample::overhead, written_ns - read_ns}, written_ns);
     if (decoder_) decoder_->feed(b, read_ns, *this);
   }
 
@@ -67,6 +71,8 @@ class chain final : public stream_tap, public parsers::decoder_handler {
       summary_.provider = provider_;
     }
     summary_.end_ns = end_ns;
+    summary_.token_events = tokens_;
+    flush_samples(end_ns);
     stats_->tokens.fetch_add(tokens_, std::memory_order_relaxed);
     // A provider error inside an otherwise complete 2xx stream is the stream's outcome (an error
     // body on a 4xx/5xx answer is just that answer: recorded in `error`, outcome unchanged).
@@ -81,6 +87,14 @@ class chain final : public stream_tap, public parsers::decoder_handler {
 
   void on_token(parsers::channel ch, std::string_view text, std::int64_t t_ns) noexcept override {
     ++tokens_;  // added to the shared counter once, at the end: not a shared line per token
+    if (streamed_) {  // a whole-JSON body's tokens all arrive at once: no per-token timing
+      auto& s = summary_;
+      if (s.first_token_ns < 0) s.first_token_ns = t_ns;
+      if (ch == parsers::channel::content && s.first_content_ns < 0) s.first_content_ns = t_ns;
+      if (sampled_ && s.last_token_ns >= 0)
+        add_sample({sample::itl(ch), t_ns - s.last_token_ns}, t_ns);
+      s.last_token_ns = t_ns;
+    }
     const token_event ev{ch, text, t_ns, streamed_};
     each(token_, [&](hook& h) { h.on_token(ev); });
   }
@@ -109,6 +123,21 @@ class chain final : public stream_tap, public parsers::decoder_handler {
     return hooks_.size() == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << hooks_.size()) - 1;
   }
 
+  // Samples are handed over when the array is full, when a second has passed since the last
+  // hand-over (the metrics hook's live histograms), and at the stream's end.
+  void add_sample(sample smp, mono_ns now) noexcept {
+    samples_[n_samples_++] = smp;
+    if (n_samples_ == samples_.size() || now - flushed_ns_ >= 1'000'000'000) flush_samples(now);
+  }
+
+  void flush_samples(mono_ns now) noexcept {
+    if (n_samples_ == 0) return;
+    const std::span<const sample> batch(samples_.data(), n_samples_);
+    each(sampled_, [&](hook& h) { h.on_samples(batch, now); });
+    n_samples_ = 0;
+    flushed_ns_ = now;
+  }
+
   // Runs f, in order, on the hooks of `which` (bit i: hooks_[i]) still enabled; a hook that
   // throws is disabled for this stream.
   template <class F>
@@ -133,15 +162,18 @@ class chain final : public stream_tap, public parsers::decoder_handler {
 
   std::size_t max_event_bytes_;
   std::vector<std::unique_ptr<hook>> hooks_;
-  // Bit i stands for hooks_[i] (at most 64 hooks): those with on_body / on_token, those that
-  // threw and are skipped.
-  std::uint64_t body_ = 0, token_ = 0, disabled_ = 0;
+  // Bit i stands for hooks_[i] (at most 64 hooks): those with on_body / on_token / on_samples,
+  // those that threw and are skipped.
+  std::uint64_t body_ = 0, token_ = 0, sampled_ = 0, disabled_ = 0;
   std::shared_ptr<chain_stats> stats_;
   parsers::provider provider_ = parsers::provider::unknown;
   bool streamed_ = false;
   std::uint64_t tokens_ = 0;
   std::optional<parsers::stream_decoder> decoder_;
   stream_summary summary_;
+  std::uint8_t n_samples_ = 0;
+  mono_ns flushed_ns_ = 0;
+  std::array<sample, 32> samples_;  // 256 bytes: one hand-over per 32 events at most
 };
 
 }  // namespace

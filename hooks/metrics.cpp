@@ -303,7 +303,7 @@ struct metrics_registry::series {
 // counts as 32-bit integers in one array, window-sketch keys as 16-bit integers (key_of's range is
 // ±2,000), not doubles.
 struct metrics_registry::fold_batch {
-  static constexpr std::size_t overhead = 3;  // counts row after the three ITL channels
+  static constexpr std::size_t overhead = sample::overhead;  // counts row after the channels
   explicit fold_batch(const bucket_config& b) : width(b.itl.size() + 1), counts(4 * width, 0) {}
   void count(std::size_t row, std::size_t bucket, double v) noexcept {
     ++counts[row * width + bucket];
@@ -706,25 +706,20 @@ class metrics_hook final : public hook {
     last_fold_ = r.start_ns;
   }
 
-  void on_body(std::string_view, mono_ns read_ns, mono_ns written_ns) override {
+  // Gaps between streamed tokens (by channel) and per-read overheads, measured by the chain.
+  void on_samples(std::span<const sample> batch, mono_ns now) override {
     if (!series_) return;
-    const double s = static_cast<double>(written_ns - read_ns) / 1e9;
-    batch_.count(metrics_registry::fold_batch::overhead, bucket_of(reg_->buckets().itl, s), s);
-    batch_.overhead_keys.push_back(quantile_sketch::packed_key(s * 1000));
-    maybe_fold(written_ns);
+    const auto& bounds = reg_->buckets().itl;
+    for (const auto smp : batch) {
+      const double s = static_cast<double>(smp.ns()) / 1e9;
+      batch_.count(smp.kind(), bucket_of(bounds, s), s);  // rows: channels, then overhead
+      (smp.kind() == sample::overhead ? batch_.overhead_keys : batch_.itl_keys)
+          .push_back(quantile_sketch::packed_key(s * 1000));
+    }
+    maybe_fold(now);
   }
 
-  void on_token(const token_event& e) override {
-    if (!series_ || !e.streamed) return;
-    if (last_token_ >= 0) {
-      const double s = static_cast<double>(e.t_ns - last_token_) / 1e9;
-      const auto c = static_cast<std::size_t>(e.channel);
-      batch_.count(c, bucket_of(reg_->buckets().itl, s), s);
-      batch_.itl_keys.push_back(quantile_sketch::packed_key(s * 1000));
-    }
-    last_token_ = e.t_ns;
-    maybe_fold(e.t_ns);
-  }
+  unsigned per_event() const noexcept override { return sample_calls; }
 
   void on_stream_end(stream_summary& sum) override {
     if (!series_) return;
@@ -752,7 +747,7 @@ class metrics_hook final : public hook {
   metrics_registry::fold_batch batch_;
   metrics_registry::series* series_ = nullptr;
   std::string route_, model_;
-  mono_ns last_token_ = -1, last_fold_ = 0;
+  mono_ns last_fold_ = 0;
 };
 
 }  // namespace

@@ -86,38 +86,41 @@ class timing_hook final : public hook {
         reasoning_gaps_(cfg.exact_samples),
         overhead_ms_(cfg.exact_samples) {}
 
-  void on_body(std::string_view, mono_ns read_ns, mono_ns written_ns) override {
-    overhead_ms_.add(ms(read_ns, written_ns));
+  // Gaps between streamed tokens and per-read overheads, measured by the chain.
+  void on_samples(std::span<const sample> batch, mono_ns) override {
+    for (const auto smp : batch) {
+      const double v = smp.ms();
+      switch (smp.kind()) {
+        case sample::overhead:
+          overhead_ms_.add(v);
+          continue;
+        case sample::itl_content:
+          content_gaps_.add(v);
+          break;
+        case sample::itl_reasoning:
+          reasoning_gaps_.add(v);
+          break;
+        case sample::itl_tool:
+          break;
+      }
+      gaps_.add(v);
+      if (smp.ns() > stall_ns_) ++stalls_;
+    }
   }
 
-  void on_token(const token_event& e) override {
-    ++tokens_;
-    if (!e.streamed) return;  // a whole-JSON body has no per-token timing
-    if (first_ns_ < 0) first_ns_ = e.t_ns;
-    if (e.channel == parsers::channel::content && first_content_ns_ < 0) first_content_ns_ = e.t_ns;
-    if (last_ns_ >= 0) {
-      const auto gap = e.t_ns - last_ns_;
-      const double gap_ms = static_cast<double>(gap) / 1e6;
-      gaps_.add(gap_ms);
-      if (e.channel == parsers::channel::reasoning)
-        reasoning_gaps_.add(gap_ms);
-      else if (e.channel == parsers::channel::content)
-        content_gaps_.add(gap_ms);
-      if (gap > stall_ns_) ++stalls_;
-    }
-    last_ns_ = e.t_ns;
-  }
+  unsigned per_event() const noexcept override { return sample_calls; }
 
   void on_stream_end(stream_summary& s) override {
     auto& t = s.timing;
+    const auto first = s.first_token_ns, last = s.last_token_ns;
     if (s.head_ns > 0) t.upstream_headers_ms = ms(s.start_ns, s.head_ns);
-    if (first_ns_ >= 0) t.ttft_ms = ms(s.start_ns, first_ns_);
-    if (first_content_ns_ >= 0) t.ttft_answer_ms = ms(s.start_ns, first_content_ns_);
+    if (first >= 0) t.ttft_ms = ms(s.start_ns, first);
+    if (s.first_content_ns >= 0) t.ttft_answer_ms = ms(s.start_ns, s.first_content_ns);
     t.e2e_ms = ms(s.start_ns, s.end_ns);
-    if (first_ns_ >= 0 && last_ns_ > first_ns_) {
-      t.decode_ms = ms(first_ns_, last_ns_);
-      const auto out =
-          s.usage.output_tokens > 0 ? s.usage.output_tokens : static_cast<std::int64_t>(tokens_);
+    if (first >= 0 && last > first) {
+      t.decode_ms = ms(first, last);
+      const auto out = s.usage.output_tokens > 0 ? s.usage.output_tokens
+                                                 : static_cast<std::int64_t>(s.token_events);
       if (out > 1) {
         t.tpot_ms = t.decode_ms / static_cast<double>(out - 1);
         t.tokens_per_s = static_cast<double>(out - 1) / (t.decode_ms / 1000.0);
@@ -133,8 +136,7 @@ class timing_hook final : public hook {
 
  private:
   std::int64_t stall_ns_;
-  mono_ns first_ns_ = -1, first_content_ns_ = -1, last_ns_ = -1;
-  std::uint64_t tokens_ = 0, stalls_ = 0;
+  std::uint64_t stalls_ = 0;
   sample_series gaps_, content_gaps_, reasoning_gaps_, overhead_ms_;
 };
 

@@ -251,6 +251,97 @@ TEST(HookChain, PerEventCallsGoOnlyToHooksThatDeclareThem) {
   EXPECT_EQ(none->made->bodies + none->made->tokens, 0);
 }
 
+// Samples are measured once by the chain and reach every hook that takes them exactly once, in
+// order, in batches of at most 32, at least once a second while events come, all before the
+// stream's end; a non-streamed body gives no token gaps; hooks that do not ask get none.
+TEST(HookChain, SamplesReachTheHooksThatTakeThemInBatches) {
+  struct sampling : hook {
+    explicit sampling(unsigned calls) : calls_(calls) {}
+    unsigned per_event() const noexcept override { return calls_; }
+    void on_samples(std::span<const sample> b, mono_ns now) override {
+      EXPECT_FALSE(ended);
+      batches.push_back({b.size(), now});
+      got.insert(got.end(), b.begin(), b.end());
+    }
+    void on_stream_end(stream_summary& s) override {
+      ended = true;
+      summary = s;
+    }
+    unsigned calls_;
+    bool ended = false;
+    std::vector<std::pair<std::size_t, mono_ns>> batches;
+    std::vector<sample> got;
+    stream_summary summary;
+  };
+  struct factory : hook_factory {
+    explicit factory(unsigned calls) : calls(calls) {}
+    std::unique_ptr<hook> create() override {
+      auto h = std::make_unique<sampling>(calls);
+      made = h.get();
+      return h;
+    }
+    unsigned calls;
+    sampling* made = nullptr;
+  };
+  auto takes = std::make_shared<factory>(hook::sample_calls);
+  auto also = std::make_shared<factory>(hook::sample_calls | hook::token_calls);
+  auto not_asked = std::make_shared<factory>(hook::token_calls);
+  config::config cfg;
+  hook_chain_factory f(cfg, {takes, not_asked, also});
+  auto tap = f.create();
+  tap->on_request(request(0));
+  tap->on_response_head({200, "text/event-stream", "", 1 * ms, {}});
+  // 60 reads 10 ms apart (each one content token, every third a reasoning one), relayed in
+  // read / 100 µs + i ns; then a quiet 2.5 s and one more read.
+  std::vector<sample> want;
+  mono_ns last_token = -1;
+  auto read = [&](mono_ns at, int i) {
+    const auto b = chunk(i % 3 ? "content" : "reasoning_content", "t");
+    const mono_ns cost = 100000 + i;
+    tap->on_body({b.data(), b.size()}, at, at + cost);
+    want.emplace_back(sample::overhead, cost);
+    if (last_token >= 0)
+      want.emplace_back(i % 3 ? sample::itl_content : sample::itl_reasoning, at - last_token);
+    last_token = at;
+  };
+  for (int i = 0; i < 60; ++i) read(10 * ms + i * 10 * ms, i);
+  read(10 * ms + 59 * 10 * ms + 2500 * ms, 60);
+  tap->on_stream_end(stream_outcome::ok, 3200 * ms);
+  for (auto* h : {takes->made, also->made}) {
+    ASSERT_EQ(h->got.size(), want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(h->got[i].kind(), want[i].kind()) << i;
+      EXPECT_EQ(h->got[i].ns(), want[i].ns()) << i;
+    }
+    for (const auto& [n, now] : h->batches) EXPECT_LE(n, 32u);
+    // The read after the quiet spell was handed over when it was written (with what waited
+    // since the last full batch), not held until the end; the end handed over the rest.
+    ASSERT_GE(h->batches.size(), 3u);
+    const auto quiet = h->batches[h->batches.size() - 2];
+    EXPECT_EQ(quiet.second, 10 * ms + 59 * 10 * ms + 2500 * ms + 100060);
+    EXPECT_GT(quiet.first, 1u);
+    EXPECT_EQ(h->batches.back(), std::make_pair(std::size_t{1}, 3200 * ms));
+    EXPECT_TRUE(h->ended);
+    EXPECT_EQ(h->summary.first_token_ns, 10 * ms);
+    EXPECT_EQ(h->summary.first_content_ns, 20 * ms);
+    EXPECT_EQ(h->summary.last_token_ns, 10 * ms + 59 * 10 * ms + 2500 * ms);
+    EXPECT_EQ(h->summary.token_events, 61u);
+  }
+  EXPECT_TRUE(not_asked->made->got.empty());
+  // A whole-JSON body: its tokens arrive together, so no gaps (only the read's overhead).
+  auto json = f.create();
+  json->on_request(request(0));
+  json->on_response_head({200, "application/json", "", 1 * ms, {}});
+  const std::string body =
+      R"({"choices":[{"index":0,"message":{"content":"one two three"}}]})";
+  json->on_body({body.data(), body.size()}, 2 * ms, 3 * ms);
+  json->on_stream_end(stream_outcome::ok, 4 * ms);
+  ASSERT_EQ(takes->made->got.size(), 1u);
+  EXPECT_EQ(takes->made->got[0].kind(), sample::overhead);
+  EXPECT_EQ(takes->made->summary.first_token_ns, -1);
+  EXPECT_EQ(takes->made->summary.token_events, 1u);
+}
+
 TEST(HookChain, CompressedBodiesAreNotDecoded) {
   config::config cfg;
   auto cap = std::make_shared<capture_factory>();
