@@ -1,7 +1,6 @@
 #include "hooks/trace_writer.hpp"
 
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -87,16 +86,6 @@ void trace_writer::flush() {
 }
 
 void trace_writer::run() {
-  // Rendering and writing records is background work; the next event of every open stream is
-  // not.  Ten nice levels below the I/O threads, this thread is preempted as soon as they wake
-  // (with stream ends bunched, its bursts of rendering otherwise delayed them by milliseconds
-  // on a busy machine); it still gets about a tenth of a contended core, and a queue that
-  // fills drops records, counted.
-  const auto tid = static_cast<id_t>(::gettid());
-  errno = 0;
-  const int nice = ::getpriority(PRIO_PROCESS, tid);
-  if (errno != 0 || ::setpriority(PRIO_PROCESS, tid, std::min(19, nice + 10)) != 0)
-    TT_LOG(debug) << "trace writer: could not lower its priority: " << std::strerror(errno);
   std::unique_lock lk(mu_);
   for (;;) {
     cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
