@@ -9,7 +9,8 @@
 # a few rounds (compare.sh) cannot tell a 2 % change; runs of the two builds taken back to back
 # can.  Each round runs every mode once, in order, on processes started once; per run it prints
 # the CPU per forwarded event of the whole process, split into the I/O thread's user and system
-# time and the rest (the trace writer), and the context switches per event.  At the end: the
+# time and the rest (the trace writer), the context switches per event and the load generator's
+# event latency (P50 / P99, µs).  At the end: the
 # per-round differences of each mode against the first one.  The simulator and load generator
 # come from build-dir (default build).
 set -euo pipefail
@@ -69,13 +70,18 @@ for r in $(seq 1 "$ROUNDS"); do
       --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 > "$WORK/load.out" 2>&1
     snap "${PID[$m]}" > "$WORK/after"
     events=$(sed -n 's/.* events=\([0-9]*\).*/\1/p' "$WORK/load.out")
+    lat=$(sed -n 's/.*event_latency_p50_us=\([0-9]*\) event_latency_p99_us=\([0-9]*\).*/\1 \2/p' \
+      "$WORK/load.out")
     # The busiest thread is the I/O thread.
-    join "$WORK/before" "$WORK/after" | awk -v m="$m" -v r="$r" -v e="$events" -v hz="$HZ" '
+    join "$WORK/before" "$WORK/after" | awk -v m="$m" -v r="$r" -v e="$events" -v hz="$HZ" \
+      -v lat="$lat" '
       { du = $6 - $2; ds = $7 - $3; u += du; s += ds; cs += ($8 - $4) + ($9 - $5)
         if (du + ds > busiest) { busiest = du + ds; iu = du; is = ds } }
       END { k = 1e6 / hz / e
-            printf "round %d %-12s total %6.2f  io user %5.2f sys %5.2f  rest %5.2f  ctxsw %.3f\n",
-                   r, m, (u + s) * k, iu * k, is * k, (u + s - iu - is) * k, cs / e }' |
+            split(lat, l, " ")
+            printf "round %d %-12s total %6.2f  io user %5.2f sys %5.2f  rest %5.2f  ctxsw %.3f" \
+                   "  latency p50 %s p99 %s us\n",
+                   r, m, (u + s) * k, iu * k, is * k, (u + s - iu - is) * k, cs / e, l[1], l[2] }' |
       tee -a "$WORK/results"
   done
 done
