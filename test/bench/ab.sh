@@ -7,12 +7,13 @@
 #
 # On a machine whose neighbours move CPU figures by ±10 % from one minute to the next, medians of
 # a few rounds (compare.sh) cannot tell a 2 % change; runs of the two builds taken back to back
-# can.  Each round runs every mode once, in order, on processes started once; per run it prints
-# the CPU per forwarded event of the whole process, split into the I/O thread's user and system
-# time and the rest (the trace writer), the context switches per event and the load generator's
-# event latency (P50 / P99, µs).  At the end: the
-# per-round differences of each mode against the first one.  The simulator and load generator
-# come from build-dir (default build).
+# can.  Each round runs every mode once, on processes started once — odd rounds in the order
+# given, even rounds reversed (the mode that ran first in a round measured ~1 µs per event more
+# than the same binary run second: use an even ROUNDS).  Per run it prints the CPU per forwarded
+# event of the whole process, split into the I/O thread's user and system time and the rest
+# (the trace writer), the context switches per event and the load generator's event latency
+# (P50 / P99, µs).  At the end: the per-round differences of each mode against the first one.
+# The simulator and load generator come from build-dir (default build).
 set -euo pipefail
 export LC_ALL=C
 BUILD=${1:-build}
@@ -64,7 +65,12 @@ snap() {
 
 echo "$STREAMS streams x 100 events, $ITL_MS ms apart, $DURATION s per run, $ROUNDS round(s); µs per event"
 for r in $(seq 1 "$ROUNDS"); do
-  for m in $MODES; do
+  # Every other round runs the modes in reverse order: whichever mode runs first in a round
+  # measured ~1 µs per event more than the same binary run second (2026-11-30, 300 streams),
+  # so a fixed order is a bias of the size of the changes being judged.  Use an even ROUNDS.
+  order=$MODES
+  [ $((r % 2)) -eq 0 ] && order=$(echo "$MODES" | tr ' ' '\n' | tac | tr '\n' ' ')
+  for m in $order; do
     snap "${PID[$m]}" > "$WORK/before"
     "$LOADGEN" --target "${ADDR[$m]}" --concurrency "$STREAMS" --duration-s "$DURATION" --tokens 100 \
       --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 > "$WORK/load.out" 2>&1
