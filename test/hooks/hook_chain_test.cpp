@@ -48,6 +48,19 @@ struct throwing_factory : hook_factory {
   std::unique_ptr<hook> create() override { return std::make_unique<thrower>(); }
 };
 
+// Makes hooks of type H (constructed from the per-event calls they declare) and keeps the last.
+template <class H>
+struct keeping_factory : hook_factory {
+  explicit keeping_factory(unsigned calls) : calls(calls) {}
+  std::unique_ptr<hook> create() override {
+    auto h = std::make_unique<H>(calls);
+    made = h.get();
+    return h;
+  }
+  unsigned calls;
+  H* made = nullptr;
+};
+
 request_view request(mono_ns start) {
   request_view r;
   r.method = "POST";
@@ -215,16 +228,7 @@ TEST(HookChain, PerEventCallsGoOnlyToHooksThatDeclareThem) {
     unsigned calls_;
     int requests = 0, bodies = 0, tokens = 0, ends = 0;
   };
-  struct factory : hook_factory {
-    explicit factory(unsigned calls) : calls(calls) {}
-    std::unique_ptr<hook> create() override {
-      auto h = std::make_unique<counting>(calls);
-      made = h.get();
-      return h;
-    }
-    unsigned calls;
-    counting* made = nullptr;
-  };
+  using factory = keeping_factory<counting>;
   auto both = std::make_shared<factory>(hook::body_calls | hook::token_calls);
   auto tokens_only = std::make_shared<factory>(hook::token_calls);
   auto none = std::make_shared<factory>(0);
@@ -270,16 +274,7 @@ TEST(HookChain, SamplesReachTheHooksThatTakeThemInBatches) {
     std::vector<sample> got;
     stream_summary summary;
   };
-  struct factory : hook_factory {
-    explicit factory(unsigned calls) : calls(calls) {}
-    std::unique_ptr<hook> create() override {
-      auto h = std::make_unique<sampling>(calls);
-      made = h.get();
-      return h;
-    }
-    unsigned calls;
-    sampling* made = nullptr;
-  };
+  using factory = keeping_factory<sampling>;
   auto takes = std::make_shared<factory>(hook::sample_calls);
   auto also = std::make_shared<factory>(hook::sample_calls | hook::token_calls);
   auto not_asked = std::make_shared<factory>(hook::token_calls);
