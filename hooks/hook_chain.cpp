@@ -173,7 +173,7 @@ class chain final : public stream_tap, public parsers::decoder_handler {
   stream_summary summary_;
   std::uint8_t n_samples_ = 0;
   mono_ns flushed_ns_ = 0;
-  std::array<sample, 32> samples_;  // 256 bytes: one hand-over per 32 events at most
+  std::array<sample, 32> samples_;  // 256 bytes: a hand-over per 32 samples (an event gives 1-2)
 };
 
 }  // namespace
