@@ -155,9 +155,54 @@ constexpr auto backslash_shuffles = [] {
   return t;
 }();
 
-// Escapes 16-byte blocks from p into w while at least 16 bytes of input and 32 of room are left
-// and a block holds no control character or non-ASCII byte (the caller's per-block path handles
-// that block: a line end, UTF-8 to validate).
+// The first n (<= 16) bytes of v are input: escapes them to w (32 bytes of room) and advances
+// it; false, with nothing written, if one of them is left to the caller (a control character
+// other than \n, \r, \t; a non-ASCII byte).  SSE payloads end every event with \n\n, so line
+// ends are escaped here too: the byte becomes its letter and gets a backslash like a quote.
+__attribute__((target("ssse3,popcnt"), always_inline)) inline bool ssse3_block(__m128i v,
+                                                                               unsigned n,
+                                                                               char*& w) noexcept {
+  const unsigned valid = n == 16 ? 0xffffu : (1u << n) - 1;
+  const __m128i bsl = _mm_set1_epi8('\\');
+  __m128i special = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, bsl));
+  // Signed compare: bytes >= 0x80 are negative, so "< 0x20" also flags non-ASCII.
+  const __m128i low = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
+  if ((static_cast<unsigned>(_mm_movemask_epi8(low)) & valid) != 0) {  // rare but for line ends
+    const __m128i is_nl = _mm_cmpeq_epi8(v, _mm_set1_epi8('\n')),
+                  is_cr = _mm_cmpeq_epi8(v, _mm_set1_epi8('\r')),
+                  is_tab = _mm_cmpeq_epi8(v, _mm_set1_epi8('\t'));
+    const __m128i letter = _mm_or_si128(is_nl, _mm_or_si128(is_cr, is_tab));
+    if ((static_cast<unsigned>(_mm_movemask_epi8(_mm_andnot_si128(letter, low))) & valid) != 0)
+      return false;
+    // \n \r \t are written as n r t, after the backslash the shuffle puts before them.
+    v = _mm_or_si128(_mm_andnot_si128(letter, v),
+                     _mm_or_si128(_mm_and_si128(is_nl, _mm_set1_epi8('n')),
+                                  _mm_or_si128(_mm_and_si128(is_cr, _mm_set1_epi8('r')),
+                                               _mm_and_si128(is_tab, _mm_set1_epi8('t')))));
+    special = _mm_or_si128(special, letter);
+  }
+  const auto m = static_cast<unsigned>(_mm_movemask_epi8(special)) & valid;
+  if (m == 0) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(w), v);
+    w += n;
+    return true;
+  }
+  const unsigned lo = m & 0xff, hi = m >> 8;
+  const auto pattern = [](unsigned k) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(backslash_shuffles[k].data()));
+  };
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(w),
+                   _mm_shuffle_epi8(_mm_unpacklo_epi64(v, bsl), pattern(lo)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(w + 8 + __builtin_popcount(lo)),
+                   _mm_shuffle_epi8(_mm_unpackhi_epi64(v, bsl), pattern(hi)));
+  // Bytes past n (a partial block's padding) were copied after the real ones: cut off here.
+  w += n + static_cast<unsigned>(__builtin_popcount(m));
+  return true;
+}
+
+// Escapes 16-byte blocks from p into w while 32 bytes of room are left — the last, partial block
+// too (through a padded copy) — and stops at a block ssse3_block leaves to the caller's
+// per-block path (UTF-8 to validate, a \u00XX escape).
 __attribute__((target("ssse3,popcnt"))) void escape_run_ssse3(const char*& p_ref, const char* end,
                                                               char*& w_ref,
                                                               const char* wend) noexcept {
@@ -165,28 +210,16 @@ __attribute__((target("ssse3,popcnt"))) void escape_run_ssse3(const char*& p_ref
   // the compiler reloaded and stored both around each block.
   const char* p = p_ref;
   char* w = w_ref;
-  const __m128i quote = _mm_set1_epi8('"'), bsl = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
   while (end - p >= 16 && wend - w >= 32) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    if (_mm_movemask_epi8(_mm_cmplt_epi8(v, space)) != 0) break;  // control or non-ASCII
-    const auto m = static_cast<unsigned>(
-        _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bsl))));
-    if (m == 0) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(w), v);
-    } else {
-      const unsigned lo = m & 0xff, hi = m >> 8;
-      const auto pattern = [](unsigned k) {
-        return _mm_loadu_si128(reinterpret_cast<const __m128i*>(backslash_shuffles[k].data()));
-      };
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(w),
-                       _mm_shuffle_epi8(_mm_unpacklo_epi64(v, bsl), pattern(lo)));
-      w += __builtin_popcount(lo);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(w + 8),
-                       _mm_shuffle_epi8(_mm_unpackhi_epi64(v, bsl), pattern(hi)));
-      w += __builtin_popcount(hi);
-    }
-    w += 16;
+    if (!ssse3_block(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), 16, w)) break;
     p += 16;
+  }
+  if (end - p > 0 && end - p < 16 && wend - w >= 32) {
+    const auto n = static_cast<unsigned>(end - p);
+    alignas(16) char tail[16];
+    std::memset(tail, 'a', sizeof tail);
+    std::memcpy(tail, p, n);
+    if (ssse3_block(_mm_load_si128(reinterpret_cast<const __m128i*>(tail)), n, w)) p = end;
   }
   p_ref = p;
   w_ref = w;
@@ -234,12 +267,13 @@ bool escape_into(std::string& out, std::string_view s) {
     }
   };
   while (p < end) {
+    if (ssse3) {
+      room(64);
+      escape_run_ssse3(p, end, w, out.data() + out.size());
+      if (p == end) break;
+      // Stopped at a block with a byte for the paths below (control character, non-ASCII).
+    }
     if (simd_escape && end - p >= 32) {
-      if (ssse3) {
-        room(64);
-        escape_run_ssse3(p, end, w, out.data() + out.size());
-        if (end - p < 32) continue;
-      }
       room(16 * 6 + 16);
       if (escape_block(p, w)) continue;  // else stopped at a non-ASCII byte: validated below
     } else if (end - p >= 8) {

@@ -70,6 +70,8 @@ TEST(JsonOut, RandomUtf8MixMatchesTheReference) {
   const std::string pieces[] = {"\"",
                                 "\\",
                                 "\n",
+                                "\r",
+                                "\t",
                                 "\x01",
                                 "\x1f",
                                 "a",
@@ -85,7 +87,7 @@ TEST(JsonOut, RandomUtf8MixMatchesTheReference) {
     const auto n = rng() % 120;
     const auto dense = rng() % 4;  // 0: mostly specials ... 3: mostly plain runs
     for (std::size_t i = 0; i < n; ++i) {
-      const auto& piece = pieces[rng() % (dense == 3 ? 13 : std::size(pieces))];
+      const auto& piece = pieces[rng() % (dense == 3 ? 15 : std::size(pieces))];
       s += (dense == 3 && rng() % 4) ? std::string("plainrun") : piece;
     }
     ASSERT_TRUE(valid_utf8(s));
@@ -117,7 +119,7 @@ TEST(JsonOut, EveryQuoteAndBackslashPatternOfABlock) {
       for (int block = 0; block < 3; ++block) {
         for (unsigned i = 0; i < 16; ++i) {
           if (m & (1u << i))
-            s += ((i + static_cast<unsigned>(block)) % 3 == 0) ? '\\' : '"';
+            s += "\\\"\n\r\t"[(i + static_cast<unsigned>(block)) % 5];
           else
             s += static_cast<char>('a' + i);
         }
@@ -129,6 +131,32 @@ TEST(JsonOut, EveryQuoteAndBackslashPatternOfABlock) {
       std::string strict;
       ASSERT_TRUE(append_string_if_utf8(strict, s));
       ASSERT_EQ(strict, "\"" + reference_escape(s) + "\"");
+    }
+  }
+}
+
+// Every length (the SSSE3 path escapes the last, partial block through a padded copy) with
+// quotes, backslashes, line ends, tabs, other control characters and UTF-8 at random.
+TEST(JsonOut, EveryLengthMatchesTheReference) {
+  std::mt19937 rng(13);
+  const std::string alphabet[] = {"a", "b", "\"", "\\", "\n", "\r", "\t", "\x01", "\xC3\xA9"};
+  for (std::size_t len = 0; len <= 70; ++len) {
+    for (int round = 0; round < 300; ++round) {
+      std::string s;
+      const auto plain = rng() % 3;  // 0: specials everywhere ... 2: mostly plain
+      while (s.size() < len) {
+        const auto& piece = alphabet[plain == 2 && rng() % 8 ? 0 : rng() % std::size(alphabet)];
+        if (s.size() + piece.size() > len) break;
+        s += piece;
+      }
+      while (s.size() < len) s += 'z';
+      std::string out = "p";
+      append_escaped(out, s);
+      ASSERT_EQ(out, "p" + reference_escape(s)) << len;
+      std::string strict(rng() % 100, 'r');
+      const auto before = strict;
+      ASSERT_TRUE(append_string_if_utf8(strict, s));
+      ASSERT_EQ(strict, before + "\"" + reference_escape(s) + "\"") << len;
     }
   }
 }
