@@ -55,6 +55,7 @@ class sample_series {
   }
 
   const std::vector<double>& first() const noexcept { return values_; }
+  std::uint64_t count() const noexcept { return count_; }
 
   /// Consumes the exact values (reordered for the quantiles).
   timing_summary::quantiles summary() {
@@ -129,8 +130,13 @@ class timing_hook final : public hook {
     t.stalls = stalls_;
     t.itl_values_ms = gaps_.first();  // before summary() reorders them
     t.itl = gaps_.summary();
-    t.itl_content = content_gaps_.summary();
-    t.itl_reasoning = reasoning_gaps_.summary();
+    // A channel's gaps are a subset of all gaps: when it has all of them (an answer without
+    // reasoning, or reasoning only), its quantiles are the ones just computed.
+    const auto same_as_all = [&](sample_series& c) {
+      return c.count() == t.itl.count ? t.itl : c.summary();
+    };
+    t.itl_content = same_as_all(content_gaps_);
+    t.itl_reasoning = same_as_all(reasoning_gaps_);
     t.overhead = overhead_ms_.summary();
   }
 
