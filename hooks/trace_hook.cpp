@@ -84,8 +84,7 @@ void append_quantiles(std::string& out, const timing_summary::quantiles& q) {
 // stream of the I/O thread.
 struct record_texts {
   std::string id, route, model, content, reasoning;
-  bool has_request = false, has_body = false, has_response = false;
-  unsigned status = 0;
+  bool has_request = false;
   std::string method, target, body, request_headers, response_headers;  // headers packed
 };
 
@@ -119,16 +118,16 @@ struct finished_stream : record_texts {
       r += ",\"headers\":";
       append_headers(r, request_headers);
       r += ",\"body\":";
-      if (has_body)
-        json::append_string(r, body);
-      else
+      if (body.empty())  // not kept (tracing bodies off, too large) or none
         r += "null";
+      else
+        json::append_string(r, body);
       r += "}";
     } else {
       r += "null";
     }
-    r += ",\"response\":{\"status\":" + std::to_string(has_response ? status : s.status) +
-         ",\"headers\":";
+    // The chain's status is the head's (or the one the proxy answered with; no headers then).
+    r += ",\"response\":{\"status\":" + std::to_string(s.status) + ",\"headers\":";
     append_headers(r, response_headers);
     r += "}";
     r += ",\"outcome\":";
@@ -254,7 +253,6 @@ class trace_hook final : public hook {
     t_.target = r.target;
     pack_headers(t_.request_headers, r.headers);
     if (cfg_.bodies && !r.body.empty() && r.body.size() <= cfg_.max_record_bytes / 2) {
-      t_.has_body = true;
       t_.body = r.body;
       budget_ -= std::min(budget_, r.body.size());
     } else if (cfg_.bodies && !r.body.empty()) {
@@ -263,8 +261,6 @@ class trace_hook final : public hook {
   }
 
   void on_response_head(const response_view& r) override {
-    t_.has_response = true;
-    t_.status = r.status;
     pack_headers(t_.response_headers, r.headers);
   }
 
