@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <span>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,7 +49,12 @@ class sample {
   sample() = default;
   sample(kind_t k, std::int64_t ns) noexcept
       : bits_(static_cast<std::uint64_t>(ns < 0 ? 0 : ns) << 2 | k) {}
-  static kind_t itl(parsers::channel c) noexcept { return static_cast<kind_t>(c); }
+  static kind_t itl(parsers::channel c) noexcept {
+    static_assert(static_cast<int>(parsers::channel::content) == itl_content &&
+                  static_cast<int>(parsers::channel::reasoning) == itl_reasoning &&
+                  static_cast<int>(parsers::channel::tool) == itl_tool);
+    return static_cast<kind_t>(c);
+  }
   kind_t kind() const noexcept { return static_cast<kind_t>(bits_ & 3); }
   std::int64_t ns() const noexcept { return static_cast<std::int64_t>(bits_ >> 2); }
   double ms() const noexcept { return static_cast<double>(ns()) / 1e6; }

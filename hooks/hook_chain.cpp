@@ -87,7 +87,8 @@ class chain final : public stream_tap, public parsers::decoder_handler {
 
   void on_token(parsers::channel ch, std::string_view text, std::int64_t t_ns) noexcept override {
     ++tokens_;  // added to the shared counter once, at the end: not a shared line per token
-    if (streamed_) {  // a whole-JSON body's tokens all arrive at once: no per-token timing
+    // A whole-JSON body's tokens all arrive at once: no per-token timing.
+    if (streamed_) {
       auto& s = summary_;
       if (s.first_token_ns < 0) s.first_token_ns = t_ns;
       if (ch == parsers::channel::content && s.first_content_ns < 0) s.first_content_ns = t_ns;

@@ -7,6 +7,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <sstream>
 

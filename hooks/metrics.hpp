@@ -9,7 +9,6 @@
 // and cached; model values past `max_models` distinct ones become "other".
 #include <array>
 #include <atomic>
-#include <climits>
 #include <cstdint>
 #include <deque>
 #include <map>

@@ -324,8 +324,7 @@ TEST(HookChain, SamplesReachTheHooksThatTakeThemInBatches) {
   auto json = f.create();
   json->on_request(request(0));
   json->on_response_head({200, "application/json", "", 1 * ms, {}});
-  const std::string body =
-      R"({"choices":[{"index":0,"message":{"content":"one two three"}}]})";
+  const std::string body = R"({"choices":[{"index":0,"message":{"content":"one two three"}}]})";
   json->on_body({body.data(), body.size()}, 2 * ms, 3 * ms);
   json->on_stream_end(stream_outcome::ok, 4 * ms);
   ASSERT_EQ(takes->made->got.size(), 1u);

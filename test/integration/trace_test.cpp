@@ -29,7 +29,8 @@ struct record {
   std::int64_t input = -1, output = -1, reasoning_tokens = -1, events = 0, steps = 0;
   std::string first_step_kind, steps_channel;
   std::string content_fnv;  // from the recorded response headers
-  std::string method, note, body;  // the request as recorded
+  // The request as recorded.
+  std::string method, note, body;
 };
 
 std::vector<std::string> read_lines(const std::string& dir) {
