@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "parsers/json_scratch.hpp"
+#include "parsers/openai_chunk.hpp"
 #include "parsers/sse_parser.hpp"
 
 namespace tokentap::parsers {
@@ -141,6 +142,13 @@ class think_splitter {
 // inside one decode() call (texts reach the handler as views, valid only during the call).
 struct decoder_tag;
 
+// The thread's chat-chunk fast path (its texts are views valid until the next read, which the
+// decoder hands out within the same decode() call).
+openai_chunk_reader& thread_chunk_reader() {
+  static thread_local openai_chunk_reader r;
+  return r;
+}
+
 }  // namespace
 
 struct stream_decoder::impl : sse_handler, ndjson_handler {
@@ -173,6 +181,7 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
   std::int64_t anth_input = -1, anth_read = -1, anth_creation = -1;
   std::int64_t timings_prompt = -1, timings_cache = -1, timings_predicted = -1;
   bool cache_fields = false;
+  bool fast_paths = true;
 
   // ------------------------------------------------------------------ framing callbacks
 
@@ -303,6 +312,9 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
       h->on_parse_error(parse_stage::json, t_ns);
       return;
     }
+    if (prov == provider::openai_chat && fast_paths && payload.size() <= max_event_bytes &&
+        chat_chunk(payload, t_ns))
+      return;
     od::document doc;
     od::value root;
     if (!parse(payload, doc, root)) {
@@ -333,6 +345,31 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
         break;
     }
     if (!ok || json_error) h->on_parse_error(parse_stage::json, t_ns);
+  }
+
+  // A chat completion chunk read without simdjson (openai_chunk.hpp); false: it was not read
+  // and nothing was emitted.  Emits exactly what decode_openai would, in the same order.
+  bool chat_chunk(std::string_view payload, std::int64_t t_ns) {
+    auto& reader = thread_chunk_reader();
+    if (!reader.read(payload)) return false;
+    using field = openai_chunk_reader::field;
+    for (const auto& part : reader.parts()) {
+      switch (part.what) {
+        case field::content:
+          content(part.text, t_ns);
+          break;
+        case field::reasoning:
+          token(channel::reasoning, part.text, t_ns);
+          break;
+        case field::tool_arguments:
+          token(channel::tool, part.text, t_ns);
+          break;
+        case field::finish_reason:
+          h->on_finish_reason(part.text);
+          break;
+      }
+    }
+    return true;
   }
 
   // The path did not say: recognize the provider from the first payload, then decode it.
@@ -736,6 +773,10 @@ provider stream_decoder::detected_provider() const noexcept {
 
 std::uint64_t stream_decoder::token_events(channel c) const noexcept {
   return impl_->tokens[static_cast<std::size_t>(c)];
+}
+
+void stream_decoder::set_fast_paths(bool on) noexcept {
+  impl_->fast_paths = on;
 }
 
 }  // namespace tokentap::parsers

@@ -81,6 +81,11 @@ class stream_decoder {
   provider detected_provider() const noexcept;
   std::uint64_t token_events(channel c) const noexcept;
 
+  /// On by default: chat completion chunks are read by openai_chunk_reader, which hands anything
+  /// unusual to simdjson.  Off: every payload through simdjson — the reference the differential
+  /// tests and fuzz_decoder_openai_chat compare the fast path with.
+  void set_fast_paths(bool on) noexcept;
+
  private:
   struct impl;
   std::unique_ptr<impl> impl_;

@@ -99,11 +99,13 @@ std::string anthropic_stream(int tokens) {
   return out;
 }
 
-void decode_bench(benchmark::State& state, const std::string& stream, parsers::provider prov) {
+void decode_bench(benchmark::State& state, const std::string& stream, parsers::provider prov,
+                  bool fast_paths = true) {
   token_counter c;
   std::size_t events = 0;
   for (auto _ : state) {
     parsers::stream_decoder d(prov, "text/event-stream");
+    d.set_fast_paths(fast_paths);
     for (std::size_t i = 0; i < stream.size(); i += 4096)
       d.feed(std::string_view(stream).substr(i, 4096), 0, c);
     d.finish(0, c);
@@ -115,11 +117,12 @@ void decode_bench(benchmark::State& state, const std::string& stream, parsers::p
       benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
 
+// Arg 1: chat chunks read by openai_chunk_reader (the default); 0: every chunk through simdjson.
 void BM_DecodeOpenAI(benchmark::State& state) {
   static const std::string s = openai_stream(4000);
-  decode_bench(state, s, parsers::provider::openai_chat);
+  decode_bench(state, s, parsers::provider::openai_chat, state.range(0) != 0);
 }
-BENCHMARK(BM_DecodeOpenAI);
+BENCHMARK(BM_DecodeOpenAI)->Arg(0)->Arg(1);
 
 // What the trace hook does with every forwarded read: JSON-escape it (one pass that also
 // validates UTF-8), as the `raw` field of the trace record.

@@ -13,16 +13,31 @@ namespace {
 
 using namespace std::string_literals;
 
+std::string run(const std::vector<std::string_view>& chunks, provider p,
+                std::string_view content_type, std::size_t max, bool fast_paths,
+                std::string* sequence = nullptr) {
+  stream_decoder d(p, content_type, max);
+  d.set_fast_paths(fast_paths);
+  test::decoder_transcript t;
+  for (auto c : chunks) d.feed(c, 0, t);
+  d.finish(0, t);
+  EXPECT_FALSE(t.empty_token);
+  if (sequence != nullptr) *sequence = t.sequence;
+  return t.describe(d);
+}
+
+// Every way of splitting the body gives the same result, and the simdjson-only decoder (fast
+// paths off) reports exactly the same calls in the same order.
 std::string decode(std::string_view body, provider p,
                    std::string_view content_type = "text/event-stream", std::size_t max = 1 << 20) {
-  return test::grind(body, [&](const std::vector<std::string_view>& chunks) {
-    stream_decoder d(p, content_type, max);
-    test::decoder_transcript t;
-    for (auto c : chunks) d.feed(c, 0, t);
-    d.finish(0, t);
-    EXPECT_FALSE(t.empty_token);
-    return t.describe(d);
+  const auto whole = test::grind(body, [&](const std::vector<std::string_view>& chunks) {
+    return run(chunks, p, content_type, max, true);
   });
+  std::string fast_sequence, reference_sequence;
+  EXPECT_EQ(run({body}, p, content_type, max, true, &fast_sequence),
+            run({body}, p, content_type, max, false, &reference_sequence));
+  EXPECT_EQ(fast_sequence, reference_sequence);
+  return whole;
 }
 
 // ---- OpenAI Chat Completions (reference §3a, verbatim)

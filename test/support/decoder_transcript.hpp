@@ -12,6 +12,7 @@ namespace tokentap::test {
 struct decoder_transcript : parsers::decoder_handler {
   std::string text[3];
   std::string log;
+  std::string sequence;  ///< every call in order, token boundaries included (not in describe())
   std::uint64_t tokens[3] = {0, 0, 0};
   bool empty_token = false;  ///< a token event without text (never allowed)
 
@@ -19,16 +20,20 @@ struct decoder_transcript : parsers::decoder_handler {
     if (t.empty()) empty_token = true;
     text[static_cast<int>(ch)] += t;
     ++tokens[static_cast<int>(ch)];
+    sequence += "token(" + std::string(to_string(ch)) + "," + std::string(t) + ")";
   }
   void on_stream_error(std::string_view type, std::string_view msg,
                        std::int64_t) noexcept override {
     log += "error(" + std::string(type) + "," + std::string(msg) + ")";
+    sequence += "error(" + std::string(type) + "," + std::string(msg) + ")";
   }
   void on_finish_reason(std::string_view r) noexcept override {
     log += "finish(" + std::string(r) + ")";
+    sequence += "finish(" + std::string(r) + ")";
   }
   void on_parse_error(parsers::parse_stage s, std::int64_t) noexcept override {
     log += "parse_error(" + std::string(to_string(s)) + ")";
+    sequence += "parse_error(" + std::string(to_string(s)) + ")";
   }
 
   std::string describe(const parsers::stream_decoder& d) const {

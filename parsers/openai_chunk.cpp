@@ -1,0 +1,389 @@
+#include "parsers/openai_chunk.hpp"
+
+#include <bit>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace tokentap::parsers {
+
+namespace {
+
+// Bytes that end a run of plain string bytes: the closing quote, an escape, a control character
+// (invalid unescaped) and the first byte of a multi-byte UTF-8 sequence (validated one by one).
+constexpr bool stops_run(unsigned char c) {
+  return c == '"' || c == '\\' || c < 0x20 || c >= 0x80;
+}
+
+constexpr auto stop_table = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 256; ++c)
+    t[static_cast<std::size_t>(c)] = stops_run(static_cast<unsigned char>(c));
+  return t;
+}();
+
+// The first byte at or after `s` that stops a run, or `end`.
+const char* next_stop(const char* s, const char* end) noexcept {
+#if defined(__SSE2__)
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  const __m128i space = _mm_set1_epi8(0x20);
+  while (end - s >= 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+    // Signed compare: 0x00-0x1f and 0x80-0xff (negative) are both "less than a space".
+    const __m128i hit =
+        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                     _mm_cmplt_epi8(v, space));
+    const auto mask = static_cast<unsigned>(_mm_movemask_epi8(hit));
+    if (mask != 0) return s + std::countr_zero(mask);
+    s += 16;
+  }
+#endif
+  while (s < end && !stop_table[static_cast<unsigned char>(*s)]) ++s;
+  return s;
+}
+
+// Length of the well-formed UTF-8 sequence at `s` (whose first byte is >= 0x80), 0 if it is not
+// one (Unicode Table 3-7: no overlongs, no surrogates, nothing past U+10FFFF) — what simdjson's
+// stage 1 accepts.
+std::size_t utf8_sequence(const char* s, const char* end) noexcept {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned c = byte(0);
+  std::size_t n;
+  unsigned lo = 0x80, hi = 0xbf;  // the second byte's range
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  } else {
+    return 0;
+  }
+  if (static_cast<std::size_t>(end - s) < n || byte(1) < lo || byte(1) > hi) return 0;
+  for (std::size_t i = 2; i < n; ++i)
+    if ((byte(i) & 0xc0) != 0x80) return 0;
+  return n;
+}
+
+int hex_digit(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The four hex digits at `s` (validated while scanning the string).
+unsigned hex4(const char* s) noexcept {
+  unsigned v = 0;
+  for (int i = 0; i < 4; ++i) v = v << 4 | static_cast<unsigned>(hex_digit(s[i]));
+  return v;
+}
+
+void append_utf8(std::string& out, unsigned cp) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xc0 | cp >> 6));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xe0 | cp >> 12));
+    out.push_back(static_cast<char>(0x80 | (cp >> 6 & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  } else {
+    out.push_back(static_cast<char>(0xf0 | cp >> 18));
+    out.push_back(static_cast<char>(0x80 | (cp >> 12 & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | (cp >> 6 & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  }
+}
+
+bool is_digit(char c) noexcept {
+  return c >= '0' && c <= '9';
+}
+
+// A key compared with a literal of known length (the compiler inlines the comparison).
+template <std::size_t N>
+bool is(std::string_view key, const char (&literal)[N]) noexcept {
+  return key.size() == N - 1 && std::memcmp(key.data(), literal, N - 1) == 0;
+}
+
+}  // namespace
+
+// Recursive descent over [begin, end): every step takes the position of what it reads and
+// returns the position after it, nullptr to decline.  Containers are entered at a known depth.
+struct openai_chunk_reader::scan {
+  openai_chunk_reader& r;
+  const char* const end;
+
+  // The first byte at or after `s` that is not JSON whitespace; nullptr at the end.
+  const char* ws(const char* s) const noexcept {
+    if (s<end&& static_cast<unsigned char>(*s)> ' ') return s;  // compact JSON: always
+    for (; s < end; ++s) {
+      const char c = *s;
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return s;
+    }
+    return nullptr;
+  }
+
+  template <class OnField>
+  const char* object(const char* s, int depth, OnField&& on_field) {
+    if (depth > max_depth || !(s = ws(s + 1))) return nullptr;  // past '{'
+    if (*s == '}') return s + 1;
+    for (;;) {
+      std::string_view key;
+      if (*s != '"' || !(s = key_string(s, key)) || !(s = ws(s)) || *s != ':' || !(s = ws(s + 1)) ||
+          !(s = on_field(key, s)) || !(s = ws(s)))
+        return nullptr;
+      if (*s == '}') return s + 1;
+      if (*s != ',' || !(s = ws(s + 1))) return nullptr;
+    }
+  }
+
+  template <class OnElement>
+  const char* array(const char* s, int depth, OnElement&& on_element) {
+    if (depth > max_depth || !(s = ws(s + 1))) return nullptr;  // past '['
+    if (*s == ']') return s + 1;
+    for (;;) {
+      if (!(s = on_element(s)) || !(s = ws(s))) return nullptr;
+      if (*s == ']') return s + 1;
+      if (*s != ',' || !(s = ws(s + 1))) return nullptr;
+    }
+  }
+
+  // The fields decode_openai reads for provider openai_chat, mirrored one for one.
+  const char* root(const char* s) {
+    return object(s, 1, [&](std::string_view key, const char* v) -> const char* {
+      if (is(key, "choices")) return *v == '[' ? choices(v) : value(v, 1);
+      if (is(key, "usage")) return literal(v, "null");  // counts: the slow path reads them
+      if (is(key, "error") || is(key, "timings") || is(key, "tokens_cached")) return nullptr;
+      return value(v, 1);
+    });
+  }
+
+  const char* choices(const char* s) {
+    return array(s, 2, [&](const char* v) { return *v == '{' ? choice(v) : value(v, 2); });
+  }
+
+  const char* choice(const char* s) {
+    return object(s, 3, [&](std::string_view key, const char* v) {
+      if (is(key, "delta") || is(key, "message")) return *v == '{' ? delta(v) : value(v, 3);
+      if (is(key, "text")) return text(v, field::content, 3);
+      if (is(key, "finish_reason")) return text(v, field::finish_reason, 3);
+      return value(v, 3);
+    });
+  }
+
+  const char* delta(const char* s) {
+    return object(s, 4, [&](std::string_view key, const char* v) {
+      if (is(key, "content")) return text(v, field::content, 4);
+      if (is(key, "reasoning_content") || is(key, "reasoning")) return text(v, field::reasoning, 4);
+      if (is(key, "tool_calls")) return *v == '[' ? tool_calls(v) : value(v, 4);
+      return value(v, 4);
+    });
+  }
+
+  const char* tool_calls(const char* s) {
+    const auto function = [&](const char* f) {
+      return object(f, 7, [&](std::string_view key, const char* v) {
+        return is(key, "arguments") ? text(v, field::tool_arguments, 7) : value(v, 7);
+      });
+    };
+    const auto call = [&](const char* c) {
+      return object(c, 6, [&](std::string_view key, const char* v) {
+        return is(key, "function") && *v == '{' ? function(v) : value(v, 6);
+      });
+    };
+    return array(s, 5, [&](const char* v) { return *v == '{' ? call(v) : value(v, 5); });
+  }
+
+  // A value whose string form is a text; anything else the slow path reads as "" (no event).
+  const char* text(const char* s, field what, int depth) {
+    if (*s != '"') return value(s, depth);
+    bool escaped = false;
+    const char* const close = string_end(s, escaped);
+    if (close == nullptr) return nullptr;
+    std::string_view t(s + 1, static_cast<std::size_t>(close - s - 1));
+    if (escaped && !unescape(t, t)) return nullptr;
+    if (!t.empty()) {
+      if (r.count_ == max_parts) return nullptr;
+      r.parts_[r.count_++] = part{what, t};
+    }
+    return close + 1;
+  }
+
+  const char* value(const char* s, int depth) {
+    switch (*s) {
+      case '"': {
+        bool escaped = false;
+        const char* const close = string_end(s, escaped);
+        return close != nullptr ? close + 1 : nullptr;
+      }
+      case '{':
+        return object(s, depth + 1,
+                      [&](std::string_view, const char* v) { return value(v, depth + 1); });
+      case '[':
+        return array(s, depth + 1, [&](const char* v) { return value(v, depth + 1); });
+      case 't':
+        return literal(s, "true");
+      case 'f':
+        return literal(s, "false");
+      case 'n':
+        return literal(s, "null");
+      default:
+        return number(s);
+    }
+  }
+
+  // A key: compared as written, so one with an escape is declined (the slow path unescapes).
+  const char* key_string(const char* s, std::string_view& key) {
+    bool escaped = false;
+    const char* const close = string_end(s, escaped);
+    if (close == nullptr || escaped) return nullptr;
+    key = std::string_view(s + 1, static_cast<std::size_t>(close - s - 1));
+    return close + 1;
+  }
+
+  // The closing quote of the string opening at `s`, everything between validated: UTF-8, no
+  // control bytes, escapes well formed (`\u` with four hex digits).
+  const char* string_end(const char* s, bool& escaped) const noexcept {
+    for (++s;;) {
+      s = next_stop(s, end);
+      if (s == end) return nullptr;
+      const auto c = static_cast<unsigned char>(*s);
+      if (c == '"') return s;
+      if (c == '\\') {
+        if (end - s < 2) return nullptr;
+        escaped = true;
+        switch (s[1]) {
+          case '"':
+          case '\\':
+          case '/':
+          case 'b':
+          case 'f':
+          case 'n':
+          case 'r':
+          case 't':
+            s += 2;
+            continue;
+          case 'u':
+            if (end - s < 6) return nullptr;
+            for (int i = 2; i < 6; ++i)
+              if (hex_digit(s[i]) < 0) return nullptr;
+            s += 6;
+            continue;
+          default:
+            return nullptr;
+        }
+      }
+      if (c < 0x20) return nullptr;
+      const auto n = utf8_sequence(s, end);
+      if (n == 0) return nullptr;
+      s += n;
+    }
+  }
+
+  // Decodes a validated escaped string into r.unescaped_.  Surrogate escapes are taken only as a
+  // proper pair (simdjson's handling of anything else differs by version: declined).
+  bool unescape(std::string_view in, std::string_view& out) {
+    auto& u = r.unescaped_;
+    const std::size_t start = u.size();
+    const char* p = in.data();
+    const char* const stop = p + in.size();
+    while (p < stop) {
+      const auto* bs =
+          static_cast<const char*>(std::memchr(p, '\\', static_cast<std::size_t>(stop - p)));
+      u.append(p, bs != nullptr ? bs : stop);
+      if (bs == nullptr) break;
+      p = bs + 2;
+      switch (bs[1]) {
+        case 'b':
+          u.push_back('\b');
+          break;
+        case 'f':
+          u.push_back('\f');
+          break;
+        case 'n':
+          u.push_back('\n');
+          break;
+        case 'r':
+          u.push_back('\r');
+          break;
+        case 't':
+          u.push_back('\t');
+          break;
+        case 'u': {
+          unsigned cp = hex4(bs + 2);
+          p = bs + 6;
+          if (cp >= 0xdc00 && cp <= 0xdfff) return false;
+          if (cp >= 0xd800 && cp <= 0xdbff) {
+            if (stop - p < 6 || p[0] != '\\' || p[1] != 'u') return false;
+            const unsigned low = hex4(p + 2);
+            if (low < 0xdc00 || low > 0xdfff) return false;
+            cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
+            p += 6;
+          }
+          append_utf8(u, cp);
+          break;
+        }
+        default:  // '"', '\\', '/'
+          u.push_back(bs[1]);
+          break;
+      }
+    }
+    out = std::string_view(u.data() + start, u.size() - start);
+    return true;
+  }
+
+  const char* number(const char* s) const noexcept {
+    if (*s == '-') ++s;
+    if (s == end) return nullptr;
+    if (*s == '0') {
+      ++s;
+    } else if (is_digit(*s)) {
+      while (s < end && is_digit(*s)) ++s;
+    } else {
+      return nullptr;
+    }
+    if (s < end && *s == '.') {
+      ++s;
+      if (s == end || !is_digit(*s)) return nullptr;
+      while (s < end && is_digit(*s)) ++s;
+    }
+    if (s < end && (*s == 'e' || *s == 'E')) {
+      ++s;
+      if (s < end && (*s == '+' || *s == '-')) ++s;
+      if (s == end || !is_digit(*s)) return nullptr;
+      while (s < end && is_digit(*s)) ++s;
+    }
+    return s;
+  }
+
+  template <std::size_t N>
+  const char* literal(const char* s, const char (&word)[N]) const noexcept {
+    if (static_cast<std::size_t>(end - s) < N - 1 || std::memcmp(s, word, N - 1) != 0)
+      return nullptr;
+    return s + (N - 1);
+  }
+};
+
+bool openai_chunk_reader::read(std::string_view doc) noexcept {
+  count_ = 0;
+  if (doc.size() > max_bytes) return false;
+  // Unescaped text is never longer than its escaped form, so with this capacity appending never
+  // reallocates and the views already handed out stay valid.
+  if (unescaped_.capacity() < doc.size()) unescaped_.reserve(doc.size());
+  unescaped_.clear();
+  scan sc{*this, doc.data() + doc.size()};
+  const char* s = sc.ws(doc.data());
+  if (s == nullptr || *s != '{' || !(s = sc.root(s))) return false;
+  return sc.ws(s) == nullptr;  // nothing but whitespace after the object
+}
+
+}  // namespace tokentap::parsers

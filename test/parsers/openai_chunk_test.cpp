@@ -1,0 +1,388 @@
+// openai_chunk_reader, the chat-chunk fast path: what it accepts it reads exactly as the
+// simdjson decoder does, and it declines everything it is not sure of.  The last test generates
+// chunks — valid, odd and broken — and holds the decoder with and without the fast path to the
+// same calls in the same order.
+#include "parsers/openai_chunk.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "parsers/stream_decoder.hpp"
+#include "test/support/decoder_transcript.hpp"
+
+namespace tokentap::parsers {
+namespace {
+
+using namespace std::string_literals;
+
+std::string parts_of(std::string_view doc) {
+  openai_chunk_reader r;
+  if (!r.read(doc)) return "declined";
+  static constexpr std::string_view names[] = {"content", "reasoning", "tool", "finish"};
+  std::string out;
+  for (const auto& p : r.parts()) {
+    out += names[static_cast<int>(p.what)];
+    out += '(';
+    out += p.text;
+    out += ')';
+  }
+  return out;
+}
+
+std::string with_content(std::string_view raw_json_string_body) {
+  return R"({"choices":[{"delta":{"content":")" + std::string(raw_json_string_body) + R"("}}]})";
+}
+
+TEST(OpenAIChunkReader, ReadsTheTextsOfAChunkInDocumentOrder) {
+  EXPECT_EQ(
+      parts_of(
+          R"({"id":"chatcmpl-CVFjOTBIgA3kuQLnIXXxtg7Ge7hbs","object":"chat.completion.chunk","created":1761564674,"model":"gpt-3.5-turbo-0125","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":{"content":" there"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"Gpkah"})"),
+      "content( there)");
+  EXPECT_EQ(
+      parts_of(
+          R"({"choices":[{"delta":{"reasoning_content":"think","content":"say"},"finish_reason":"stop"},{"message":{"reasoning":"r2","tool_calls":[{"index":0,"function":{"name":"f","arguments":"{\"a\":1}"}}]},"text":"legacy"}]})"),
+      R"(reasoning(think)content(say)finish(stop)reasoning(r2)tool({"a":1})content(legacy))");
+  // Empty and non-string texts are read as nothing, as the decoder reads them.
+  EXPECT_EQ(
+      parts_of(
+          R"({"choices":[{"delta":{"content":"","reasoning":null,"tool_calls":[{"function":{"arguments":7}}]},"finish_reason":false}],"usage":null})"),
+      "");
+  // Other shapes where the decoder expects containers are skipped like any value.
+  EXPECT_EQ(parts_of(R"({"choices":{"delta":{"content":"x"}},"x":[{"delta":{"content":"y"}}]})"),
+            "");
+  EXPECT_EQ(parts_of(R"({"choices":[1,"a",{"delta":"x"},{"delta":{"tool_calls":{"a":1}}}]})"), "");
+  // JSON whitespace anywhere.
+  EXPECT_EQ(parts_of(" \r\n\t{ \"choices\" :\n[ { \"delta\" : { \"content\" : \"x\" } } ] }\n "),
+            "content(x)");
+}
+
+TEST(OpenAIChunkReader, UnescapesTextsAndKeepsEveryViewValid) {
+  EXPECT_EQ(parts_of(with_content(R"(a\nb\"c\\d\/e\tf\b\f\r)")), "content(a\nb\"c\\d/e\tf\b\f\r)");
+  EXPECT_EQ(parts_of(with_content(R"(\u00e9\u4e2d\ud83d\ude00\u0000!)")),
+            "content(\xC3\xA9\xE4\xB8\xAD\xF0\x9F\x98\x80\0!)"s);
+  EXPECT_EQ(
+      parts_of(
+          R"({"choices":[{"delta":{"content":"a\nb"}},{"delta":{"content":"plain"}},{"delta":{"content":"\u4e2d\"","reasoning":"\\"}}]})"),
+      "content(a\nb)content(plain)content(\xE4\xB8\xAD\")reasoning(\\)");
+}
+
+TEST(OpenAIChunkReader, AcceptsWellFormedUtf8AndDeclinesTheRest) {
+  EXPECT_EQ(parts_of(with_content("首先，Wait")), "content(首先，Wait)");
+  EXPECT_EQ(parts_of(with_content("\xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF \xEE\x80\x80 \xC2\x80")),
+            "content(\xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF \xEE\x80\x80 \xC2\x80)");
+  for (const char* bad : {"\xC0\x80", "\xC1\xBF", "\xE0\x80\x80", "\xED\xA0\x80",
+                          "\xF0\x80\x80\x80", "\xF4\x90\x80\x80", "\xF5\x80\x80\x80", "\x80",
+                          "\xBF", "\xE4\xB8", "\xFF", "\xFE", "\xE4\xB8x"}) {
+    EXPECT_EQ(parts_of(with_content(bad)), "declined") << testing::PrintToString(bad);
+    EXPECT_EQ(parts_of(R"({"id":")" + std::string(bad) + R"(","choices":[]})"), "declined");
+  }
+  EXPECT_EQ(parts_of("{\"k\xFF\":1}"), "declined");
+}
+
+TEST(OpenAIChunkReader, DeclinesWhatOnlyTheFullDecoderReads) {
+  EXPECT_EQ(parts_of(R"({"choices":[],"usage":{"prompt_tokens":1}})"), "declined");
+  EXPECT_EQ(parts_of(R"({"choices":[],"usage":0})"), "declined");
+  EXPECT_EQ(parts_of(R"({"choices":[],"usage":null})"), "");
+  EXPECT_EQ(parts_of(R"({"error":{"message":"x"}})"), "declined");
+  EXPECT_EQ(parts_of(R"({"error":null})"), "declined");
+  EXPECT_EQ(parts_of(R"({"timings":{}})"), "declined");
+  EXPECT_EQ(parts_of(R"({"tokens_cached":3})"), "declined");
+  // Keys are compared as written: an escaped key is the decoder's to unescape.
+  EXPECT_EQ(parts_of(R"({"ch\u006fices":[{"delta":{"content":"x"}}]})"), "declined");
+  EXPECT_EQ(parts_of(R"({"a\"b":1})"), "declined");
+  // Surrogate escapes in a text only as a proper pair; a skipped string is only validated.
+  for (const char* bad : {R"(\ud800)", R"(\udc00)", R"(\ud800\u0041)", R"(\ud800x)",
+                          R"(\ud800\ud800)", R"(\udbff\ue000)"})
+    EXPECT_EQ(parts_of(with_content(bad)), "declined") << bad;
+  EXPECT_EQ(parts_of(R"({"id":"\ud800","choices":[]})"), "");
+  // At most max_bytes: larger documents are rare and keep no buffer of this reader's.
+  const auto padded = [](std::size_t size) {
+    std::string d = R"({"choices":[{"delta":{"content":"x"}}],"pad":")";
+    d.append(size - d.size() - 2, 'p');
+    return d + "\"}";
+  };
+  EXPECT_EQ(parts_of(padded(openai_chunk_reader::max_bytes)), "content(x)");
+  EXPECT_EQ(parts_of(padded(openai_chunk_reader::max_bytes + 1)), "declined");
+  // At most max_parts texts.
+  std::string doc = R"({"choices":[)";
+  for (std::size_t i = 0; i < openai_chunk_reader::max_parts; ++i)
+    doc += (i ? "," : "") + std::string(R"({"delta":{"content":"x"}})");
+  EXPECT_EQ(parts_of(doc + "]}"),
+            "content(x)content(x)content(x)content(x)content(x)content(x)"
+            "content(x)content(x)");
+  EXPECT_EQ(parts_of(doc + R"(,{"text":"y"}]})"), "declined");
+  // Nesting: the root is depth 1, a container in it depth 2, ... up to max_depth.
+  const auto nested = [](int depth) {
+    return R"({"x":)" + std::string(static_cast<std::size_t>(depth - 1), '[') +
+           std::string(static_cast<std::size_t>(depth - 1), ']') + "}";
+  };
+  EXPECT_EQ(parts_of(nested(openai_chunk_reader::max_depth)), "");
+  EXPECT_EQ(parts_of(nested(openai_chunk_reader::max_depth + 1)), "declined");
+}
+
+TEST(OpenAIChunkReader, AcceptsStrictJsonOnly) {
+  EXPECT_EQ(parts_of(R"({"a":-0.5e+10,"b":0,"c":1E5,"d":-12.25E-3,"e":[true,false,null,{},[]]})"),
+            "");
+  for (const char* bad : {R"({"a":1,})",
+                          R"({"a" 1})",
+                          R"({a:1})",
+                          R"({"a":01})",
+                          R"({"a":1.})",
+                          R"({"a":-})",
+                          R"({"a":1e})",
+                          R"({"a":+1})",
+                          R"({"a":.5})",
+                          R"({"a":tru})",
+                          R"({"a":nul})",
+                          R"({"a":truex})",
+                          R"({"a":"x"} x)",
+                          R"({"a":1}{"b":2})",
+                          "{\"a\":\"tab\there\"}",
+                          R"({'a':1})",
+                          R"({"a":NaN})",
+                          R"({"a":[1,]})",
+                          R"({"a":[1 2]})",
+                          R"([1])",
+                          "",
+                          "   ",
+                          R"({"a":"x)",
+                          R"({"a":"\x"})",
+                          R"({"a":"\u12G4"})",
+                          R"({"a":"\u12"})",
+                          R"({"a":)",
+                          R"({"a")",
+                          R"({)",
+                          R"({"a":[)",
+                          R"({"a":{"b":1})",
+                          "{\"a\":1}\x01",
+                          R"({"a":1]})",
+                          R"({"a":1 "b":2})",
+                          R"({,"a":1})",
+                          R"({"a"::1})"})
+    EXPECT_EQ(parts_of(bad), "declined") << bad;
+}
+
+// ---- differential: the decoder with and without the fast path
+
+// Chunk-shaped documents from random pieces: the fields the decoder reads, in random order and
+// number, with values of every JSON type, escapes, multi-byte and broken UTF-8, whitespace, and
+// now and then a byte inserted, dropped or replaced.
+class chunk_maker {
+ public:
+  explicit chunk_maker(unsigned seed) : rng_(seed) {}
+
+  std::string document() {
+    std::string d = ws() + "{";
+    const int n = pick(6);
+    for (int i = 0; i < n; ++i) {
+      if (i) d += ",";
+      switch (pick(16)) {
+        case 0:
+          d += field("id", text());
+          break;
+        case 1:
+          d += field("object", R"("chat.completion.chunk")");
+          break;
+        case 2:
+          d += field("created", "1761564674");
+          break;
+        case 3:
+          d += field("usage", pick(6) ? "null" : R"({"prompt_tokens":3,"completion_tokens":4})");
+          break;
+        case 4:
+          d += field(pick(2) ? "error" : pick(2) ? "timings" : "tokens_cached", scalar());
+          break;
+        case 5:
+          d += field("x", scalar());
+          break;
+        default:
+          d += field("choices", pick(8) ? choices() : scalar());
+          break;
+      }
+    }
+    d += "}" + ws();
+    if (pick(6) == 0) mutate(d);
+    return d;
+  }
+
+ private:
+  int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
+
+  std::string ws() {
+    static constexpr const char* w[] = {"", "", "", "", " ", "\n", " \t\r\n "};
+    return w[pick(7)];
+  }
+
+  std::string field(std::string_view key, const std::string& value) {
+    return ws() + "\"" + std::string(key) + "\"" + ws() + ":" + ws() + value + ws();
+  }
+
+  // Texts as JSON strings: mostly well formed (escapes, think tags, multi-byte), now and then
+  // with a piece the reader must decline.
+  std::string text() {
+    static constexpr const char* good[] = {"Hi",
+                                           "",
+                                           " there",
+                                           "First,",
+                                           "a\\nb",
+                                           "q\\\"uote",
+                                           "back\\\\slash",
+                                           "\\/",
+                                           "\\u00e9",
+                                           "\\ud83d\\ude00",
+                                           "首先",
+                                           "tab\\t",
+                                           "<think>",
+                                           "</think>",
+                                           "<thi",
+                                           "\\u0000",
+                                           "\xF0\x9F\x98\x80",
+                                           "\\\\u0041",
+                                           "\\u003cthink\\u003e"};
+    static constexpr const char* bad[] = {"\\ud800", "\\udc00x", "\xE4\xB8", "\xC0\x80",
+                                          "\\x",     "ctl\x01",  "\\u12"};
+    std::string s = "\"";
+    for (int n = 1 + pick(2); n > 0; --n)
+      s += pick(12) ? good[pick(static_cast<int>(std::size(good)))]
+                    : bad[pick(static_cast<int>(std::size(bad)))];
+    return s + "\"";
+  }
+
+  std::string scalar() {
+    static constexpr const char* good[] = {
+        "null",  "true", "false", "0",     "-1.5e3",         "12",
+        "\"s\"", "{}",   "[]",    "[1,2]", "{\"a\":[null]}", "{\"content\":\"z\"}"};
+    static constexpr const char* bad[] = {"01", "nul", "1.", "[1,]"};
+    return pick(10) ? good[pick(static_cast<int>(std::size(good)))]
+                    : bad[pick(static_cast<int>(std::size(bad)))];
+  }
+
+  std::string textish() { return pick(5) ? text() : scalar(); }
+
+  std::string choices() {
+    std::string c = "[" + ws();
+    for (int n = pick(4), i = 0; i < n; ++i) c += (i ? "," : "") + (pick(8) ? choice() : scalar());
+    return c + ws() + "]";
+  }
+
+  std::string choice() {
+    std::string c = "{";
+    for (int n = pick(5), i = 0; i < n; ++i) {
+      if (i) c += ",";
+      switch (pick(7)) {
+        case 0:
+          c += field("index", "0");
+          break;
+        case 1:
+          c += field("text", textish());
+          break;
+        case 2:
+          c += field("finish_reason", pick(2) ? "null" : textish());
+          break;
+        case 3:
+          c += field("logprobs", scalar());
+          break;
+        default:
+          c += field(pick(4) ? "delta" : "message", pick(8) ? delta() : scalar());
+          break;
+      }
+    }
+    return c + "}";
+  }
+
+  std::string delta() {
+    std::string d = "{";
+    for (int n = pick(4), i = 0; i < n; ++i) {
+      if (i) d += ",";
+      switch (pick(6)) {
+        case 0:
+          d += field("role", "\"assistant\"");
+          break;
+        case 1:
+          d += field(pick(2) ? "reasoning_content" : "reasoning", textish());
+          break;
+        case 2:
+          d += field("tool_calls", pick(6) ? tool_calls() : scalar());
+          break;
+        default:
+          d += field("content", textish());
+          break;
+      }
+    }
+    return d + "}";
+  }
+
+  std::string tool_calls() {
+    std::string t = "[";
+    for (int n = pick(3), i = 0; i < n; ++i) {
+      if (i) t += ",";
+      t += "{" + field("index", "0") + "," +
+           field("function",
+                 pick(6) ? "{" + field("name", "\"f\"") + "," + field("arguments", textish()) + "}"
+                         : scalar()) +
+           "}";
+    }
+    return t + "]";
+  }
+
+  void mutate(std::string& d) {
+    static constexpr char bytes[] = {'{',  '}', '[', ']', '"',    ',',   ':',
+                                     '\\', ' ', 'x', '0', '\x80', '\xE4'};
+    const auto at = static_cast<std::size_t>(pick(static_cast<int>(d.size()) + 1));
+    const char b = bytes[pick(static_cast<int>(std::size(bytes)))];
+    switch (pick(3)) {
+      case 0:
+        d.insert(d.begin() + static_cast<std::ptrdiff_t>(at), b);
+        break;
+      case 1:
+        if (at < d.size()) d.erase(at, 1);
+        break;
+      default:
+        if (at < d.size()) d[at] = b;
+        break;
+    }
+  }
+
+  std::mt19937 rng_;
+};
+
+std::string decode_once(std::string_view doc, bool fast_paths) {
+  stream_decoder d(provider::openai_chat, "application/json");
+  d.set_fast_paths(fast_paths);
+  test::decoder_transcript t;
+  d.feed(doc, 0, t);
+  d.finish(0, t);
+  EXPECT_FALSE(t.empty_token);
+  return t.describe(d) + "\n" + t.sequence;
+}
+
+TEST(OpenAIChunkReader, DecoderReadsGeneratedChunksTheSameWithAndWithoutIt) {
+  chunk_maker make(20261130);
+  openai_chunk_reader reader;
+  int accepted = 0, declined = 0, with_text = 0;
+  constexpr int documents = 30000;
+  for (int i = 0; i < documents; ++i) {
+    const auto doc = make.document();
+    if (reader.read(doc)) {
+      ++accepted;
+      with_text += reader.parts().empty() ? 0 : 1;
+    } else {
+      ++declined;
+    }
+    const auto fast = decode_once(doc, true);
+    const auto reference = decode_once(doc, false);
+    ASSERT_EQ(fast, reference) << "document #" << i << ": " << doc;
+  }
+  // The generator exercises both sides of the fast path.
+  std::printf("generated chunks: %d read by the fast path (%d with texts), %d declined\n", accepted,
+              with_text, declined);
+  EXPECT_GT(accepted, documents * 3 / 10);
+  EXPECT_GT(with_text, documents / 10);
+  EXPECT_GT(declined, documents * 15 / 100);
+}
+
+}  // namespace
+}  // namespace tokentap::parsers
