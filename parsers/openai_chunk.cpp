@@ -108,6 +108,28 @@ bool is_digit(char c) noexcept {
   return c >= '0' && c <= '9';
 }
 
+// The byte a one-character escape (`\n`, `\"`, ...) stands for; 0 for `u` and invalid escapes.
+constexpr char escaped_byte(char c) noexcept {
+  switch (c) {
+    case '"':
+    case '\\':
+    case '/':
+      return c;
+    case 'b':
+      return '\b';
+    case 'f':
+      return '\f';
+    case 'n':
+      return '\n';
+    case 'r':
+      return '\r';
+    case 't':
+      return '\t';
+    default:
+      return 0;
+  }
+}
+
 // A key compared with a literal of known length (the compiler inlines the comparison).
 template <std::size_t N>
 bool is(std::string_view key, const char (&literal)[N]) noexcept {
@@ -261,26 +283,16 @@ struct openai_chunk_reader::scan {
       if (c == '\\') {
         if (end - s < 2) return nullptr;
         escaped = true;
-        switch (s[1]) {
-          case '"':
-          case '\\':
-          case '/':
-          case 'b':
-          case 'f':
-          case 'n':
-          case 'r':
-          case 't':
-            s += 2;
-            continue;
-          case 'u':
-            if (end - s < 6) return nullptr;
-            for (int i = 2; i < 6; ++i)
-              if (hex_digit(s[i]) < 0) return nullptr;
-            s += 6;
-            continue;
-          default:
-            return nullptr;
+        if (s[1] != 'u') {
+          if (escaped_byte(s[1]) == 0) return nullptr;
+          s += 2;
+          continue;
         }
+        if (end - s < 6) return nullptr;
+        for (int i = 2; i < 6; ++i)
+          if (hex_digit(s[i]) < 0) return nullptr;
+        s += 6;
+        continue;
       }
       if (c < 0x20) return nullptr;
       const auto n = utf8_sequence(s, end);
@@ -301,41 +313,22 @@ struct openai_chunk_reader::scan {
           static_cast<const char*>(std::memchr(p, '\\', static_cast<std::size_t>(stop - p)));
       u.append(p, bs != nullptr ? bs : stop);
       if (bs == nullptr) break;
-      p = bs + 2;
-      switch (bs[1]) {
-        case 'b':
-          u.push_back('\b');
-          break;
-        case 'f':
-          u.push_back('\f');
-          break;
-        case 'n':
-          u.push_back('\n');
-          break;
-        case 'r':
-          u.push_back('\r');
-          break;
-        case 't':
-          u.push_back('\t');
-          break;
-        case 'u': {
-          unsigned cp = hex4(bs + 2);
-          p = bs + 6;
-          if (cp >= 0xdc00 && cp <= 0xdfff) return false;
-          if (cp >= 0xd800 && cp <= 0xdbff) {
-            if (stop - p < 6 || p[0] != '\\' || p[1] != 'u') return false;
-            const unsigned low = hex4(p + 2);
-            if (low < 0xdc00 || low > 0xdfff) return false;
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
-            p += 6;
-          }
-          append_utf8(u, cp);
-          break;
-        }
-        default:  // '"', '\\', '/'
-          u.push_back(bs[1]);
-          break;
+      if (bs[1] != 'u') {
+        u.push_back(escaped_byte(bs[1]));
+        p = bs + 2;
+        continue;
       }
+      unsigned cp = hex4(bs + 2);
+      p = bs + 6;
+      if (cp >= 0xdc00 && cp <= 0xdfff) return false;
+      if (cp >= 0xd800 && cp <= 0xdbff) {
+        if (stop - p < 6 || p[0] != '\\' || p[1] != 'u') return false;
+        const unsigned low = hex4(p + 2);
+        if (low < 0xdc00 || low > 0xdfff) return false;
+        cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
+        p += 6;
+      }
+      append_utf8(u, cp);
     }
     out = std::string_view(u.data() + start, u.size() - start);
     return true;
