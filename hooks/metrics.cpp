@@ -710,6 +710,10 @@ class metrics_hook final : public hook {
   // Gaps between streamed tokens (by channel) and per-read overheads, measured by the chain.
   void on_samples(std::span<const sample> batch, mono_ns now) override {
     if (!series_) return;
+    if (batch_.itl_keys.capacity() == 0) {  // once per stream, not a doubling per few samples
+      batch_.itl_keys.reserve(64);
+      batch_.overhead_keys.reserve(64);
+    }
     const auto& bounds = reg_->buckets().itl;
     for (const auto smp : batch) {
       const double s = static_cast<double>(smp.ns()) / 1e9;

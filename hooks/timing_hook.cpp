@@ -46,6 +46,8 @@ class sample_series {
     ++count_;
     if (count_ == 1 || v > max_) max_ = v;
     if (values_.size() < cap_) {
+      // One allocation for the first 32 values instead of six doublings to get there.
+      if (values_.capacity() == 0) values_.reserve(std::min<std::size_t>(cap_, 32));
       values_.push_back(v);
       return;
     }

@@ -4,7 +4,7 @@
 #   test/bench/profile.sh [BUILD_DIR] [HOOKS]
 #
 # Runs the simulator, then `tokentap proxy` (one I/O thread) under valgrind's callgrind, drives
-# STREAMS (10) keep-alive clients for DURATION (20) seconds of 100-event streams through it, and
+# STREAMS (10) keep-alive clients for DURATION (20) seconds of TOKENS-event (100) streams through it, and
 # prints instructions per forwarded event plus the top functions (inclusive and self).  Instruction
 # counts do not depend on what else the machine runs, so two builds can be compared on a busy box.
 # HOOKS defaults to everything on: "timing, steps, cache, metrics, trace".
@@ -20,6 +20,7 @@ HOOKS=${2-timing, steps, cache, metrics, trace}
 STREAMS=${STREAMS:-10}
 DURATION=${DURATION:-20}
 ITL_MS=${ITL_MS:-5}
+TOKENS=${TOKENS:-100}
 TOOL=${TOOL:-callgrind}
 BIN=$(realpath "$BUILD/tokentap")
 LOADGEN=$(realpath "$BUILD/test/tokentap-loadgen")
@@ -47,13 +48,13 @@ PROXY_PID=$!
 wait_line "$WORK/proxy.out" "^ready"
 PROXY=$(sed -n 's/^ready proxy=\([^ ]*\).*/\1/p' "$WORK/proxy.out")
 
-"$LOADGEN" --target "$PROXY" --concurrency "$STREAMS" --duration-s "$DURATION" --tokens 100 \
+"$LOADGEN" --target "$PROXY" --concurrency "$STREAMS" --duration-s "$DURATION" --tokens "$TOKENS" \
   --itl-ms "$ITL_MS" --ttft-ms 10 --threads 1 > "$WORK/load.out" 2>&1
 kill -TERM "$PROXY_PID"
 wait "$PROXY_PID" || true
 
 events=$(sed -n 's/.* events=\([0-9]*\).*/\1/p' "$WORK/load.out")
-echo "workload: $STREAMS streams x 100 events, ${ITL_MS} ms apart, ${DURATION}s, hooks [$HOOKS]"
+echo "workload: $STREAMS streams x $TOKENS events, ${ITL_MS} ms apart, ${DURATION}s, hooks [$HOOKS]"
 echo "events forwarded: $events"
 if [ "$TOOL" = cachegrind ]; then
   # summary: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw
