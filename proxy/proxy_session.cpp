@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <random>
@@ -912,6 +913,7 @@ class proxy_session final : public session_base,
   // Header views for the taps, secret values already replaced (they never reach a hook).
   static std::vector<hooks::header_view> redacted_headers(const http::fields& fields) {
     std::vector<hooks::header_view> out;
+    out.reserve(static_cast<std::size_t>(std::distance(fields.begin(), fields.end())));
     for (const auto& f : fields) {
       const auto name = f.name_string();
       out.push_back({name, is_secret_header(name) ? std::string_view("[redacted]") : f.value()});
