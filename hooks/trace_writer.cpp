@@ -113,21 +113,27 @@ void trace_writer::run() {
 }
 
 bool trace_writer::write_one(record& r) {
-  if (r.render) r.render(r.head, r.tail);
+  // A record rendered here is rendered into the writer's own buffers, which keep their capacity
+  // for the next record (up to a few large records' worth): no allocation per record.
+  std::string& head = r.render ? head_ : r.head;
+  std::string& tail = r.render ? tail_ : r.tail;
+  if (r.render) {
+    head_.assign(r.head);
+    tail_.assign(r.tail);
+    r.render(head_, tail_);
+  }
   rendered_.clear();
   render_events(rendered_, r.events);
-  r.tail.push_back('\n');  // ours: no copy
-  iovec iov[3] = {{r.head.data(), r.head.size()},
-                  {rendered_.data(), rendered_.size()},
-                  {r.tail.data(), r.tail.size()}};
-  const std::size_t size = r.head.size() + rendered_.size() + r.tail.size();
-  // The buffer keeps its capacity for the next record, up to a few large records' worth.
+  tail.push_back('\n');  // ours: no copy
+  iovec iov[3] = {
+      {head.data(), head.size()}, {rendered_.data(), rendered_.size()}, {tail.data(), tail.size()}};
+  const std::size_t size = head.size() + rendered_.size() + tail.size();
   struct trim {
     std::string& s;
     ~trim() {
       if (s.capacity() > (4u << 20)) std::string().swap(s);
     }
-  } trim_rendered{rendered_};
+  } trim_rendered{rendered_}, trim_head{head_}, trim_tail{tail_};
   if (fd_ < 0 || file_bytes_ + size > cfg_.max_file_bytes) {
     if (!open_next()) return false;
   }

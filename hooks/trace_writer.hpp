@@ -71,7 +71,8 @@ class trace_writer {
   std::size_t file_bytes_ = 0;
   std::uint64_t seq_ = 0;
   std::int64_t last_error_log_ = 0;
-  std::string rendered_;  ///< the events of the record being written (reused)
+  std::string rendered_;     ///< the events of the record being written (reused)
+  std::string head_, tail_;  ///< a rendered record's head and tail (reused)
   trace_writer_stats stats_;
   std::thread thread_;
 };
