@@ -263,6 +263,27 @@ struct slot {
   }
 };
 
+// One recent request for /api/stats' "slowest" table.  `cache` is one of cache_class()'s
+// literals.
+struct metrics_registry::slow_row {
+  struct step_span {
+    parsers::step_kind kind;
+    double start_ms, end_ms;  // from the request's start
+    bool redundant;
+  };
+  std::string route, model;
+  parsers::provider provider;
+  stream_outcome outcome;
+  unsigned status;
+  std::int64_t start_us;
+  double ttft_ms, ttft_answer_ms, e2e_ms;
+  std::int64_t output_tokens;
+  std::string_view cache;
+  std::vector<step_span> steps;  // at most 200
+
+  void render(std::string& out) const;
+};
+
 struct metrics_registry::window {
   window(std::string r, std::string m, std::size_t n)
       : route(std::move(r)), model(std::move(m)), ring(n) {}
@@ -500,40 +521,60 @@ void metrics_registry::finish(series& s, const request_view*, const stream_summa
   };
   add(s.win->at(now_sec()));
   add(s.win->total);
-  // The slowest recent requests table.
-  std::string row = "{\"route\":";
-  json::append_string(row, route);
-  row += ",\"model\":";
-  json::append_string(row, model);
-  row += ",\"provider\":";
-  json::append_string(row, parsers::to_string(sum.provider));
-  row += ",\"status\":" + std::to_string(sum.status) + ",\"outcome\":";
-  json::append_string(row, to_string(sum.outcome));
-  row += ",\"start_us\":" + std::to_string(sum.wall_start_us) + ",\"ttft_ms\":";
-  json::append_ms(row, t.ttft_ms);
-  row += ",\"ttft_answer_ms\":";
-  json::append_ms(row, t.ttft_answer_ms);
-  row += ",\"e2e_ms\":";
-  json::append_ms(row, t.e2e_ms);
-  row += ",\"output_tokens\":";
-  json::append_int(row, u.output_tokens);
-  row += ",\"cache\":";
-  json::append_string(row, cache);
-  // Step spans (ms from the request start) for the dashboard's timeline view.
-  row += ",\"steps\":[";
-  for (std::size_t i = 0; i < sum.steps.size() && i < 200; ++i) {
-    if (i) row += ",";
-    row += "{\"kind\":\"";
-    row += parsers::to_string(sum.steps[i].kind);
-    row += "\",\"start_ms\":";
-    json::append_ms(row, static_cast<double>(sum.steps[i].t_ns - sum.start_ns) / 1e6);
-    row += ",\"end_ms\":";
-    json::append_ms(row, static_cast<double>(sum.step_end_ns[i] - sum.start_ns) / 1e6);
-    row += sum.steps[i].redundant ? ",\"redundant\":true}" : "}";
-  }
-  row += "]}";
+  // The slowest recent requests table: kept as values, rendered when /api/stats asks (this runs
+  // at every stream's end, on its I/O thread, under the registry's lock).
+  slow_row row{route,        model,
+               sum.provider, sum.outcome,
+               sum.status,   sum.wall_start_us,
+               t.ttft_ms,    t.ttft_answer_ms,
+               t.e2e_ms,     u.output_tokens,
+               cache,        {}};
+  const auto n_steps = std::min<std::size_t>(sum.steps.size(), 200);
+  row.steps.reserve(n_steps);
+  for (std::size_t i = 0; i < n_steps; ++i)
+    row.steps.push_back(
+        {sum.steps[i].kind, static_cast<double>(sum.steps[i].t_ns - sum.start_ns) / 1e6,
+         static_cast<double>(sum.step_end_ns[i] - sum.start_ns) / 1e6, sum.steps[i].redundant});
   slowest_.push_back(std::move(row));
   if (slowest_.size() > 200) slowest_.pop_front();
+}
+
+void metrics_registry::slow_row::render(std::string& out) const {
+  out += "{\"route\":";
+  json::append_string(out, route);
+  out += ",\"model\":";
+  json::append_string(out, model);
+  out += ",\"provider\":";
+  json::append_string(out, parsers::to_string(provider));
+  out += ",\"status\":";
+  json::append_int(out, status);
+  out += ",\"outcome\":";
+  json::append_string(out, to_string(outcome));
+  out += ",\"start_us\":";
+  json::append_int(out, start_us);
+  out += ",\"ttft_ms\":";
+  json::append_ms(out, ttft_ms);
+  out += ",\"ttft_answer_ms\":";
+  json::append_ms(out, ttft_answer_ms);
+  out += ",\"e2e_ms\":";
+  json::append_ms(out, e2e_ms);
+  out += ",\"output_tokens\":";
+  json::append_int(out, output_tokens);
+  out += ",\"cache\":";
+  json::append_string(out, cache);
+  // Step spans (ms from the request start) for the dashboard's timeline view.
+  out += ",\"steps\":[";
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    if (i) out += ",";
+    out += "{\"kind\":\"";
+    out += parsers::to_string(steps[i].kind);
+    out += "\",\"start_ms\":";
+    json::append_ms(out, steps[i].start_ms);
+    out += ",\"end_ms\":";
+    json::append_ms(out, steps[i].end_ms);
+    out += steps[i].redundant ? ",\"redundant\":true}" : "}";
+  }
+  out += "]}";
 }
 
 std::string metrics_registry::prometheus_text() {
@@ -674,16 +715,15 @@ std::string metrics_registry::stats_json() {
     out += "}";
   }
   // The slowest of the recent requests.
-  std::vector<std::pair<double, const std::string*>> rows;
-  for (const auto& r : slowest_) {
-    const auto k = r.find("\"e2e_ms\":");
-    rows.emplace_back(k == std::string::npos ? 0 : std::atof(r.c_str() + k + 9), &r);
-  }
-  std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  std::vector<const slow_row*> rows;
+  rows.reserve(slowest_.size());
+  for (const auto& r : slowest_) rows.push_back(&r);
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const slow_row* a, const slow_row* b) { return a->e2e_ms > b->e2e_ms; });
   out += "],\"slowest\":[";
   for (std::size_t i = 0; i < rows.size() && i < 10; ++i) {
     if (i) out += ",";
-    out += *rows[i].second;
+    rows[i]->render(out);
   }
   out += "]}";
   return out;

@@ -117,7 +117,8 @@ class metrics_registry {
   std::map<series_key, std::unique_ptr<series>> series_;
   std::map<std::string, bool, std::less<>> models_;
   std::map<std::string, std::unique_ptr<window>, std::less<>> windows_;  // by route \x1f model
-  std::deque<std::string> slowest_;  // recent request summaries (JSON), bounded
+  struct slow_row;                // a recent request's summary (metrics.cpp)
+  std::deque<slow_row> slowest_;  // recent requests, bounded; rendered on query
   struct counter_source {
     prometheus::Counter* counter;
     std::function<std::uint64_t()> read;
