@@ -3,16 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
-namespace tokentap::parsers {
+#include "parsers/text_bytes.hpp"
 
-namespace {
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-}  // namespace
+namespace tokentap::parsers {
 
 std::size_t http_body_decoder::decode(char* data, std::size_t n) noexcept {
   std::size_t in = 0, out = 0;
@@ -36,7 +29,7 @@ std::size_t http_body_decoder::decode(char* data, std::size_t n) noexcept {
       case state::size: {
         const char c = data[in++];
         ++line_;
-        if (const int v = hex_value(c); v >= 0) {
+        if (const int v = detail::hex_value(c); v >= 0) {
           if (++digits_ > 16) return stop(error::bad_chunk, out);
           left_ = left_ << 4 | static_cast<unsigned>(v);
         } else if (digits_ == 0) {

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "parsers/text_bytes.hpp"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -13,37 +15,6 @@
 #endif
 
 namespace tokentap::json {
-
-namespace {
-
-// Length of the valid UTF-8 sequence at s[i], or 0 if invalid.
-std::size_t utf8_seq(std::string_view s, std::size_t i) noexcept {
-  const auto c = static_cast<unsigned char>(s[i]);
-  if (c < 0x80) return 1;
-  std::size_t n;
-  std::uint32_t cp;
-  if ((c & 0xE0) == 0xC0)
-    n = 2, cp = c & 0x1F;
-  else if ((c & 0xF0) == 0xE0)
-    n = 3, cp = c & 0x0F;
-  else if ((c & 0xF8) == 0xF0)
-    n = 4, cp = c & 0x07;
-  else
-    return 0;
-  if (i + n > s.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k) {
-    const auto cc = static_cast<unsigned char>(s[i + k]);
-    if ((cc & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (cc & 0x3F);
-  }
-  // Overlong forms, surrogates and values past U+10FFFF are invalid.
-  if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-      (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
-    return 0;
-  return n;
-}
-
-}  // namespace
 
 bool valid_utf8(std::string_view s) noexcept {
   for (std::size_t i = 0; i < s.size();) {
@@ -55,7 +26,7 @@ bool valid_utf8(std::string_view s) noexcept {
       i += 8;
     }
     if (i == s.size()) break;
-    const auto n = utf8_seq(s, i);
+    const auto n = parsers::detail::utf8_sequence(s.data() + i, s.data() + s.size());
     if (n == 0) return false;
     i += n;
   }
@@ -255,10 +226,7 @@ bool escape_into(std::string& out, std::string_view s) {
   // times more for them.
   if (s.size() <= 32) {
     bool plain = true;
-    for (const char ch : s) {
-      const auto c = static_cast<unsigned char>(ch);
-      plain &= !(c < 0x20 || c >= 0x80 || c == '"' || c == '\\');
-    }
+    for (const char c : s) plain &= parsers::detail::json_plain(static_cast<unsigned char>(c));
     if (plain) {
       out.append(s);
       return true;
@@ -308,7 +276,7 @@ bool escape_into(std::string& out, std::string_view s) {
       p += k;
     } else {
       const auto c = static_cast<unsigned char>(*p);
-      if (!(c < 0x20 || c >= 0x80 || c == '"' || c == '\\')) {
+      if (parsers::detail::json_plain(c)) {
         room(1);
         *w++ = static_cast<char>(c);
         ++p;
@@ -318,7 +286,7 @@ bool escape_into(std::string& out, std::string_view s) {
     const auto c = static_cast<unsigned char>(*p);
     room(6);
     if (c >= 0x80) {
-      const auto n = utf8_seq(std::string_view(p, static_cast<std::size_t>(end - p)), 0);
+      const auto n = parsers::detail::utf8_sequence(p, end);
       if (n == 0) {
         if constexpr (Strict) {
           out.resize(mark);

@@ -3,6 +3,8 @@
 #include <bit>
 #include <cstring>
 
+#include "parsers/text_bytes.hpp"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -13,14 +15,10 @@ namespace {
 
 // Bytes that end a run of plain string bytes: the closing quote, an escape, a control character
 // (invalid unescaped) and the first byte of a multi-byte UTF-8 sequence (validated one by one).
-constexpr bool stops_run(unsigned char c) {
-  return c == '"' || c == '\\' || c < 0x20 || c >= 0x80;
-}
-
 constexpr auto stop_table = [] {
   std::array<bool, 256> t{};
   for (int c = 0; c < 256; ++c)
-    t[static_cast<std::size_t>(c)] = stops_run(static_cast<unsigned char>(c));
+    t[static_cast<std::size_t>(c)] = !detail::json_plain(static_cast<unsigned char>(c));
   return t;
 }();
 
@@ -45,44 +43,10 @@ const char* next_stop(const char* s, const char* end) noexcept {
   return s;
 }
 
-// Length of the well-formed UTF-8 sequence at `s` (whose first byte is >= 0x80), 0 if it is not
-// one (Unicode Table 3-7: no overlongs, no surrogates, nothing past U+10FFFF) — what simdjson's
-// stage 1 accepts.
-std::size_t utf8_sequence(const char* s, const char* end) noexcept {
-  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned c = byte(0);
-  std::size_t n;
-  unsigned lo = 0x80, hi = 0xbf;  // the second byte's range
-  if (c >= 0xc2 && c <= 0xdf) {
-    n = 2;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    n = 3;
-    if (c == 0xe0) lo = 0xa0;
-    if (c == 0xed) hi = 0x9f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 4;
-    if (c == 0xf0) lo = 0x90;
-    if (c == 0xf4) hi = 0x8f;
-  } else {
-    return 0;
-  }
-  if (static_cast<std::size_t>(end - s) < n || byte(1) < lo || byte(1) > hi) return 0;
-  for (std::size_t i = 2; i < n; ++i)
-    if ((byte(i) & 0xc0) != 0x80) return 0;
-  return n;
-}
-
-int hex_digit(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // The four hex digits at `s` (validated while scanning the string).
 unsigned hex4(const char* s) noexcept {
   unsigned v = 0;
-  for (int i = 0; i < 4; ++i) v = v << 4 | static_cast<unsigned>(hex_digit(s[i]));
+  for (int i = 0; i < 4; ++i) v = v << 4 | static_cast<unsigned>(detail::hex_value(s[i]));
   return v;
 }
 
@@ -290,12 +254,12 @@ struct openai_chunk_reader::scan {
         }
         if (end - s < 6) return nullptr;
         for (int i = 2; i < 6; ++i)
-          if (hex_digit(s[i]) < 0) return nullptr;
+          if (detail::hex_value(s[i]) < 0) return nullptr;
         s += 6;
         continue;
       }
       if (c < 0x20) return nullptr;
-      const auto n = utf8_sequence(s, end);
+      const auto n = detail::utf8_sequence(s, end);
       if (n == 0) return nullptr;
       s += n;
     }
