@@ -4,7 +4,7 @@
 # (d) tokentap with the tap off — one run, one machine.  Issue 8's harness.
 #
 #   test/bench/compare.sh [build-dir]        (STREAMS=500 EVENTS=100 ITL_MS=20 DURATION=20)
-#   IDLE_STREAMS=1000 (0 skips)  MAX_LEVELS="1000 5000 10000" (unset skips)  MAX_DURATION=15
+#   IDLE_STREAMS=1000 (0 skips)  MAX_LEVELS="1000 5000 max 10000" (unset skips; max: the descriptor limit's)  MAX_DURATION=15
 #   ROUNDS=1: the load modes take turns this many times (even rounds in reverse order); the table
 #   shows medians (and CPU ranges)
 #   SPREAD_MS=0: streams start together, so at a fixed gap their events arrive in bursts of
@@ -202,19 +202,31 @@ if full and notrace:
 PY
 
 # Max concurrent streams before errors: slow streams (one event per second) at rising levels.
+# A level "max" is the most this machine's descriptor limit lets a proxy hold: two descriptors a
+# stream plus 20 of the process's own (listeners, epoll, eventfds, timers, logs).
 if [ -n "${MAX_LEVELS:-}" ]; then
+  FD_MAX=$(( ($(ulimit -Hn) - 20) / 2 ))
   echo
-  echo "max concurrent streams (1 event/s each, ${MAX_DURATION:-15} s per level): errors per level"
-  echo "(each proxied stream needs two descriptors; this machine's hard limit is $(ulimit -Hn) per process)"
+  echo "max concurrent streams (1 event/s each, ${MAX_DURATION:-15} s per level):"
+  echo "  level:failed/open-at-end/proxy-descriptors-mid-level"
+  echo "(each proxied stream needs two descriptors; this machine's hard limit is $(ulimit -Hn) per process: max = $FD_MAX)"
+  fd_count() { local t=0; for p in "$@"; do t=$((t + $(ls /proc/"$p"/fd | wc -l))); done; echo $t; }
   for mode in direct nginx tokentap-full; do
-    target="127.0.0.1:$NGINX_PORT"
-    [ $mode = direct ] && target=$SIM
-    [ $mode = tokentap-full ] && target=$FULL
+    target="127.0.0.1:$NGINX_PORT" procs=$(pgrep -P "$NGINX_MASTER" | tr '\n' ' ')
+    [ $mode = direct ] && target=$SIM && procs=""
+    [ $mode = tokentap-full ] && target=$FULL && procs=$FULL_PID
     line="$mode"
     for n in $MAX_LEVELS; do
-      out=$("$LOADGEN" --target "$target" --concurrency "$n" --duration-s "${MAX_DURATION:-15}" \
-              --tokens 10 --itl-ms 1000 --ttft-ms 50 --threads 1 2>&1 || true)
-      line="$line  $n:$(sed -n 's/.*failed=\([0-9]*\).*/\1/p' <<< "$out")"
+      [ "$n" = max ] && n=$FD_MAX
+      "$LOADGEN" --target "$target" --concurrency "$n" --duration-s "${MAX_DURATION:-15}" \
+        --tokens 10 --itl-ms 1000 --ttft-ms 50 --threads 1 > "$WORK/max.out" 2>&1 &
+      load=$!
+      sleep $(( ${MAX_DURATION:-15} * 2 / 3 ))
+      # shellcheck disable=SC2086
+      fds=$([ -n "$procs" ] && fd_count $procs || echo -)
+      wait $load || true
+      out=$(cat "$WORK/max.out")
+      line="$line  $n:$(sed -n 's/.*failed=\([0-9]*\).*/\1/p' <<< "$out")/$(sed -n 's/.*in_flight_at_end=\([0-9]*\).*/\1/p' <<< "$out")/$fds"
     done
     echo "$line"
   done
