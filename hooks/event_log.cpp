@@ -7,9 +7,9 @@
 namespace tokentap::hooks {
 
 event_log::event_log(event_log&& o) noexcept
-    : chunks_(std::move(o.chunks_)),
-      w_(std::exchange(o.w_, nullptr)),
-      end_(std::exchange(o.end_, nullptr)) {}
+    : w_(std::exchange(o.w_, nullptr)),
+      end_(std::exchange(o.end_, nullptr)),
+      chunks_(std::move(o.chunks_)) {}
 
 event_log& event_log::operator=(event_log&& o) noexcept {
   if (this != &o) {

@@ -16,11 +16,11 @@ namespace tokentap::hooks {
 
 namespace {
 
-class chain final : public stream_tap, public parsers::decoder_handler {
+class alignas(64) chain final : public stream_tap, public parsers::decoder_handler {
  public:
   chain(std::size_t max_event_bytes, std::vector<std::unique_ptr<hook>> hooks,
         std::shared_ptr<chain_stats> stats)
-      : max_event_bytes_(max_event_bytes), hooks_(std::move(hooks)), stats_(std::move(stats)) {
+      : hooks_(std::move(hooks)), max_event_bytes_(max_event_bytes), stats_(std::move(stats)) {
     for (std::size_t i = 0; i < hooks_.size(); ++i) {
       const auto bit = std::uint64_t{1} << i;
       if (hooks_[i]->per_event() & hook::body_calls) body_ |= bit;
@@ -63,17 +63,24 @@ class chain final : public stream_tap, public parsers::decoder_handler {
   }
 
   void on_stream_end(stream_outcome outcome, mono_ns end_ns) noexcept override {
+    std::uint64_t tokens = 0;  // every on_token call: the decoder counts them by channel
     if (decoder_) {
       decoder_->finish(end_ns, *this);
       summary_.usage = decoder_->usage();
       summary_.provider = decoder_->detected_provider();
+      for (auto c :
+           {parsers::channel::content, parsers::channel::reasoning, parsers::channel::tool})
+        tokens += decoder_->token_events(c);
     } else {
       summary_.provider = provider_;
     }
     summary_.end_ns = end_ns;
-    summary_.token_events = tokens_;
+    summary_.token_events = tokens;
+    summary_.first_token_ns = first_token_ns_;
+    summary_.first_content_ns = first_content_ns_;
+    summary_.last_token_ns = last_token_ns_;
     flush_samples(end_ns);
-    stats_->tokens.fetch_add(tokens_, std::memory_order_relaxed);
+    stats_->tokens.fetch_add(tokens, std::memory_order_relaxed);
     // A provider error inside an otherwise complete 2xx stream is the stream's outcome (an error
     // body on a 4xx/5xx answer is just that answer: recorded in `error`, outcome unchanged).
     const bool provider_error = !summary_.error_type.empty() || !summary_.error_message.empty();
@@ -86,15 +93,13 @@ class chain final : public stream_tap, public parsers::decoder_handler {
   // ---- decoder_handler
 
   void on_token(parsers::channel ch, std::string_view text, std::int64_t t_ns) noexcept override {
-    ++tokens_;  // added to the shared counter once, at the end: not a shared line per token
     // A whole-JSON body's tokens all arrive at once: no per-token timing.
     if (streamed_) {
-      auto& s = summary_;
-      if (s.first_token_ns < 0) s.first_token_ns = t_ns;
-      if (ch == parsers::channel::content && s.first_content_ns < 0) s.first_content_ns = t_ns;
-      if (sampled_ && s.last_token_ns >= 0)
-        add_sample({sample::itl(ch), t_ns - s.last_token_ns}, t_ns);
-      s.last_token_ns = t_ns;
+      if (first_token_ns_ < 0) first_token_ns_ = t_ns;
+      if (ch == parsers::channel::content && first_content_ns_ < 0) first_content_ns_ = t_ns;
+      if (sampled_ && last_token_ns_ >= 0)
+        add_sample({sample::itl(ch), t_ns - last_token_ns_}, t_ns);
+      last_token_ns_ = t_ns;
     }
     const token_event ev{ch, text, t_ns, streamed_};
     each(token_, [&](hook& h) { h.on_token(ev); });
@@ -161,20 +166,26 @@ class chain final : public stream_tap, public parsers::decoder_handler {
     TT_LOG(warn) << "hook #" << i << " failed and is disabled for this stream: " << why;
   }
 
-  std::size_t max_event_bytes_;
-  std::vector<std::unique_ptr<hook>> hooks_;
+  // What every event touches comes first, after the two vtable pointers: with hundreds of open
+  // streams each event finds its stream's state out of cache, and every further line is another
+  // miss (the chain's per-event fields used to span five lines).
   // Bit i stands for hooks_[i] (at most 64 hooks): those with on_body / on_token / on_samples,
   // those that threw and are skipped.
   std::uint64_t body_ = 0, token_ = 0, sampled_ = 0, disabled_ = 0;
-  std::shared_ptr<chain_stats> stats_;
-  parsers::provider provider_ = parsers::provider::unknown;
-  bool streamed_ = false;
-  std::uint64_t tokens_ = 0;
-  std::optional<parsers::stream_decoder> decoder_;
-  stream_summary summary_;
+  mono_ns last_token_ns_ = -1;  // summary_.last_token_ns until the end (the first two below too)
   std::uint8_t n_samples_ = 0;
+  bool streamed_ = false;
+  parsers::provider provider_ = parsers::provider::unknown;
+  // second line
+  std::vector<std::unique_ptr<hook>> hooks_;
+  std::optional<parsers::stream_decoder> decoder_;  // a pointer to its state
+  mono_ns first_token_ns_ = -1, first_content_ns_ = -1;
   mono_ns flushed_ns_ = 0;
   std::array<sample, 32> samples_;  // 256 bytes: a hand-over per 32 samples (an event gives 1-2)
+  // Per stream, not per event.
+  std::size_t max_event_bytes_;
+  std::shared_ptr<chain_stats> stats_;
+  stream_summary summary_;
 };
 
 }  // namespace

@@ -83,7 +83,8 @@ void append_quantiles(std::string& out, const timing_summary::quantiles& q) {
 // writer's thread: escaping a 100 KB conversation at the request's start held up every other
 // stream of the I/O thread.
 struct record_texts {
-  std::string id, route, model, content, reasoning;
+  std::string content, reasoning;  // first: appended to at every token (see trace_hook)
+  std::string id, route, model;
   bool has_request = false;
   std::string method, target, body, request_headers, response_headers;  // headers packed
 };
@@ -235,10 +236,10 @@ struct finished_stream : record_texts {
   }
 };
 
-class trace_hook final : public hook {
+class alignas(64) trace_hook final : public hook {
  public:
   trace_hook(const config::trace_config& cfg, std::shared_ptr<trace_writer> w)
-      : cfg_(cfg), writer_(std::move(w)), budget_(cfg.max_record_bytes) {
+      : budget_(cfg.max_record_bytes), cfg_(cfg), writer_(std::move(w)) {
     char id[20];
     std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(rng()()));
     t_.id = id;
@@ -303,12 +304,14 @@ class trace_hook final : public hook {
   }
 
  private:
-  const config::trace_config& cfg_;
-  std::shared_ptr<trace_writer> writer_;
-  record_texts t_;      // moved into the record at the end
+  // A read touches the first line (after the vtable pointer), a token the second (the texts):
+  // with hundreds of open streams each is a cache miss per event.
   event_log events_;    // the reads, for the writer to render
   std::size_t budget_;  // bytes of events and texts this record may still take
   mono_ns start_ns_ = 0;
+  record_texts t_;  // moved into the record at the end
+  const config::trace_config& cfg_;
+  std::shared_ptr<trace_writer> writer_;
   bool events_truncated_ = false, text_truncated_ = false;
 };
 

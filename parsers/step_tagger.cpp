@@ -240,26 +240,30 @@ struct step_tagger::compiled {
       by_first;  // trigger indices by first byte, longest first
 };
 
-struct step_tagger::impl {
-  std::shared_ptr<const compiled> set;
-  std::size_t max_steps;
+struct alignas(64) step_tagger::impl {
+  impl(std::shared_ptr<const compiled> c, std::size_t max) : max_steps(max), set(std::move(c)) {}
 
-  impl(std::shared_ptr<const compiled> c, std::size_t max) : set(std::move(c)), max_steps(max) {}
-
-  std::string buf;  // bytes not yet consumed (buf[0] is at global offset buf_offset)
-  std::uint64_t buf_offset = 0;
-  std::size_t pos = 0;      // cursor in buf
-  std::uint64_t total = 0;  // bytes fed
-  std::vector<std::pair<std::uint64_t, std::int64_t>>
-      deltas;  // (start offset, t_ns) not yet attributed
-  std::size_t delta_head = 0;
-
+  // Ordered by use: what every delta touches fills the first three cache lines (with hundreds of
+  // open streams each further line of a stream's state is another miss per token).
+  bool finished = false;
   // Scanner state (STEPS.md rules 1-4).
   bool text_start = true, after_blank = false, line_start = true, line_has_content = false;
   bool sentence_start = false, sent_punct = false, checked = false;
-
+  std::size_t pos = 0;  // cursor in buf
+  std::uint64_t buf_offset = 0;
+  std::uint64_t total = 0;  // bytes fed
+  std::string buf;          // bytes not yet consumed (buf[0] is at global offset buf_offset)
+  std::vector<std::pair<std::uint64_t, std::int64_t>>
+      deltas;  // (start offset, t_ns) not yet attributed
+  std::size_t delta_head = 0;
   std::vector<step> steps;
+  std::size_t max_steps;
+  std::shared_ptr<const compiled> set;
   std::string cur_text;
+  std::uint32_t pre_tokens = 0;  // tokens before the first step
+  std::int64_t pre_t = -1;
+  std::uint64_t redundant_tokens = 0;
+
   // Redundancy index: trigram -> finished steps containing it, and each step's trigram count.
   // A new step touches only the steps it shares a trigram with (not every earlier step).  Flat
   // open-addressing table + linked entries: no allocation per trigram, only amortized growth.
@@ -275,10 +279,6 @@ struct step_tagger::impl {
   std::vector<std::uint64_t> g, units;  // scratch
   std::vector<std::uint32_t> shared;    // scratch: trigrams shared with step i
   std::vector<std::uint32_t> touched;   // scratch: steps with shared[i] > 0
-  std::uint32_t pre_tokens = 0;         // tokens before the first step
-  std::int64_t pre_t = -1;
-  std::uint64_t redundant_tokens = 0;
-  bool finished = false;
 
   decision classify(std::string_view s, bool eof, bool markers) const {
     // Most sentence starts begin with a byte no trigger or marker begins with.

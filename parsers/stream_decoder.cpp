@@ -127,6 +127,13 @@ class think_splitter {
     }
     held_.clear();
   }
+  /// True when feed(text) would emit `text` whole, in the current channel (in_think()): nothing
+  /// held from the previous delta and no '<' in it — nearly every delta.
+  bool passes_whole(std::string_view text) const noexcept {
+    return held_.empty() && text.find('<') == std::string_view::npos;
+  }
+  bool in_think() const noexcept { return in_think_; }
+
   template <class Emit>
   void flush(Emit&& emit) {
     if (!held_.empty()) emit(in_think_, std::string_view(held_));
@@ -151,7 +158,7 @@ openai_chunk_reader& thread_chunk_reader() {
 
 }  // namespace
 
-struct stream_decoder::impl : sse_handler, ndjson_handler {
+struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
   impl(provider p, std::string_view content_type, std::size_t max)
       : prov(p), max_event_bytes(max), sse(max), ndjson(max) {
     if (content_type.find("event-stream") != std::string_view::npos) {
@@ -164,24 +171,26 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
     }
   }
 
+  // What every event reads or writes first (after the two vtable pointers), then the framer:
+  // with hundreds of open streams each further line of a stream's state is a miss per event.
+  decoder_handler* h = nullptr;
   provider prov;
-  std::size_t max_event_bytes;
   framing frame;
+  bool fast_paths = true;
+  bool cache_fields = false;
+  std::array<std::uint64_t, 3> tokens{};
+  think_splitter think;
+  std::size_t max_event_bytes;
   sse_parser sse;
   ndjson_framer ndjson;
   std::string body;  // whole-JSON framing: the body so far (capped)
   bool body_oversize = false;
-  decoder_handler* h = nullptr;
-  think_splitter think;
-  std::array<std::uint64_t, 3> tokens{};
   std::string run;  // reused: the text of one channel run of a content delta
 
   // Usage as reported, before normalization.
   std::int64_t input = -1, output = -1, reasoning = -1, cached = -1, cache_write = -1;
   std::int64_t anth_input = -1, anth_read = -1, anth_creation = -1;
   std::int64_t timings_prompt = -1, timings_cache = -1, timings_predicted = -1;
-  bool cache_fields = false;
-  bool fast_paths = true;
 
   // ------------------------------------------------------------------ framing callbacks
 
@@ -272,6 +281,10 @@ struct stream_decoder::impl : sse_handler, ndjson_handler {
   // Content may carry <think> spans: one token event per channel run within a delta.
   void content(std::string_view text, std::int64_t t_ns) {
     if (text.empty()) return;
+    if (think.passes_whole(text)) {  // no tag to cut out: the delta is the token, not copied
+      token(think.in_think() ? channel::reasoning : channel::content, text, t_ns);
+      return;
+    }
     run.clear();
     bool run_in_think = false;
     think.feed(text, [&](bool in_think, std::string_view part) {
