@@ -943,7 +943,7 @@ class proxy_session final : public session_base,
   }
 
   // What every relayed read touches comes first, together: with hundreds of open streams each
-  // further line of a session's state is a cache miss per event (these were spread over four).
+  // further line of a session's state is a cache miss per event (they were spread through it).
   std::unique_ptr<char[]> relay_buf_;
   std::size_t relay_size_ = 0;
   upstream_connection* upstream_ = nullptr;         // the connection of the exchange in flight
