@@ -29,7 +29,7 @@ namespace tokentap::hooks {
 /// A token-bearing delta, stamped with the monotonic time its bytes were read from the upstream.
 struct token_event {
   parsers::channel channel;
-  std::string_view text;
+  std::string_view text;  ///< valid only during the call (often a view into the read): copy it
   mono_ns t_ns;
   /// False for a non-streamed (whole JSON) body: its tokens all arrive with the last byte, so
   /// they carry no per-token timing (no TTFT, no ITL) — only counts.
