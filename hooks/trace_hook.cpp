@@ -174,10 +174,8 @@ struct finished_stream : record_texts {
     r += ",\"stalls\":" + std::to_string(t.stalls);
     // Every inter-token gap (the first 4096), for exports to other load tools.
     r += ",\"itl_values_ms\":[";
-    for (std::size_t i = 0; i < t.itl_values_ms.size() && i < 4096; ++i) {
-      if (i) r += ",";
-      json::append_ms(r, t.itl_values_ms[i]);
-    }
+    json::append_ms_list(
+        r, std::span(t.itl_values_ms.data(), std::min<std::size_t>(t.itl_values_ms.size(), 4096)));
     r += "]}";
     const auto& u = s.usage;
     r += ",\"usage\":{\"input_tokens\":";

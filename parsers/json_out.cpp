@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -42,6 +43,26 @@ inline std::uint64_t special_bytes(std::uint64_t w) noexcept {
   const auto zero_byte = [](std::uint64_t x) { return (x - ones) & ~x & highs; };
   const std::uint64_t control = (w - ones * 0x20) & ~w & highs;  // bytes < 0x20
   return control | (w & highs) | zero_byte(w ^ (ones * '"')) | zero_byte(w ^ (ones * '\\'));
+}
+
+// True when no byte of s needs attention (see special_bytes), checked eight at a time; stops at
+// the first word that has one.
+inline bool all_plain(std::string_view s) noexcept {
+  const char* p = s.data();
+  std::size_t n = s.size();
+  if (n < 8) {
+    bool plain = true;
+    for (std::size_t i = 0; i < n; ++i)
+      plain &= parsers::detail::json_plain(static_cast<unsigned char>(p[i]));
+    return plain;
+  }
+  std::uint64_t w;
+  for (; n > 8; n -= 8, p += 8) {
+    std::memcpy(&w, p, 8);
+    if (special_bytes(w) != 0) return false;
+  }
+  std::memcpy(&w, s.data() + s.size() - 8, 8);  // the last eight (overlapping the loop's)
+  return special_bytes(w) == 0;
 }
 
 // The second character of the two-character escapes, by byte; 0: written as \u00XX.  A table,
@@ -223,14 +244,11 @@ template <bool Strict>
 bool escape_into(std::string& out, std::string_view s) {
   // Short strings with nothing to escape (header names and values, labels, ids, reasons): one
   // scan and one append — the general path's sizing, zero-filling and block setup cost ~10
-  // times more for them.
-  if (s.size() <= 32) {
-    bool plain = true;
-    for (const char c : s) plain &= parsers::detail::json_plain(static_cast<unsigned char>(c));
-    if (plain) {
-      out.append(s);
-      return true;
-    }
+  // times more for them.  Strings that do need escapes (SSE reads: a quote in the first eight
+  // bytes) leave the scan at their first one.
+  if (s.size() <= 256 && all_plain(s)) {
+    out.append(s);
+    return true;
   }
   const std::size_t mark = out.size();
   out.resize(mark + s.size() + s.size() / 4 + 16);
@@ -384,26 +402,60 @@ std::string base64_decode(std::string_view s) {
   return out;
 }
 
+namespace {
+
+// Most bytes put_ms writes: 1000000000000000.000 (v < 1e15, rounded up).
+constexpr std::size_t ms_max_chars = 20;
+
+// v (0 <= v < 1e15) with fixed three decimals, without printf (trace records carry thousands
+// of these); returns the end.
+inline char* put_ms(char* w, double v) noexcept {
+  const auto milli = static_cast<std::uint64_t>(v * 1000.0 + 0.5);
+  w = std::to_chars(w, w + ms_max_chars, milli / 1000).ptr;
+  const auto frac = static_cast<unsigned>(milli % 1000);
+  *w++ = '.';
+  *w++ = static_cast<char>('0' + frac / 100);
+  *w++ = static_cast<char>('0' + frac / 10 % 10);
+  *w++ = static_cast<char>('0' + frac % 10);
+  return w;
+}
+
+}  // namespace
+
 void append_ms(std::string& out, double v) {
-  if (v < 0) {
+  if (v < 0 || !std::isfinite(v)) {  // not applicable; no number at all (not JSON)
     out += "null";
     return;
   }
-  char buf[40];
-  if (!(v < 1e15)) {  // NaN, infinities, absurd values: the slow general path
+  char buf[320];      // "%.3f" of the largest double
+  if (!(v < 1e15)) {  // absurd values: the slow general path
     std::snprintf(buf, sizeof buf, "%.3f", v);
     out += buf;
     return;
   }
-  // Fixed three decimals without printf (trace records carry thousands of these).
-  const auto milli = static_cast<std::uint64_t>(v * 1000.0 + 0.5);
-  auto r = std::to_chars(buf, buf + sizeof buf, milli / 1000);
-  const auto frac = static_cast<unsigned>(milli % 1000);
-  *r.ptr++ = '.';
-  *r.ptr++ = static_cast<char>('0' + frac / 100);
-  *r.ptr++ = static_cast<char>('0' + frac / 10 % 10);
-  *r.ptr++ = static_cast<char>('0' + frac % 10);
-  out.append(buf, r.ptr);
+  out.append(buf, put_ms(buf, v));
+}
+
+void append_ms_list(std::string& out, std::span<const double> values) {
+  // Written in place, room for the longest of each reserved up front: one resize instead of an
+  // append (a capacity check and a copy) per value.
+  std::size_t at = out.size();
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const double v = values[i];
+    if (!(v >= 0 && v < 1e15)) {  // null, NaN, absurd: the general path
+      out.resize(at);
+      if (i) out.push_back(',');
+      append_ms(out, v);
+      at = out.size();
+      continue;
+    }
+    if (out.size() < at + 1 + ms_max_chars)
+      out.resize(at + (values.size() - i) * (1 + ms_max_chars));
+    char* w = out.data() + at;
+    if (i) *w++ = ',';
+    at = static_cast<std::size_t>(put_ms(w, v) - out.data());
+  }
+  out.resize(at);
 }
 
 void append_int(std::string& out, std::int64_t v) {

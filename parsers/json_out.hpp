@@ -3,6 +3,7 @@
 // trace records, the proxy's error bodies, the simulator's streams.  Pure, no allocation beyond
 // the output string.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -31,8 +32,10 @@ void append_base64(std::string& out, std::string_view s);
 /// Decodes base64 (characters outside the alphabet, like padding, are skipped).
 std::string base64_decode(std::string_view s);
 
-/// Appends a number with up to 3 decimals, or `null` when negative (= not applicable).
+/// Appends a number with 3 decimals, or `null` when negative (= not applicable) or not finite.
 void append_ms(std::string& out, double v);
+/// The values as append_ms writes them, separated by commas.
+void append_ms_list(std::string& out, std::span<const double> values);
 void append_int(std::string& out, std::int64_t v);  ///< `null` when negative
 
 }  // namespace tokentap::json

@@ -458,6 +458,60 @@ TEST(TraceHook, RecordsAreCappedAndMarkedTruncated) {
   EXPECT_NE(lines[0].find("\"truncated\":true"), std::string::npos) << lines[0];
 }
 
+// The response text: pieces from several reads joined per channel, both channels interleaved,
+// escapes, UTF-8; past the record's budget the text is cut (what fitted is kept) and the record
+// marked truncated.
+const std::vector<std::string>& text_reads() {
+  static const std::vector<std::string> reads = {
+      chunk("reasoning_content", "First, ") + chunk("content", "He"),
+      chunk("reasoning_content", "think\\n") + chunk("content", "llo \\\"w\u00e9"),
+      chunk("content", "rld\\\"") + chunk("reasoning_content", "done, at length."),
+  };
+  return reads;
+}
+
+std::string traced_text(std::size_t max_record_bytes) {
+  config::config cfg;
+  cfg.trace.dir = test::temp_dir();
+  cfg.trace.max_record_bytes = max_record_bytes;
+  {
+    hook_chain_factory f(cfg, builtin_hooks().build(cfg));
+    auto tap = f.create();
+    tap->on_request(request(0));
+    tap->on_response_head({200, "text/event-stream", "", 1, {}});
+    mono_ns t = 10'000;
+    for (const auto& b : text_reads()) {
+      tap->on_body({b.data(), b.size()}, t, t + 1);
+      t += 10'000;
+    }
+    tap->on_stream_end(stream_outcome::ok, t);
+  }
+  std::string line;
+  for (const auto& e : std::filesystem::directory_iterator(cfg.trace.dir)) {
+    std::ifstream in(e.path());
+    std::getline(in, line);
+  }
+  return line;
+}
+
+TEST(TraceHook, ResponseTextIsJoinedPerChannelAndCutAtTheBudget) {
+  const auto whole = traced_text(1 << 20);
+  EXPECT_NE(whole.find("\"text\":{\"content\":\"Hello \\\"w\u00e9rld\\\"\","
+                       "\"reasoning\":\"First, think\\ndone, at length.\"}"),
+            std::string::npos)
+      << whole;
+  EXPECT_NE(whole.find("\"truncated\":false"), std::string::npos);
+  // Room for the first read (it needs its size + 64, is charged its size + 32) and 32 bytes:
+  // the later reads do not fit, the texts (charged their size) up to the last one.
+  const auto cut = traced_text(text_reads()[0].size() + 64);
+  EXPECT_NE(cut.find("\"truncated\":true"), std::string::npos) << cut;
+  EXPECT_NE(cut.find("\"text\":{\"content\":\"Hello \\\"w\u00e9rld\\\"\","
+                     "\"reasoning\":\"First, think\\n\"}"),
+            std::string::npos)
+      << cut;
+  EXPECT_NE(cut.find("\"events\":[{\"t_us\":10,\"raw\":"), std::string::npos) << cut;
+  EXPECT_EQ(cut.find("},{\"t_us\""), std::string::npos) << "one read only: " << cut;
+}
 // ---- trace writer
 
 std::size_t count_lines(const std::string& dir, std::size_t* files = nullptr) {

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <limits>
 #include <random>
+#include <vector>
 
 namespace tokentap::json {
 namespace {
@@ -203,12 +205,29 @@ TEST(JsonOut, NumbersWithoutPrintf) {
   EXPECT_EQ(ms(123456789.125), "123456789.125");
   EXPECT_EQ(ms(-1), "null");
   EXPECT_EQ(ms(1e20), "100000000000000000000.000");
+  // Not numbers in JSON: null, like "not applicable".  The largest double in full.
+  EXPECT_EQ(ms(std::numeric_limits<double>::quiet_NaN()), "null");
+  EXPECT_EQ(ms(std::numeric_limits<double>::infinity()), "null");
+  EXPECT_EQ(ms(std::numeric_limits<double>::max()).size(), 309u + 4u);
   std::mt19937 rng(3);
   for (int i = 0; i < 10000; ++i) {
     const double v = static_cast<double>(rng() % 100000000) / 997.0;
     char b[64];
     std::snprintf(b, sizeof b, "%.3f", v);
     ASSERT_EQ(ms(v), b) << v;
+  }
+  // A list is each value as append_ms writes it, comma-separated, whatever values it mixes.
+  const double odd[] = {-1, std::numeric_limits<double>::quiet_NaN(), 1e20, 999999999999999.9994};
+  for (int round = 0; round < 500; ++round) {
+    std::vector<double> values(rng() % 40);
+    for (auto& v : values)
+      v = rng() % 8 == 0 ? odd[rng() % std::size(odd)]
+                         : static_cast<double>(rng() % 100000000) / 997.0;
+    std::string want = "[";
+    for (std::size_t i = 0; i < values.size(); ++i) want += (i ? "," : "") + ms(values[i]);
+    std::string got = "[";
+    append_ms_list(got, values);
+    ASSERT_EQ(got, want) << round;
   }
   std::string s;
   append_int(s, 0);
