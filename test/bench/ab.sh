@@ -3,7 +3,7 @@
 #
 #   BIN_a=old/tokentap BIN_b=build/tokentap test/bench/ab.sh [build-dir]
 #   MODES="a:full b:full"  (BUILD:HOOKS; HOOKS = full | notrace | off)  ROUNDS=4
-#   STREAMS=300 ITL_MS=20 DURATION=15
+#   STREAMS=300 ITL_MS=20 DURATION=15  FRESH=0
 #
 # On a machine whose neighbours move CPU figures by ±10 % from one minute to the next, medians of
 # a few rounds (compare.sh) cannot tell a 2 % change; runs of the two builds taken back to back
@@ -13,6 +13,9 @@
 # event of the whole process, split into the I/O thread's user and system time and the rest
 # (the trace writer), the context switches per event and the load generator's event latency
 # (P50 / P99, µs).  At the end: the per-round differences of each mode against the first one.
+# FRESH=1 starts every run on a new proxy process instead: a process keeps its heap layout (where
+# its streams' state landed in the caches) for all its rounds, and two processes of the same
+# binary measured apart by as much as the changes being judged (see BENCHMARKS.md, round 9).
 # The simulator and load generator come from build-dir (default build).
 set -euo pipefail
 export LC_ALL=C
@@ -40,12 +43,12 @@ echo "hooks: [timing, steps, cache, metrics]" > "$WORK/notrace.yaml"
 echo "hooks: []" > "$WORK/off.yaml"
 
 declare -A PID ADDR
-for m in $MODES; do
-  b=${m%%:*} hooks=${m#*:}
-  var=BIN_$b
-  bin=${!var:?"set BIN_$b to a tokentap binary"}
+start_proxy() {  # $1 mode
+  local m=$1 b=${1%%:*} hooks=${1#*:}
+  local var=BIN_$b
+  local bin=${!var:?"set BIN_$b to a tokentap binary"}
   [ -f "$WORK/$hooks.yaml" ] || { echo "ab.sh: hooks must be full, notrace or off: $m" >&2; exit 2; }
-  trace=()
+  local trace=()
   [ "$hooks" = full ] && trace=(--trace-dir "$WORK/traces-$b")
   "$bin" proxy --config "$WORK/$hooks.yaml" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --threads 1 \
     --no-access-log --log-level warn --upstream "http://$SIM" "${trace[@]}" > "$WORK/$m.out" &
@@ -53,7 +56,14 @@ for m in $MODES; do
   PID[$m]=$!
   wait_line "$WORK/$m.out" ready
   ADDR[$m]=$(sed -n 's/^ready proxy=\([^ ]*\).*/\1/p' "$WORK/$m.out")
-done
+}
+stop_proxy() {  # $1 mode
+  kill "${PID[$1]}" 2>/dev/null || true
+  wait "${PID[$1]}" 2>/dev/null || true
+}
+if [ "${FRESH:-0}" != 1 ]; then
+  for m in $MODES; do start_proxy "$m"; done
+fi
 
 # Per thread: id, user ticks, system ticks, voluntary and involuntary context switches.
 snap() {
@@ -63,7 +73,10 @@ snap() {
   done | sort
 }
 
-echo "$STREAMS streams x 100 events, $ITL_MS ms apart, $DURATION s per run, $ROUNDS round(s); µs per event"
+fresh_note=
+if [ "${FRESH:-0}" = 1 ]; then fresh_note=" (a new process per run)"; fi
+echo "$STREAMS streams x 100 events, $ITL_MS ms apart, $DURATION s per run, $ROUNDS round(s)$fresh_note;" \
+  "µs per event"
 for r in $(seq 1 "$ROUNDS"); do
   # Every other round runs the modes in reverse order: whichever mode runs first in a round
   # measured ~1 µs per event more than the same binary run second (2026-11-30, 300 streams),
@@ -71,6 +84,7 @@ for r in $(seq 1 "$ROUNDS"); do
   order=$MODES
   [ $((r % 2)) -eq 0 ] && order=$(echo "$MODES" | tr ' ' '\n' | tac | tr '\n' ' ')
   for m in $order; do
+    if [ "${FRESH:-0}" = 1 ]; then start_proxy "$m"; fi
     snap "${PID[$m]}" > "$WORK/before"
     "$LOADGEN" --target "${ADDR[$m]}" --concurrency "$STREAMS" --duration-s "$DURATION" --tokens 100 \
       --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 > "$WORK/load.out" 2>&1
@@ -89,6 +103,7 @@ for r in $(seq 1 "$ROUNDS"); do
                    "  latency p50 %s p99 %s us\n",
                    r, m, (u + s) * k, iu * k, is * k, (u + s - iu - is) * k, cs / e, l[1], l[2] }' |
       tee -a "$WORK/results"
+    if [ "${FRESH:-0}" = 1 ]; then stop_proxy "$m"; fi
   done
 done
 first=${MODES%% *}
