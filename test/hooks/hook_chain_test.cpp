@@ -512,6 +512,7 @@ TEST(TraceHook, ResponseTextIsJoinedPerChannelAndCutAtTheBudget) {
   EXPECT_NE(cut.find("\"events\":[{\"t_us\":10,\"raw\":"), std::string::npos) << cut;
   EXPECT_EQ(cut.find("},{\"t_us\""), std::string::npos) << "one read only: " << cut;
 }
+
 // ---- trace writer
 
 std::size_t count_lines(const std::string& dir, std::size_t* files = nullptr) {
