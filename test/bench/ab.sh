@@ -13,9 +13,10 @@
 # event of the whole process, split into the I/O thread's user and system time and the rest
 # (the trace writer), the context switches per event and the load generator's event latency
 # (P50 / P99, µs).  At the end: the per-round differences of each mode against the first one.
-# FRESH=1 starts every run on a new proxy process instead: a process keeps its heap layout (where
-# its streams' state landed in the caches) for all its rounds, and two processes of the same
-# binary measured apart by as much as the changes being judged (see BENCHMARKS.md, round 9).
+# FRESH=1 starts every run on a new proxy process instead: a kept process keeps its heap layout
+# (where its streams' state landed in the caches) for all its rounds, so each mode samples one
+# layout.  Either way 8 rounds resolve ~±0.7 µs per event at best here, and the machine's
+# neighbours can tilt a whole comparison (BENCHMARKS.md, round 9): repeat before believing one.
 # The simulator and load generator come from build-dir (default build).
 set -euo pipefail
 export LC_ALL=C
