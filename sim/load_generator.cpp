@@ -14,6 +14,7 @@
 #include <boost/beast/http.hpp>
 
 #include "config/log.hpp"
+#include "sim/rx_stamped_reader.hpp"
 
 namespace tokentap::sim {
 
@@ -21,7 +22,7 @@ namespace http = beast::http;
 
 namespace {
 constexpr std::size_t max_samples = 100000;
-}
+}  // namespace
 
 load_generator::load_generator(load_options opts) : opts_(std::move(opts)) {
   for (unsigned i = 0; i < std::max(1u, opts_.threads); ++i)
@@ -60,6 +61,7 @@ awaitable<void> load_generator::client(unsigned id) {
   std::mt19937_64 rng(opts_.seed * 7919 + id);
   tcp_resolver resolver(ex);
   std::optional<tcp_stream> stream;
+  std::optional<rx_stamped_reader> rx;  // reads of `stream`, with the kernel's receive times
   beast::flat_buffer buf;
   std::vector<char> body(16 * 1024);
   error_code ec;
@@ -85,6 +87,7 @@ awaitable<void> load_generator::client(unsigned id) {
         continue;
       }
       stream->socket().set_option(tcp::no_delay(true), ec);
+      rx.emplace(stream->socket());
       buf.clear();
       totals_.connects++;
     }
@@ -102,30 +105,34 @@ awaitable<void> load_generator::client(unsigned id) {
     co_await http::async_write(*stream, req, use_ec(ec));
     http::response_parser<http::buffer_body> p;
     p.body_limit(std::numeric_limits<std::uint64_t>::max());
-    if (!ec) co_await http::async_read_header(*stream, buf, p, use_ec(ec));
+    if (!ec) co_await http::async_read_header(*rx, buf, p, use_ec(ec));
     std::optional<clock::time_point> first;
     std::uint64_t events = 0;
     char prev = '\n';   // the body starts at a line start
     std::string stamp;  // a `: t <ns>` comment being read (may span reads)
     bool in_stamp = false;
-    std::vector<double> latencies;
+    std::vector<double> latencies, read_latencies;
     while (!ec && !p.is_done()) {
       p.get().body().data = body.data();
       p.get().body().size = body.size();
-      co_await http::async_read_some(*stream, buf, p, use_ec(ec));
+      co_await http::async_read_some(*rx, buf, p, use_ec(ec));
       if (ec == http::error::need_buffer) ec = {};
       const auto got = body.size() - p.get().body().size;
       if (got && !first) first = clock::now();
       const auto read_ns = mono_now_ns();
+      // When the bytes reached the socket (the last of them, if the read took several packets).
+      const auto arrival_ns = rx->last_rx_ns() >= 0 ? rx->last_rx_ns() : read_ns;
       for (std::size_t i = 0; i < got; ++i) {  // SSE events end with a blank line
         const char c = body[i];
         if (c == '\n' && prev == '\n') ++events;
         if (in_stamp) {
           if (c == '\n') {
             in_stamp = false;
-            if (stamp.size() > 4 && latencies.size() < 100000)
-              latencies.push_back(static_cast<double>(read_ns - std::stoll(stamp.substr(4))) /
-                                  1000.0);
+            if (stamp.size() > 4 && latencies.size() < 100000) {
+              const auto sent_ns = std::stoll(stamp.substr(4));
+              latencies.push_back(static_cast<double>(arrival_ns - sent_ns) / 1000.0);
+              read_latencies.push_back(static_cast<double>(read_ns - sent_ns) / 1000.0);
+            }
           } else {
             stamp.push_back(c);
           }
@@ -147,15 +154,20 @@ awaitable<void> load_generator::client(unsigned id) {
     }
     if (!ec) {
       std::lock_guard lk(totals_.mu);
-      for (double l : latencies)
-        if (totals_.event_latency_us.size() < 10 * max_samples)
-          totals_.event_latency_us.push_back(l);
+      for (std::size_t i = 0; i < latencies.size(); ++i) {
+        if (totals_.event_latency_us.size() >= 10 * max_samples) break;
+        totals_.event_latency_us.push_back(latencies[i]);
+        totals_.read_latency_us.push_back(read_latencies[i]);
+      }
       if (totals_.ttfb_ms.size() < max_samples && first) {
         totals_.ttfb_ms.push_back(std::chrono::duration<double, std::milli>(*first - t0).count());
         totals_.total_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
       }
     }
-    if (ec || !p.keep_alive()) stream.reset();
+    if (ec || !p.keep_alive()) {
+      rx.reset();
+      stream.reset();
+    }
     if (opts_.think_time.count() > 0) {
       std::uniform_int_distribution<long> d(0, opts_.think_time.count());
       steady_timer t(ex, std::chrono::milliseconds(d(rng)));

@@ -42,8 +42,10 @@ struct load_totals {
   std::atomic<std::uint64_t> active{0};
   /// Time to first body byte and whole-response time of the last (bounded) requests, in ms.
   std::vector<double> ttfb_ms, total_ms;
-  /// Per stamped event (`: t <ns>` comments from `x-sim-stamp`): read time minus write time, µs.
-  std::vector<double> event_latency_us;
+  /// Per stamped event (`: t <ns>` comments from `x-sim-stamp`), µs after the simulator wrote it:
+  /// when it reached the client's socket (the kernel's receive timestamp; the read time where the
+  /// kernel gives none), and when the client read it (adds the client's own scheduling delay).
+  std::vector<double> event_latency_us, read_latency_us;
   std::mutex mu;
 };
 

@@ -1,6 +1,8 @@
 // tokentap-loadgen: N concurrent keep-alive clients streaming chat completions from a target
 // (the proxy, or the simulator directly for a baseline) for a fixed time.  Reports completed
-// streams, events per second, errors and client-side time-to-first-byte percentiles.
+// streams, events per second, errors and client-side time-to-first-byte percentiles, and each
+// stamped event's latency from the simulator's write to its arrival at the client's socket
+// (event_latency, the kernel's receive timestamp) and to the client's read of it (read_latency).
 //
 //   tokentap-loadgen --target 127.0.0.1:8080 --concurrency 500 --duration-s 20 --tokens 64 --itl-ms
 //   20
@@ -87,20 +89,22 @@ int main(int argc, char** argv) {
   const auto active = t.active.load();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   load.stop();
-  std::vector<double> ttfb, latency;
+  std::vector<double> ttfb, latency, read_latency;
   {
     std::lock_guard lk(t.mu);
     ttfb = t.ttfb_ms;
     latency = t.event_latency_us;
+    read_latency = t.read_latency_us;
   }
   std::printf(
       "concurrency=%u streams_done=%llu failed=%llu in_flight_at_end=%llu events_per_s=%.0f "
       "ttfb_p50_ms=%.1f ttfb_p99_ms=%.1f event_latency_p50_us=%.0f event_latency_p99_us=%.0f "
-      "events=%llu\n",
+      "read_latency_p50_us=%.0f read_latency_p99_us=%.0f events=%llu\n",
       concurrency, static_cast<unsigned long long>(ok), static_cast<unsigned long long>(failed),
       static_cast<unsigned long long>(active), static_cast<double>(events) / secs,
       tokentap::sim::percentile(ttfb, 0.5), tokentap::sim::percentile(ttfb, 0.99),
       tokentap::sim::percentile(latency, 0.5), tokentap::sim::percentile(latency, 0.99),
+      tokentap::sim::percentile(read_latency, 0.5), tokentap::sim::percentile(read_latency, 0.99),
       static_cast<unsigned long long>(t.events.load()));  // after stop(): every event received
   return failed == 0 ? 0 : 1;
 }
