@@ -9,9 +9,13 @@
 #   shows medians (and CPU ranges)
 #   SPREAD_MS=0: streams start together, so at a fixed gap their events arrive in bursts of
 #   STREAMS; SPREAD_MS=ITL_MS starts each at a random time within one gap (arrivals spread out).
+#   PIN=1: the proxies on the last core, the simulator and the load generator on the others
+#   (taskset), so that a proxy's latency is not the time it waited for a core they held.
 #
-# Per mode: events/s, per-event latency P50/P99 as the client sees it (the simulator stamps each
-# event with the monotonic time it wrote it; the client subtracts it on arrival — same clock), the
+# Per mode: events/s, per-event latency P50/P99 (the simulator stamps each event with the
+# monotonic time it wrote it; the client subtracts it from the kernel's receive time of the bytes
+# at its socket — same clock, without the client's own scheduling delay; the P99 of when the
+# client read it is the last column but one), the
 # proxy's CPU seconds per million events (/proc), and its RSS per open stream.  Proxies run one
 # worker each (nginx worker_processes 1, tokentap --threads 1).  Loopback only; bounded in time.
 set -euo pipefail
@@ -34,7 +38,12 @@ wait_line() { until grep -q "$2" "$1" 2>/dev/null; do sleep 0.1; done; }
 cpu_ticks() { local t=0; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' /proc/"$p"/stat))); done; echo $t; }
 rss_kib() { local t=0; for p in "$@"; do t=$((t + $(awk '/VmRSS/ {print $2}' /proc/"$p"/status))); done; echo $t; }
 
-"$BIN" sim --listen 127.0.0.1:0 --threads 1 --log-level warn > "$WORK/sim.out" &
+LOAD_CPUS=() PROXY_CPUS=()
+if [ "${PIN:-0}" = 1 ]; then
+  last=$(($(nproc) - 1))
+  LOAD_CPUS=(taskset -c "0-$((last - 1))") PROXY_CPUS=(taskset -c "$last")
+fi
+"${LOAD_CPUS[@]}" "$BIN" sim --listen 127.0.0.1:0 --threads 1 --log-level warn > "$WORK/sim.out" &
 pids+=($!)
 wait_line "$WORK/sim.out" ready
 SIM=$(sed -n 's/^ready sim=//p' "$WORK/sim.out")
@@ -66,7 +75,7 @@ CONF
 # nginx cannot listen on port 0 and report it: pick a free port.
 NGINX_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 sed -i "s/listen 127.0.0.1:0;/listen 127.0.0.1:$NGINX_PORT;/" "$WORK/nginx/nginx.conf"
-"$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' &
+"${PROXY_CPUS[@]}" "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' &
 NGINX_MASTER=$!
 pids+=($NGINX_MASTER)
 sleep 0.5
@@ -76,7 +85,7 @@ echo "hooks: [timing, steps, cache, metrics, trace]" > "$WORK/full.yaml"
 echo "hooks: [timing, steps, cache, metrics]" > "$WORK/notrace.yaml"
 echo "hooks: []" > "$WORK/off.yaml"
 start_tokentap() {  # $1 name, $2 config
-  "$BIN" proxy --config "$2" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --threads 1 --no-access-log \
+  "${PROXY_CPUS[@]}" "$BIN" proxy --config "$2" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --threads 1 --no-access-log \
     --log-level warn --upstream "http://$SIM" ${3:-} > "$WORK/$1.out" &
   pids+=($!)
   wait_line "$WORK/$1.out" ready
@@ -92,13 +101,14 @@ OFF_PID=${pids[-1]}
 OFF=$(sed -n 's/^ready proxy=\([^ ]*\).*/\1/p' "$WORK/off.out")
 
 cpu_split() { local u=0 k=0; for p in "$@"; do read -r a b < <(awk '{print $14, $15}' /proc/"$p"/stat); u=$((u + a)); k=$((k + b)); done; echo "$u $k"; }
-# One run of one mode; appends "eps failed p50 p99 user_s sys_s rss_per_stream" to $WORK/$name.runs.
+# One run of one mode; appends "eps failed p50 p99 user_s sys_s rss_per_stream read_p99" to
+# $WORK/$name.runs.
 run_mode() {  # $1 name, $2 target, $3.. pids to measure (none for direct)
   local name=$1 target=$2
   shift 2
   local before="0 0" after="0 0" rss_idle=0 rss_mid=0
   [ $# -gt 0 ] && before=$(cpu_split "$@") && rss_idle=$(rss_kib "$@")
-  "$LOADGEN" --target "$target" --concurrency "$STREAMS" --duration-s "$DURATION" \
+  "${LOAD_CPUS[@]}" "$LOADGEN" --target "$target" --concurrency "$STREAMS" --duration-s "$DURATION" \
     --tokens "$EVENTS" --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 --spread-ms "${SPREAD_MS:-0}" > "$WORK/load.out" 2>&1 &
   local load=$!
   sleep $((DURATION / 2))
@@ -113,7 +123,8 @@ run_mode() {  # $1 name, $2 target, $3.. pids to measure (none for direct)
     "$(sed -n 's/.*event_latency_p50_us=\([0-9.]*\).*/\1/p' <<< "$out") $(sed -n 's/.*event_latency_p99_us=\([0-9.]*\).*/\1/p' <<< "$out")" \
     "$(awk -v a="$ua" -v b="$ub" -v hz="$HZ" 'BEGIN { printf "%.3f", (a - b) / hz }')" \
     "$(awk -v a="$sa" -v b="$sb" -v hz="$HZ" 'BEGIN { printf "%.3f", (a - b) / hz }')" \
-    "$([ $# -gt 0 ] && echo $(( (rss_mid - rss_idle) / STREAMS )) || echo -)" >> "$WORK/$name.runs"
+    "$([ $# -gt 0 ] && echo $(( (rss_mid - rss_idle) / STREAMS )) || echo -)" \
+    "$(sed -n 's/.*read_latency_p99_us=\([0-9.]*\).*/\1/p' <<< "$out")" >> "$WORK/$name.runs"
 }
 NGINX_WORKERS=$(pgrep -P "$NGINX_MASTER" | tr '\n' ' ')
 # Idle streams first, on fresh processes (after a load run the allocator keeps freed memory and
@@ -142,7 +153,7 @@ if [ "${IDLE_STREAMS:-1000}" -gt 0 ]; then
 fi
 
 ROUNDS=${ROUNDS:-1}
-echo "machine: $(nproc) cores; $STREAMS streams x $EVENTS events, ${ITL_MS} ms apart, ${DURATION} s per mode; $ROUNDS round(s)"
+echo "machine: $(nproc) cores; $STREAMS streams x $EVENTS events, ${ITL_MS} ms apart, ${DURATION} s per mode; $ROUNDS round(s)${PROXY_CPUS:+; proxies on cpu ${PROXY_CPUS[2]}, load on ${LOAD_CPUS[2]}}"
 # The modes take turns, ROUNDS times over: CPU time varies by ~15 % between identical runs on a
 # shared VM, so a comparison is only as good as its rounds.  Each figure is the median over the
 # rounds (CPU: the range too); CPU per million events, split into user and system time.  RSS
@@ -176,17 +187,19 @@ rows = {}
 for m in modes:
     runs = [[num(f) for f in l.split()] for l in open(f"{work}/{m}.runs") if l.strip()]
     cpu, usr, sys_ = [], [], []
-    for eps, _, _, _, u, s, _ in runs:
+    for eps, _, _, _, u, s, _, _ in runs:
         if m != "direct" and eps:
             per = eps * duration / 1e6
             cpu.append((u + s) / per); usr.append(u / per); sys_.append(s / per)
     rows[m] = dict(eps=med([r[0] for r in runs if r[0] is not None]),
                    failed=sum(r[1] or 0 for r in runs), p50=med([r[2] for r in runs if r[2] is not None]),
                    p99=med([r[3] for r in runs if r[3] is not None]), cpu=cpu, usr=med(usr), sys=med(sys_),
+                   read_p99=med([r[7] for r in runs if r[7] is not None]),
                    # the first round's: later runs reuse memory the allocator kept from the first
                    rss=runs[0][6] if runs else None)
-fmt = "%-18s %9s %7s %9s %9s %21s %11s %8s %8s"
-print(fmt % ("mode", "events/s", "errors", "p50 us", "p99 us", "cpu s/M events", "user/sys", "vs nginx", "KiB/str"))
+fmt = "%-18s %9s %7s %9s %9s %21s %11s %8s %11s %8s"
+print(fmt % ("mode", "events/s", "errors", "p50 us", "p99 us", "cpu s/M events", "user/sys", "vs nginx",
+             "read p99 us", "KiB/str"))
 base = med(rows["nginx"]["cpu"])
 for m in modes:
     r = rows[m]
@@ -195,7 +208,8 @@ for m in modes:
     split = "-" if c is None else "%.1f/%.1f" % (r["usr"], r["sys"])
     ratio = "-" if c is None or not base else "%.2f" % (c / base)
     g = lambda v, f="%.0f": "-" if v is None else f % v
-    print(fmt % (m, g(r["eps"]), r["failed"], g(r["p50"]), g(r["p99"]), cpu, split, ratio, g(r["rss"])))
+    print(fmt % (m, g(r["eps"]), r["failed"], g(r["p50"]), g(r["p99"]), cpu, split, ratio,
+                 g(r["read_p99"]), g(r["rss"])))
 full, notrace = med(rows["tokentap-full"]["cpu"]), med(rows["tokentap-no-trace"]["cpu"])
 if full and notrace:
     print("traces cost: %+.1f %% CPU (full vs no-trace, medians)" % (100 * (full / notrace - 1)))
