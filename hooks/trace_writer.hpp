@@ -54,6 +54,11 @@ class trace_writer {
   /// Blocks until everything queued so far is written (tests, shutdown).
   void flush();
   const trace_writer_stats& stats() const noexcept { return stats_; }
+  /// The writer thread's kernel id (0 until it has started): tests check its scheduling.
+  int thread_id() const noexcept { return tid_.load(std::memory_order_acquire); }
+
+  /// The nice value the writer thread runs at (at least the process's own).
+  static constexpr int nice = 10;
 
  private:
   void run();
@@ -74,6 +79,7 @@ class trace_writer {
   std::string rendered_;     ///< the events of the record being written (reused)
   std::string head_, tail_;  ///< a rendered record's head and tail (reused)
   trace_writer_stats stats_;
+  std::atomic<int> tid_{0};
   std::thread thread_;
 };
 
