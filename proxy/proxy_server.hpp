@@ -29,6 +29,7 @@ struct proxy_stats {
   std::atomic<std::uint64_t> client_disconnects{0};  ///< clients gone mid-exchange
   std::atomic<std::uint64_t> rejected_requests{0};   ///< 400/413/431 answered by the proxy
   std::atomic<std::uint64_t> active_streams{0};      ///< exchanges in flight
+  std::atomic<std::uint64_t> deferred_taps{0};       ///< reads whose tap waited behind a backlog
 };
 
 /// Everything sessions share; immutable after start except the atomics and per-worker pools.

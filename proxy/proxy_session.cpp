@@ -27,6 +27,7 @@
 #include "hooks/tap.hpp"
 #include "parsers/http_body.hpp"
 #include "parsers/request_inspector.hpp"
+#include "proxy/deferred_taps.hpp"
 #include "proxy/http_util.hpp"
 #include "proxy/proxy_server.hpp"
 #include "proxy/upstream_pool.hpp"
@@ -664,7 +665,7 @@ class proxy_session final : public session_base,
   // exchange ended here: client lost, upstream broke or timed out, forced close — the outcome
   // is in `ex` and the sockets are closed as needed.
   template <class Upstream, class Handler>
-  class relay_op {
+  class relay_op final : deferred_step {
    public:
     relay_op(proxy_session& s, Upstream& up, upstream_connection& conn, exchange& ex,
              parsers::http_body_decoder& body, bool chunked, Handler&& h)
@@ -751,13 +752,31 @@ class proxy_session final : public session_base,
         return finish(false);
       }
       ex_.body_bytes += n_;
-      const auto written_ns = mono_now_ns();
-      if (ex_.tap) ex_.tap->on_body({s_.relay_buf_.get(), n_}, read_ns_, written_ns);
+      written_ns_ = mono_now_ns();
+      // Other handlers ran between the read and now: a backlog.  The tap's work waits for the
+      // reads already queued (deferred_taps); with none, it runs at once.
+      if (ex_.tap && written_ns_ - read_ns_ > backlog_ns) {
+        if (deferred_ == nullptr)
+          deferred_ = &net::use_service<deferred_taps>(up_.get_executor().context());
+        s_.shared_.stats.deferred_taps.fetch_add(1, std::memory_order_relaxed);
+        deferred_->push(this, up_.get_executor());
+        return;
+      }
+      tap_then_next();
+    }
+
+    static constexpr std::int64_t backlog_ns = 50'000;
+
+    void run_deferred() override { tap_then_next(); }
+    void discard() noexcept override { delete this; }
+
+    void tap_then_next() {
+      if (ex_.tap) ex_.tap->on_body({s_.relay_buf_.get(), n_}, read_ns_, written_ns_);
       if (got_ == s_.relay_size_ && s_.relay_size_ < relay_buffer_max) {
         s_.relay_size_ *= 2;  // the upstream outpaces us: read more per syscall
         s_.relay_buf_ = std::make_unique<char[]>(s_.relay_size_);
       }
-      next(from_mono(written_ns));
+      next(from_mono(written_ns_));
     }
 
     static clock::time_point from_mono(std::int64_t ns) noexcept {
@@ -807,9 +826,10 @@ class proxy_session final : public session_base,
     bool early_ = false;  // body bytes that came with the head are still in conn_.buffer
     Handler handler_;
     error_code read_ec_;
-    std::int64_t read_ns_ = 0;
-    std::size_t got_ = 0;  // bytes read (framing included)
-    std::size_t n_ = 0;    // payload bytes among them
+    std::int64_t read_ns_ = 0, written_ns_ = 0;
+    deferred_taps* deferred_ = nullptr;  // looked up at the first deferral
+    std::size_t got_ = 0;                // bytes read (framing included)
+    std::size_t n_ = 0;                  // payload bytes among them
     chunk_header hdr_;
     std::array<net::const_buffer, 3> bufs_{};
   };
