@@ -177,6 +177,32 @@ TEST(Relay, HeadResponseHasNoBodyAndTheConnectionStaysUsable) {
   EXPECT_NE(next.body.find("sim-small"), std::string::npos);
 }
 
+struct load_result {
+  std::uint64_t ok, failed, bytes, events;
+};
+
+// `clients` keep-alive clients sending `requests` copies of `one` each to `ep`, all at once.
+load_result load_through(tcp::endpoint ep, const request_options& one, unsigned clients,
+                         std::uint64_t requests, unsigned threads = 1) {
+  sim::load_options lo;
+  lo.host = "127.0.0.1";
+  lo.port = ep.port();
+  lo.concurrency = clients;
+  lo.threads = threads;
+  lo.max_requests = requests;
+  lo.next = [&](unsigned, std::uint64_t) {
+    sim::scenario sc;
+    sc.body = one.body;
+    sc.headers = one.headers;
+    return sc;
+  };
+  sim::load_generator load(lo);
+  load.start();
+  load.wait();
+  const auto& t = load.totals();
+  return {t.ok.load(), t.failed.load(), t.bytes.load(), t.events.load()};
+}
+
 // A tap that records what it was handed.
 struct recording_tap_factory : hooks::tap_factory {
   struct tap : hooks::stream_tap {
@@ -276,23 +302,10 @@ TEST(Relay, SlowTapsUnderABurstAreDeferredAndSeeEveryByteInOrder) {
   const auto one = stream_request(30, 10, 5);
   const auto expected = fetch(s.sim_ep(), one);
   ASSERT_TRUE(expected.complete);
-  sim::load_options lo;
-  lo.host = "127.0.0.1";
-  lo.port = s.proxy_ep().port();
-  lo.concurrency = 40;  // their events arrive together, 5 ms apart
-  lo.max_requests = 1;
-  lo.next = [&](unsigned, std::uint64_t) {
-    sim::scenario sc;
-    sc.body = one.body;
-    sc.headers = one.headers;
-    return sc;
-  };
-  sim::load_generator load(lo);
-  load.start();
-  load.wait();
-  EXPECT_EQ(load.totals().ok.load(), 40u);
-  EXPECT_EQ(load.totals().failed.load(), 0u);
-  EXPECT_EQ(load.totals().bytes.load(), 40u * expected.body.size());
+  const auto t = load_through(s.proxy_ep(), one, 40, 1);  // events arrive together, 5 ms apart
+  EXPECT_EQ(t.ok, 40u);
+  EXPECT_EQ(t.failed, 0u);
+  EXPECT_EQ(t.bytes, 40u * expected.body.size());
   for (int i = 0; i < 400 && s.proxy->stats().active_streams.load() != 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   // 40 streams x ~33 reads x 0.3 ms of tap work arriving in bursts: backlogs.
@@ -316,27 +329,12 @@ TEST(Relay, TwoHundredConcurrentStreams) {
   const auto expected = fetch(s.sim_ep(), one);
   ASSERT_TRUE(expected.complete);
 
-  sim::load_options lo;
-  lo.host = "127.0.0.1";
-  lo.port = s.proxy_ep().port();
-  lo.concurrency = 200;
-  lo.threads = 2;
-  lo.max_requests = 2;
-  lo.next = [&](unsigned, std::uint64_t) {
-    sim::scenario sc;
-    sc.body = one.body;
-    sc.headers = one.headers;
-    return sc;
-  };
-  sim::load_generator load(lo);
-  load.start();
-  load.wait();
-  auto& t = load.totals();
-  EXPECT_EQ(t.ok.load(), 400u);
-  EXPECT_EQ(t.failed.load(), 0u);
+  const auto t = load_through(s.proxy_ep(), one, 200, 2, 2);
+  EXPECT_EQ(t.ok, 400u);
+  EXPECT_EQ(t.failed, 0u);
   // Every stream carried exactly the bytes the simulator generated for that request.
-  EXPECT_EQ(t.bytes.load(), 400u * expected.body.size());
-  EXPECT_EQ(t.events.load(), 400u * sse_data(expected.body).size());
+  EXPECT_EQ(t.bytes, 400u * expected.body.size());
+  EXPECT_EQ(t.events, 400u * sse_data(expected.body).size());
   // The last bytes reach the client just before the proxy finishes its bookkeeping.
   for (int i = 0; i < 200 && s.proxy->stats().active_streams.load() != 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
