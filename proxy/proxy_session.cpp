@@ -680,7 +680,7 @@ class proxy_session final : public session_base,
     void start(clock::time_point now) {
       early_ = conn_.buffer.size() > 0;
       if (body_.done()) {  // Content-Length: 0.  Completed through the executor, never inline.
-        net::post(up_.get_executor(), [this] { finish(true); });
+        net::post(up_.get_executor(), step<&relay_op::body_done>(this));
         return;
       }
       read(now);
@@ -697,21 +697,40 @@ class proxy_session final : public session_base,
             net::buffer_copy(net::buffer(s_.relay_buf_.get(), s_.relay_size_), early.data());
         early.consume(n);
         early_ = early.size() > 0;
-        net::post(up_.get_executor(), [this, n] { on_read({}, n); });
+        net::post(up_.get_executor(), step<&relay_op::on_read>(this, n));
         return;
       }
       s_.set_relay_deadline(s_.upstream_deadline_, s_.bounded(ex_, s_.timeouts().idle, now));
       up_.async_read_some(net::buffer(s_.relay_buf_.get(), s_.relay_size_),
-                          step<&relay_op::on_read>{this});
+                          step<&relay_op::on_read>(this));
     }
 
    private:
-    // Intermediate handler: calls back into the op (which outlives every operation it starts).
+    // Intermediate handler: calls back into the op, which has one operation (or posted call)
+    // pending at a time and owns itself.  Move-only: the one copy that Asio holds releases the
+    // op if it is destroyed without being called — an io_context going away with the op's read
+    // or write pending (a hard stop) — instead of leaking it and the coroutine frames it resumes.
     template <void (relay_op::*F)(error_code, std::size_t)>
-    struct step {
-      relay_op* op;
-      void operator()(error_code ec, std::size_t n = 0) const { (op->*F)(ec, n); }
+    class step {
+     public:
+      explicit step(relay_op* op, std::size_t n = 0) noexcept : op_(op), n_(n) {}
+      step(step&& o) noexcept : op_(std::exchange(o.op_, nullptr)), n_(o.n_) {}
+      step& operator=(step&&) = delete;
+      ~step() {
+        if (op_ != nullptr) op_->abandon();
+      }
+      void operator()(error_code ec, std::size_t n = 0) {
+        (std::exchange(op_, nullptr)->*F)(ec, n);
+      }
+      void operator()() { (std::exchange(op_, nullptr)->*F)({}, n_); }  // posted
+
+     private:
+      relay_op* op_;
+      std::size_t n_;  // a posted call's byte count
     };
+
+    void body_done(error_code, std::size_t) { finish(true); }
+    void abandon() noexcept { delete this; }
 
     void on_read(error_code ec, std::size_t got) {
       s_.upstream_deadline_ = no_deadline;  // idle counts only while a read waits
@@ -736,9 +755,9 @@ class proxy_session final : public session_base,
       if (chunked_) {
         hdr_.set(n_);
         bufs_ = {hdr_.buffer(), net::buffer(data, n_), net::buffer(crlf, 2)};
-        net::async_write(client, bufs_, step<&relay_op::on_write>{this});
+        net::async_write(client, bufs_, step<&relay_op::on_write>(this));
       } else {
-        net::async_write(client, net::buffer(data, n_), step<&relay_op::on_write>{this});
+        net::async_write(client, net::buffer(data, n_), step<&relay_op::on_write>(this));
       }
     }
 
@@ -768,7 +787,7 @@ class proxy_session final : public session_base,
     static constexpr std::int64_t backlog_ns = 50'000;
 
     void run_deferred() override { tap_then_next(); }
-    void discard() noexcept override { delete this; }
+    void discard() noexcept override { abandon(); }
 
     void tap_then_next() {
       if (ex_.tap) ex_.tap->on_body({s_.relay_buf_.get(), n_}, read_ns_, written_ns_);

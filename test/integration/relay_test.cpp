@@ -182,21 +182,26 @@ struct load_result {
 };
 
 // `clients` keep-alive clients sending `requests` copies of `one` each to `ep`, all at once.
-load_result load_through(tcp::endpoint ep, const request_options& one, unsigned clients,
-                         std::uint64_t requests, unsigned threads = 1) {
+sim::load_options same_requests(tcp::endpoint ep, const request_options& one, unsigned clients,
+                                std::uint64_t requests, unsigned threads = 1) {
   sim::load_options lo;
   lo.host = "127.0.0.1";
   lo.port = ep.port();
   lo.concurrency = clients;
   lo.threads = threads;
   lo.max_requests = requests;
-  lo.next = [&](unsigned, std::uint64_t) {
+  lo.next = [one](unsigned, std::uint64_t) {
     sim::scenario sc;
     sc.body = one.body;
     sc.headers = one.headers;
     return sc;
   };
-  sim::load_generator load(lo);
+  return lo;
+}
+
+load_result load_through(tcp::endpoint ep, const request_options& one, unsigned clients,
+                         std::uint64_t requests, unsigned threads = 1) {
+  sim::load_generator load(same_requests(ep, one, clients, requests, threads));
   load.start();
   load.wait();
   const auto& t = load.totals();
@@ -276,7 +281,7 @@ struct slow_tap_factory : hooks::tap_factory {
     explicit tap(slow_tap_factory& f) : f_(f) {}
     void on_body(std::span<const char> b, hooks::mono_ns read,
                  hooks::mono_ns written) noexcept override {
-      std::this_thread::sleep_for(std::chrono::microseconds(300));
+      std::this_thread::sleep_for(f_.delay);
       bytes.append(b.data(), b.size());
       ordered = ordered && !ended && written >= read && read >= last_read;
       last_read = read;
@@ -292,6 +297,7 @@ struct slow_tap_factory : hooks::tap_factory {
     hooks::mono_ns last_read = 0;
   };
   std::unique_ptr<hooks::stream_tap> create() override { return std::make_unique<tap>(*this); }
+  std::chrono::microseconds delay{300};  // per read
   std::mutex mu;
   std::vector<std::pair<std::string, bool>> done;  // bytes seen, in order and ended ok
 };
@@ -316,6 +322,26 @@ TEST(Relay, SlowTapsUnderABurstAreDeferredAndSeeEveryByteInOrder) {
     EXPECT_EQ(bytes, expected.body);
     EXPECT_TRUE(ordered);
   }
+}
+
+// A hard stop (the grace period and the 2 s after it over) in the middle of a burst: the
+// io_context goes away with relay steps pending — reads and writes on their sockets, tap steps
+// queued behind a backlog — and each is released without running: those streams never end for
+// their taps, and nothing leaks (the sanitizer build checks; this leaked relay ops and their
+// coroutine frames before).
+TEST(Relay, AHardStopReleasesTheRelayStepsStillPending) {
+  auto taps = std::make_shared<slow_tap_factory>();
+  taps->delay = std::chrono::milliseconds(200);  // 40 streams x ~33 reads: minutes of tap work
+  stack s([](config::config& cfg) { cfg.threads = 1; }, {}, taps);
+  sim::load_generator load(same_requests(s.proxy_ep(), stream_request(30, 10, 5), 40, 1));
+  load.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  s.proxy->shutdown(std::chrono::milliseconds(0));
+  s.proxy->join();
+  s.proxy.reset();  // the io_context, and every step still pending, go away here
+  load.stop();
+  std::lock_guard lk(taps->mu);
+  EXPECT_LT(taps->done.size(), 40u) << "every stream ended: nothing was pending at the stop";
 }
 
 TEST(Relay, TwoHundredConcurrentStreams) {
