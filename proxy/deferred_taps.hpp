@@ -1,5 +1,7 @@
 #pragma once
 // Tap work that lets reads go first (issue 8, round 10).
+#include <atomic>
+#include <cstdint>
 #include <deque>
 
 #include <boost/asio/post.hpp>
@@ -37,12 +39,18 @@ class deferred_taps final : public net::execution_context::service {
   explicit deferred_taps(net::execution_context& ctx) : service(ctx) {}
 
   void push(deferred_step* step, io_executor ex) {
+    // Counted here, on the io_context's own thread: not a cache line shared by the I/O threads
+    // at every deferred read.
+    deferred_.store(deferred_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     queue_.push_back(step);
     if (!posted_) {
       posted_ = true;
       net::post(ex, [this, ex] { drain(ex); });
     }
   }
+
+  /// Steps queued so far (readable from any thread).
+  std::uint64_t deferred() const noexcept { return deferred_.load(std::memory_order_relaxed); }
 
  private:
   void drain(io_executor ex) {
@@ -65,6 +73,7 @@ class deferred_taps final : public net::execution_context::service {
 
   std::deque<deferred_step*> queue_;
   bool posted_ = false;
+  std::atomic<std::uint64_t> deferred_{0};
 };
 
 }  // namespace tokentap::proxy

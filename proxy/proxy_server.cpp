@@ -4,6 +4,7 @@
 #include "hooks/hook_chain.hpp"
 #include "hooks/metrics.hpp"
 #include "proxy/admin.hpp"
+#include "proxy/deferred_taps.hpp"
 #include "proxy/proxy_session.hpp"
 #include "proxy/tls.hpp"
 #include "proxy/upstream_pool.hpp"
@@ -101,6 +102,16 @@ void proxy_server::shutdown(std::chrono::milliseconds grace) {
 
 void proxy_server::join() {
   runtime_.join();
+}
+
+std::uint64_t proxy_server::deferred_taps() {
+  std::uint64_t n = 0;
+  for (unsigned i = 0; i < runtime_.size(); ++i) {
+    auto& ioc = runtime_.at(i).ioc;
+    if (net::has_service<proxy::deferred_taps>(ioc))
+      n += net::use_service<proxy::deferred_taps>(ioc).deferred();
+  }
+  return n;
 }
 
 }  // namespace tokentap::proxy

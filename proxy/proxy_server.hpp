@@ -29,7 +29,6 @@ struct proxy_stats {
   std::atomic<std::uint64_t> client_disconnects{0};  ///< clients gone mid-exchange
   std::atomic<std::uint64_t> rejected_requests{0};   ///< 400/413/431 answered by the proxy
   std::atomic<std::uint64_t> active_streams{0};      ///< exchanges in flight
-  std::atomic<std::uint64_t> deferred_taps{0};       ///< reads whose tap waited behind a backlog
 };
 
 /// Everything sessions share; immutable after start except the atomics and per-worker pools.
@@ -61,6 +60,8 @@ class proxy_server {
   void join();
 
   const proxy_stats& stats() const noexcept { return shared_->stats; }
+  /// Reads whose tap work waited behind a backlog (proxy/deferred_taps.hpp), all I/O threads.
+  std::uint64_t deferred_taps();
   /// The tap factory in use (a hooks::hook_chain_factory unless one was passed in), or nullptr.
   hooks::tap_factory* taps() const noexcept { return shared_->taps.get(); }
   hooks::metrics_registry& metrics() const noexcept { return *shared_->metrics; }

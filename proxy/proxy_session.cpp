@@ -777,7 +777,6 @@ class proxy_session final : public session_base,
       if (ex_.tap && written_ns_ - read_ns_ > backlog_ns) {
         if (deferred_ == nullptr)
           deferred_ = &net::use_service<deferred_taps>(up_.get_executor().context());
-        s_.shared_.stats.deferred_taps.fetch_add(1, std::memory_order_relaxed);
         deferred_->push(this, up_.get_executor());
         return;
       }

@@ -46,6 +46,7 @@ TEST(DeferredTaps, RunInOrderAFewPerDrainWithReadsQueuedMeanwhileFirst) {
     want.push_back(std::to_string(i));
   }
   EXPECT_EQ(log, want);
+  EXPECT_EQ(q.deferred(), 40u);
 
   // The queue drained: a new step starts a new drain.
   step late(log, "late");
