@@ -5,6 +5,7 @@
 #include "hooks/metrics.hpp"
 #include "proxy/admin.hpp"
 #include "proxy/deferred_taps.hpp"
+#include "proxy/hangup_watch.hpp"
 #include "proxy/proxy_session.hpp"
 #include "proxy/tls.hpp"
 #include "proxy/upstream_pool.hpp"
@@ -110,6 +111,15 @@ std::uint64_t proxy_server::deferred_taps() {
     auto& ioc = runtime_.at(i).ioc;
     if (net::has_service<proxy::deferred_taps>(ioc))
       n += net::use_service<proxy::deferred_taps>(ioc).deferred();
+  }
+  return n;
+}
+
+std::uint64_t proxy_server::hangups() {
+  std::uint64_t n = 0;
+  for (unsigned i = 0; i < runtime_.size(); ++i) {
+    auto& ioc = runtime_.at(i).ioc;
+    if (net::has_service<hangup_watch>(ioc)) n += net::use_service<hangup_watch>(ioc).hangups();
   }
   return n;
 }

@@ -62,6 +62,9 @@ class proxy_server {
   const proxy_stats& stats() const noexcept { return shared_->stats; }
   /// Reads whose tap work waited behind a backlog (proxy/deferred_taps.hpp), all I/O threads.
   std::uint64_t deferred_taps();
+  /// Upstream connections the hangup watch saw closed or reset by their peer
+  /// (proxy/hangup_watch.hpp), all I/O threads.
+  std::uint64_t hangups();
   /// The tap factory in use (a hooks::hook_chain_factory unless one was passed in), or nullptr.
   hooks::tap_factory* taps() const noexcept { return shared_->taps.get(); }
   hooks::metrics_registry& metrics() const noexcept { return *shared_->metrics; }

@@ -28,6 +28,7 @@
 #include "parsers/http_body.hpp"
 #include "parsers/request_inspector.hpp"
 #include "proxy/deferred_taps.hpp"
+#include "proxy/drain_read.hpp"
 #include "proxy/http_util.hpp"
 #include "proxy/proxy_server.hpp"
 #include "proxy/upstream_pool.hpp"
@@ -701,6 +702,13 @@ class proxy_session final : public session_base,
         return;
       }
       s_.set_relay_deadline(s_.upstream_deadline_, s_.bounded(ex_, s_.timeouts().idle, now));
+      if constexpr (std::is_same_v<Upstream, tcp_socket>) {
+        if (conn_.watched) {  // a short read drained the socket: no `recv` just to see EAGAIN
+          up_.async_read_some(drain_buffer(s_.relay_buf_.get(), s_.relay_size_),
+                              step<&relay_op::on_read>(this));
+          return;
+        }
+      }
       up_.async_read_some(net::buffer(s_.relay_buf_.get(), s_.relay_size_),
                           step<&relay_op::on_read>(this));
     }

@@ -6,6 +6,8 @@
 
 #include <boost/asio/ssl/host_name_verification.hpp>
 
+#include "proxy/hangup_watch.hpp"
+
 namespace tokentap::proxy {
 
 upstream_connection::upstream_connection(io_executor ex)
@@ -13,6 +15,16 @@ upstream_connection::upstream_connection(io_executor ex)
 
 upstream_connection::upstream_connection(io_executor ex, net::ssl::context& ctx)
     : stream_(std::in_place_type<tls_stream>, ex, ctx) {}
+
+void upstream_connection::hung_up() noexcept {
+  peer_closed = true;
+  auto& sock = lowest().socket();
+  if (idle || !sock.is_open()) return;  // an idle one leaves the pool when next looked at
+  // Registering an operation that does not try first makes the reactor re-arm the descriptor
+  // (EPOLL_CTL_MOD), and the kernel then reports its readiness again: a read that drained the
+  // socket and now waits for an edge runs.  The wait itself ends when the socket is closed.
+  sock.async_wait(tcp::socket::wait_error, [](error_code) {});
+}
 
 tcp_stream& upstream_connection::lowest() noexcept {
   return std::visit([](auto& s) -> tcp_stream& { return beast::get_lowest_layer(s); }, stream_);
@@ -39,7 +51,7 @@ namespace {
 // An idle keep-alive connection is reusable only if the peer has neither closed it nor sent
 // anything unsolicited.  A non-blocking peek tells without consuming.
 bool still_usable(upstream_connection& c) {
-  if (c.buffer.size() != 0) return false;
+  if (c.buffer.size() != 0 || c.peer_closed) return false;
   auto& sock = c.lowest().socket();
   if (!sock.is_open()) return false;
   char byte;
@@ -66,7 +78,10 @@ std::unique_ptr<upstream_connection> upstream_pool::take(std::size_t index) {
   while (!q.empty()) {
     auto c = std::move(q.back());  // most recently used first: warmest, least likely closed
     q.pop_back();
-    if (now - c->idle_since < ttl && still_usable(*c)) return c;
+    if (now - c->idle_since < ttl && still_usable(*c)) {
+      c->idle = false;
+      return c;
+    }
   }
   return nullptr;
 }
@@ -74,7 +89,8 @@ std::unique_ptr<upstream_connection> upstream_pool::take(std::size_t index) {
 void upstream_pool::give_back(std::size_t index, std::unique_ptr<upstream_connection> c) {
   auto& q = idle_[index];
   const auto max = cfg_.upstreams[index].max_idle;
-  if (max == 0) return;
+  if (max == 0 || c->peer_closed) return;
+  c->idle = true;
   c->idle_since = clock::now();
   ++c->exchanges;
   // Expired connections leave as soon as there is traffic, not only when they are next taken.
@@ -109,6 +125,7 @@ awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(std::size
   }
   tcp_layer.socket().set_option(tcp::no_delay(true), ec);  // tokens are small: no Nagle delay
   ec = {};
+  if (!conn->is_tls()) conn->watched = net::use_service<hangup_watch>(ioc_).watch(*conn);
   if (conn->is_tls()) {
     co_await conn->visit([&](auto& s) -> awaitable<void> {
       using S = std::decay_t<decltype(s)>;

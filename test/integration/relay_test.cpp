@@ -3,8 +3,12 @@
 
 #include <sys/socket.h>
 
+#include <cstdio>
 #include <mutex>
 #include <thread>
+
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/write.hpp>
 
 #include "hooks/tap.hpp"
 #include "sim/load_generator.hpp"
@@ -342,6 +346,90 @@ TEST(Relay, AHardStopReleasesTheRelayStepsStillPending) {
   load.stop();
   std::lock_guard lk(taps->mu);
   EXPECT_LT(taps->done.size(), 40u) << "every stream ended: nothing was pending at the stop";
+}
+
+// An upstream that ends its response by hanging up right after the last event — the FIN or RST
+// in the same moment as the data, as a server does that closes after writing.  The proxy reads
+// without trying first once a read came up short (proxy/drain_read.hpp); the hangup raised no
+// edge of its own, so the read after the last event waits for the hangup watch.  Scripted for
+// one connection: the head, the first event alone 30 ms later (the proxy's read waits for it),
+// then — 50 ms on, while the proxy's only thread sleeps in the slow tap of that event — the last
+// event and the hangup together.
+class last_event_then_hangup {
+ public:
+  explicit last_event_then_hangup(bool rst) {
+    thread_ = std::thread([this, rst] { serve(rst); });
+  }
+  ~last_event_then_hangup() { thread_.join(); }
+  std::string url() const {
+    return "http://127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
+  }
+  static std::string event(int i) { return "data: {\"n\":" + std::to_string(i) + "}\n\n"; }
+
+ private:
+  void serve(bool rst) {
+    tcp::socket s(ioc_);
+    error_code ec;
+    acceptor_.accept(s, ec);
+    if (ec) return;
+    const timeval limit{10, 0};  // never outlive a broken test
+    ::setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+    std::string in;
+    net::read_until(s, net::dynamic_buffer(in), "\r\n\r\n", ec);
+    // Until close (FIN) or chunked (RST: the client must see a truncated response).
+    const std::string head =
+        std::string("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n") +
+        (rst ? "Transfer-Encoding: chunked\r\n\r\n" : "Connection: close\r\n\r\n");
+    net::write(s, net::buffer(head), ec);
+    const auto framed = [rst](const std::string& e) {
+      if (!rst) return e;
+      char size[16];
+      std::snprintf(size, sizeof size, "%zx\r\n", e.size());
+      return size + e + "\r\n";
+    };
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    net::write(s, net::buffer(framed(event(0))), ec);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    net::write(s, net::buffer(framed(event(1))), ec);
+    if (rst) {
+      s.set_option(net::socket_base::linger(true, 0), ec);
+      s.close(ec);
+      return;
+    }
+    s.shutdown(tcp::socket::shutdown_send, ec);
+    char sink[4096];  // the request's body, then the proxy's close
+    while (!ec) s.read_some(net::buffer(sink), ec);
+  }
+
+  net::io_context ioc_;
+  tcp::acceptor acceptor_{ioc_, {net::ip::make_address("127.0.0.1"), 0}};
+  std::thread thread_;
+};
+
+TEST(Relay, AnUpstreamHangupThatCameWithTheLastEventEndsTheStreamAtOnce) {
+  for (const bool rst : {false, true}) {
+    SCOPED_TRACE(rst ? "RST" : "FIN");
+    last_event_then_hangup up(rst);
+    auto taps = std::make_shared<slow_tap_factory>();
+    taps->delay = std::chrono::milliseconds(200);
+    stack s(
+        [&](config::config& cfg) {
+          config::set_single_upstream(cfg, up.url());
+          cfg.threads = 1;
+          cfg.timeouts.idle = std::chrono::seconds(5);
+        },
+        {}, taps);
+    request_options o;
+    o.body = chat_body(true, "hang up");
+    o.timeout = std::chrono::seconds(10);
+    const double t0 = now_ms();
+    const auto r = fetch(s.proxy_ep(), o);
+    EXPECT_LT(now_ms() - t0, 2500) << "the stream's end waited for the idle timeout";
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.complete, !rst) << r.error.message();
+    EXPECT_EQ(r.body, last_event_then_hangup::event(0) + last_event_then_hangup::event(1));
+    EXPECT_EQ(s.proxy->hangups(), 1u);
+  }
 }
 
 TEST(Relay, TwoHundredConcurrentStreams) {
