@@ -108,7 +108,8 @@ config from_yaml(const YAML::Node& root) {
   config cfg;
   if (root.IsNull()) return cfg;
   check_keys(root,
-             {"listen", "admin", "admin_token_file", "threads", "upstreams", "routes", "timeouts",
+             {"listen", "admin", "admin_token_file", "threads", "reuse_port", "upstreams", "routes",
+              "timeouts",
               "limits", "accept_encoding", "log", "hooks", "trace", "timing", "metrics", "steps",
               "cache", "max_event_bytes"},
              "the top level");
@@ -118,6 +119,7 @@ config from_yaml(const YAML::Node& root) {
     cfg.admin_token_file = scalar<std::string>(root["admin_token_file"], "admin_token_file");
   if (root["threads"])
     cfg.threads = static_cast<unsigned>(non_negative(root["threads"], "threads"));
+  if (root["reuse_port"]) cfg.reuse_port = scalar<bool>(root["reuse_port"], "reuse_port");
   if (const auto& ups = root["upstreams"]) {
     if (!ups.IsMap()) fail(ups, "upstreams must be a mapping of name -> {url: ...}");
     for (const auto& kv : ups) {

@@ -113,6 +113,10 @@ struct config {
   std::string admin_token_file;
   std::string admin_token;  ///< the token itself (from the file or TOKENTAP_ADMIN_TOKEN), not YAML
   unsigned threads = 0;     ///< 0 = number of cores
+  /// Bind the client listener with SO_REUSEPORT: several proxy processes share one port and the
+  /// kernel spreads new connections over them (each process its own descriptor limit; a new
+  /// binary can start beside the old one before the old one drains).
+  bool reuse_port = false;
   std::vector<upstream_config> upstreams;
   std::vector<route_config> routes;  ///< sorted longest prefix first by validate()
   timeouts_config timeouts;

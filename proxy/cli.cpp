@@ -53,6 +53,8 @@ constexpr const char* proxy_help = R"(usage: tokentap proxy [flags]
   --admin-token-file FILE  require this bearer token (or Basic auth password) on the admin
                            endpoints except /healthz and /readyz; TOKENTAP_ADMIN_TOKEN works too
   --threads N              I/O threads (default: one per core)
+  --reuse-port             share --listen with other tokentap processes (SO_REUSEPORT): the
+                           kernel spreads connections over them
   --ca-file FILE           extra CA bundle to trust for the --upstream
   --insecure-skip-verify   do not verify the --upstream's TLS certificate (testing only)
   --log-level LEVEL        debug | info | warn | error (default info)
@@ -256,6 +258,7 @@ config::config proxy_config(const flags& f) {
   cfg.listen = address_flag(f, "listen", cfg.listen);
   cfg.admin = address_flag(f, "admin", cfg.admin);
   if (f.has("threads")) cfg.threads = static_cast<unsigned>(f.number("threads", 0, 0, 1024));
+  if (f.has("reuse-port")) cfg.reuse_port = true;
   if (f.has("insecure-skip-verify") || f.has("ca-file")) {
     if (!f.has("upstream"))
       throw usage_error{
@@ -278,7 +281,7 @@ int cmd_proxy(const std::vector<std::string>& args) {
   auto f = flags::parse("proxy", args,
                         {"config", "listen", "upstream", "admin", "admin-token-file", "threads",
                          "ca-file", "log-level", "trace-dir"},
-                        {"insecure-skip-verify", "no-access-log"});
+                        {"insecure-skip-verify", "no-access-log", "reuse-port"});
   if (!f.positional().empty()) throw usage_error{"unexpected argument '" + f.positional()[0] + "'"};
   auto cfg = proxy_config(f);
   log::level l;

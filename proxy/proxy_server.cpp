@@ -56,7 +56,7 @@ void proxy_server::start() {
   endpoint_ = runtime_.listen(
       cfg.listen.host, cfg.listen.port,
       [shared](tcp_socket s, worker& w) { start_proxy_session(std::move(s), w, *shared); },
-      cfg.limits.max_connections);
+      cfg.limits.max_connections, listener_role::traffic, cfg.reuse_port);
 
   auto site = std::make_shared<admin::site>();
   site->bearer_token = cfg.admin_token;

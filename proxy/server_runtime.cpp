@@ -119,7 +119,7 @@ server_runtime::~server_runtime() {
 
 tcp::endpoint server_runtime::listen(const std::string& host, std::uint16_t port,
                                      accept_fn on_accept, std::size_t max_connections,
-                                     listener_role role) {
+                                     listener_role role, bool reuse_port) {
   auto l = std::make_shared<listener>(*this, workers_[0]->ioc, max_connections, role);
   l->on_accept = std::move(on_accept);
   const auto addr = net::ip::make_address(host);
@@ -127,6 +127,8 @@ tcp::endpoint server_runtime::listen(const std::string& host, std::uint16_t port
   l->protocol = ep.protocol();
   l->acceptor.open(ep.protocol());
   l->acceptor.set_option(tcp::acceptor::reuse_address(true));
+  if (reuse_port)
+    l->acceptor.set_option(net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>(true));
   l->acceptor.bind(ep);
   l->acceptor.listen(net::socket_base::max_listen_connections);
   listeners_.push_back(l);

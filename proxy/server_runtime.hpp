@@ -85,10 +85,11 @@ class server_runtime {
   /// Binds and listens (start-up only; throws boost::system::system_error when the address is
   /// taken).  At most `max_connections` sessions from this listener are open at once; further
   /// connections are closed right after accept (the count covers all sessions of the runtime).
-  /// Returns the bound endpoint (port 0 resolved).
+  /// `reuse_port` sets SO_REUSEPORT (other processes may bind the same address and share its
+  /// connections).  Returns the bound endpoint (port 0 resolved).
   tcp::endpoint listen(const std::string& host, std::uint16_t port, accept_fn on_accept,
                        std::size_t max_connections = 100000,
-                       listener_role role = listener_role::traffic);
+                       listener_role role = listener_role::traffic, bool reuse_port = false);
 
   /// Starts the worker threads.
   void start();

@@ -58,6 +58,7 @@ constexpr const char* full_yaml = R"(
 listen: 0.0.0.0:8080
 admin: 127.0.0.1:9464
 threads: 4
+reuse_port: true
 upstreams:
   vllm:
     url: http://10.0.0.5:8000
@@ -78,6 +79,7 @@ TEST(Config, LoadsEveryField) {
   const auto cfg = parse_config(full_yaml);
   EXPECT_EQ(cfg.listen.to_string(), "0.0.0.0:8080");
   EXPECT_EQ(cfg.threads, 4u);
+  EXPECT_TRUE(cfg.reuse_port);
   ASSERT_EQ(cfg.upstreams.size(), 2u);
   EXPECT_EQ(cfg.upstreams[0].max_idle, 8u);
   EXPECT_TRUE(cfg.upstreams[1].target.tls);
