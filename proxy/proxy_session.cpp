@@ -679,6 +679,11 @@ class proxy_session final : public session_base,
           handler_(std::move(h)) {}
 
     void start(clock::time_point now) {
+      if (!s_.client_nonblocking_) {  // once per session: writes below try at once, never wait
+        error_code ec;
+        s_.client_.socket().non_blocking(true, ec);
+        s_.client_nonblocking_ = !ec;
+      }
       early_ = conn_.buffer.size() > 0;
       if (body_.done()) {  // Content-Length: 0.  Completed through the executor, never inline.
         net::post(up_.get_executor(), step<&relay_op::body_done>(this));
@@ -763,9 +768,35 @@ class proxy_session final : public session_base,
       if (chunked_) {
         hdr_.set(n_);
         bufs_ = {hdr_.buffer(), net::buffer(data, n_), net::buffer(crlf, 2)};
-        net::async_write(client, bufs_, step<&relay_op::on_write>(this));
       } else {
-        net::async_write(client, net::buffer(data, n_), step<&relay_op::on_write>(this));
+        bufs_ = {net::buffer(data, n_), net::const_buffer(), net::const_buffer()};
+      }
+      // The write is tried here, on the non-blocking socket (what Asio's write would do first
+      // too), so that `sent_ns_` is when the kernel took the bytes: the tap's `written` time and
+      // the proxy-overhead histogram then measure the proxy's own work, not also the wait of the
+      // write's completion behind other ready handlers (2.5–5 ms at the P99 with 1,000 streams).
+      // The completion still goes through the executor, behind what is queued.  What the kernel
+      // does not take now (a slow client) is written asynchronously and stamped when done.
+      sent_ns_ = 0;
+      if (s_.client_nonblocking_) {
+        error_code ec;
+        const auto total = net::buffer_size(bufs_);
+        const auto sent = client.write_some(bufs_, ec);
+        if (!ec && sent == total) {
+          sent_ns_ = mono_now_ns();
+          net::post(up_.get_executor(), step<&relay_op::on_write>(this, sent));
+          return;
+        }
+        if (!ec) consume(sent);  // (an error is reported again by the write below)
+      }
+      net::async_write(client, bufs_, step<&relay_op::on_write>(this));
+    }
+
+    void consume(std::size_t n) noexcept {
+      for (auto& b : bufs_) {
+        const auto k = std::min(n, b.size());
+        b += k;
+        n -= k;
       }
     }
 
@@ -780,6 +811,7 @@ class proxy_session final : public session_base,
       }
       ex_.body_bytes += n_;
       written_ns_ = mono_now_ns();
+      if (sent_ns_ == 0) sent_ns_ = written_ns_;
       // Other handlers ran between the read and now: a backlog.  The tap's work waits for the
       // reads already queued (deferred_taps); with none, it runs at once.
       if (ex_.tap && written_ns_ - read_ns_ > backlog_ns) {
@@ -797,7 +829,7 @@ class proxy_session final : public session_base,
     void discard() noexcept override { abandon(); }
 
     void tap_then_next() {
-      if (ex_.tap) ex_.tap->on_body({s_.relay_buf_.get(), n_}, read_ns_, written_ns_);
+      if (ex_.tap) ex_.tap->on_body({s_.relay_buf_.get(), n_}, read_ns_, sent_ns_);
       if (got_ == s_.relay_size_ && s_.relay_size_ < relay_buffer_max) {
         s_.relay_size_ *= 2;  // the upstream outpaces us: read more per syscall
         s_.relay_buf_ = std::make_unique<char[]>(s_.relay_size_);
@@ -852,7 +884,9 @@ class proxy_session final : public session_base,
     bool early_ = false;  // body bytes that came with the head are still in conn_.buffer
     Handler handler_;
     error_code read_ec_;
-    std::int64_t read_ns_ = 0, written_ns_ = 0;
+    std::int64_t read_ns_ = 0;
+    std::int64_t sent_ns_ = 0;           // the kernel took the bytes (the tap's `written`)
+    std::int64_t written_ns_ = 0;        // the write's completion ran (a backlog when late)
     deferred_taps* deferred_ = nullptr;  // looked up at the first deferral
     std::size_t got_ = 0;                // bytes read (framing included)
     std::size_t n_ = 0;                  // payload bytes among them
@@ -1002,7 +1036,8 @@ class proxy_session final : public session_base,
   bool first_request_ = true;
   bool idle_ = true;
   bool draining_ = false;
-  bool forced_ = false;  // force_close(): the shutdown grace period is over
+  bool forced_ = false;              // force_close(): the shutdown grace period is over
+  bool client_nonblocking_ = false;  // the client socket is in non-blocking mode (relay writes)
   bool watching_ = false;
   std::uint64_t watch_gen_ = 0;
   proxy_shared& shared_;
