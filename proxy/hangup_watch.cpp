@@ -93,8 +93,11 @@ std::uint64_t hangup_watch::hangups() const noexcept {
   return impl_->hangups.load(std::memory_order_relaxed);
 }
 
+// The set goes here, not in the destructor: the descriptor service it uses was made after this
+// service, so it is destroyed before it.
 void hangup_watch::shutdown() {
   impl_->closing = true;
+  impl_->set.reset();
 }
 
 }  // namespace tokentap::proxy
