@@ -41,7 +41,9 @@ class rx_stamped_reader {
   /// False when the kernel refused SO_TIMESTAMPNS: last_rx_ns() then stays -1.
   bool stamps() const noexcept { return stamps_; }
 
-  /// Monotonic time (ns) at which the kernel received the last bytes read; -1 without one.
+  /// Monotonic time (ns) at which the kernel received the last bytes read; -1 without one (also
+  /// for bytes that arrived just after the first socket of the system asked for stamps: Linux
+  /// turns them on from a work item, a moment later).
   std::int64_t last_rx_ns() const noexcept { return last_rx_ns_; }
 
   template <class MutableBuffers, class Handler>
