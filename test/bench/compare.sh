@@ -30,6 +30,8 @@ NGINX=${NGINX:-/usr/sbin/nginx}
 WORK=$(mktemp -d /tmp/tokentap-compare-XXXXXX)
 ulimit -n 65536 2>/dev/null || true
 HZ=$(getconf CLK_TCK)
+# shellcheck source=test/bench/nginx.sh
+. "$(dirname "$0")/nginx.sh"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
@@ -48,33 +50,9 @@ pids+=($!)
 wait_line "$WORK/sim.out" ready
 SIM=$(sed -n 's/^ready sim=//p' "$WORK/sim.out")
 
-# (b) nginx, configured as a plain streaming reverse proxy.
-mkdir -p "$WORK/nginx/logs"
-cat > "$WORK/nginx/nginx.conf" <<CONF
-worker_processes 1;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/logs/error.log warn;
-events { worker_connections 30000; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/nginx/body;
-  proxy_temp_path $WORK/nginx/proxy;
-  upstream sim { server $SIM; keepalive 1024; }
-  server {
-    listen 127.0.0.1:0;
-    location / {
-      proxy_pass http://sim;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_buffering off;
-      proxy_request_buffering off;
-    }
-  }
-}
-CONF
-# nginx cannot listen on port 0 and report it: pick a free port.
-NGINX_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-sed -i "s/listen 127.0.0.1:0;/listen 127.0.0.1:$NGINX_PORT;/" "$WORK/nginx/nginx.conf"
+# (b) nginx, configured as a plain streaming reverse proxy (test/bench/nginx.sh).
+NGINX_PORT=$(free_port)
+nginx_conf "$WORK/nginx" "$SIM" "$NGINX_PORT"
 "${PROXY_CPUS[@]}" "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' &
 NGINX_MASTER=$!
 pids+=($NGINX_MASTER)

@@ -24,7 +24,8 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 wait_line() { until grep -q "$2" "$1" 2>/dev/null; do sleep 0.1; done; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=test/bench/nginx.sh
+. "$(dirname "$0")/nginx.sh"
 
 "$BIN" sim --listen 127.0.0.1:0 --threads 1 --log-level warn > "$WORK/sim.out" &
 pids+=($!)
@@ -33,30 +34,7 @@ SIM=$(sed -n 's/^ready sim=//p' "$WORK/sim.out")
 
 # nginx: PROCS workers, each with its own listening socket (reuseport) and descriptor limit.
 NGINX_PORT=$(free_port)
-mkdir -p "$WORK/nginx/logs"
-cat > "$WORK/nginx/nginx.conf" <<CONF
-worker_processes $PROCS;
-worker_rlimit_nofile $(ulimit -Hn);
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/logs/error.log warn;
-events { worker_connections $(( $(ulimit -Hn) - 100 )); }
-http {
-  access_log off;
-  client_body_temp_path $WORK/nginx/body;
-  proxy_temp_path $WORK/nginx/proxy;
-  upstream sim { server $SIM; keepalive 1024; }
-  server {
-    listen 127.0.0.1:$NGINX_PORT reuseport;
-    location / {
-      proxy_pass http://sim;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_buffering off;
-      proxy_request_buffering off;
-    }
-  }
-}
-CONF
+LISTEN_OPTS=reuseport nginx_conf "$WORK/nginx" "$SIM" "$NGINX_PORT" "$PROCS"
 "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' 2> "$WORK/nginx.err" &
 NGINX_MASTER=$!
 pids+=($NGINX_MASTER)

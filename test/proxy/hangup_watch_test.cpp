@@ -148,29 +148,21 @@ TEST(DrainRead, WithoutTheWatchAReadAfterTheLastDataMissesAHangupThatCameWithIt)
 
 #endif  // TOKENTAP_DRAIN_READS
 
-TEST(HangupWatch, AFinThatCameWithTheLastDataEndsTheReadWaitingAfterIt) {
-  connected c;
-  auto& watch = net::use_service<hangup_watch>(c.ioc);
-  ASSERT_TRUE(watch.watch(c.conn));
-  const auto [first, second] = data_then_hangup<drain_buffer>(c, false, 2s);
-  ASSERT_TRUE(first);
-  EXPECT_EQ(first->n, 12u);
-  ASSERT_TRUE(second) << "the read after the last data never saw the FIN";
-  EXPECT_EQ(second->ec, net::error::eof);
-  EXPECT_TRUE(c.conn.peer_closed);
-  EXPECT_EQ(watch.hangups(), 1u);
-}
-
-TEST(HangupWatch, AResetThatCameWithTheLastDataEndsTheReadWaitingAfterIt) {
-  connected c;
-  auto& watch = net::use_service<hangup_watch>(c.ioc);
-  ASSERT_TRUE(watch.watch(c.conn));
-  const auto [first, second] = data_then_hangup<drain_buffer>(c, true, 2s);
-  ASSERT_TRUE(first);
-  EXPECT_EQ(first->n, 12u);
-  ASSERT_TRUE(second) << "the read after the last data never saw the RST";
-  EXPECT_EQ(second->ec, net::error::connection_reset);
-  EXPECT_TRUE(c.conn.peer_closed);
+TEST(HangupWatch, AFinOrResetThatCameWithTheLastDataEndsTheReadWaitingAfterIt) {
+  for (const bool rst : {false, true}) {
+    SCOPED_TRACE(rst ? "RST" : "FIN");
+    connected c;
+    auto& watch = net::use_service<hangup_watch>(c.ioc);
+    ASSERT_TRUE(watch.watch(c.conn));
+    const auto [first, second] = data_then_hangup<drain_buffer>(c, rst, 2s);
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->n, 12u);
+    ASSERT_TRUE(second) << "the read after the last data never saw the hangup";
+    EXPECT_EQ(second->ec,
+              rst ? error_code(net::error::connection_reset) : error_code(net::error::eof));
+    EXPECT_TRUE(c.conn.peer_closed);
+    EXPECT_EQ(watch.hangups(), 1u);
+  }
 }
 
 TEST(HangupWatch, DataAloneNeverWakesTheWatch) {
