@@ -109,9 +109,8 @@ config from_yaml(const YAML::Node& root) {
   if (root.IsNull()) return cfg;
   check_keys(root,
              {"listen", "admin", "admin_token_file", "threads", "reuse_port", "upstreams", "routes",
-              "timeouts",
-              "limits", "accept_encoding", "log", "hooks", "trace", "timing", "metrics", "steps",
-              "cache", "max_event_bytes"},
+              "timeouts", "limits", "accept_encoding", "log", "hooks", "trace", "timing", "metrics",
+              "steps", "cache", "max_event_bytes"},
              "the top level");
   if (root["listen"]) cfg.listen = address(root["listen"], "listen");
   if (root["admin"]) cfg.admin = address(root["admin"], "admin");

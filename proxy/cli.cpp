@@ -54,7 +54,7 @@ constexpr const char* proxy_help = R"(usage: tokentap proxy [flags]
                            endpoints except /healthz and /readyz; TOKENTAP_ADMIN_TOKEN works too
   --threads N              I/O threads (default: one per core)
   --reuse-port             share --listen with other tokentap processes (SO_REUSEPORT): the
-                           kernel spreads connections over them
+                           kernel spreads connections over them (each needs its own --admin)
   --ca-file FILE           extra CA bundle to trust for the --upstream
   --insecure-skip-verify   do not verify the --upstream's TLS certificate (testing only)
   --log-level LEVEL        debug | info | warn | error (default info)
