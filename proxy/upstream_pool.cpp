@@ -19,7 +19,13 @@ upstream_connection::upstream_connection(io_executor ex, net::ssl::context& ctx)
 void upstream_connection::hung_up() noexcept {
   peer_closed = true;
   auto& sock = lowest().socket();
-  if (idle || !sock.is_open()) return;  // an idle one leaves the pool when next looked at
+  if (!sock.is_open()) return;
+  if (idle) {
+    // Closed at once (not left in CLOSE_WAIT until the pool next looks at it, which drops it).
+    error_code ignored;
+    sock.close(ignored);
+    return;
+  }
   // Registering an operation that does not try first makes the reactor re-arm the descriptor
   // (EPOLL_CTL_MOD), and the kernel then reports its readiness again: a read that drained the
   // socket and now waits for an edge runs.  The wait itself ends when the socket is closed.

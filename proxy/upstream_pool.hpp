@@ -34,9 +34,9 @@ class upstream_connection {
     return std::visit(std::forward<F>(f), stream_);
   }
 
-  /// The peer closed or reset the connection (hangup_watch): it is never reused.  While the
-  /// connection is in use its socket is also re-armed in the reactor, so that a read waiting on
-  /// it runs and sees the end of file or the reset.
+  /// The peer closed or reset the connection (hangup_watch): it is never reused.  An idle one is
+  /// closed at once; while the connection is in use its socket is re-armed in the reactor, so
+  /// that a read waiting on it runs and sees the end of file or the reset.
   void hung_up() noexcept;
 
   beast::flat_buffer buffer;

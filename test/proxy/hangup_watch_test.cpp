@@ -183,9 +183,10 @@ TEST(HangupWatch, DataAloneNeverWakesTheWatch) {
   EXPECT_FALSE(c.conn.peer_closed);
 }
 
-// An idle pooled connection is only marked (it leaves the pool when next looked at), and the
-// watch's own wait never keeps the loop running: the worker's loop ends with its sessions.
-TEST(HangupWatch, AnIdleConnectionIsMarkedAndTheWatchDoesNotKeepTheLoopRunning) {
+// An idle pooled connection the peer closed is closed at once (the pool drops it when it next
+// looks), and the watch's own wait never keeps the loop running: the worker's loop ends with its
+// sessions.
+TEST(HangupWatch, AnIdleConnectionIsClosedAndTheWatchDoesNotKeepTheLoopRunning) {
   connected c;
   auto& watch = net::use_service<hangup_watch>(c.ioc);
   ASSERT_TRUE(watch.watch(c.conn));
@@ -199,6 +200,7 @@ TEST(HangupWatch, AnIdleConnectionIsMarkedAndTheWatchDoesNotKeepTheLoopRunning) 
   c.ioc.run();  // returns once the timer is done: the watch is no work
   EXPECT_LT(clock::now() - t0, 2s);
   EXPECT_TRUE(c.conn.peer_closed);
+  EXPECT_FALSE(c.sock().is_open()) << "left in CLOSE_WAIT";
   EXPECT_EQ(watch.hangups(), 1u);
 }
 
