@@ -53,7 +53,7 @@ struct hangup_watch::impl {
 
   void on_ready(error_code ec) {
     ioc.get_executor().on_work_started();
-    if (ec || closing) return;
+    if (ec || !set) return;  // (no set: shut down)
     epoll_event events[64];
     int n;
     do {
@@ -66,7 +66,6 @@ struct hangup_watch::impl {
 
   net::io_context& ioc;
   std::optional<net::posix::basic_stream_descriptor<io_executor>> set;
-  bool closing = false;
   std::atomic<std::uint64_t> hangups{0};
 };
 
@@ -96,7 +95,6 @@ std::uint64_t hangup_watch::hangups() const noexcept {
 // The set goes here, not in the destructor: the descriptor service it uses was made after this
 // service, so it is destroyed before it.
 void hangup_watch::shutdown() {
-  impl_->closing = true;
   impl_->set.reset();
 }
 

@@ -105,23 +105,25 @@ void proxy_server::join() {
   runtime_.join();
 }
 
-std::uint64_t proxy_server::deferred_taps() {
+// A per-io_context counter of an Asio service, summed over the I/O threads (0 where the service
+// was never made).
+template <class Service, class Count>
+static std::uint64_t sum_over_workers(server_runtime& rt, Count count) {
   std::uint64_t n = 0;
-  for (unsigned i = 0; i < runtime_.size(); ++i) {
-    auto& ioc = runtime_.at(i).ioc;
-    if (net::has_service<proxy::deferred_taps>(ioc))
-      n += net::use_service<proxy::deferred_taps>(ioc).deferred();
+  for (unsigned i = 0; i < rt.size(); ++i) {
+    auto& ioc = rt.at(i).ioc;
+    if (net::has_service<Service>(ioc)) n += count(net::use_service<Service>(ioc));
   }
   return n;
 }
 
+std::uint64_t proxy_server::deferred_taps() {
+  return sum_over_workers<proxy::deferred_taps>(
+      runtime_, [](proxy::deferred_taps& d) { return d.deferred(); });
+}
+
 std::uint64_t proxy_server::hangups() {
-  std::uint64_t n = 0;
-  for (unsigned i = 0; i < runtime_.size(); ++i) {
-    auto& ioc = runtime_.at(i).ioc;
-    if (net::has_service<hangup_watch>(ioc)) n += net::use_service<hangup_watch>(ioc).hangups();
-  }
-  return n;
+  return sum_over_workers<hangup_watch>(runtime_, [](hangup_watch& w) { return w.hangups(); });
 }
 
 }  // namespace tokentap::proxy

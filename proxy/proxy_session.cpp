@@ -692,8 +692,9 @@ class proxy_session final : public session_base,
       read(now);
     }
 
-    // `now`: the time of the step before (read or written), so that an event costs two clock
-    // reads (the tap's timestamps), not one more per deadline.
+    // `now`: the time of the step before (read or sent), so that an event costs the clock reads
+    // of its timestamps (read, sent; with a tap also the completion's, for the backlog check),
+    // not one more per deadline.
     void read(clock::time_point now) {
       if (early_) {
         // Body bytes that came with the head (in the buffer Beast read it into): relayed as
@@ -810,11 +811,11 @@ class proxy_session final : public session_base,
         return finish(false);
       }
       ex_.body_bytes += n_;
-      written_ns_ = mono_now_ns();
-      if (sent_ns_ == 0) sent_ns_ = written_ns_;
-      // Other handlers ran between the read and now: a backlog.  The tap's work waits for the
-      // reads already queued (deferred_taps); with none, it runs at once.
-      if (ex_.tap && written_ns_ - read_ns_ > backlog_ns) {
+      const bool stamped = sent_ns_ != 0;  // the kernel took it all when it was tried
+      if (!stamped) sent_ns_ = mono_now_ns();
+      // The completion ran late, other handlers ran since the read: a backlog.  The tap's work
+      // waits for the reads already queued (deferred_taps); with none, it runs at once.
+      if (ex_.tap && (stamped ? mono_now_ns() : sent_ns_) - read_ns_ > backlog_ns) {
         if (deferred_ == nullptr)
           deferred_ = &net::use_service<deferred_taps>(up_.get_executor().context());
         deferred_->push(this, up_.get_executor());
@@ -834,7 +835,7 @@ class proxy_session final : public session_base,
         s_.relay_size_ *= 2;  // the upstream outpaces us: read more per syscall
         s_.relay_buf_ = std::make_unique<char[]>(s_.relay_size_);
       }
-      next(from_mono(written_ns_));
+      next(from_mono(sent_ns_));
     }
 
     static clock::time_point from_mono(std::int64_t ns) noexcept {
@@ -886,7 +887,6 @@ class proxy_session final : public session_base,
     error_code read_ec_;
     std::int64_t read_ns_ = 0;
     std::int64_t sent_ns_ = 0;           // the kernel took the bytes (the tap's `written`)
-    std::int64_t written_ns_ = 0;        // the write's completion ran (a backlog when late)
     deferred_taps* deferred_ = nullptr;  // looked up at the first deferral
     std::size_t got_ = 0;                // bytes read (framing included)
     std::size_t n_ = 0;                  // payload bytes among them

@@ -57,9 +57,9 @@ namespace {
 // An idle keep-alive connection is reusable only if the peer has neither closed it nor sent
 // anything unsolicited.  A non-blocking peek tells without consuming.
 bool still_usable(upstream_connection& c) {
-  if (c.buffer.size() != 0 || c.peer_closed) return false;
+  if (c.buffer.size() != 0) return false;
   auto& sock = c.lowest().socket();
-  if (!sock.is_open()) return false;
+  if (!sock.is_open()) return false;  // (also once the hangup watch saw the peer close it)
   char byte;
   const auto n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);

@@ -107,14 +107,15 @@ TEST(Binary, CheckConfig) {
 }
 
 struct binary_stack {
-  explicit binary_stack(std::vector<std::string> extra = {}) {
+  explicit binary_stack(std::vector<std::string> extra = {},
+                        const std::string& listen = "127.0.0.1:0") {
     sim::server_options so;
     so.host = "127.0.0.1";
     so.port = 0;
     sim = std::make_unique<sim::server>(so);
     sim->start();
     std::vector<std::string> args = {
-        "proxy",   "--listen",    "127.0.0.1:0",
+        "proxy",   "--listen",    listen,
         "--admin", "127.0.0.1:0", "--threads",
         "2",       "--upstream",  "http://127.0.0.1:" + std::to_string(sim->endpoint().port())};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -162,55 +163,38 @@ TEST(Binary, ServesAndReportsHealth) {
 // process's descriptor limit allows, or starts a new binary beside the old one.  Without the flag
 // the port is taken: exit 2, one line.
 TEST(Binary, ReusePortSharesTheListenerBetweenProcesses) {
-  sim::server_options so;
-  so.host = "127.0.0.1";
-  so.port = 0;
-  sim::server sim(so);
-  sim.start();
-  const auto args = [&](const std::string& listen, bool reuse) {
-    std::vector<std::string> a = {
-        "proxy",       "--listen",
-        listen,        "--admin",
-        "127.0.0.1:0", "--threads",
-        "1",           "--no-access-log",
-        "--upstream",  "http://127.0.0.1:" + std::to_string(sim.endpoint().port())};
-    if (reuse) a.push_back("--reuse-port");
-    return a;
-  };
-  process first(args("127.0.0.1:0", true));
-  const auto line1 = first.wait_for_line("ready ", std::chrono::seconds(10));
-  const auto shared = parse_endpoint(line1, "proxy");
-  ASSERT_NE(shared.port(), 0) << first.err();
-  const auto at = "127.0.0.1:" + std::to_string(shared.port());
-  process second(args(at, true));
-  const auto line2 = second.wait_for_line("ready ", std::chrono::seconds(10));
-  ASSERT_EQ(parse_endpoint(line2, "proxy"), shared) << second.err();
+  binary_stack first({"--reuse-port"});
+  ASSERT_NE(first.proxy.port(), 0) << first.proc->err();
+  const auto at = "127.0.0.1:" + std::to_string(first.proxy.port());
+  binary_stack second({"--reuse-port"}, at);
+  ASSERT_EQ(second.proxy, first.proxy) << second.proc->err();
 
   constexpr int requests = 40;  // each on a new connection: all on one process has odds 2^-39
   for (int i = 0; i < requests; ++i) {
-    const auto r = fetch(shared, long_stream(3, 1));
+    const auto r = fetch(first.proxy, long_stream(3, 1));
     ASSERT_TRUE(r.complete) << i << ": " << r.error.message();
   }
   request_options m;
   m.method = "GET";
   m.target = "/metrics";
   double total = 0;
-  for (const auto* line : {&line1, &line2}) {
-    const auto served = metric_sum(parse_metrics(fetch(parse_endpoint(*line, "admin"), m).body),
-                                   "tokentap_requests_total");
+  for (const auto* b : {&first, &second}) {
+    const auto served =
+        metric_sum(parse_metrics(fetch(b->admin, m).body), "tokentap_requests_total");
     EXPECT_GT(served, 0) << "one process got no connection";
     total += served;
   }
   EXPECT_EQ(total, requests);
 
-  const auto taken = run(args(at, false));
+  const auto taken = run({"proxy", "--listen", at, "--admin", "127.0.0.1:0", "--upstream",
+                          "http://127.0.0.1:" + std::to_string(first.sim->endpoint().port())});
   EXPECT_EQ(taken.status, 2);
   EXPECT_NE(taken.err.find("in use"), std::string::npos) << taken.err;
   EXPECT_EQ(lines(taken.err), 1) << taken.err;
-  first.signal(SIGTERM);
-  second.signal(SIGTERM);
-  EXPECT_EQ(first.wait(std::chrono::seconds(10)), 0);
-  EXPECT_EQ(second.wait(std::chrono::seconds(10)), 0);
+  for (const auto* b : {&first, &second}) {
+    b->proc->signal(SIGTERM);
+    EXPECT_EQ(b->proc->wait(std::chrono::seconds(10)), 0);
+  }
 }
 
 TEST(Binary, SigtermLetsInFlightStreamsFinish) {
