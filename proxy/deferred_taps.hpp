@@ -52,6 +52,14 @@ class deferred_taps final : public net::execution_context::service {
   /// Steps queued so far (readable from any thread).
   std::uint64_t deferred() const noexcept { return deferred_.load(std::memory_order_relaxed); }
 
+  /// A relay step found its thread behind (or could not tell): its write's completion goes
+  /// through the executor, where it may be deferred.  Counted on the io_context's own thread.
+  void count_behind() noexcept {
+    behind_.store(behind_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  /// Steps counted by count_behind() so far (readable from any thread).
+  std::uint64_t behind() const noexcept { return behind_.load(std::memory_order_relaxed); }
+
  private:
   void drain(io_executor ex) {
     for (int i = 0; i < per_drain && !queue_.empty(); ++i) {
@@ -74,6 +82,7 @@ class deferred_taps final : public net::execution_context::service {
   std::deque<deferred_step*> queue_;
   bool posted_ = false;
   std::atomic<std::uint64_t> deferred_{0};
+  std::atomic<std::uint64_t> behind_{0};
 };
 
 }  // namespace tokentap::proxy

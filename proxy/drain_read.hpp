@@ -18,11 +18,17 @@
 // event mask (EPOLLRDHUP, EPOLLHUP); Asio does not hand it to operations.  `hangup_watch`
 // (proxy/hangup_watch.hpp) tells instead, and re-arms the socket so that the waiting read runs.
 //
+// A drain_buffer given a slot for it also returns the kernel's receive stamp of the bytes read
+// (recvmsg with SO_TIMESTAMPNS, proxy/rx_stamp.hpp; the same cost as recv): from it the relay
+// tells whether its thread is behind, without a trip through the executor per event.
+//
 // The specialization replaces Asio's generic receive operation for this one buffer type; it is
 // written against Boost 1.74's `reactive_socket_recv_op_base` (Debian 12) and compiled only
 // there and on the epoll reactor.  Elsewhere `drain_buffer` is a plain buffer and reads stay
 // speculative: correct, one system call more per event.
 #include <utility>  // must precede asio (Boost 1.74's awaitable.hpp)
+
+#include <cstdint>
 
 #include <boost/asio/buffer.hpp>
 #include <boost/version.hpp>
@@ -30,14 +36,20 @@
 namespace tokentap::proxy {
 
 /// A single mutable buffer whose socket reads report a short read as having drained the socket.
+/// With `rx_real_ns`, each read also stores there the kernel's receive time of its bytes (wall
+/// clock, ns; -1 for none: stamps not enabled on the socket or not on yet — rx_stamp.hpp).
 struct drain_buffer : boost::asio::mutable_buffer {
-  drain_buffer(void* data, std::size_t size) noexcept : mutable_buffer(data, size) {}
+  drain_buffer(void* data, std::size_t size, std::int64_t* rx_real_ns = nullptr) noexcept
+      : mutable_buffer(data, size), rx_real_ns(rx_real_ns) {}
+  std::int64_t* rx_real_ns;
 };
 
 }  // namespace tokentap::proxy
 
 #if BOOST_VERSION == 107400 && defined(__linux__)
 #include <boost/asio/detail/reactive_socket_recv_op.hpp>
+
+#include "proxy/rx_stamp.hpp"
 #if defined(BOOST_ASIO_HAS_EPOLL) && !defined(BOOST_ASIO_HAS_IO_URING)
 #define TOKENTAP_DRAIN_READS 1
 
@@ -58,10 +70,16 @@ class reactive_socket_recv_op_base<tokentap::proxy::drain_buffer> : public react
 
   static status do_perform(reactor_op* base) {
     auto* o = static_cast<reactive_socket_recv_op_base*>(base);
-    if (!socket_ops::non_blocking_recv1(o->socket_, o->buffer_.data(), o->buffer_.size(), o->flags_,
-                                        (o->state_ & socket_ops::stream_oriented) != 0, o->ec_,
-                                        o->bytes_transferred_))
+    if (o->buffer_.rx_real_ns != nullptr && (o->state_ & socket_ops::stream_oriented) != 0) {
+      iovec iov{o->buffer_.data(), o->buffer_.size()};
+      if (!tokentap::proxy::recv_stamped(o->socket_, &iov, 1, o->flags_, o->bytes_transferred_,
+                                         o->ec_, *o->buffer_.rx_real_ns))
+        return not_done;
+    } else if (!socket_ops::non_blocking_recv1(
+                   o->socket_, o->buffer_.data(), o->buffer_.size(), o->flags_,
+                   (o->state_ & socket_ops::stream_oriented) != 0, o->ec_, o->bytes_transferred_)) {
       return not_done;  // EAGAIN: wait for the reactor
+    }
     // End of file (Asio's own rule) or fewer bytes than asked for: the socket is drained, the
     // next read waits for the next edge.  After an error the next read tries again.
     if (o->ec_) return o->ec_ == boost::asio::error::eof ? done_and_exhausted : done;

@@ -7,6 +7,7 @@
 #include <boost/asio/ssl/host_name_verification.hpp>
 
 #include "proxy/hangup_watch.hpp"
+#include "proxy/rx_stamp.hpp"
 
 namespace tokentap::proxy {
 
@@ -132,6 +133,7 @@ awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(std::size
   tcp_layer.socket().set_option(tcp::no_delay(true), ec);  // tokens are small: no Nagle delay
   ec = {};
   if (!conn->is_tls()) conn->watched = net::use_service<hangup_watch>(ioc_).watch(*conn);
+  if (conn->watched) conn->rx_stamps = enable_rx_stamps(tcp_layer.socket().native_handle());
   if (conn->is_tls()) {
     co_await conn->visit([&](auto& s) -> awaitable<void> {
       using S = std::decay_t<decltype(s)>;

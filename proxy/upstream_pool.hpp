@@ -48,6 +48,9 @@ class upstream_connection {
   /// a short read (proxy/drain_read.hpp).  Never move the stream of a watched connection: the
   /// watch refers to this object until the socket is closed.
   bool watched = false;
+  /// Its received bytes carry the kernel's receive time (SO_TIMESTAMPNS; watched connections):
+  /// the relay tells from it whether its thread is behind (proxy_session.cpp, relay_op).
+  bool rx_stamps = false;
 
  private:
   std::variant<plain_stream, tls_stream> stream_;

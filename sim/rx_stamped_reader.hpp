@@ -3,26 +3,18 @@
 // time of the bytes read (SO_TIMESTAMPNS), so a load generator can tell when an event reached
 // its socket apart from when it got round to reading it.  Linux; the socket must stay open
 // while the reader is used.
-#include <sys/socket.h>
 #include <sys/uio.h>
 
-#include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <ctime>
 
 #include <boost/asio/compose.hpp>
 #include <boost/asio/post.hpp>
 
 #include "proxy/net.hpp"
+#include "proxy/rx_stamp.hpp"
 
 namespace tokentap::sim {
-
-namespace detail {
-inline std::int64_t ns_of(const timespec& t) {
-  return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
-}
-}  // namespace detail
 
 // Why: an event's latency measured to when it reached the client's socket, not to when the
 // client got round to reading it.  On a machine whose two cores the load generator shares with
@@ -34,8 +26,7 @@ class rx_stamped_reader {
   using executor_type = tcp_socket::executor_type;
 
   explicit rx_stamped_reader(tcp_socket& s) : s_(s) {
-    const int on = 1;
-    stamps_ = ::setsockopt(s_.native_handle(), SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) == 0;
+    stamps_ = proxy::enable_rx_stamps(s_.native_handle());
   }
   executor_type get_executor() { return s_.get_executor(); }
   /// False when the kernel refused SO_TIMESTAMPNS: last_rx_ns() then stays -1.
@@ -86,34 +77,14 @@ class rx_stamped_reader {
       iov[count++] = {b.data(), b.size()};
     }
     if (count == 0) return true;  // nothing asked: done, 0 bytes
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
-    msghdr m{};
-    m.msg_iov = iov;
-    m.msg_iovlen = static_cast<decltype(m.msg_iovlen)>(count);
-    m.msg_control = control;
-    m.msg_controllen = sizeof control;
-    ssize_t got;
-    do got = ::recvmsg(s_.native_handle(), &m, MSG_DONTWAIT);
-    while (got < 0 && errno == EINTR);
-    if (got < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
-      ec.assign(errno, boost::system::system_category());
-      return true;
-    }
-    if (got == 0) {
-      ec = net::error::eof;
-      return true;
-    }
-    n = static_cast<std::size_t>(got);
+    std::int64_t rx_real = -1;
+    if (!proxy::recv_stamped(s_.native_handle(), iov, count, 0, n, ec, rx_real)) return false;
     last_rx_ns_ = -1;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&m); stamps_ && c != nullptr; c = CMSG_NXTHDR(&m, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMPNS) continue;
-      timespec rx, real, mono;
-      std::memcpy(&rx, CMSG_DATA(c), sizeof rx);
+    if (stamps_ && rx_real >= 0) {
       // The kernel stamps with the wall clock; the simulator with the monotonic one.
-      ::clock_gettime(CLOCK_REALTIME, &real);
+      timespec mono;
       ::clock_gettime(CLOCK_MONOTONIC, &mono);
-      last_rx_ns_ = detail::ns_of(rx) - (detail::ns_of(real) - detail::ns_of(mono));
+      last_rx_ns_ = rx_real - (proxy::realtime_ns() - proxy::ns_of(mono));
     }
     return true;
   }

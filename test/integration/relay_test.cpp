@@ -279,6 +279,33 @@ TEST(Relay, TapSeesEveryForwardedByteAfterItWasWritten) {
   EXPECT_EQ(taps->target, "/v1/chat/completions?key=[redacted]");
 }
 
+// A relay whose thread is not behind runs the tap as soon as the bytes are written; behind —
+// or unable to tell: no receive stamp on the read — the write's completion goes through the
+// executor first, where a late one defers the tap work (see the burst tests below).  The
+// kernel's receive stamp of each read tells: one stream, 10 ms between events, leaves the
+// thread idle between reads, so they are read within its wake-up of arriving.
+TEST(Relay, ACaughtUpRelayTapsAtOnceWithoutATripThroughTheExecutor) {
+  auto taps = std::make_shared<recording_tap_factory>();
+  stack s([](config::config& cfg) { cfg.threads = 1; }, {}, taps);
+  const auto r = fetch(s.proxy_ep(), stream_request(60, 20, 10));
+  ASSERT_TRUE(r.complete);
+  for (int i = 0; i < 100; ++i) {
+    {
+      std::lock_guard lk(taps->mu);
+      if (taps->ended) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::lock_guard lk(taps->mu);
+  ASSERT_TRUE(taps->ended);
+  EXPECT_EQ(taps->bytes, r.body);
+  ASSERT_GT(taps->reads, 40);
+  const auto behind = s.proxy->reads_behind();
+  std::printf("%d reads, %llu found the thread behind\n", taps->reads,
+              static_cast<unsigned long long>(behind));
+  EXPECT_LT(behind, static_cast<std::uint64_t>(taps->reads / 4));
+}
+
 // Slow taps under a burst: their work is deferred behind the reads already queued
 // (deferred_taps) — and each stream's tap still sees every byte, in order, before its end.
 struct slow_tap_factory : hooks::tap_factory {
@@ -325,6 +352,7 @@ TEST(Relay, SlowTapsUnderABurstAreDeferredAndSeeEveryByteInOrder) {
   for (int i = 0; i < 400 && s.proxy->stats().active_streams.load() != 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   // 40 streams x ~33 reads x 0.3 ms of tap work arriving in bursts: backlogs.
+  EXPECT_GT(s.proxy->reads_behind(), 40u);
   EXPECT_GT(s.proxy->deferred_taps(), 40u);
   std::lock_guard lk(taps->mu);
   ASSERT_EQ(taps->done.size(), 40u);

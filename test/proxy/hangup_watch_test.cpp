@@ -10,8 +10,10 @@
 
 #include <optional>
 #include <string_view>
+#include <thread>
 
 #include "proxy/drain_read.hpp"
+#include "proxy/rx_stamp.hpp"
 #include "proxy/upstream_pool.hpp"
 
 namespace tokentap::proxy {
@@ -89,21 +91,32 @@ std::pair<std::optional<read_result>, std::optional<read_result>> data_then_hang
 
 #ifdef TOKENTAP_DRAIN_READS
 
-// The receive operation itself, performed the way the reactor does.
-net::detail::reactor_op::status perform(connected& c, std::size_t size, read_result& r) {
+// The receive operation itself, performed the way the reactor does; with `rx`, a read that
+// also stores the receive stamp of its bytes there.
+net::detail::reactor_op::status perform(connected& c, std::size_t size, read_result& r,
+                                        std::int64_t* rx = nullptr) {
   static char buf[64];
   net::detail::reactive_socket_recv_op_base<drain_buffer> op(
       error_code{}, c.sock().native_handle(), net::detail::socket_ops::stream_oriented,
-      drain_buffer(buf, size), 0, nullptr);
+      drain_buffer(buf, size, rx), 0, nullptr);
   const auto status = op.perform();
   r = {op.ec_, op.bytes_transferred_};
   return status;
 }
 
-TEST(DrainRead, AShortReadOrTheEndDrainedTheSocketAFullReadOrAnErrorDidNot) {
+// Both ways of reading (recv; recvmsg for the stamp) report the same statuses.
+class DrainReadStatus : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(RecvAndStamped, DrainReadStatus, ::testing::Bool());
+
+TEST_P(DrainReadStatus, AShortReadOrTheEndDrainedTheSocketAFullReadOrAnErrorDidNot) {
   using op = net::detail::reactor_op;
   connected c;
   c.sock().non_blocking(true);
+  std::int64_t stamp = 0;
+  const auto perform = [&, stamped = GetParam()](connected& on, std::size_t size,
+                                                 read_result& out) {
+    return proxy::perform(on, size, out, stamped ? &stamp : nullptr);
+  };
   read_result r;
   EXPECT_EQ(perform(c, 8, r), op::not_done) << "nothing to read: wait for the reactor";
   c.send("abc");
@@ -124,6 +137,41 @@ TEST(DrainRead, AShortReadOrTheEndDrainedTheSocketAFullReadOrAnErrorDidNot) {
   EXPECT_EQ(r.ec, net::error::connection_reset);
   EXPECT_EQ(perform(c, 8, r), op::done_and_exhausted) << "the end, as Asio's own rule has it";
   EXPECT_EQ(r.ec, net::error::eof);
+}
+
+// The stamp is when the kernel received the bytes, not when they were read; none (-1) from a
+// socket that did not ask for stamps.
+TEST(DrainReadStamp, AReadWithASlotGetsTheKernelsReceiveTimeOfItsBytes) {
+  using namespace std::chrono;
+  read_result r;
+  {
+    connected c;
+    c.sock().non_blocking(true);
+    std::int64_t stamp = 0;
+    c.send("abc");
+    ASSERT_EQ(perform(c, 8, r, &stamp), net::detail::reactor_op::done_and_exhausted);
+    EXPECT_EQ(r.n, 3u);
+    EXPECT_EQ(stamp, -1) << "stamps were not asked for";
+  }
+  connected c;
+  c.sock().non_blocking(true);
+  ASSERT_TRUE(enable_rx_stamps(c.sock().native_handle()));
+  std::int64_t stamp = -1;
+  // Linux turns stamping on from a work item after the first socket asks: until it is on.
+  for (int i = 0; i < 200 && stamp < 0; ++i) {
+    c.send("x");
+    ASSERT_NE(perform(c, 8, r, &stamp), net::detail::reactor_op::not_done);
+    if (stamp < 0) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_GE(stamp, 0) << "the kernel never stamped";
+  const auto sent = realtime_ns();
+  c.send("abc");
+  std::this_thread::sleep_for(30ms);
+  ASSERT_EQ(perform(c, 8, r, &stamp), net::detail::reactor_op::done_and_exhausted);
+  const auto read = realtime_ns();
+  EXPECT_EQ(r.n, 3u);
+  EXPECT_GE(stamp, sent - 1'000'000) << "an older stamp";
+  EXPECT_LE(stamp, read - 25'000'000) << "the read's time, not the bytes' arrival";
 }
 
 // What the watch is for, shown without it: after a short read the next read waits for an edge
