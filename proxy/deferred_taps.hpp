@@ -49,6 +49,9 @@ class deferred_taps final : public net::execution_context::service {
     }
   }
 
+  /// No step is waiting: the thread is not working off a backlog.
+  bool idle() const noexcept { return queue_.empty(); }
+
   /// Steps queued so far (readable from any thread).
   std::uint64_t deferred() const noexcept { return deferred_.load(std::memory_order_relaxed); }
 
