@@ -811,7 +811,8 @@ class proxy_session final : public session_base,
     // includes its wake-up, 20–80 µs for 80 % of reads on this VM (300 streams × 20 ms,
     // measured), hence a threshold above on_write's — and no tap work waits behind a backlog
     // (in a burst, the reads that arrive while the thread works one off go first too).
-    // Unknown (no stamp: TLS, stamps not on yet): no.
+    // Unknown (no stamp: TLS, stamps not on yet): no.  (A step of the wall clock between the
+    // stamp and the check moves one decision: the order of a tap, nothing else.)
     bool caught_up() {
       return rx_real_ns_ >= 0 && realtime_ns() - rx_real_ns_ <= backlog_rx_ns &&
              taps_service().idle();
