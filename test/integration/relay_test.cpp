@@ -243,6 +243,16 @@ struct recording_tap_factory : hooks::tap_factory {
     recording_tap_factory& f_;
   };
   std::unique_ptr<hooks::stream_tap> create() override { return std::make_unique<tap>(*this); }
+  // on_stream_end runs right after the last write: gives the proxy thread a moment for it.
+  void await_end() {
+    for (int i = 0; i < 100; ++i) {
+      {
+        std::lock_guard lk(mu);
+        if (ended) return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
   std::mutex mu;
   std::string bytes, model, target;
   bool stream = false, ordered = true, ended = false;
@@ -259,14 +269,7 @@ TEST(Relay, TapSeesEveryForwardedByteAfterItWasWritten) {
   o.target = "/v1/chat/completions?key=secret-value";
   const auto r = fetch(s.proxy_ep(), o);
   ASSERT_TRUE(r.complete);
-  // on_stream_end runs right after the last write; give the proxy thread a moment.
-  for (int i = 0; i < 100; ++i) {
-    {
-      std::lock_guard lk(taps->mu);
-      if (taps->ended) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  taps->await_end();
   std::lock_guard lk(taps->mu);
   EXPECT_TRUE(taps->ended);
   EXPECT_EQ(taps->bytes, r.body);
@@ -289,13 +292,7 @@ TEST(Relay, ACaughtUpRelayTapsAtOnceWithoutATripThroughTheExecutor) {
   stack s([](config::config& cfg) { cfg.threads = 1; }, {}, taps);
   const auto r = fetch(s.proxy_ep(), stream_request(60, 20, 10));
   ASSERT_TRUE(r.complete);
-  for (int i = 0; i < 100; ++i) {
-    {
-      std::lock_guard lk(taps->mu);
-      if (taps->ended) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  taps->await_end();
   std::lock_guard lk(taps->mu);
   ASSERT_TRUE(taps->ended);
   EXPECT_EQ(taps->bytes, r.body);
