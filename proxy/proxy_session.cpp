@@ -694,8 +694,8 @@ class proxy_session final : public session_base,
     }
 
     // `now`: the time of the step before (read or sent), so that an event costs the clock reads
-    // of its timestamps (read, sent; with a tap also the completion's, for the backlog check),
-    // not one more per deadline.
+    // of its timestamps (read, sent; with a tap one more, for the backlog check), not one more
+    // per deadline.
     void read(clock::time_point now) {
       if (early_) {
         // Body bytes that came with the head (in the buffer Beast read it into): relayed as
@@ -709,11 +709,9 @@ class proxy_session final : public session_base,
         return;
       }
       s_.set_relay_deadline(s_.upstream_deadline_, s_.bounded(ex_, s_.timeouts().idle, now));
-      rx_real_ns_ = -1;
       if constexpr (std::is_same_v<Upstream, tcp_socket>) {
         if (conn_.watched) {  // a short read drained the socket: no `recv` just to see EAGAIN
-          up_.async_read_some(drain_buffer(s_.relay_buf_.get(), s_.relay_size_,
-                                           conn_.rx_stamps ? &rx_real_ns_ : nullptr),
+          up_.async_read_some(drain_buffer(s_.relay_buf_.get(), s_.relay_size_, &rx_real_ns_),
                               step<&relay_op::on_read>(this));
           return;
         }
@@ -916,8 +914,10 @@ class proxy_session final : public session_base,
     Handler handler_;
     error_code read_ec_;
     std::int64_t read_ns_ = 0;
-    std::int64_t sent_ns_ = 0;           // the kernel took the bytes (the tap's `written`)
-    std::int64_t rx_real_ns_ = -1;       // the kernel received them (wall clock; -1: unknown)
+    std::int64_t sent_ns_ = 0;  // the kernel took the bytes (the tap's `written`)
+    // The kernel received them (wall clock): written by every read of a watched connection
+    // that returns bytes (-1: no stamp); stays -1 for the others (TLS, early body bytes).
+    std::int64_t rx_real_ns_ = -1;
     deferred_taps* deferred_ = nullptr;  // looked up at first use (taps_service)
     std::size_t got_ = 0;                // bytes read (framing included)
     std::size_t n_ = 0;                  // payload bytes among them

@@ -55,10 +55,10 @@ inline bool recv_stamped(int fd, iovec* iov, int count, int flags, std::size_t& 
   ssize_t got;
   do got = ::recvmsg(fd, &m, flags | MSG_DONTWAIT);
   while (got < 0 && errno == EINTR);
+  if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
   n = 0;
   rx_real_ns = -1;
   if (got < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
     ec.assign(errno, boost::system::system_category());
     return true;
   }

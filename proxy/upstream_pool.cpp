@@ -133,7 +133,8 @@ awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(std::size
   tcp_layer.socket().set_option(tcp::no_delay(true), ec);  // tokens are small: no Nagle delay
   ec = {};
   if (!conn->is_tls()) conn->watched = net::use_service<hangup_watch>(ioc_).watch(*conn);
-  if (conn->watched) conn->rx_stamps = enable_rx_stamps(tcp_layer.socket().native_handle());
+  // (Refused, the reads carry no stamp: the relay then posts every completion, as for TLS.)
+  if (conn->watched) enable_rx_stamps(tcp_layer.socket().native_handle());
   if (conn->is_tls()) {
     co_await conn->visit([&](auto& s) -> awaitable<void> {
       using S = std::decay_t<decltype(s)>;

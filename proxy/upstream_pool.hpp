@@ -45,12 +45,10 @@ class upstream_connection {
   bool idle = false;         ///< in the pool
   bool peer_closed = false;  ///< see hung_up()
   /// Watched for hangups (plain TCP, and the watch could be set up): its reads may then believe
-  /// a short read (proxy/drain_read.hpp).  Never move the stream of a watched connection: the
-  /// watch refers to this object until the socket is closed.
+  /// a short read (proxy/drain_read.hpp), and their bytes carry the kernel's receive time
+  /// (SO_TIMESTAMPNS: the relay's backlog check, proxy_session.cpp).  Never move the stream of a
+  /// watched connection: the watch refers to this object until the socket is closed.
   bool watched = false;
-  /// Its received bytes carry the kernel's receive time (SO_TIMESTAMPNS; watched connections):
-  /// the relay tells from it whether its thread is behind (proxy_session.cpp, relay_op).
-  bool rx_stamps = false;
 
  private:
   std::variant<plain_stream, tls_stream> stream_;
