@@ -3,7 +3,7 @@
 #
 #   BIN_a=old/tokentap BIN_b=build/tokentap test/bench/ab.sh [build-dir]
 #   MODES="a:full b:full"  (BUILD:HOOKS; HOOKS = full | notrace | off)  ROUNDS=4
-#   STREAMS=300 ITL_MS=20 DURATION=15  FRESH=0
+#   STREAMS=300 ITL_MS=20 DURATION=15  FRESH=0  SPREAD_MS=0  PIN=0
 #
 # On a machine whose neighbours move CPU figures by ±10 % from one minute to the next, medians of
 # a few rounds (compare.sh) cannot tell a 2 % change; runs of the two builds taken back to back
@@ -17,6 +17,9 @@
 # (where its streams' state landed in the caches) for all its rounds, so each mode samples one
 # layout.  Either way 8 rounds resolve ~±0.7 µs per event at best here, and the machine's
 # neighbours can tilt a whole comparison (BENCHMARKS.md, round 9): repeat before believing one.
+# SPREAD_MS and PIN as in compare.sh: stream starts spread over that many ms (0: together, so
+# events arrive in bursts of STREAMS); PIN=1 puts the proxies on the last core and the simulator
+# and load generator on the others.
 # The simulator and load generator come from build-dir (default build).
 set -euo pipefail
 export LC_ALL=C
@@ -34,8 +37,13 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 wait_line() { until grep -q "$2" "$1" 2>/dev/null; do sleep 0.1; done; }
+LOAD_CPUS=() PROXY_CPUS=()
+if [ "${PIN:-0}" = 1 ]; then
+  last=$(($(nproc) - 1))
+  LOAD_CPUS=(taskset -c "0-$((last - 1))") PROXY_CPUS=(taskset -c "$last")
+fi
 
-"$SIMBIN" sim --listen 127.0.0.1:0 --threads 1 --log-level warn > "$WORK/sim.out" &
+"${LOAD_CPUS[@]}" "$SIMBIN" sim --listen 127.0.0.1:0 --threads 1 --log-level warn > "$WORK/sim.out" &
 pids+=($!)
 wait_line "$WORK/sim.out" ready
 SIM=$(sed -n 's/^ready sim=//p' "$WORK/sim.out")
@@ -51,7 +59,7 @@ start_proxy() {  # $1 mode
   [ -f "$WORK/$hooks.yaml" ] || { echo "ab.sh: hooks must be full, notrace or off: $m" >&2; exit 2; }
   local trace=()
   [ "$hooks" = full ] && trace=(--trace-dir "$WORK/traces-$b")
-  "$bin" proxy --config "$WORK/$hooks.yaml" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --threads 1 \
+  "${PROXY_CPUS[@]}" "$bin" proxy --config "$WORK/$hooks.yaml" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --threads 1 \
     --no-access-log --log-level warn --upstream "http://$SIM" "${trace[@]}" > "$WORK/$m.out" &
   pids+=($!)
   PID[$m]=$!
@@ -76,8 +84,8 @@ snap() {
 
 fresh_note=
 if [ "${FRESH:-0}" = 1 ]; then fresh_note=" (a new process per run)"; fi
-echo "$STREAMS streams x 100 events, $ITL_MS ms apart, $DURATION s per run, $ROUNDS round(s)$fresh_note;" \
-  "µs per event"
+echo "$STREAMS streams x 100 events, $ITL_MS ms apart${SPREAD_MS:+ (starts spread over $SPREAD_MS ms)}," \
+  "$DURATION s per run, $ROUNDS round(s)$fresh_note${PROXY_CPUS:+; proxies on cpu ${PROXY_CPUS[2]}}; µs per event"
 for r in $(seq 1 "$ROUNDS"); do
   # Every other round runs the modes in reverse order: whichever mode runs first in a round
   # measured ~1 µs per event more than the same binary run second (2026-11-30, 300 streams),
@@ -87,8 +95,9 @@ for r in $(seq 1 "$ROUNDS"); do
   for m in $order; do
     if [ "${FRESH:-0}" = 1 ]; then start_proxy "$m"; fi
     snap "${PID[$m]}" > "$WORK/before"
-    "$LOADGEN" --target "${ADDR[$m]}" --concurrency "$STREAMS" --duration-s "$DURATION" --tokens 100 \
-      --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 > "$WORK/load.out" 2>&1
+    "${LOAD_CPUS[@]}" "$LOADGEN" --target "${ADDR[$m]}" --concurrency "$STREAMS" \
+      --duration-s "$DURATION" --tokens 100 --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 \
+      --spread-ms "${SPREAD_MS:-0}" > "$WORK/load.out" 2>&1
     snap "${PID[$m]}" > "$WORK/after"
     events=$(sed -n 's/.* events=\([0-9]*\).*/\1/p' "$WORK/load.out")
     lat=$(sed -n 's/.*event_latency_p50_us=\([0-9]*\) event_latency_p99_us=\([0-9]*\).*/\1 \2/p' \

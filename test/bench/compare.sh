@@ -6,7 +6,8 @@
 #   test/bench/compare.sh [build-dir]        (STREAMS=500 EVENTS=100 ITL_MS=20 DURATION=20)
 #   IDLE_STREAMS=1000 (0 skips)  MAX_LEVELS="1000 5000 max 10000" (unset skips; max: the descriptor limit's)  MAX_DURATION=15
 #   ROUNDS=1: the load modes take turns this many times (even rounds in reverse order); the table
-#   shows medians (and CPU ranges)
+#   shows medians (and CPU ranges), then each round's CPU ratios to nginx (and full to no-trace)
+#   with their mean and its 95 % confidence interval
 #   SPREAD_MS=0: streams start together, so at a fixed gap their events arrive in bursts of
 #   STREAMS; SPREAD_MS=ITL_MS starts each at a random time within one gap (arrivals spread out).
 #   PIN=1: the proxies on the last core, the simulator and the load generator on the others
@@ -164,14 +165,17 @@ def num(x):
 rows = {}
 for m in modes:
     runs = [[num(f) for f in l.split()] for l in open(f"{work}/{m}.runs") if l.strip()]
-    cpu, usr, sys_ = [], [], []
+    cpu, usr, sys_, by_round = [], [], [], []
     for eps, _, _, _, u, s, _, _ in runs:
+        by_round.append(None)
         if m != "direct" and eps:
             per = eps * duration / 1e6
             cpu.append((u + s) / per); usr.append(u / per); sys_.append(s / per)
+            by_round[-1] = cpu[-1]
     rows[m] = dict(eps=med([r[0] for r in runs if r[0] is not None]),
                    failed=sum(r[1] or 0 for r in runs), p50=med([r[2] for r in runs if r[2] is not None]),
-                   p99=med([r[3] for r in runs if r[3] is not None]), cpu=cpu, usr=med(usr), sys=med(sys_),
+                   p99=med([r[3] for r in runs if r[3] is not None]), cpu=cpu, by_round=by_round,
+                   usr=med(usr), sys=med(sys_),
                    read_p99=med([r[7] for r in runs if r[7] is not None]),
                    # the first round's: later runs reuse memory the allocator kept from the first
                    rss=runs[0][6] if runs else None)
@@ -191,6 +195,21 @@ for m in modes:
 full, notrace = med(rows["tokentap-full"]["cpu"]), med(rows["tokentap-no-trace"]["cpu"])
 if full and notrace:
     print("traces cost: %+.1f %% CPU (full vs no-trace, medians)" % (100 * (full / notrace - 1)))
+# Paired by round (the modes of one round ran minutes apart, under the same neighbours): each
+# round's ratio, their mean and its 95 % confidence interval (Student's t).  A target such as
+# "<= 1.0x nginx" is shown when the interval's upper end is below it, not by one median.
+T975 = [12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14, 2.13]
+def paired(a, b, label):
+    xs = [x / y for x, y in zip(rows[a]["by_round"], rows[b]["by_round"]) if x and y]
+    if len(xs) < 2:
+        return
+    mean, sd = statistics.mean(xs), statistics.stdev(xs)
+    half = T975[min(len(xs) - 2, len(T975) - 1)] * sd / len(xs) ** 0.5
+    print("%-28s %s  mean %.3f (95 %% CI %.3f-%.3f)" % (label, " ".join("%.3f" % x for x in xs), mean, mean - half, mean + half))
+print("per round, CPU per event:")
+for m in modes[2:]:
+    paired(m, "nginx", "  %s / nginx" % m)
+paired("tokentap-full", "tokentap-no-trace", "  full / no-trace")
 PY
 
 # Max concurrent streams before errors: slow streams (one event per second) at rising levels.
