@@ -115,8 +115,8 @@ class hook {
   virtual ~hook() = default;
   virtual void on_request(const request_view&) {}
   virtual void on_response_head(const response_view&) {}
-  /// One forwarded upstream read (raw body bytes).
-  virtual void on_body(std::string_view bytes, mono_ns read_ns, mono_ns written_ns) {}
+  /// One forwarded upstream read (raw body bytes) and its times (stream_tap::on_body).
+  virtual void on_body(std::string_view bytes, const body_times& t) {}
   virtual void on_token(const token_event&) {}
   /// Timing samples since the last call, oldest first (see `sample`); `now_ns`: the time of
   /// the event that completed the batch.  Every sample reaches the hook before on_stream_end.

@@ -50,11 +50,12 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
     each(all(), [&](hook& h) { h.on_response_head(r); });
   }
 
-  void on_body(std::span<const char> bytes, mono_ns read_ns, mono_ns written_ns) noexcept override {
+  void on_body(std::span<const char> bytes, const body_times& t) noexcept override {
     const std::string_view b(bytes.data(), bytes.size());
-    each(body_, [&](hook& h) { h.on_body(b, read_ns, written_ns); });
-    if (sampled_) add_sample({sample::overhead, written_ns - read_ns}, written_ns);
-    if (decoder_) decoder_->feed(b, read_ns, *this);
+    each(body_, [&](hook& h) { h.on_body(b, t); });
+    // The proxy's own work (DESIGN.md §4: read done → written); tokens are timed by arrival.
+    if (sampled_) add_sample({sample::overhead, t.written - t.read}, t.written);
+    if (decoder_) decoder_->feed(b, t.arrived, *this);
   }
 
   void on_upstream_error(std::string_view reason, unsigned status) noexcept override {

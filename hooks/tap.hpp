@@ -2,9 +2,10 @@
 // The seam where stream interception attaches to the relay loop.
 //
 // The proxy forwards every upstream read to the client first and only then hands the same bytes,
-// with the monotonic time they were read, to a per-exchange `stream_tap`.  Taps observe; they can
-// never alter, delay or stop the forwarded stream.  Every method is noexcept: a tap that fails
-// must contain its failure (issue 3 builds the hook chain on this interface).
+// with when they arrived, were read and were written (monotonic), to a per-exchange `stream_tap`.
+// Taps observe; they can never alter, delay or stop the forwarded stream.  Every method is
+// noexcept: a tap that fails must contain its failure (issue 3 builds the hook chain on this
+// interface).
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -62,15 +63,27 @@ struct response_view {
   std::span<const header_view> headers;
 };
 
+/// When one forwarded upstream read happened, on the monotonic clock.
+struct body_times {
+  /// When its bytes reached the proxy: the kernel's receive time of the read's last bytes
+  /// (segments that waited in the socket together carry the latest one's) where the upstream
+  /// connection has receive stamps (plain TCP), else `read`.  Tokens are timed by it, so TTFT
+  /// and inter-token gaps do not include the proxy's own scheduling delay (its wake-up, other
+  /// streams' events handled first).  arrived <= read; never earlier than the read before's.
+  mono_ns arrived = 0;
+  mono_ns read = 0;     ///< the proxy's read of them completed
+  mono_ns written = 0;  ///< the kernel took them for the client (written >= read)
+};
+
 /// Per-exchange observer.  Called on the exchange's I/O thread, never concurrently.
 class stream_tap {
  public:
   virtual ~stream_tap() = default;
   virtual void on_request(const request_view&) noexcept {}
   virtual void on_response_head(const response_view&) noexcept {}
-  /// One forwarded upstream read: `bytes` were read at `read_ns` and had been written to the
-  /// client by `written_ns`.  The span is valid only during the call.
-  virtual void on_body(std::span<const char> bytes, mono_ns read_ns, mono_ns written_ns) noexcept {}
+  /// One forwarded upstream read, after its bytes were written to the client.  The span is
+  /// valid only during the call.
+  virtual void on_body(std::span<const char> bytes, const body_times& t) noexcept {}
   /// The proxy could not get a response from the upstream and answered `status` itself;
   /// `reason` is connect, tls, timeout or reset.  Called before on_stream_end.
   virtual void on_upstream_error(std::string_view reason, unsigned status) noexcept {}

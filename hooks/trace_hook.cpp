@@ -263,13 +263,14 @@ class alignas(64) trace_hook final : public hook {
     pack_headers(t_.response_headers, r.headers);
   }
 
-  void on_body(std::string_view bytes, mono_ns read_ns, mono_ns) override {
+  void on_body(std::string_view bytes, const body_times& t) override {
     if (bytes.size() + 64 > budget_) {
       events_truncated_ = true;
       return;
     }
-    // The bytes as they are; the writer escapes them (trace_writer::record).
-    events_.append((read_ns - start_ns_) / 1000, bytes);
+    // The bytes as they are, at their arrival (what `replay serve` reproduces: the upstream's
+    // timing, not the proxy's); the writer escapes them (trace_writer::record).
+    events_.append((t.arrived - start_ns_) / 1000, bytes);
     budget_ -= bytes.size() + 32;
   }
 

@@ -752,6 +752,10 @@ class proxy_session final : public session_base,
       if (ec && s_.upstream_timed_out_) ec = beast::error::timeout;
       read_ns_ = mono_now_ns();
       const auto now = from_mono(read_ns_);
+      arrived_ns_ = read_ns_;
+      rx_wait_ns_ = -1;
+      if (rx_real_ns_ >= 0 && ex_.tap != nullptr) arrival();
+      last_arrived_ns_ = arrived_ns_;
       got_ = got;
       n_ = body_.decode(s_.relay_buf_.get(), got);  // the payload, at the buffer's start
       using bad = parsers::http_body_decoder::error;
@@ -804,16 +808,27 @@ class proxy_session final : public session_base,
       net::async_write(client, bufs_, step<&relay_op::on_write>(this));
     }
 
-    // The bytes just read reached the socket less than backlog_rx_ns ago (the kernel's receive
-    // stamp) — this thread was not long busy with other handlers while they waited; the wait
-    // includes its wake-up, 20–80 µs for 80 % of reads on this VM (300 streams × 20 ms,
-    // measured), hence a threshold above on_write's — and no tap work waits behind a backlog
-    // (in a burst, the reads that arrive while the thread works one off go first too).
-    // Unknown (no stamp: TLS, stamps not on yet): no.  (A step of the wall clock between the
-    // stamp and the check moves one decision: the order of a tap, nothing else.)
+    // When the bytes just read reached the socket, from the kernel's receive stamp (wall
+    // clock): how long they waited there before the read completed, taken off the read's
+    // monotonic time.  Within the stream arrivals never go back (an earlier read without a
+    // stamp — body bytes that came with the head — is timed by its read; the two clocks are
+    // read a few ns apart); a wait the wall clock cannot vouch for — it stepped between the
+    // stamp and now — leaves the read time.
+    void arrival() {
+      const auto waited = realtime_ns() - rx_real_ns_;
+      if (waited < 0 || waited > max_rx_wait_ns) return;
+      rx_wait_ns_ = waited;
+      arrived_ns_ = std::max(read_ns_ - waited, last_arrived_ns_);
+    }
+
+    // The bytes just read reached the socket less than backlog_rx_ns before the read completed
+    // — this thread was not long busy with other handlers while they waited; the wait includes
+    // its wake-up, 20–80 µs for 80 % of reads on this VM (300 streams × 20 ms, measured), hence
+    // a threshold above on_write's — and no tap work waits behind a backlog (in a burst, the
+    // reads that arrive while the thread works one off go first too).  Unknown (no stamp: TLS,
+    // stamps not on yet): no.
     bool caught_up() {
-      return rx_real_ns_ >= 0 && realtime_ns() - rx_real_ns_ <= backlog_rx_ns &&
-             taps_service().idle();
+      return rx_wait_ns_ >= 0 && rx_wait_ns_ <= backlog_rx_ns && taps_service().idle();
     }
 
     void consume(std::size_t n) noexcept {
@@ -845,8 +860,9 @@ class proxy_session final : public session_base,
       tap_then_next();
     }
 
-    static constexpr std::int64_t backlog_ns = 50'000;      // read → write completion
-    static constexpr std::int64_t backlog_rx_ns = 150'000;  // arrival → read done
+    static constexpr std::int64_t backlog_ns = 50'000;              // read → write completion
+    static constexpr std::int64_t backlog_rx_ns = 150'000;          // arrival → read done
+    static constexpr std::int64_t max_rx_wait_ns = 60'000'000'000;  // beyond: a clock step
 
     deferred_taps& taps_service() {
       if (deferred_ == nullptr)
@@ -858,7 +874,7 @@ class proxy_session final : public session_base,
     void discard() noexcept override { abandon(); }
 
     void tap_then_next() {
-      if (ex_.tap) ex_.tap->on_body({s_.relay_buf_.get(), n_}, read_ns_, sent_ns_);
+      if (ex_.tap) ex_.tap->on_body({s_.relay_buf_.get(), n_}, {arrived_ns_, read_ns_, sent_ns_});
       if (got_ == s_.relay_size_ && s_.relay_size_ < relay_buffer_max) {
         s_.relay_size_ *= 2;  // the upstream outpaces us: read more per syscall
         s_.relay_buf_ = std::make_unique<char[]>(s_.relay_size_);
@@ -918,6 +934,9 @@ class proxy_session final : public session_base,
     // The kernel received them (wall clock): written by every read of a watched connection
     // that returns bytes (-1: no stamp); stays -1 for the others (TLS, early body bytes).
     std::int64_t rx_real_ns_ = -1;
+    std::int64_t rx_wait_ns_ = -1;  // arrival → read done (-1: unknown), with a tap only
+    std::int64_t arrived_ns_ = 0;   // the tap's `arrived` (read_ns_ when unknown)
+    std::int64_t last_arrived_ns_ = 0;
     deferred_taps* deferred_ = nullptr;  // looked up at first use (taps_service)
     std::size_t got_ = 0;                // bytes read (framing included)
     std::size_t n_ = 0;                  // payload bytes among them

@@ -117,7 +117,7 @@ awaitable<void> send_one(const record& r, const send_options& o, measured& m) {
     if (ec == http::error::need_buffer) ec = {};
     const auto n = chunk.size() - p.get().body().size;
     const auto t = mono_now_ns();
-    if (n) tap->on_body({chunk.data(), n}, t, t);
+    if (n) tap->on_body({chunk.data(), n}, {t, t, t});
     if (ec) break;
   }
   tap->on_stream_end(ec ? hooks::stream_outcome::upstream_reset : hooks::stream_outcome::ok,

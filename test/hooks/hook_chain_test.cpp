@@ -79,7 +79,7 @@ void stream_two_tokens(hook_chain_factory& f) {
   tap->on_request(request(0));
   tap->on_response_head({200, "text/event-stream", "", 1, {}});
   const std::string b = chunk("content", "a") + chunk("content", "b");
-  tap->on_body({b.data(), b.size()}, 2, 3);
+  tap->on_body({b.data(), b.size()}, {2, 2, 3});
   tap->on_stream_end(stream_outcome::ok, 4);
 }
 
@@ -93,7 +93,7 @@ TEST(HookChain, TimingFiguresFromReadTimestamps) {
   tap->on_request(request(t0));
   tap->on_response_head({200, "text/event-stream", "", t0 + 5 * ms, {}});
   auto body = [&](const std::string& b, mono_ns at, mono_ns write_cost = ms / 10) {
-    tap->on_body({b.data(), b.size()}, at, at + write_cost);
+    tap->on_body({b.data(), b.size()}, {at, at, at + write_cost});
   };
   body(chunk("reasoning_content", "First,"), t0 + 50 * ms);             // TTFT 50
   body(chunk("reasoning_content", " so"), t0 + 60 * ms);                // gap 10
@@ -131,6 +131,37 @@ TEST(HookChain, TimingFiguresFromReadTimestamps) {
   EXPECT_EQ(cap->tokens[2].second, cap->tokens[3].second);
 }
 
+// Tokens are timed by their bytes' arrival at the proxy, the overhead by the proxy's own work
+// (read done → written): bytes that waited in the socket while the proxy was busy elsewhere
+// move neither the gaps between tokens nor TTFT, and do not count as overhead.
+TEST(HookChain, TokensAreTimedByArrivalTheOverheadByReadToWritten) {
+  config::config cfg;
+  auto cap = std::make_shared<capture_factory>();
+  hook_chain_factory f(cfg, {std::make_shared<timing_hook_factory>(cfg.timing), cap});
+  auto tap = f.create();
+  const mono_ns t0 = 1000 * ms;
+  tap->on_request(request(t0));
+  tap->on_response_head({200, "text/event-stream", "", t0 + 5 * ms, {}});
+  // Arrivals 10 ms apart; the second and third reads completed 7 and 1 ms after theirs.
+  const mono_ns arrived[] = {t0 + 50 * ms, t0 + 60 * ms, t0 + 70 * ms};
+  const mono_ns waited[] = {0, 7 * ms, 1 * ms};
+  for (int i = 0; i < 3; ++i) {
+    const auto b = chunk("content", "t");
+    const mono_ns read = arrived[i] + waited[i];
+    tap->on_body({b.data(), b.size()}, {arrived[i], read, read + ms / 10});
+  }
+  tap->on_stream_end(stream_outcome::ok, t0 + 100 * ms);
+  ASSERT_EQ(cap->tokens.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(cap->tokens[i].second, arrived[i]);
+  const auto& t = cap->summary.timing;
+  EXPECT_DOUBLE_EQ(t.ttft_ms, 50);
+  EXPECT_EQ(t.itl.count, 2u);
+  EXPECT_DOUBLE_EQ(t.itl.p50, 10);
+  EXPECT_DOUBLE_EQ(t.itl.max, 10);
+  EXPECT_EQ(t.overhead.count, 3u);
+  EXPECT_NEAR(t.overhead.max, 0.1, 1e-9);
+}
+
 TEST(HookChain, TimingKeepsExactSamplesUpToItsCapThenASketch) {
   // A long stream: 1,000 tokens with gaps of 1..100 ms, but only 50 samples kept exactly.  The
   // count and max stay exact, the quantiles within the sketch's 2 %, itl_values_ms is the first
@@ -152,7 +183,7 @@ TEST(HookChain, TimingKeepsExactSamplesUpToItsCapThenASketch) {
       at += g * ms;
     }
     const auto b = chunk("content", "x");
-    tap->on_body({b.data(), b.size()}, at, at + ms / 10);
+    tap->on_body({b.data(), b.size()}, {at, at, at + ms / 10});
   }
   tap->on_stream_end(stream_outcome::ok, at + ms);
   const auto& t = cap->summary.timing;
@@ -183,7 +214,7 @@ TEST(HookChain, ProviderErrorInA200StreamIsTheOutcome) {
   auto tap = f.create();
   tap->on_request(r);
   tap->on_response_head({200, "text/event-stream", "", 1, {}});
-  tap->on_body({b.data(), b.size()}, 2, 3);
+  tap->on_body({b.data(), b.size()}, {2, 2, 3});
   tap->on_stream_end(stream_outcome::ok, 4);
   EXPECT_EQ(cap->summary.outcome, stream_outcome::stream_error);
   EXPECT_EQ(cap->summary.error_type, "overloaded_error");
@@ -225,7 +256,7 @@ TEST(HookChain, PerEventCallsGoOnlyToHooksThatDeclareThem) {
     explicit counting(unsigned calls) : calls_(calls) {}
     unsigned per_event() const noexcept override { return calls_; }
     void on_request(const request_view&) override { ++requests; }
-    void on_body(std::string_view, mono_ns, mono_ns) override { ++bodies; }
+    void on_body(std::string_view, const hooks::body_times&) override { ++bodies; }
     void on_token(const token_event&) override { ++tokens; }
     void on_stream_end(stream_summary&) override { ++ends; }
     unsigned calls_;
@@ -241,8 +272,8 @@ TEST(HookChain, PerEventCallsGoOnlyToHooksThatDeclareThem) {
   tap->on_request(request(0));
   tap->on_response_head({200, "text/event-stream", "", 1, {}});
   const std::string b = chunk("content", "a") + chunk("content", "b");
-  tap->on_body({b.data(), b.size()}, 2, 3);
-  tap->on_body({b.data(), b.size()}, 4, 5);
+  tap->on_body({b.data(), b.size()}, {2, 2, 3});
+  tap->on_body({b.data(), b.size()}, {4, 4, 5});
   tap->on_stream_end(stream_outcome::ok, 6);
   for (auto* h : {both->made, tokens_only->made, none->made}) {
     EXPECT_EQ(h->requests, 1);
@@ -293,7 +324,7 @@ TEST(HookChain, SamplesReachTheHooksThatTakeThemInBatches) {
   auto read = [&](mono_ns at, int i) {
     const auto b = chunk(i % 3 ? "content" : "reasoning_content", "t");
     const mono_ns cost = 100000 + i;
-    tap->on_body({b.data(), b.size()}, at, at + cost);
+    tap->on_body({b.data(), b.size()}, {at, at, at + cost});
     want.emplace_back(sample::overhead, cost);
     if (last_token >= 0)
       want.emplace_back(i % 3 ? sample::itl_content : sample::itl_reasoning, at - last_token);
@@ -328,7 +359,7 @@ TEST(HookChain, SamplesReachTheHooksThatTakeThemInBatches) {
   json->on_request(request(0));
   json->on_response_head({200, "application/json", "", 1 * ms, {}});
   const std::string body = R"({"choices":[{"index":0,"message":{"content":"one two three"}}]})";
-  json->on_body({body.data(), body.size()}, 2 * ms, 3 * ms);
+  json->on_body({body.data(), body.size()}, {2 * ms, 2 * ms, 3 * ms});
   json->on_stream_end(stream_outcome::ok, 4 * ms);
   ASSERT_EQ(takes->made->got.size(), 1u);
   EXPECT_EQ(takes->made->got[0].kind(), sample::overhead);
@@ -344,7 +375,7 @@ TEST(HookChain, CompressedBodiesAreNotDecoded) {
   tap->on_request(request(0));
   tap->on_response_head({200, "text/event-stream", "gzip", 1, {}});
   const std::string b = "\x1f\x8b\x08\x00garbage";
-  tap->on_body({b.data(), b.size()}, 2, 3);
+  tap->on_body({b.data(), b.size()}, {2, 2, 3});
   tap->on_stream_end(stream_outcome::ok, 4);
   EXPECT_TRUE(cap->tokens.empty());
   EXPECT_EQ(f.stats().parse_errors[1].load(), 0u);
@@ -415,7 +446,7 @@ std::vector<std::string> trace_lines(const config::config& cfg, int exchanges) {
       tap->on_request(r);
       tap->on_response_head({200, "text/event-stream", "", 1, {}});
       const std::string b = chunk("content", "private answer");
-      tap->on_body({b.data(), b.size()}, 2, 3);
+      tap->on_body({b.data(), b.size()}, {2, 2, 3});
       tap->on_stream_end(stream_outcome::ok, 4);
     }
   }  // the writer flushes on destruction
@@ -484,7 +515,7 @@ std::string traced_text(std::size_t max_record_bytes) {
     tap->on_response_head({200, "text/event-stream", "", 1, {}});
     mono_ns t = 10'000;
     for (const auto& b : text_reads()) {
-      tap->on_body({b.data(), b.size()}, t, t + 1);
+      tap->on_body({b.data(), b.size()}, {t, t, t + 1});
       t += 10'000;
     }
     tap->on_stream_end(stream_outcome::ok, t);

@@ -227,12 +227,15 @@ struct recording_tap_factory : hooks::tap_factory {
       std::lock_guard lk(f_.mu);
       f_.status = r.status;
     }
-    void on_body(std::span<const char> b, hooks::mono_ns read,
-                 hooks::mono_ns written) noexcept override {
+    void on_body(std::span<const char> b, const hooks::body_times& t) noexcept override {
+      if (f_.slow_read == f_.reads) std::this_thread::sleep_for(f_.slow);
       std::lock_guard lk(f_.mu);
       f_.bytes.append(b.data(), b.size());
-      f_.ordered = f_.ordered && written >= read && read >= f_.last_read;
-      f_.last_read = read;
+      f_.ordered = f_.ordered && t.arrived <= t.read && t.read <= t.written &&
+                   t.read >= f_.last_read && t.arrived >= f_.last_arrived;
+      f_.last_read = t.read;
+      f_.last_arrived = t.arrived;
+      f_.times.push_back(t);
       ++f_.reads;
     }
     void on_stream_end(hooks::stream_outcome o, hooks::mono_ns) noexcept override {
@@ -258,7 +261,10 @@ struct recording_tap_factory : hooks::tap_factory {
   bool stream = false, ordered = true, ended = false;
   unsigned status = 0;
   int reads = 0;
-  hooks::mono_ns last_read = 0;
+  hooks::mono_ns last_read = 0, last_arrived = 0;
+  std::vector<hooks::body_times> times;  // every read's
+  int slow_read = -1;                    // this read's tap call sleeps `slow` (-1: none)
+  std::chrono::milliseconds slow{0};
   hooks::stream_outcome outcome{};
 };
 
@@ -303,21 +309,52 @@ TEST(Relay, ACaughtUpRelayTapsAtOnceWithoutATripThroughTheExecutor) {
   EXPECT_LT(behind, static_cast<std::uint64_t>(taps->reads / 4));
 }
 
+// A tap is told when each read's bytes reached the proxy (the kernel's receive stamp), not only
+// when the proxy read them: the one I/O thread is held 150 ms in the first read's tap call while
+// the rest of the stream (written 10 ms apart, the last ~100 ms after the first) arrives and
+// waits in the socket.  The reads after it completed 150+ ms after the first, but each one's
+// (last) bytes had arrived 50 ms or more before — what tokens are timed by (hook_chain_test), so
+// the gaps and TTFT users see are the upstream's, not this proxy's scheduling.
+TEST(Relay, TheTapGetsTheArrivalOfBytesThatWaitedWhileTheThreadWasBusy) {
+  auto taps = std::make_shared<recording_tap_factory>();
+  taps->slow_read = 0;
+  taps->slow = std::chrono::milliseconds(150);
+  stack s([](config::config& cfg) { cfg.threads = 1; }, {}, taps);
+  const auto r = fetch(s.proxy_ep(), stream_request(4, 20, 10));  // + 7 reasoning tokens
+  ASSERT_TRUE(r.complete);
+  taps->await_end();
+  std::lock_guard lk(taps->mu);
+  ASSERT_TRUE(taps->ended);
+  EXPECT_EQ(taps->bytes, r.body);
+  EXPECT_TRUE(taps->ordered);  // arrived <= read <= written; arrivals and reads never go back
+  ASSERT_GE(taps->times.size(), 2u);
+  const auto first = taps->times[0].read;
+  const auto ms = [](hooks::mono_ns ns) { return static_cast<double>(ns) / 1e6; };
+  for (std::size_t i = 1; i < taps->times.size(); ++i) {
+    const auto& t = taps->times[i];
+    std::printf("read %zu: arrived %+.3f ms, read %+.3f ms after the first\n", i,
+                ms(t.arrived - first), ms(t.read - first));
+    EXPECT_GE(t.read - first, 150'000'000) << i;
+    EXPECT_GE(t.read - t.arrived, 40'000'000) << i;  // waited in the socket
+    EXPECT_LE(t.arrived - first, 115'000'000) << i;  // ~ when the simulator wrote it
+  }
+}
+
 // Slow taps under a burst: their work is deferred behind the reads already queued
 // (deferred_taps) — and each stream's tap still sees every byte, in order, before its end.
 struct slow_tap_factory : hooks::tap_factory {
   struct tap : hooks::stream_tap {
     explicit tap(slow_tap_factory& f) : f_(f) {}
-    void on_body(std::span<const char> b, hooks::mono_ns read,
-                 hooks::mono_ns written) noexcept override {
+    void on_body(std::span<const char> b, const hooks::body_times& t) noexcept override {
       std::this_thread::sleep_for(f_.delay);
       {
         std::lock_guard lk(f_.mu);
-        f_.overheads.push_back(written - read);
+        f_.overheads.push_back(t.written - t.read);
       }
       bytes.append(b.data(), b.size());
-      ordered = ordered && !ended && written >= read && read >= last_read;
-      last_read = read;
+      ordered =
+          ordered && !ended && t.arrived <= t.read && t.read <= t.written && t.read >= last_read;
+      last_read = t.read;
     }
     void on_stream_end(hooks::stream_outcome o, hooks::mono_ns) noexcept override {
       ended = true;
