@@ -72,6 +72,10 @@ void sse_parser::keep_pending_data() {
 
 void sse_parser::feed_lines(const char* p, const char* const end, std::int64_t t_ns,
                             sse_handler& h) {
+  // The next LF at or after p (end: none), kept across lines: looked for again only once p is
+  // past it, so that CR-only line ends do not rescan the rest of the read for an LF at every
+  // line (quadratic in a read's lines: 1.2 GB/s against 5.9 for LF on 16 KiB reads).
+  const char* nl = nullptr;
   while (p < end) {
     if (after_cr_) {
       after_cr_ = false;
@@ -81,7 +85,7 @@ void sse_parser::feed_lines(const char* p, const char* const end, std::int64_t t
       }
     }
     // The next line end: the first LF, or an earlier CR.  memchr keeps this fast (SIMD in libc).
-    const char* nl = find_byte(p, end, '\n');
+    if (nl == nullptr || nl < p) nl = find_byte(p, end, '\n');
     const char* eol = find_byte(p, nl, '\r');
     const std::size_t seg = static_cast<std::size_t>(eol - p);
 

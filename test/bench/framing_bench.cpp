@@ -37,8 +37,17 @@ struct counter : parsers::sse_handler {
   }
 };
 
+// range(0): bytes per read; range(1) (optional): line ends 0 LF, 1 CR, 2 CRLF (all legal SSE).
 void BM_SseFraming(benchmark::State& state) {
-  const std::string stream = openai_stream(4000);
+  std::string stream;
+  for (const char c : openai_stream(4000)) {  // the JSON itself has no raw line breaks
+    if (c != '\n' || state.range(1) == 0)
+      stream.push_back(c);
+    else if (state.range(1) == 1)
+      stream.push_back('\r');
+    else
+      stream += "\r\n";
+  }
   const std::size_t read_size = static_cast<std::size_t>(state.range(0));
   counter c;
   for (auto _ : state) {
@@ -52,7 +61,12 @@ void BM_SseFraming(benchmark::State& state) {
   state.counters["events/s"] =
       benchmark::Counter(static_cast<double>(c.events), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_SseFraming)->Arg(200)->Arg(4096)->Arg(16384);
+BENCHMARK(BM_SseFraming)
+    ->Args({200, 0})
+    ->Args({4096, 0})
+    ->Args({16384, 0})
+    ->Args({16384, 1})
+    ->Args({16384, 2});
 
 struct line_counter : parsers::ndjson_handler {
   std::size_t lines = 0;
