@@ -83,15 +83,29 @@ void stream_two_tokens(hook_chain_factory& f) {
   tap->on_stream_end(stream_outcome::ok, 4);
 }
 
+// A chain of the timing hook and a capture, its stream started at t0 (the head 5 ms later).
+struct timed_stream {
+  explicit timed_stream(config::config c = {})
+      : cfg(std::move(c)),
+        f(cfg, {std::make_shared<timing_hook_factory>(cfg.timing), cap}),
+        tap(f.create()) {
+    tap->on_request(request(t0));
+    tap->on_response_head({200, "text/event-stream", "", t0 + 5 * ms, {}});
+  }
+  static constexpr mono_ns t0 = 1000 * ms;
+  config::config cfg;
+  std::shared_ptr<capture_factory> cap = std::make_shared<capture_factory>();
+  hook_chain_factory f;
+  std::unique_ptr<stream_tap> tap;
+};
+
 TEST(HookChain, TimingFiguresFromReadTimestamps) {
   config::config cfg;
   cfg.timing.stall_threshold = std::chrono::milliseconds(100);
-  auto cap = std::make_shared<capture_factory>();
-  hook_chain_factory f(cfg, {std::make_shared<timing_hook_factory>(cfg.timing), cap});
-  auto tap = f.create();
-  const mono_ns t0 = 1000 * ms;
-  tap->on_request(request(t0));
-  tap->on_response_head({200, "text/event-stream", "", t0 + 5 * ms, {}});
+  timed_stream ts(cfg);
+  auto& tap = ts.tap;
+  auto& cap = ts.cap;
+  const mono_ns t0 = timed_stream::t0;
   auto body = [&](const std::string& b, mono_ns at, mono_ns write_cost = ms / 10) {
     tap->on_body({b.data(), b.size()}, {at, at, at + write_cost});
   };
@@ -135,13 +149,10 @@ TEST(HookChain, TimingFiguresFromReadTimestamps) {
 // (read done → written): bytes that waited in the socket while the proxy was busy elsewhere
 // move neither the gaps between tokens nor TTFT, and do not count as overhead.
 TEST(HookChain, TokensAreTimedByArrivalTheOverheadByReadToWritten) {
-  config::config cfg;
-  auto cap = std::make_shared<capture_factory>();
-  hook_chain_factory f(cfg, {std::make_shared<timing_hook_factory>(cfg.timing), cap});
-  auto tap = f.create();
-  const mono_ns t0 = 1000 * ms;
-  tap->on_request(request(t0));
-  tap->on_response_head({200, "text/event-stream", "", t0 + 5 * ms, {}});
+  timed_stream ts;
+  auto& tap = ts.tap;
+  auto& cap = ts.cap;
+  const mono_ns t0 = timed_stream::t0;
   // Arrivals 10 ms apart; the second and third reads completed 7 and 1 ms after theirs.
   const mono_ns arrived[] = {t0 + 50 * ms, t0 + 60 * ms, t0 + 70 * ms};
   const mono_ns waited[] = {0, 7 * ms, 1 * ms};
