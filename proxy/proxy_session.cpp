@@ -752,10 +752,10 @@ class proxy_session final : public session_base,
       if (ec && s_.upstream_timed_out_) ec = beast::error::timeout;
       read_ns_ = mono_now_ns();
       const auto now = from_mono(read_ns_);
+      const auto previous = arrived_ns_;  // the read before's
       arrived_ns_ = read_ns_;
       rx_wait_ns_ = -1;
-      if (rx_real_ns_ >= 0 && ex_.tap != nullptr) arrival();
-      last_arrived_ns_ = arrived_ns_;
+      if (rx_real_ns_ >= 0 && ex_.tap != nullptr) arrival(previous);
       got_ = got;
       n_ = body_.decode(s_.relay_buf_.get(), got);  // the payload, at the buffer's start
       using bad = parsers::http_body_decoder::error;
@@ -814,11 +814,11 @@ class proxy_session final : public session_base,
     // stamp — body bytes that came with the head — is timed by its read; the two clocks are
     // read a few ns apart); a wait the wall clock cannot vouch for — it stepped between the
     // stamp and now — leaves the read time.
-    void arrival() {
+    void arrival(std::int64_t previous) {
       const auto waited = realtime_ns() - rx_real_ns_;
       if (waited < 0 || waited > max_rx_wait_ns) return;
       rx_wait_ns_ = waited;
-      arrived_ns_ = std::max(read_ns_ - waited, last_arrived_ns_);
+      arrived_ns_ = std::max(read_ns_ - waited, previous);
     }
 
     // The bytes just read reached the socket less than backlog_rx_ns before the read completed
@@ -934,9 +934,8 @@ class proxy_session final : public session_base,
     // The kernel received them (wall clock): written by every read of a watched connection
     // that returns bytes (-1: no stamp); stays -1 for the others (TLS, early body bytes).
     std::int64_t rx_real_ns_ = -1;
-    std::int64_t rx_wait_ns_ = -1;  // arrival → read done (-1: unknown), with a tap only
-    std::int64_t arrived_ns_ = 0;   // the tap's `arrived` (read_ns_ when unknown)
-    std::int64_t last_arrived_ns_ = 0;
+    std::int64_t rx_wait_ns_ = -1;       // arrival → read done (-1: unknown), with a tap only
+    std::int64_t arrived_ns_ = 0;        // the tap's `arrived` (read_ns_ when unknown)
     deferred_taps* deferred_ = nullptr;  // looked up at first use (taps_service)
     std::size_t got_ = 0;                // bytes read (framing included)
     std::size_t n_ = 0;                  // payload bytes among them

@@ -165,13 +165,13 @@ def num(x):
 rows = {}
 for m in modes:
     runs = [[num(f) for f in l.split()] for l in open(f"{work}/{m}.runs") if l.strip()]
-    cpu, usr, sys_, by_round = [], [], [], []
+    usr, sys_, by_round = [], [], []  # by_round: each round's CPU per event (None: not measured)
     for eps, _, _, _, u, s, _, _ in runs:
         by_round.append(None)
         if m != "direct" and eps:
             per = eps * duration / 1e6
-            cpu.append((u + s) / per); usr.append(u / per); sys_.append(s / per)
-            by_round[-1] = cpu[-1]
+            by_round[-1] = (u + s) / per; usr.append(u / per); sys_.append(s / per)
+    cpu = [c for c in by_round if c is not None]
     rows[m] = dict(eps=med([r[0] for r in runs if r[0] is not None]),
                    failed=sum(r[1] or 0 for r in runs), p50=med([r[2] for r in runs if r[2] is not None]),
                    p99=med([r[3] for r in runs if r[3] is not None]), cpu=cpu, by_round=by_round,

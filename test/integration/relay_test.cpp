@@ -231,10 +231,9 @@ struct recording_tap_factory : hooks::tap_factory {
       if (f_.slow_read == f_.reads) std::this_thread::sleep_for(f_.slow);
       std::lock_guard lk(f_.mu);
       f_.bytes.append(b.data(), b.size());
+      const hooks::body_times before = f_.times.empty() ? hooks::body_times{} : f_.times.back();
       f_.ordered = f_.ordered && t.arrived <= t.read && t.read <= t.written &&
-                   t.read >= f_.last_read && t.arrived >= f_.last_arrived;
-      f_.last_read = t.read;
-      f_.last_arrived = t.arrived;
+                   t.read >= before.read && t.arrived >= before.arrived;
       f_.times.push_back(t);
       ++f_.reads;
     }
@@ -261,7 +260,6 @@ struct recording_tap_factory : hooks::tap_factory {
   bool stream = false, ordered = true, ended = false;
   unsigned status = 0;
   int reads = 0;
-  hooks::mono_ns last_read = 0, last_arrived = 0;
   std::vector<hooks::body_times> times;  // every read's
   int slow_read = -1;                    // this read's tap call sleeps `slow` (-1: none)
   std::chrono::milliseconds slow{0};
