@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <mutex>
 #include <thread>
@@ -344,6 +345,7 @@ struct slow_tap_factory : hooks::tap_factory {
   struct tap : hooks::stream_tap {
     explicit tap(slow_tap_factory& f) : f_(f) {}
     void on_body(std::span<const char> b, const hooks::body_times& t) noexcept override {
+      f_.calls.fetch_add(1, std::memory_order_relaxed);
       std::this_thread::sleep_for(f_.delay);
       {
         std::lock_guard lk(f_.mu);
@@ -366,6 +368,7 @@ struct slow_tap_factory : hooks::tap_factory {
   };
   std::unique_ptr<hooks::stream_tap> create() override { return std::make_unique<tap>(*this); }
   std::chrono::microseconds delay{300};  // per read
+  std::atomic<std::uint64_t> calls{0};   // on_body calls begun
   std::mutex mu;
   std::vector<std::pair<std::string, bool>> done;  // bytes seen, in order and ended ok
   std::vector<hooks::mono_ns> overheads;           // written - read, every read
@@ -429,7 +432,16 @@ TEST(Relay, AHardStopReleasesTheRelayStepsStillPending) {
   stack s([](config::config& cfg) { cfg.threads = 1; }, {}, taps);
   sim::load_generator load(same_requests(s.proxy_ep(), stream_request(30, 10, 5), 40, 1));
   load.start();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Stop once more tap work waits than the hard stop's 2 s can run (a fixed 300 ms once fell
+  // where a slow machine had queued only a few steps: they ran out in time and every stream
+  // ended).  Steps deferred and not yet begun: 20 of them are 4 s of tap work.
+  const auto queued = [&] {
+    return s.proxy->deferred_taps() - std::min(s.proxy->deferred_taps(), taps->calls.load());
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (queued() < 20 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_GE(queued(), 20u) << "no backlog of tap work: the test shows nothing";
   s.proxy->shutdown(std::chrono::milliseconds(0));
   s.proxy->join();
   s.proxy.reset();  // the io_context, and every step still pending, go away here
