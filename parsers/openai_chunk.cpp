@@ -107,6 +107,11 @@ bool is(std::string_view key, const char (&literal)[N]) noexcept {
 struct openai_chunk_reader::scan {
   openai_chunk_reader& r;
   const char* const end;
+  // The string texts met (kept or empty) and the last one's quotes: a shape, if it was the only.
+  int text_strings = 0;
+  const char* text_open = nullptr;
+  const char* text_close = nullptr;
+  field text_what = field::content;
 
   // The first byte at or after `s` that is not JSON whitespace; nullptr at the end.
   const char* ws(const char* s) const noexcept {
@@ -194,14 +199,23 @@ struct openai_chunk_reader::scan {
     if (*s != '"') return value(s, depth);
     bool escaped = false;
     const char* const close = string_end(s, escaped);
-    if (close == nullptr) return nullptr;
-    std::string_view t(s + 1, static_cast<std::size_t>(close - s - 1));
-    if (escaped && !unescape(t, t)) return nullptr;
+    if (close == nullptr || !keep(s, close, escaped, what)) return nullptr;
+    ++text_strings;
+    text_open = s;
+    text_close = close;
+    text_what = what;
+    return close + 1;
+  }
+
+  // The text of the validated string between the quotes at `open` and `close`, as a part.
+  bool keep(const char* open, const char* close, bool escaped, field what) {
+    std::string_view t(open + 1, static_cast<std::size_t>(close - open - 1));
+    if (escaped && !unescape(t, t)) return false;
     if (!t.empty()) {
-      if (r.count_ == max_parts) return nullptr;
+      if (r.count_ == max_parts) return false;
       r.parts_[r.count_++] = part{what, t};
     }
-    return close + 1;
+    return true;
   }
 
   const char* value(const char* s, int depth) {
@@ -330,17 +344,43 @@ struct openai_chunk_reader::scan {
   }
 };
 
-bool openai_chunk_reader::read(std::string_view doc) noexcept {
+bool openai_chunk_reader::read(std::string_view doc, shape* last) noexcept {
   count_ = 0;
   if (doc.size() > max_bytes) return false;
   // Unescaped text is never longer than its escaped form, so with this capacity appending never
   // reallocates and the views already handed out stay valid.
   if (unescaped_.capacity() < doc.size()) unescaped_.reserve(doc.size());
   unescaped_.clear();
-  scan sc{*this, doc.data() + doc.size()};
-  const char* s = sc.ws(doc.data());
-  if (s == nullptr || *s != '{' || !(s = sc.root(s))) return false;
-  return sc.ws(s) == nullptr;  // nothing but whitespace after the object
+  const char* const begin = doc.data();
+  scan sc{*this, begin + doc.size()};
+  if (last != nullptr && !last->empty() && doc.size() >= last->around_.size()) {
+    // Shaped like the last chunk: the same bytes before and after one valid string.  JSON read
+    // up to an opening quote does not depend on what follows it, nor the rest on the string's
+    // contents once it closes where the last one did.
+    const std::size_t prefix = last->prefix_, suffix = last->around_.size() - prefix;
+    const char* const close = sc.end - suffix;
+    bool escaped = false;
+    if (std::memcmp(begin, last->around_.data(), prefix) == 0 &&
+        std::memcmp(close, last->around_.data() + prefix, suffix) == 0 &&
+        sc.string_end(begin + prefix - 1, escaped) == close) {
+      if (sc.keep(begin + prefix - 1, close, escaped, last->what_)) {
+        ++shaped_reads_;
+        return true;
+      }
+      count_ = 0;  // an invalid escape: the full read below declines it
+      unescaped_.clear();
+    }
+  }
+  const char* s = sc.ws(begin);
+  if (s == nullptr || *s != '{' || !(s = sc.root(s)) || sc.ws(s) != nullptr)
+    return false;  // not one object and whitespace
+  if (last != nullptr && sc.text_strings == 1 && doc.size() <= max_shape_bytes) {
+    last->around_.assign(begin, sc.text_open + 1);
+    last->around_.append(sc.text_close, sc.end);
+    last->prefix_ = static_cast<std::size_t>(sc.text_open + 1 - begin);
+    last->what_ = sc.text_what;
+  }
+  return true;
 }
 
 }  // namespace tokentap::parsers

@@ -14,7 +14,15 @@
 // (openai_chunk_test.cpp, stream_decoder_test.cpp) and fuzz_decoder_openai_chat hold the two
 // paths to the same calls in the same order.
 //
-// Pure: no I/O, never throws; its one buffer is bounded by max_bytes and reused.
+// A stream's chunks differ, as a rule, only in one text: the id, model, fingerprint and choice
+// around it repeat byte for byte.  Given the stream's `shape` — the bytes before and after the one
+// text string of the last chunk read — a chunk that has those same bytes around a valid string
+// is read by checking just that string (~0.1 k instructions instead of ~1.6 k for the
+// simulator's chunk): the bytes around it parse as they did, so the document is valid and its
+// texts are that one string's.
+//
+// Pure: no I/O, never throws; its buffers are bounded by max_bytes (max_shape_bytes for a
+// shape) and reused.
 #include <array>
 #include <cstdint>
 #include <span>
@@ -38,17 +46,36 @@ class openai_chunk_reader {
   static constexpr int max_depth = 32;
   static constexpr std::size_t max_parts = 8;
   static constexpr std::size_t max_bytes = 64 * 1024;
+  static constexpr std::size_t max_shape_bytes = 1024;
+
+  /// One stream's last chunk with exactly one string text, kept as the bytes around that
+  /// string (its quotes included).  Empty until a read() given it records one.
+  class shape {
+   public:
+    bool empty() const noexcept { return prefix_ == 0; }
+
+   private:
+    friend class openai_chunk_reader;
+    std::string around_;      // the bytes through the opening quote, then from the closing one
+    std::size_t prefix_ = 0;  // how many of around_ come before the text
+    field what_ = field::content;
+  };
 
   /// True when `doc` (one JSON object, surrounding whitespace allowed) was read; parts() then
   /// holds its non-empty string texts in document order.  False: decode it the slow way.
-  bool read(std::string_view doc) noexcept;
+  /// With `last`, a doc shaped like the stream's last chunk is read by its text alone, and a
+  /// doc read in full with one string text (up to max_shape_bytes) becomes the new shape.
+  bool read(std::string_view doc, shape* last = nullptr) noexcept;
   std::span<const part> parts() const noexcept { return {parts_.data(), count_}; }
+  /// Reads so far that took a shape's short way.
+  std::uint64_t shaped_reads() const noexcept { return shaped_reads_; }
 
  private:
   struct scan;  // the parser proper (openai_chunk.cpp)
 
   std::array<part, max_parts> parts_{};
   std::size_t count_ = 0;
+  std::uint64_t shaped_reads_ = 0;
   std::string unescaped_;  // texts with escapes, decoded; capacity >= the payload, never moves
 };
 

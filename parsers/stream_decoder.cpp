@@ -186,6 +186,8 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
   std::string body;  // whole-JSON framing: the body so far (capped)
   bool body_oversize = false;
   std::string run;  // reused: the text of one channel run of a content delta
+  // The bytes around the last chat chunk's text: the next one like it is read by its text.
+  openai_chunk_reader::shape chunk_shape;
 
   // Usage as reported, before normalization.
   std::int64_t input = -1, output = -1, reasoning = -1, cached = -1, cache_write = -1;
@@ -364,7 +366,7 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
   // and nothing was emitted.  Emits exactly what decode_openai would, in the same order.
   bool chat_chunk(std::string_view payload, std::int64_t t_ns) {
     auto& reader = thread_chunk_reader();
-    if (!reader.read(payload)) return false;
+    if (!reader.read(payload, &chunk_shape)) return false;
     using field = openai_chunk_reader::field;
     for (const auto& part : reader.parts()) {
       switch (part.what) {

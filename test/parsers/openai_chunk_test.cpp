@@ -174,6 +174,37 @@ class chunk_maker {
  public:
   explicit chunk_maker(unsigned seed) : rng_(seed) {}
 
+  // Texts as JSON strings: mostly well formed (escapes, think tags, multi-byte), now and then
+  // with a piece the reader must decline.
+  std::string text() {
+    static constexpr const char* good[] = {"Hi",
+                                           "",
+                                           " there",
+                                           "First,",
+                                           "a\\nb",
+                                           "q\\\"uote",
+                                           "back\\\\slash",
+                                           "\\/",
+                                           "\\u00e9",
+                                           "\\ud83d\\ude00",
+                                           "首先",
+                                           "tab\\t",
+                                           "<think>",
+                                           "</think>",
+                                           "<thi",
+                                           "\\u0000",
+                                           "\xF0\x9F\x98\x80",
+                                           "\\\\u0041",
+                                           "\\u003cthink\\u003e"};
+    static constexpr const char* bad[] = {"\\ud800", "\\udc00x", "\xE4\xB8", "\xC0\x80",
+                                          "\\x",     "ctl\x01",  "\\u12"};
+    std::string s = "\"";
+    for (int n = 1 + pick(2); n > 0; --n)
+      s += pick(12) ? good[pick(static_cast<int>(std::size(good)))]
+                    : bad[pick(static_cast<int>(std::size(bad)))];
+    return s + "\"";
+  }
+
   std::string document() {
     std::string d = ws() + "{";
     const int n = pick(6);
@@ -218,37 +249,6 @@ class chunk_maker {
 
   std::string field(std::string_view key, const std::string& value) {
     return ws() + "\"" + std::string(key) + "\"" + ws() + ":" + ws() + value + ws();
-  }
-
-  // Texts as JSON strings: mostly well formed (escapes, think tags, multi-byte), now and then
-  // with a piece the reader must decline.
-  std::string text() {
-    static constexpr const char* good[] = {"Hi",
-                                           "",
-                                           " there",
-                                           "First,",
-                                           "a\\nb",
-                                           "q\\\"uote",
-                                           "back\\\\slash",
-                                           "\\/",
-                                           "\\u00e9",
-                                           "\\ud83d\\ude00",
-                                           "首先",
-                                           "tab\\t",
-                                           "<think>",
-                                           "</think>",
-                                           "<thi",
-                                           "\\u0000",
-                                           "\xF0\x9F\x98\x80",
-                                           "\\\\u0041",
-                                           "\\u003cthink\\u003e"};
-    static constexpr const char* bad[] = {"\\ud800", "\\udc00x", "\xE4\xB8", "\xC0\x80",
-                                          "\\x",     "ctl\x01",  "\\u12"};
-    std::string s = "\"";
-    for (int n = 1 + pick(2); n > 0; --n)
-      s += pick(12) ? good[pick(static_cast<int>(std::size(good)))]
-                    : bad[pick(static_cast<int>(std::size(bad)))];
-    return s + "\"";
   }
 
   std::string scalar() {
@@ -382,6 +382,98 @@ TEST(OpenAIChunkReader, DecoderReadsGeneratedChunksTheSameWithAndWithoutIt) {
   EXPECT_GT(accepted, documents * 3 / 10);
   EXPECT_GT(with_text, documents / 10);
   EXPECT_GT(declined, documents * 15 / 100);
+}
+
+// ---- a stream's chunks read by their shape
+
+std::string parts_of(const openai_chunk_reader& r) {
+  std::string out;
+  for (const auto& p : r.parts()) out += std::to_string(static_cast<int>(p.what)) + ":" += p.text;
+  return out;
+}
+
+TEST(OpenAIChunkReader, AChunkShapedLikeTheLastIsReadByItsText) {
+  const auto chunk = [](std::string_view body) {
+    return R"({"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":")" +
+           std::string(body) + R"("},"logprobs":null,"finish_reason":null}]})";
+  };
+  openai_chunk_reader r, alone;
+  openai_chunk_reader::shape shape;
+  EXPECT_TRUE(shape.empty());
+  ASSERT_TRUE(r.read(chunk("Hello"), &shape));
+  EXPECT_FALSE(shape.empty());
+  EXPECT_EQ(r.shaped_reads(), 0u);
+  for (const std::string_view body : {" world", "", "q\\\"uote \\u00e9", "首先"}) {
+    ASSERT_TRUE(r.read(chunk(body), &shape)) << body;
+    ASSERT_TRUE(alone.read(chunk(body)));
+    EXPECT_EQ(parts_of(r), parts_of(alone)) << body;
+  }
+  EXPECT_EQ(r.shaped_reads(), 4u);
+  EXPECT_EQ(alone.shaped_reads(), 0u);
+  ASSERT_TRUE(r.read(chunk("a\\nb"), &shape));
+  EXPECT_EQ(parts_of(r), "0:a\nb");
+  // A string that closes before the last one did, or not at all, or breaks the rules: the
+  // document is read in full (two texts; invalid: declined).
+  ASSERT_TRUE(r.read(chunk(R"(a","content":"b)"), &shape));
+  EXPECT_EQ(parts_of(r), "0:a0:b");
+  EXPECT_FALSE(r.read(chunk(R"(a"}]})"), &shape));
+  EXPECT_FALSE(r.read(chunk("\\ud800"), &shape));
+  EXPECT_FALSE(r.read(chunk("ctl\x01"), &shape));
+  EXPECT_FALSE(r.read(chunk("\xE4\xB8"), &shape));
+  EXPECT_EQ(r.shaped_reads(), 5u);
+  // Other bytes around the text: read in full, and the new shape is that chunk's.
+  const std::string other = R"({"choices":[{"delta":{"reasoning_content":"x"}}]})";
+  ASSERT_TRUE(r.read(other, &shape));
+  EXPECT_EQ(parts_of(r), "1:x");
+  ASSERT_TRUE(r.read(R"({"choices":[{"delta":{"reasoning_content":"yz"}}]})", &shape));
+  EXPECT_EQ(parts_of(r), "1:yz");
+  EXPECT_EQ(r.shaped_reads(), 6u);
+  // A chunk with two string texts leaves no shape of its own (the last one stays).
+  ASSERT_TRUE(r.read(R"({"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}]})", &shape));
+  ASSERT_TRUE(r.read(R"({"choices":[{"delta":{"reasoning_content":""}}]})", &shape));
+  EXPECT_EQ(parts_of(r), "");
+  EXPECT_EQ(r.shaped_reads(), 7u);
+}
+
+// Streams of chunks that share the bytes around one string, now and then with another string or
+// a mutated byte anywhere: read with the stream's shape, each reads exactly as it does alone.
+TEST(OpenAIChunkReader, ShapedReadsAreTheReadsOfTheChunkAlone) {
+  chunk_maker make(20261201);
+  std::mt19937 rng(7);
+  const auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  // The bytes before and after the string: chunk shapes, and one pair that never fits.
+  static constexpr std::pair<std::string_view, std::string_view> shapes[] = {
+      {R"({"id":"c","choices":[{"index":0,"delta":{"content":)", R"(},"finish_reason":null}]})"},
+      {R"( { "choices" : [ { "delta" : { "reasoning" :  )", R"( } } ] }  )"},
+      {R"({"choices":[{"delta":{"tool_calls":[{"function":{"arguments":)", R"(}}]}}]})"},
+      {R"({"choices":[{"text":)", R"(}],"usage":null})"},
+      {R"({"choices":[{"delta":{},"finish_reason":)", R"(}]})"},
+      {R"({"id":)", R"(,"choices":[{"delta":{"content":"z"}}]})"},
+      {R"({"choices":[{"delta":{"content":"a","reasoning_content":)", R"(}}],"x":[1,{"y":"z"}]})"},
+      {R"({"choices":[{"delta":{"content":)", R"(}]})"}};
+  openai_chunk_reader shaped, alone;
+  openai_chunk_reader::shape shape;
+  std::size_t which = 0;
+  int accepted = 0;
+  constexpr int documents = 40000;
+  for (int i = 0; i < documents; ++i) {
+    if (pick(40) == 0) which = static_cast<std::size_t>(pick(static_cast<int>(std::size(shapes))));
+    std::string doc =
+        std::string(shapes[which].first) + make.text() + std::string(shapes[which].second);
+    if (pick(30) == 0) doc = make.document();
+    if (pick(30) == 0 && !doc.empty())
+      doc[static_cast<std::size_t>(pick(static_cast<int>(doc.size())))] = "\"{}:,x\x80"[pick(7)];
+    const bool ok = shaped.read(doc, &shape);
+    ASSERT_EQ(ok, alone.read(doc)) << "document #" << i << ": " << doc;
+    if (!ok) continue;
+    ++accepted;
+    ASSERT_EQ(parts_of(shaped), parts_of(alone)) << "document #" << i << ": " << doc;
+  }
+  std::printf("shaped chunks: %d of %d read, %llu by their shape\n", accepted, documents,
+              static_cast<unsigned long long>(shaped.shaped_reads()));
+  EXPECT_GT(shaped.shaped_reads(), static_cast<std::uint64_t>(documents / 2));
+  EXPECT_LT(accepted, documents * 95 / 100);
+  EXPECT_LT(static_cast<int>(shaped.shaped_reads()), accepted);
 }
 
 }  // namespace
