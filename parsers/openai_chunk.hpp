@@ -40,7 +40,8 @@ class openai_chunk_reader {
   enum class field : std::uint8_t { content, reasoning, tool_arguments, finish_reason };
   struct part {
     field what;
-    std::string_view text;  ///< unescaped, never empty; valid until the next read()
+    std::string_view text;  ///< unescaped, never empty; may point into the doc read: valid
+                            ///< while that doc lives and until the next read()
   };
 
   static constexpr int max_depth = 32;

@@ -403,18 +403,22 @@ TEST(OpenAIChunkReader, AChunkShapedLikeTheLastIsReadByItsText) {
   ASSERT_TRUE(r.read(chunk("Hello"), &shape));
   EXPECT_FALSE(shape.empty());
   EXPECT_EQ(r.shaped_reads(), 0u);
+  // Texts may point into the document: each one outlives the parts read from it.
   for (const std::string_view body : {" world", "", "q\\\"uote \\u00e9", "首先"}) {
-    ASSERT_TRUE(r.read(chunk(body), &shape)) << body;
-    ASSERT_TRUE(alone.read(chunk(body)));
+    const std::string doc = chunk(body);
+    ASSERT_TRUE(r.read(doc, &shape)) << body;
+    ASSERT_TRUE(alone.read(doc));
     EXPECT_EQ(parts_of(r), parts_of(alone)) << body;
   }
   EXPECT_EQ(r.shaped_reads(), 4u);
   EXPECT_EQ(alone.shaped_reads(), 0u);
-  ASSERT_TRUE(r.read(chunk("a\\nb"), &shape));
+  const std::string escaped = chunk("a\\nb");
+  ASSERT_TRUE(r.read(escaped, &shape));
   EXPECT_EQ(parts_of(r), "0:a\nb");
   // A string that closes before the last one did, or not at all, or breaks the rules: the
   // document is read in full (two texts; invalid: declined).
-  ASSERT_TRUE(r.read(chunk(R"(a","content":"b)"), &shape));
+  const std::string two = chunk(R"(a","content":"b)");
+  ASSERT_TRUE(r.read(two, &shape));
   EXPECT_EQ(parts_of(r), "0:a0:b");
   EXPECT_FALSE(r.read(chunk(R"(a"}]})"), &shape));
   EXPECT_FALSE(r.read(chunk("\\ud800"), &shape));
