@@ -2,6 +2,7 @@
 // And `analyze` on a fixture with known numbers.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -76,8 +77,13 @@ TEST(Replay, ServeReproducesBytesAndTiming) {
   EXPECT_EQ(replayed.status, 200);
   EXPECT_EQ(replayed.body, original.body);  // byte for byte
   EXPECT_EQ(replayed.header("content-type"), "text/event-stream; charset=utf-8");
-  // Each recorded read arrives at its recorded offset: within 2 ms or 5 % (plus loopback noise;
-  // sanitizer builds run several times slower, so their absolute slack is wider).
+  // Each recorded read arrives at its recorded offset (the server schedules every read at its
+  // own offset from the request, not after the one before).  Never early: a replay that ignored
+  // the timing would send everything at once.  Late only by the machine's scheduling: most reads
+  // within 3 ms or 5 % (plus loopback noise; sanitizer builds run several times slower, so their
+  // slack is wider), none by more than 100 ms.  CI runs this beside other tests on two cores,
+  // where a read now and then waits a few ms for a core (this failed there with every read
+  // held to the slack).
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   constexpr double slack_ms = 10.0;
 #else
@@ -85,14 +91,18 @@ TEST(Replay, ServeReproducesBytesAndTiming) {
 #endif
   // A recorded read may hold several SSE events and the client may get it in more than one
   // read: each recorded read is complete when the client has received up to its last byte.
-  std::size_t end = 0, arrival = 0;
+  std::size_t end = 0, arrival = 0, outside = 0;
   for (std::size_t i = 0; i < recorded_events.size(); ++i) {
     end += recorded_events[i].bytes.size();
     while (arrival < replayed.chunk_end.size() && replayed.chunk_end[arrival] < end) ++arrival;
     ASSERT_LT(arrival, replayed.chunk_ms.size()) << "read " << i;
     const double want = static_cast<double>(recorded_events[i].t_us) / 1000.0;
-    EXPECT_NEAR(replayed.chunk_ms[arrival], want, std::max(slack_ms, 0.05 * want)) << "read " << i;
+    const double got = replayed.chunk_ms[arrival];
+    EXPECT_GE(got, want - 1.0) << "read " << i << " came early";
+    EXPECT_LT(got, want + 100.0) << "read " << i;
+    if (std::abs(got - want) > std::max(slack_ms, 0.05 * want)) ++outside;
   }
+  EXPECT_LE(outside, recorded_events.size() / 10) << "reads off their recorded time";
   EXPECT_GE(recorded_events.size(), 25u);  // 1 role + 5 reasoning + 25 answer chunks + [DONE]
   const auto replayed_plain = fetch(server.endpoint(), plain);
   EXPECT_EQ(replayed_plain.body, original_plain.body);
