@@ -3,6 +3,7 @@
 #
 #   BIN_a=old/tokentap BIN_b=build/tokentap test/bench/ab.sh [build-dir]
 #   MODES="a:full b:full"  (BUILD:HOOKS; HOOKS = full | notrace | off)  ROUNDS=4
+#   ENV_b="GLIBC_TUNABLES=..."  (environment for build b's processes; same binary twice works)
 #   STREAMS=300 ITL_MS=20 DURATION=15  FRESH=0  SPREAD_MS=0  PIN=0
 #
 # On a machine whose neighbours move CPU figures by ±10 % from one minute to the next, medians of
@@ -59,7 +60,9 @@ start_proxy() {  # $1 mode
   [ -f "$WORK/$hooks.yaml" ] || { echo "ab.sh: hooks must be full, notrace or off: $m" >&2; exit 2; }
   local trace=()
   [ "$hooks" = full ] && trace=(--trace-dir "$WORK/traces-$b")
-  "${PROXY_CPUS[@]}" "$bin" proxy --config "$WORK/$hooks.yaml" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --threads 1 \
+  local envvar=ENV_$b
+  # shellcheck disable=SC2086  # ENV_x is a list of NAME=value words
+  "${PROXY_CPUS[@]}" env ${!envvar:-} "$bin" proxy --config "$WORK/$hooks.yaml" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --threads 1 \
     --no-access-log --log-level warn --upstream "http://$SIM" "${trace[@]}" > "$WORK/$m.out" &
   pids+=($!)
   PID[$m]=$!

@@ -10,6 +10,7 @@
 #   with their mean and its 95 % confidence interval
 #   SPREAD_MS=0: streams start together, so at a fixed gap their events arrive in bursts of
 #   STREAMS; SPREAD_MS=ITL_MS starts each at a random time within one gap (arrivals spread out).
+#   TOKENTAP_ENV="NAME=value ...": environment for the tokentap processes (e.g. GLIBC_TUNABLES)
 #   PIN=1: the proxies on the last core, the simulator and the load generator on the others
 #   (taskset), so that a proxy's latency is not the time it waited for a core they held.
 #
@@ -64,7 +65,8 @@ echo "hooks: [timing, steps, cache, metrics, trace]" > "$WORK/full.yaml"
 echo "hooks: [timing, steps, cache, metrics]" > "$WORK/notrace.yaml"
 echo "hooks: []" > "$WORK/off.yaml"
 start_tokentap() {  # $1 name, $2 config
-  "${PROXY_CPUS[@]}" "$BIN" proxy --config "$2" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --threads 1 --no-access-log \
+  # shellcheck disable=SC2086  # TOKENTAP_ENV is a list of NAME=value words
+  "${PROXY_CPUS[@]}" env ${TOKENTAP_ENV:-} "$BIN" proxy --config "$2" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --threads 1 --no-access-log \
     --log-level warn --upstream "http://$SIM" ${3:-} > "$WORK/$1.out" &
   pids+=($!)
   wait_line "$WORK/$1.out" ready
