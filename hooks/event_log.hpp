@@ -7,7 +7,11 @@
 // memory with non-temporal stores, so that logging a read neither fetches the log's cache lines
 // nor evicts the per-stream state the next events need (with hundreds of open streams, the
 // escaped log in cache cost more than the escaping).  Entries are 16-byte aligned for that: a
-// 16-byte header (time, length), then the bytes padded to 16.
+// 16-byte header (time, tag and length), then the bytes padded to 16.
+//
+// Besides the reads, a log keeps tagged texts (append_text: the trace's response text, token by
+// token), which for_each skips and for_each_text visits: one place written per event instead
+// of a second, growing string per stream that was a cache miss of its own at every token.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -38,13 +42,45 @@ class event_log {
   ~event_log();
 
   /// Appends one read: its time since the request start (µs) and its bytes.
-  void append(std::int64_t t_us, std::string_view bytes) {
+  void append(std::int64_t t_us, std::string_view bytes) { put(t_us, 0, bytes); }
+
+  /// Appends a text with a tag (1–255), for for_each_text; for_each does not see it.
+  void append_text(unsigned tag, std::string_view text) { put(0, tag & 0xff, text); }
+
+  /// Makes the entries visible to another thread (after the non-temporal stores): call before
+  /// handing the log over.
+  void seal() noexcept {
+#if defined(TOKENTAP_EVENT_LOG_NT)
+    _mm_sfence();
+#endif
+  }
+
+  /// Calls f(t_us, bytes) for every read, in order.
+  template <class F>
+  void for_each(F&& f) const {
+    visit([&](std::int64_t t_us, unsigned tag, std::string_view bytes) {
+      if (tag == 0) f(t_us, bytes);
+    });
+  }
+
+  /// Calls f(tag, text) for every text, in order.
+  template <class F>
+  void for_each_text(F&& f) const {
+    visit([&](std::int64_t, unsigned tag, std::string_view bytes) {
+      if (tag != 0) f(tag, bytes);
+    });
+  }
+
+ private:
+  static constexpr int tag_shift = 56;  // the header's second word: tag << 56 | length
+
+  void put(std::int64_t t_us, std::uint64_t tag, std::string_view bytes) {
     const std::size_t need = entry_bytes(bytes.size());
     if (static_cast<std::size_t>(end_ - w_) < need) grow(need);
     alignas(align) char head[align] = {};
-    const auto len = static_cast<std::uint64_t>(bytes.size());
+    const auto word = tag << tag_shift | static_cast<std::uint64_t>(bytes.size());
     std::memcpy(head, &t_us, 8);
-    std::memcpy(head + 8, &len, 8);
+    std::memcpy(head + 8, &word, 8);
     store(w_, head);
     char* w = w_ + align;
     const char* p = bytes.data();
@@ -58,32 +94,24 @@ class event_log {
     w_ += need;
   }
 
-  /// Makes the entries visible to another thread (after the non-temporal stores): call before
-  /// handing the log over.
-  void seal() noexcept {
-#if defined(TOKENTAP_EVENT_LOG_NT)
-    _mm_sfence();
-#endif
-  }
-
-  /// Calls f(t_us, bytes) for every entry, in order.
+  // f(t_us, tag, bytes) for every entry, in order.
   template <class F>
-  void for_each(F&& f) const {
+  void visit(F&& f) const {
     for (std::size_t c = 0; c < chunks_.size(); ++c) {
       const char* p = chunks_[c].data;
       const char* const end = c + 1 == chunks_.size() ? w_ : chunks_[c].used;
       while (p < end) {
         std::int64_t t_us;
-        std::uint64_t len;
+        std::uint64_t word;
         std::memcpy(&t_us, p, 8);
-        std::memcpy(&len, p + 8, 8);
-        f(t_us, std::string_view(p + align, len));
+        std::memcpy(&word, p + 8, 8);
+        const auto len = static_cast<std::size_t>(word & ((std::uint64_t{1} << tag_shift) - 1));
+        f(t_us, static_cast<unsigned>(word >> tag_shift), std::string_view(p + align, len));
         p += entry_bytes(len);
       }
     }
   }
 
- private:
   struct chunk {
     char* data;
     char* used;  ///< end of the entries (of a full chunk; the current one's is w_)

@@ -83,7 +83,7 @@ void append_quantiles(std::string& out, const timing_summary::quantiles& q) {
 // writer's thread: escaping a 100 KB conversation at the request's start held up every other
 // stream of the I/O thread.
 struct record_texts {
-  std::string content, reasoning;  // first: appended to at every token (see trace_hook)
+  std::string content, reasoning;  // gathered on the writer's thread from the event log's texts
   std::string id, route, model;
   bool has_request = false;
   std::string method, target, body, request_headers, response_headers;  // headers packed
@@ -234,10 +234,17 @@ struct finished_stream : record_texts {
   }
 };
 
+// The response text's tokens, logged with the reads (event_log::append_text).
+constexpr unsigned content_tag = 1, reasoning_tag = 2;
+
 class alignas(64) trace_hook final : public hook {
  public:
   trace_hook(const config::trace_config& cfg, std::shared_ptr<trace_writer> w)
-      : budget_(cfg.max_record_bytes), cfg_(cfg), writer_(std::move(w)) {
+      : budget_(static_cast<std::uint32_t>(  // 4 GiB at most: a record is one JSON line
+            std::min<std::size_t>(cfg.max_record_bytes, std::uint32_t{0xffffffff}))),
+        bodies_(cfg.bodies),
+        cfg_(cfg),
+        writer_(std::move(w)) {
     char id[20];
     std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(rng()()));
     t_.id = id;
@@ -253,7 +260,7 @@ class alignas(64) trace_hook final : public hook {
     pack_headers(t_.request_headers, r.headers);
     if (cfg_.bodies && !r.body.empty() && r.body.size() <= cfg_.max_record_bytes / 2) {
       t_.body = r.body;
-      budget_ -= std::min(budget_, r.body.size());
+      budget_ -= static_cast<std::uint32_t>(std::min<std::size_t>(budget_, r.body.size()));
     } else if (cfg_.bodies && !r.body.empty()) {
       events_truncated_ = true;  // too large to keep
     }
@@ -271,19 +278,22 @@ class alignas(64) trace_hook final : public hook {
     // The bytes as they are, at their arrival (what `replay serve` reproduces: the upstream's
     // timing, not the proxy's); the writer escapes them (trace_writer::record).
     events_.append((t.arrived - start_ns_) / 1000, bytes);
-    budget_ -= bytes.size() + 32;
+    budget_ -= static_cast<std::uint32_t>(bytes.size() + 32);
   }
 
+  // The text goes to the event log too (the writer gathers it): the log's end is where this
+  // event's read was just written, where a string of its own per stream was one more cache miss
+  // per token.
   void on_token(const token_event& e) override {
-    if (!cfg_.bodies) return;
-    auto& text = e.channel == parsers::channel::reasoning ? t_.reasoning : t_.content;
-    if (e.channel == parsers::channel::tool) return;
-    if (e.text.size() > budget_) {
+    if (!bodies_ || e.channel == parsers::channel::tool) return;
+    const std::size_t cost = event_log::entry_bytes(e.text.size());  // what it takes in the log
+    if (cost > budget_) {
       text_truncated_ = true;
       return;
     }
-    text.append(e.text);
-    budget_ -= e.text.size();
+    events_.append_text(e.channel == parsers::channel::reasoning ? reasoning_tag : content_tag,
+                        e.text);
+    budget_ -= static_cast<std::uint32_t>(cost);
   }
 
   // The record is rendered on the writer's thread (trace_writer::record::render): ~40 k
@@ -295,7 +305,11 @@ class alignas(64) trace_hook final : public hook {
         finished_stream{std::move(t_), cfg_.bodies, events_truncated_ || text_truncated_, s});
     trace_writer::record rec;
     rec.events = std::move(events_);
-    rec.render = [f = std::move(f)](std::string& head, std::string& tail) {
+    rec.render = [f = std::move(f)](std::string& head, std::string& tail, const event_log& log) {
+      if (f->bodies)
+        log.for_each_text([&](unsigned tag, std::string_view t) {
+          (tag == reasoning_tag ? f->reasoning : f->content) += t;
+        });
       f->head(head);
       f->tail(tail);
     };
@@ -303,15 +317,16 @@ class alignas(64) trace_hook final : public hook {
   }
 
  private:
-  // A read touches the first line (after the vtable pointer), a token the second (the texts):
-  // with hundreds of open streams each is a cache miss per event.
-  event_log events_;    // the reads, for the writer to render
-  std::size_t budget_;  // bytes of events and texts this record may still take
+  // What a read and a token touch is on the first cache line, after the vtable pointer: with
+  // hundreds of open streams each further line is a cache miss per event.
+  event_log events_;      // the reads and the response text, for the writer to render
+  std::uint32_t budget_;  // bytes of events and texts this record may still take
+  bool bodies_;           // cfg_.bodies
+  bool events_truncated_ = false, text_truncated_ = false;
   mono_ns start_ns_ = 0;
   record_texts t_;  // moved into the record at the end
   const config::trace_config& cfg_;
   std::shared_ptr<trace_writer> writer_;
-  bool events_truncated_ = false, text_truncated_ = false;
 };
 
 }  // namespace

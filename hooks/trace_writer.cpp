@@ -136,15 +136,17 @@ void trace_writer::run() {
 bool trace_writer::write_one(record& r) {
   // A record rendered here is rendered into the writer's own buffers, which keep their capacity
   // for the next record (up to a few large records' worth): no allocation per record.
+  // The events first: the log arrives from memory (it was written around the cache), and
+  // `render` reads its texts again right after, from the cache.
+  rendered_.clear();
+  render_events(rendered_, r.events);
   std::string& head = r.render ? head_ : r.head;
   std::string& tail = r.render ? tail_ : r.tail;
   if (r.render) {
     head_.assign(r.head);
     tail_.assign(r.tail);
-    r.render(head_, tail_);
+    r.render(head_, tail_, r.events);
   }
-  rendered_.clear();
-  render_events(rendered_, r.events);
   tail.push_back('\n');  // ours: no copy
   iovec iov[3] = {
       {head.data(), head.size()}, {rendered_.data(), rendered_.size()}, {tail.data(), tail.size()}};

@@ -35,14 +35,15 @@ class trace_writer {
   /// UTF-8).  The escaping is done here, on the writer's thread: the proxy's I/O thread only
   /// copies each read once, and the escaped text is written out from a buffer that is still in
   /// cache instead of living in every open stream's memory.  `events` must be sealed.
-  /// `render`, when set, is called first, on the writer's thread, to append to head and tail:
-  /// the producer hands over what the JSON is made from instead of building it while other
-  /// streams wait on its thread.
+  /// `render`, when set, is called on the writer's thread (after the events are rendered) to
+  /// append to head and tail: the producer hands over what the JSON is made from instead of
+  /// building it while other streams wait on its thread.  It gets `events` too, for the texts
+  /// logged there (event_log::append_text); the writer renders only the reads.
   struct record {
     std::string head;
     event_log events;
     std::string tail;
-    std::function<void(std::string& head, std::string& tail)> render;
+    std::function<void(std::string& head, std::string& tail, const event_log& events)> render;
   };
 
   /// Renders an event log as the comma-separated objects of a trace's `events` array.

@@ -546,9 +546,10 @@ TEST(TraceHook, ResponseTextIsJoinedPerChannelAndCutAtTheBudget) {
             std::string::npos)
       << whole;
   EXPECT_NE(whole.find("\"truncated\":false"), std::string::npos);
-  // Room for the first read (it needs its size + 64, is charged its size + 32) and 32 bytes:
-  // the later reads do not fit, the texts (charged their size) up to the last one.
-  const auto cut = traced_text(text_reads()[0].size() + 64);
+  // Room for the first read (it needs its size + 64, is charged its size + 32) and 160 bytes:
+  // the later reads do not fit, the texts up to the last one do — each is charged what it takes
+  // in the event log (a 16-byte header and its bytes rounded up to 16: 32 for each of these).
+  const auto cut = traced_text(text_reads()[0].size() + 32 + 5 * 32);
   EXPECT_NE(cut.find("\"truncated\":true"), std::string::npos) << cut;
   EXPECT_NE(cut.find("\"text\":{\"content\":\"Hello \\\"w\u00e9rld\\\"\","
                      "\"reasoning\":\"First, think\\n\"}"),
@@ -662,14 +663,19 @@ TEST(TraceWriter, RecordsAreRenderedOnTheWritersThreadAndAFailingOneIsDropped) {
   std::thread::id rendered_on;
   trace_writer::record a;
   a.events.append(5, "x");
+  a.events.append_text(1, "text");  // for render; not an event
   a.events.seal();
-  a.render = [&](std::string& head, std::string& tail) {
+  a.render = [&](std::string& head, std::string& tail, const event_log& log) {
     rendered_on = std::this_thread::get_id();
-    head += "{\"events\":[";
+    head += "{\"text\":\"";
+    log.for_each_text([&](unsigned tag, std::string_view t) {
+      if (tag == 1) head += t;
+    });
+    head += "\",\"events\":[";
     tail += "]}";
   };
   trace_writer::record bad;
-  bad.render = [](std::string&, std::string&) { throw std::bad_alloc(); };
+  bad.render = [](std::string&, std::string&, const event_log&) { throw std::bad_alloc(); };
   ASSERT_TRUE(w.submit(std::move(a)));
   ASSERT_TRUE(w.submit(std::move(bad)));
   ASSERT_TRUE(w.submit("{\"v\":1}"));
@@ -682,7 +688,7 @@ TEST(TraceWriter, RecordsAreRenderedOnTheWritersThreadAndAFailingOneIsDropped) {
     std::ifstream in(e.path(), std::ios::binary);
     content.assign(std::istreambuf_iterator<char>(in), {});
   }
-  EXPECT_EQ(content, "{\"events\":[{\"t_us\":5,\"raw\":\"x\"}]}\n{\"v\":1}\n");
+  EXPECT_EQ(content, "{\"text\":\"text\",\"events\":[{\"t_us\":5,\"raw\":\"x\"}]}\n{\"v\":1}\n");
 }
 
 TEST(TraceWriter, AFullQueueDropsAndCountsNeverBlocks) {
