@@ -38,7 +38,11 @@ void event_log::grow(std::size_t need) {
     chunks_.back().used = w_;
     for (const auto& c : chunks_) held += static_cast<std::size_t>(c.used - c.data);
   }
-  const std::size_t cap = std::max(std::min<std::size_t>(held, 64 * 1024) / align * align, need);
+  // The first chunk with room for a few texts after the first read (an idle stream's first
+  // event and its token): a second chunk and the chunk list's growth cost an idle stream more.
+  const std::size_t first_slack = chunks_.empty() ? 4 * align : 0;
+  const std::size_t cap =
+      std::max(std::min<std::size_t>(held, 64 * 1024) / align * align, need + first_slack);
   auto* data = static_cast<char*>(::operator new (cap, std::align_val_t{align}));
   chunks_.push_back({data, data, cap});
   w_ = data;

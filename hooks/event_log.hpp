@@ -131,9 +131,10 @@ class event_log {
   void grow(std::size_t need);
   void release() noexcept;
 
-  // Chunks are never reallocated: the first sized for the first read only, each next one as
-  // large as the chunks so far together (at least one entry, at most 64 KiB) — the total doubles
-  // per chunk, and the slack never exceeds what is used: an idle stream holds about its reads.
+  // Chunks are never reallocated: the first sized for the first read and 64 bytes of texts (see
+  // grow), each next one as large as the chunks so far together (at least one entry, at most
+  // 64 KiB) — the total doubles per chunk, and the slack never exceeds what is used: an idle
+  // stream holds about its reads.
   // w_ and end_ first: they are what an append reads.
   char* w_ = nullptr;
   char* end_ = nullptr;
