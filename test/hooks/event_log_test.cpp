@@ -12,6 +12,12 @@
 namespace tokentap::hooks {
 namespace {
 
+std::string random_bytes(std::mt19937& rng, std::size_t n) {
+  std::string bytes(n, '\0');
+  for (auto& c : bytes) c = static_cast<char>(rng());
+  return bytes;
+}
+
 TEST(EventLog, EntriesComeBackInOrderAligned) {
   std::mt19937 rng(8);
   std::vector<std::pair<std::int64_t, std::string>> in;
@@ -20,8 +26,7 @@ TEST(EventLog, EntriesComeBackInOrderAligned) {
     // Every length around the line and piece boundaries, then random ones up to 5 KiB.
     const auto n = i < 200 ? static_cast<std::size_t>(i)
                            : std::uniform_int_distribution<std::size_t>(0, 5000)(rng);
-    std::string bytes(n, '\0');
-    for (auto& c : bytes) c = static_cast<char>(rng());
+    const auto bytes = random_bytes(rng, n);
     in.emplace_back(i * 1000 + 7, bytes);
     log.append(in.back().first, bytes);
   }
@@ -56,8 +61,7 @@ TEST(EventLog, TaggedTextsStayOutOfTheReads) {
   event_log log;
   for (int i = 0; i < 3000; ++i) {
     const auto n = std::uniform_int_distribution<std::size_t>(0, i % 7 == 0 ? 300 : 40)(rng);
-    std::string bytes(n, '\0');
-    for (auto& c : bytes) c = static_cast<char>(rng());
+    const auto bytes = random_bytes(rng, n);
     const auto what = std::uniform_int_distribution<unsigned>(0, 2)(rng);
     if (what == 0) {
       reads.emplace_back(-i, bytes);  // times are any int64 (a negative one too)
