@@ -55,6 +55,13 @@ class deferred_taps final : public net::execution_context::service {
   /// Steps queued so far (readable from any thread).
   std::uint64_t deferred() const noexcept { return deferred_.load(std::memory_order_relaxed); }
 
+  /// Steps queued and not yet begun (readable from any thread; a moment's view).
+  std::uint64_t waiting() const noexcept {
+    const auto ran = ran_.load(std::memory_order_relaxed);
+    const auto queued = deferred_.load(std::memory_order_relaxed);
+    return queued > ran ? queued - ran : 0;
+  }
+
   /// A relay step found its thread behind (or could not tell): its write's completion goes
   /// through the executor, where it may be deferred.  Counted on the io_context's own thread.
   void count_behind() noexcept {
@@ -68,6 +75,7 @@ class deferred_taps final : public net::execution_context::service {
     for (int i = 0; i < per_drain && !queue_.empty(); ++i) {
       auto* step = queue_.front();
       queue_.pop_front();
+      ran_.store(ran_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       step->run_deferred();
     }
     if (queue_.empty())
@@ -85,6 +93,7 @@ class deferred_taps final : public net::execution_context::service {
   std::deque<deferred_step*> queue_;
   bool posted_ = false;
   std::atomic<std::uint64_t> deferred_{0};
+  std::atomic<std::uint64_t> ran_{0};  // steps begun by drain()
   std::atomic<std::uint64_t> behind_{0};
 };
 

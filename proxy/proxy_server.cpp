@@ -122,6 +122,11 @@ std::uint64_t proxy_server::deferred_taps() {
       runtime_, [](proxy::deferred_taps& d) { return d.deferred(); });
 }
 
+std::uint64_t proxy_server::deferred_taps_waiting() {
+  return sum_over_workers<proxy::deferred_taps>(
+      runtime_, [](proxy::deferred_taps& d) { return d.waiting(); });
+}
+
 std::uint64_t proxy_server::reads_behind() {
   return sum_over_workers<proxy::deferred_taps>(runtime_,
                                                 [](proxy::deferred_taps& d) { return d.behind(); });

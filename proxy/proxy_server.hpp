@@ -62,6 +62,8 @@ class proxy_server {
   const proxy_stats& stats() const noexcept { return shared_->stats; }
   /// Reads whose tap work waited behind a backlog (proxy/deferred_taps.hpp), all I/O threads.
   std::uint64_t deferred_taps();
+  /// Of those, the ones queued and not yet begun, now (all I/O threads).
+  std::uint64_t deferred_taps_waiting();
   /// Reads with a tap whose thread was behind when they were written — or that carried no
   /// receive stamp to tell (TLS) — so their completion went through the executor rather than
   /// the tap running at once (proxy_session.cpp, relay_op), all I/O threads.

@@ -346,7 +346,7 @@ struct slow_tap_factory : hooks::tap_factory {
     explicit tap(slow_tap_factory& f) : f_(f) {}
     void on_body(std::span<const char> b, const hooks::body_times& t) noexcept override {
       f_.calls.fetch_add(1, std::memory_order_relaxed);
-      std::this_thread::sleep_for(f_.delay);
+      if (f_.slow.load(std::memory_order_relaxed)) std::this_thread::sleep_for(f_.delay);
       {
         std::lock_guard lk(f_.mu);
         f_.overheads.push_back(t.written - t.read);
@@ -368,6 +368,7 @@ struct slow_tap_factory : hooks::tap_factory {
   };
   std::unique_ptr<hooks::stream_tap> create() override { return std::make_unique<tap>(*this); }
   std::chrono::microseconds delay{300};  // per read
+  std::atomic<bool> slow{true};          // false: no delay (until the test sets it)
   std::atomic<std::uint64_t> calls{0};   // on_body calls begun
   std::mutex mu;
   std::vector<std::pair<std::string, bool>> done;  // bytes seen, in order and ended ok
@@ -428,27 +429,32 @@ TEST(Relay, TheTapsWrittenTimeIsWhenTheBytesLeftNotWhenTheCompletionRan) {
 // coroutine frames before).
 TEST(Relay, AHardStopReleasesTheRelayStepsStillPending) {
   auto taps = std::make_shared<slow_tap_factory>();
-  taps->delay = std::chrono::milliseconds(200);  // 40 streams x ~33 reads: minutes of tap work
+  taps->delay = std::chrono::milliseconds(200);
+  taps->slow = false;  // until every stream is relaying: the accepts must not wait behind taps
   stack s([](config::config& cfg) { cfg.threads = 1; }, {}, taps);
-  sim::load_generator load(same_requests(s.proxy_ep(), stream_request(30, 10, 5), 40, 1));
+  // 40 streams of 400 events 5 ms apart (2 s each).
+  sim::load_generator load(same_requests(s.proxy_ep(), stream_request(400, 10, 5), 40, 1));
   load.start();
-  // Stop once more tap work waits than the hard stop's 2 s can run (a fixed 300 ms once fell
-  // where a slow machine had queued only a few steps: they ran out in time and every stream
-  // ended).  Steps deferred and not yet begun: 20 of them are 4 s of tap work.
-  const auto queued = [&] {
-    return s.proxy->deferred_taps() - std::min(s.proxy->deferred_taps(), taps->calls.load());
-  };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (queued() < 20 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const auto backlog = queued();
+  const auto wait_for = [&](const auto& done) {
+    while (!done() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  wait_for([&] { return s.proxy->stats().active_streams.load() == 40; });
+  ASSERT_EQ(s.proxy->stats().active_streams.load(), 40u);
+  // The next tap holds the only I/O thread 200 ms while every other stream's events pile up in
+  // its socket: each of their reads finds the thread behind and queues its tap step.  Stop once
+  // more tap work waits than the hard stop's 2 s can run: 20 steps are 4 s of it.  (This used
+  // to wait for the backlog to form by chance and estimated it from all tap calls, the ones run
+  // at once included: on CI's sanitizer build it once saw 3 and every stream ended.)
+  taps->slow = true;
+  wait_for([&] { return s.proxy->deferred_taps_waiting() >= 20; });
+  const auto backlog = s.proxy->deferred_taps_waiting();
   s.proxy->shutdown(std::chrono::milliseconds(0));
   s.proxy->join();
   s.proxy.reset();  // the io_context, and every step still pending, go away here
   load.stop();
-  // Whether steps get deferred depends on the machine's timing (CI's ASan pass once queued 3 in
-  // 30 s); without a backlog there is nothing pending to check — the stop above still ran.
-  if (backlog < 20) GTEST_SKIP() << "no backlog of tap work (" << backlog << " steps) in 30 s";
+  ASSERT_GE(backlog, 20u) << "no backlog of tap work formed: nothing was pending at the stop";
   std::lock_guard lk(taps->mu);
   EXPECT_LT(taps->done.size(), 40u) << "every stream ended: nothing was pending at the stop";
 }
