@@ -412,18 +412,30 @@ struct alignas(64) step_tagger::impl {
     }
   }
 
-  void process(bool eof) {
-    while (pos < buf.size()) {
-      const std::uint64_t off = buf_offset + pos;
-      const char c = buf[pos];
+  // Scans s from cursor p (s[0] is at global offset base) until its end or a decision that
+  // needs more text; returns where it stopped.
+  std::size_t scan(std::string_view s, std::size_t p, std::uint64_t base, bool eof) {
+    while (p < s.size()) {
+      const std::uint64_t off = base + p;
+      const char c = s[p];
+      if (c == ' ') {
+        // The commonest byte between words: no step starts at it, it is never a delta's first
+        // non-blank character, and all it changes is a sentence's start after its punctuation.
+        if (!steps.empty() && cur_text.size() < max_step_text) cur_text.push_back(' ');
+        if (sent_punct) sentence_start = true;
+        sent_punct = false;
+        ++p;
+        checked = false;
+        continue;
+      }
       if (!is_space(c) && !checked) {
         const int strength = (text_start || after_blank) ? 2
                              : line_start                ? 1
                              : sentence_start            ? 0
                                                          : -1;
         if (strength >= 0) {
-          const auto d = classify(std::string_view(buf).substr(pos), eof, strength >= 1);
-          if (d.v == verdict::undecided) return;  // hold back: need more text to decide
+          const auto d = classify(s.substr(p), eof, strength >= 1);
+          if (d.v == verdict::undecided) return p;  // hold back: need more text to decide
           if (d.v == verdict::match || strength == 2)
             open_step(off, d.v == verdict::match ? d.kind : step_kind::other);
         }
@@ -432,44 +444,74 @@ struct alignas(64) step_tagger::impl {
       if (plain(c)) {
         // Fast path: a run of plain ASCII (no whitespace, no sentence punctuation) can hold no
         // possible step start after its first byte, so it is consumed in one go.
-        std::size_t j = pos + 1;
-        while (j < buf.size() && plain(buf[j])) ++j;
-        const std::size_t len = j - pos;
+        std::size_t j = p + 1;
+        while (j < s.size() && plain(s[j])) ++j;
+        const std::size_t len = j - p;
         attribute(off + len - 1);
-        if (!steps.empty() && cur_text.size() < max_step_text)
-          cur_text.append(buf.data() + pos, len);
+        if (!steps.empty() && cur_text.size() < max_step_text) cur_text.append(s.data() + p, len);
         text_start = after_blank = line_start = sentence_start = sent_punct = false;
         line_has_content = true;
-        pos = j;
+        p = j;
         checked = false;
         continue;
       }
       char32_t cp = 0;
-      const auto n = decode(buf, pos, cp);
+      const auto n = decode(s, p, cp);
       if (n == 0) {
-        if (!eof) return;  // a character split across deltas
+        if (!eof) return p;  // a character split across deltas
         cp = 0xFFFD;
       }
-      const std::size_t len = n == 0 ? buf.size() - pos : n;
+      const std::size_t len = n == 0 ? s.size() - p : n;
       // A delta belongs to the step holding its first non-whitespace character (leading blank
       // lines go with the step they introduce).
       if (!is_space(c)) attribute(off + len - 1);
-      if (!steps.empty() && cur_text.size() < max_step_text) cur_text.append(buf, pos, len);
+      if (!steps.empty() && cur_text.size() < max_step_text) cur_text.append(s.data() + p, len);
       advance(cp);
-      pos += len;
+      p += len;
       checked = false;
     }
+    return p;
+  }
+
+  // One delta, appended to the text at global offset `total` (before it).  With nothing held
+  // back — nearly every delta — it is scanned where it is, and only an undecided rest is kept.
+  void feed(std::string_view text, std::int64_t t_ns) {
+    deltas.emplace_back(total, t_ns);
+    total += text.size();
+    if (!buf.empty()) {
+      buf.append(text);
+      return process(false);
+    }
+    const auto used = scan(text, 0, buf_offset, false);
+    buf_offset += used;
+    if (used < text.size()) {
+      buf.assign(text.substr(used));
+      pos = 0;
+    }
+    drop_attributed_deltas();
+  }
+
+  void process(bool eof) {
+    pos = scan(buf, pos, buf_offset, eof);
     // Drop what was consumed (amortized: only once the consumed prefix is large).
     if (pos > 4096 || pos == buf.size()) {
       buf.erase(0, pos);
       buf_offset += pos;
       pos = 0;
-      // Keep the last attributed delta: later offsets inside it still need its timestamp.
-      if (delta_head > 1) {
-        deltas.erase(deltas.begin(), deltas.begin() + static_cast<long>(delta_head - 1));
-        delta_head = 1;
-      }
+      drop_attributed_deltas();
     }
+  }
+
+  // Keeps the last attributed delta: later offsets inside it still need its timestamp.
+  void drop_attributed_deltas() {
+    if (delta_head <= 1) return;
+    if (delta_head == deltas.size()) {  // every delta attributed (the usual case): keep the last
+      deltas.front() = deltas.back();
+      deltas.resize(1);
+    } else {
+      deltas.erase(deltas.begin(), deltas.begin() + static_cast<long>(delta_head - 1));
+    }
+    delta_head = 1;
   }
 
   void advance(char32_t cp) {
@@ -529,10 +571,7 @@ step_tagger& step_tagger::operator=(step_tagger&&) noexcept = default;
 void step_tagger::feed(std::string_view text, std::int64_t t_ns) {
   auto& d = *impl_;
   if (text.empty() || d.finished) return;
-  d.deltas.emplace_back(d.total, t_ns);
-  d.total += text.size();
-  d.buf.append(text);
-  d.process(false);
+  d.feed(text, t_ns);
 }
 
 void step_tagger::finish() {

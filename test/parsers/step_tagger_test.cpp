@@ -7,7 +7,9 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 namespace tokentap::parsers {
@@ -140,6 +142,63 @@ TEST(StepTagger, TimestampsTokensAndRedundancy) {
   EXPECT_EQ(s[2].tokens, 1u);
   EXPECT_TRUE(s[2].redundant);  // same text as step 0
   EXPECT_EQ(t.redundant_tokens(), 1u);
+}
+
+// Times and token counts against their definition, for random texts cut into random deltas (the
+// tagger scans a delta where it arrived unless text is held back, and keeps only an undecided
+// rest): a step's time is the arrival of the delta holding its first byte; a delta belongs to the
+// step holding its first non-blank byte — the next one after it for a blank delta, the first step
+// for deltas before it — and a step ends with the arrival of its last delta.
+TEST(StepTagger, TimesAndTokensOfRandomDeltasMatchTheirDefinition) {
+  std::mt19937 rng(5);
+  const std::string_view pieces[] = {
+      " ",   "  ",    "\n",     "\n\n",         ".",        "!",    "?",
+      ",",   "First", "First,", "Therefore",    " Wait,",   "Hmm",  "So",
+      "1. ", "- ",    "(3)",    "Step 4",       "第一步",   "首先", "因此",
+      "。",  "word",  "the",    "Let me check", "Actually", "\t",   "\r\n",
+      "é",   "😀",     "\xFF"};
+  const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  for (int round = 0; round < 3000; ++round) {
+    std::string text;
+    for (auto n = rng() % 40; n > 0; --n) text += pieces[rng() % std::size(pieces)];
+    std::vector<std::pair<std::size_t, std::int64_t>> deltas;  // (start, arrival)
+    step_tagger t;
+    for (std::size_t i = 0; i < text.size();) {
+      const auto k = std::min<std::size_t>(text.size() - i, 1 + rng() % (rng() % 3 ? 12 : 2));
+      deltas.emplace_back(i, 10 * static_cast<std::int64_t>(deltas.size() + 1));
+      t.feed(std::string_view(text).substr(i, k), deltas.back().second);
+      i += k;
+    }
+    t.finish();
+    const auto& steps = t.steps();
+    if (steps.empty()) continue;
+    // The step holding byte q (the first step for bytes before it).
+    const auto step_of = [&](std::size_t q) {
+      std::size_t i = 0;
+      while (i + 1 < steps.size() && steps[i + 1].offset <= q) ++i;
+      return i;
+    };
+    std::vector<std::uint32_t> tokens(steps.size(), 0);
+    std::vector<std::int64_t> end(steps.size());
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      std::int64_t at = 0;  // arrival of the delta holding the step's first byte
+      for (const auto& [start, arrival] : deltas)
+        if (start <= steps[i].offset) at = arrival;
+      ASSERT_EQ(steps[i].t_ns, at) << "step " << i << " of: " << text;
+      end[i] = at;
+    }
+    for (const auto& [start, arrival] : deltas) {
+      auto q = start;
+      while (q < text.size() && blank(text[q])) ++q;
+      const auto i = step_of(q);
+      ++tokens[i];
+      end[i] = std::max(end[i], arrival);
+    }
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      ASSERT_EQ(steps[i].tokens, tokens[i]) << "step " << i << " of: " << text;
+      ASSERT_EQ(steps[i].end_ns, end[i]) << "step " << i << " of: " << text;
+    }
+  }
 }
 
 // The last step (closed by finish) is compared with every earlier one like the others, though its
