@@ -7,8 +7,12 @@
 
 namespace tokentap::parsers {
 
-std::size_t http_body_decoder::decode(char* data, std::size_t n) noexcept {
-  std::size_t in = 0, out = 0;
+http_body_decoder::payload http_body_decoder::decode(char* data, std::size_t n) noexcept {
+  // The payload collects at data[begin, out): from the first data byte on, later data moves
+  // down to follow it (only when the read holds framing between two pieces of data).
+  std::size_t in = 0, begin = 0, out = 0;
+  bool any = false;
+  const auto decoded = [&] { return payload{begin, out - begin}; };
   // The states that accept exactly one byte (the CRs and LFs of the framing).
   const auto expect = [&](char want, state next) {
     if (data[in++] != want) return false;
@@ -19,7 +23,12 @@ std::size_t http_body_decoder::decode(char* data, std::size_t n) noexcept {
     switch (state_) {
       case state::data: {
         const auto take = static_cast<std::size_t>(std::min<std::uint64_t>(left_, n - in));
-        if (out != in) std::memmove(data + out, data + in, take);
+        if (!any) {
+          any = true;
+          begin = out = in;
+        } else if (out != in) {
+          std::memmove(data + out, data + in, take);
+        }
         out += take;
         in += take;
         left_ -= take;  // until close: 2^64 - 1 bytes, never reached
@@ -30,10 +39,10 @@ std::size_t http_body_decoder::decode(char* data, std::size_t n) noexcept {
         const char c = data[in++];
         ++line_;
         if (const int v = detail::hex_value(c); v >= 0) {
-          if (++digits_ > 16) return stop(error::bad_chunk, out);
+          if (++digits_ > 16) return stop(error::bad_chunk, decoded());
           left_ = left_ << 4 | static_cast<unsigned>(v);
         } else if (digits_ == 0) {
-          return stop(error::bad_chunk, out);
+          return stop(error::bad_chunk, decoded());
         } else if (c == '\r') {
           state_ = state::size_lf;
         } else if (c == ';') {
@@ -41,39 +50,39 @@ std::size_t http_body_decoder::decode(char* data, std::size_t n) noexcept {
         } else if (c == ' ' || c == '\t') {
           state_ = state::size_ws;
         } else {
-          return stop(error::bad_chunk, out);
+          return stop(error::bad_chunk, decoded());
         }
         break;
       }
       case state::size_ws: {  // BWS after the size: only before an extension
         const char c = data[in++];
-        if (++line_ > max_line) return stop(error::line_too_long, out);
+        if (++line_ > max_line) return stop(error::line_too_long, decoded());
         if (c == ';')
           state_ = state::ext;
         else if (c != ' ' && c != '\t')
-          return stop(error::bad_chunk, out);
+          return stop(error::bad_chunk, decoded());
         break;
       }
       case state::ext: {
         const auto c = static_cast<unsigned char>(data[in++]);
-        if (++line_ > max_line) return stop(error::line_too_long, out);
+        if (++line_ > max_line) return stop(error::line_too_long, decoded());
         if (c == '\r')
           state_ = state::size_lf;
         else if ((c < 0x20 && c != '\t') || c == 0x7f)
-          return stop(error::bad_chunk, out);
+          return stop(error::bad_chunk, decoded());
         break;
       }
       case state::size_lf:
         if (!expect('\n', left_ == 0 ? state::trailer : state::data))
-          return stop(error::bad_chunk, out);
+          return stop(error::bad_chunk, decoded());
         line_ = 0;
         digits_ = 0;
         break;
       case state::data_cr:
-        if (!expect('\r', state::data_lf)) return stop(error::bad_chunk, out);
+        if (!expect('\r', state::data_lf)) return stop(error::bad_chunk, decoded());
         break;
       case state::data_lf:
-        if (!expect('\n', state::size)) return stop(error::bad_chunk, out);
+        if (!expect('\n', state::size)) return stop(error::bad_chunk, decoded());
         break;
       case state::trailer:  // a trailer line, or the CR of the final CRLF
         if (data[in] == '\r') {
@@ -85,25 +94,25 @@ std::size_t http_body_decoder::decode(char* data, std::size_t n) noexcept {
         break;
       case state::trailer_line: {
         const char c = data[in++];
-        if (++line_ > max_trailers) return stop(error::trailers_too_long, out);
+        if (++line_ > max_trailers) return stop(error::trailers_too_long, decoded());
         if (c == '\r') state_ = state::trailer_lf;
-        if (c == '\n') return stop(error::bad_chunk, out);  // bare LF
+        if (c == '\n') return stop(error::bad_chunk, decoded());  // bare LF
         break;
       }
       case state::trailer_lf:
-        if (!expect('\n', state::trailer)) return stop(error::bad_chunk, out);
+        if (!expect('\n', state::trailer)) return stop(error::bad_chunk, decoded());
         break;
       case state::end_lf:
-        if (!expect('\n', state::done)) return stop(error::bad_chunk, out);
+        if (!expect('\n', state::done)) return stop(error::bad_chunk, decoded());
         break;
       case state::done:
         extra_ = true;
-        return out;
+        return decoded();
       case state::failed:
-        return out;
+        return decoded();
     }
   }
-  return out;
+  return decoded();
 }
 
 bool http_body_decoder::close() noexcept {

@@ -31,10 +31,16 @@ class http_body_decoder {
     return http_body_decoder(framing::until_close, 0);
   }
 
-  /// Decodes data[0, n): moves the payload bytes among them to the front of `data` and returns
-  /// how many there are.  Bytes after the end of the body are not payload (extra() tells).  After
-  /// an error the payload decoded before it is still returned; the rest is ignored.
-  std::size_t decode(char* data, std::size_t n) noexcept;
+  /// Where a read's payload is after decode(): data[offset, offset + size).
+  struct payload {
+    std::size_t offset = 0, size = 0;
+  };
+  /// Decodes data[0, n): the payload bytes among them are made contiguous, starting where the
+  /// first of them is (a read that holds one chunk's data, as a streamed event's read does,
+  /// moves nothing), and returned.  Bytes after the end of the body are not payload (extra()
+  /// tells).  After an error the payload decoded before it is still returned; the rest is
+  /// ignored.
+  payload decode(char* data, std::size_t n) noexcept;
 
   /// The connection closed.  Returns false when that cuts the body short (chunked or
   /// Content-Length not complete), true when the body is complete or ends at the close.
@@ -74,9 +80,9 @@ class http_body_decoder {
     error_ = e;
     state_ = state::failed;
   }
-  std::size_t stop(error e, std::size_t payload) noexcept {
+  payload stop(error e, payload decoded) noexcept {
     fail(e);
-    return payload;
+    return decoded;
   }
 
   framing kind_;

@@ -757,7 +757,9 @@ class proxy_session final : public session_base,
       rx_wait_ns_ = -1;
       if (rx_real_ns_ >= 0 && ex_.tap != nullptr) arrival(previous);
       got_ = got;
-      n_ = body_.decode(s_.relay_buf_.get(), got);  // the payload, at the buffer's start
+      const auto payload = body_.decode(s_.relay_buf_.get(), got);
+      at_ = payload.offset;
+      n_ = payload.size;
       using bad = parsers::http_body_decoder::error;
       if (body_.failed() != bad::none) {
         ec = body_.failed() == bad::trailers_too_long ? http::error::header_limit
@@ -769,7 +771,7 @@ class proxy_session final : public session_base,
       if (n_ == 0) return next(now);
       if (!ex_.first_byte) ex_.first_byte = now;
       auto& client = s_.client_.socket();
-      const char* data = s_.relay_buf_.get();
+      const char* data = s_.relay_buf_.get() + at_;
       if (chunked_) {
         hdr_.set(n_);
         bufs_ = {hdr_.buffer(), net::buffer(data, n_), net::buffer(crlf, 2)};
@@ -874,7 +876,8 @@ class proxy_session final : public session_base,
     void discard() noexcept override { abandon(); }
 
     void tap_then_next() {
-      if (ex_.tap) ex_.tap->on_body({s_.relay_buf_.get(), n_}, {arrived_ns_, read_ns_, sent_ns_});
+      if (ex_.tap)
+        ex_.tap->on_body({s_.relay_buf_.get() + at_, n_}, {arrived_ns_, read_ns_, sent_ns_});
       if (got_ == s_.relay_size_ && s_.relay_size_ < relay_buffer_max) {
         s_.relay_size_ *= 2;  // the upstream outpaces us: read more per syscall
         s_.relay_buf_ = std::make_unique<char[]>(s_.relay_size_);
@@ -939,6 +942,7 @@ class proxy_session final : public session_base,
     deferred_taps* deferred_ = nullptr;  // looked up at first use (taps_service)
     std::size_t got_ = 0;                // bytes read (framing included)
     std::size_t n_ = 0;                  // payload bytes among them
+    std::size_t at_ = 0;                 // where in the relay buffer they start
     chunk_header hdr_;
     std::array<net::const_buffer, 3> bufs_{};
   };
