@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -335,6 +336,16 @@ class FaultMatrix : public ::testing::Test {
     EXPECT_EQ(r.status, 200u);
     EXPECT_TRUE(r.complete) << r.error.message();
     EXPECT_EQ(r.body, normal_body());
+    settle();
+  }
+
+  // Until no stream is in flight.  A request is counted when its exchange ends, a moment after
+  // its client has the last byte; the same hook then lowers the active-streams gauge — so a
+  // counter read after this includes every request before it.
+  static void settle() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (counter("tokentap_active_streams") > 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 
   static scripted_upstream* upstream_;
@@ -465,6 +476,7 @@ TEST_F(FaultMatrix, StreamEndingMidEventIsForwardedAndMarkedCut) {
 // ------------------------------------------------------------------ client faults
 
 TEST_F(FaultMatrix, ClientDisconnectMidStreamIsTracedAndCounted) {
+  settle();  // the request before this test's is counted
   const double before = counter("tokentap_requests_total");
   const double disconnects = counter("tokentap_client_disconnects_total");
   upstream_->release_stall = false;
