@@ -41,6 +41,18 @@ http_body_decoder::payload http_body_decoder::decode(char* data, std::size_t n) 
         if (const int v = detail::hex_value(c); v >= 0) {
           if (++digits_ > 16) return stop(error::bad_chunk, decoded());
           left_ = left_ << 4 | static_cast<unsigned>(v);
+          // The line's other digits and its CRLF, when this read has them, without a trip round
+          // the state loop per byte (the same checks as the states they skip).
+          for (int w; in < n && (w = detail::hex_value(data[in])) >= 0; ++in, ++line_) {
+            if (++digits_ > 16) return stop(error::bad_chunk, decoded());
+            left_ = left_ << 4 | static_cast<unsigned>(w);
+          }
+          if (n - in >= 2 && data[in] == '\r' && data[in + 1] == '\n') {
+            in += 2;
+            line_ = 0;
+            digits_ = 0;
+            state_ = left_ == 0 ? state::trailer : state::data;
+          }
         } else if (digits_ == 0) {
           return stop(error::bad_chunk, decoded());
         } else if (c == '\r') {
@@ -79,6 +91,11 @@ http_body_decoder::payload http_body_decoder::decode(char* data, std::size_t n) 
         digits_ = 0;
         break;
       case state::data_cr:
+        if (n - in >= 2 && data[in] == '\r' && data[in + 1] == '\n') {  // the CRLF at once
+          in += 2;
+          state_ = state::size;
+          break;
+        }
         if (!expect('\r', state::data_lf)) return stop(error::bad_chunk, decoded());
         break;
       case state::data_lf:
