@@ -36,36 +36,34 @@ http_body_decoder::payload http_body_decoder::decode(char* data, std::size_t n) 
         break;
       }
       case state::size: {
-        const char c = data[in++];
-        ++line_;
-        if (const int v = detail::hex_value(c); v >= 0) {
+        // The digits, as many as this read has, without a trip round the state loop per byte.
+        for (int v; in < n && (v = detail::hex_value(data[in])) >= 0; ++in, ++line_) {
           if (++digits_ > 16) return stop(error::bad_chunk, decoded());
           left_ = left_ << 4 | static_cast<unsigned>(v);
-          // The line's other digits and its CRLF, when this read has them, without a trip round
-          // the state loop per byte (the same checks as the states they skip).
-          for (int w; in < n && (w = detail::hex_value(data[in])) >= 0; ++in, ++line_) {
-            if (++digits_ > 16) return stop(error::bad_chunk, decoded());
-            left_ = left_ << 4 | static_cast<unsigned>(w);
-          }
-          if (n - in >= 2 && data[in] == '\r' && data[in + 1] == '\n') {
-            in += 2;
-            line_ = 0;
-            digits_ = 0;
-            state_ = left_ == 0 ? state::trailer : state::data;
-          }
-        } else if (digits_ == 0) {
-          return stop(error::bad_chunk, decoded());
-        } else if (c == '\r') {
-          state_ = state::size_lf;
-        } else if (c == ';') {
-          state_ = state::ext;
-        } else if (c == ' ' || c == '\t') {
-          state_ = state::size_ws;
-        } else {
-          return stop(error::bad_chunk, decoded());
         }
-        break;
+        if (in == n) break;
+        const char c = data[in++];
+        ++line_;
+        if (digits_ == 0) return stop(error::bad_chunk, decoded());
+        if (c != '\r') {
+          if (c == ';')
+            state_ = state::ext;
+          else if (c == ' ' || c == '\t')
+            state_ = state::size_ws;
+          else
+            return stop(error::bad_chunk, decoded());
+          break;
+        }
+        state_ = state::size_lf;
+        if (in == n) break;
+        [[fallthrough]];  // the LF, when it came with the CR
       }
+      case state::size_lf:
+        if (!expect('\n', left_ == 0 ? state::trailer : state::data))
+          return stop(error::bad_chunk, decoded());
+        line_ = 0;
+        digits_ = 0;
+        break;
       case state::size_ws: {  // BWS after the size: only before an extension
         const char c = data[in++];
         if (++line_ > max_line) return stop(error::line_too_long, decoded());
@@ -84,20 +82,10 @@ http_body_decoder::payload http_body_decoder::decode(char* data, std::size_t n) 
           return stop(error::bad_chunk, decoded());
         break;
       }
-      case state::size_lf:
-        if (!expect('\n', left_ == 0 ? state::trailer : state::data))
-          return stop(error::bad_chunk, decoded());
-        line_ = 0;
-        digits_ = 0;
-        break;
       case state::data_cr:
-        if (n - in >= 2 && data[in] == '\r' && data[in + 1] == '\n') {  // the CRLF at once
-          in += 2;
-          state_ = state::size;
-          break;
-        }
         if (!expect('\r', state::data_lf)) return stop(error::bad_chunk, decoded());
-        break;
+        if (in == n) break;
+        [[fallthrough]];  // the LF, when it came with the CR
       case state::data_lf:
         if (!expect('\n', state::size)) return stop(error::bad_chunk, decoded());
         break;

@@ -100,10 +100,12 @@ TEST(HttpBody, BytesAfterTheLastChunkAreNotPayload) {
 }
 
 TEST(HttpBody, InvalidChunkFramingStopsAfterTheValidPayload) {
-  // Not a size; bare LF after the size; no CRLF after the data; a control byte in an extension;
-  // 17 hex digits; LF without CR in a trailer.
+  // Not a size; no digits before the CRLF, an extension or whitespace; bare LF after the size;
+  // no CRLF after the data; a control byte in an extension; 17 hex digits; LF without CR in a
+  // trailer.
   for (const auto* bad :
-       {"3\r\nabc\r\nzz\r\nmore\r\n", "3\nabc\r\n0\r\n\r\n", "3\r\nabc\r\n3\r\ndefX\r\n0\r\n\r\n",
+       {"3\r\nabc\r\nzz\r\nmore\r\n", "3\r\nabc\r\n\r\n", "3\r\nabc\r\n;x\r\n\r\n",
+        "3\r\nabc\r\n \r\n", "3\nabc\r\n0\r\n\r\n", "3\r\nabc\r\n3\r\ndefX\r\n0\r\n\r\n",
         "3;a\x01\r\nabc\r\n", "00000000000000003\r\nabc\r\n", "3\r\nabc\r\n0\r\nX: 1\n\r\n"}) {
     const auto got = grind(http_body_decoder::chunked(), bad);
     EXPECT_NE(got.find("error=bad_chunk"), std::string::npos) << bad << " -> " << got;
