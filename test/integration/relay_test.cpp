@@ -345,7 +345,6 @@ struct slow_tap_factory : hooks::tap_factory {
   struct tap : hooks::stream_tap {
     explicit tap(slow_tap_factory& f) : f_(f) {}
     void on_body(std::span<const char> b, const hooks::body_times& t) noexcept override {
-      f_.calls.fetch_add(1, std::memory_order_relaxed);
       if (f_.slow.load(std::memory_order_relaxed)) std::this_thread::sleep_for(f_.delay);
       {
         std::lock_guard lk(f_.mu);
@@ -369,7 +368,6 @@ struct slow_tap_factory : hooks::tap_factory {
   std::unique_ptr<hooks::stream_tap> create() override { return std::make_unique<tap>(*this); }
   std::chrono::microseconds delay{300};  // per read
   std::atomic<bool> slow{true};          // false: no delay (until the test sets it)
-  std::atomic<std::uint64_t> calls{0};   // on_body calls begun
   std::mutex mu;
   std::vector<std::pair<std::string, bool>> done;  // bytes seen, in order and ended ok
   std::vector<hooks::mono_ns> overheads;           // written - read, every read
