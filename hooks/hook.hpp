@@ -128,6 +128,10 @@ class hook {
   /// and collects samples only for hooks that take them.
   enum per_event_calls : unsigned { body_calls = 1, token_calls = 2, sample_calls = 4 };
   virtual unsigned per_event() const noexcept { return body_calls | token_calls; }
+
+  /// Adds where the state lies that this hook's next per-event call touches first
+  /// (stream_tap::add_hot_lines); by default the hook's first cache line.
+  virtual void add_hot_lines(parsers::hot_lines& l) const noexcept { l.add(this); }
 };
 
 class hook_factory {

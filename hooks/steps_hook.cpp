@@ -20,6 +20,12 @@ class steps_hook final : public hook {
 
   unsigned per_event() const noexcept override { return token_calls; }
 
+  // The tagger the next token most likely goes to: the reasoning one once reasoning was seen.
+  void add_hot_lines(parsers::hot_lines& l) const noexcept override {
+    l.add(this, sizeof *this);
+    (reasoned_ ? reasoning_ : content_).add_hot_lines(l);
+  }
+
   void on_stream_end(stream_summary& s) override {
     const bool reasoning = reasoned_;
     auto& tagger = reasoning ? reasoning_ : content_;

@@ -11,6 +11,7 @@
 #include <span>
 #include <string_view>
 
+#include "parsers/hot_lines.hpp"
 #include "parsers/request_inspector.hpp"
 
 namespace tokentap::hooks {
@@ -88,6 +89,10 @@ class stream_tap {
   /// `reason` is connect, tls, timeout or reset.  Called before on_stream_end.
   virtual void on_upstream_error(std::string_view reason, unsigned status) noexcept {}
   virtual void on_stream_end(stream_outcome, mono_ns end_ns) noexcept {}
+  /// Adds where the state lies that the next on_body touches first (parsers::hot_lines): the
+  /// relay asks after each on_body, while that state is in the cache, and prefetches it when
+  /// the next read is ready.
+  virtual void add_hot_lines(parsers::hot_lines&) const noexcept {}
 };
 
 /// Makes one tap per exchange; shared by all I/O threads, so `create` must be thread safe.

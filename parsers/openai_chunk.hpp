@@ -29,6 +29,8 @@
 #include <string>
 #include <string_view>
 
+#include "parsers/hot_lines.hpp"
+
 namespace tokentap::parsers {
 
 class openai_chunk_reader {
@@ -54,6 +56,8 @@ class openai_chunk_reader {
   class shape {
    public:
     bool empty() const noexcept { return prefix_ == 0; }
+    /// Adds the kept bytes (the next read compares with them): see hot_lines.
+    void add_hot_lines(hot_lines& l) const noexcept { l.add(around_.data(), around_.size()); }
 
    private:
     friend class openai_chunk_reader;

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "parsers/hot_lines.hpp"
+
 namespace tokentap::parsers {
 
 enum class step_kind : std::uint8_t { step, conclusion, verification, backtrack, other };
@@ -60,6 +62,9 @@ class step_tagger {
   /// Tokens inside redundant steps (after finish()).
   std::uint64_t redundant_tokens() const noexcept;
   std::uint64_t text_bytes() const noexcept;
+
+  /// Adds where the state lies that the next feed() touches first: see hot_lines.
+  void add_hot_lines(hot_lines& l) const noexcept;
 
  private:
   struct impl;

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "parsers/hot_lines.hpp"
+
 namespace tokentap::parsers {
 
 /// The `provider` label (DESIGN.md §4).
@@ -85,6 +87,10 @@ class stream_decoder {
   /// unusual to simdjson.  Off: every payload through simdjson — the reference the differential
   /// tests and fuzz_decoder_openai_chat compare the fast path with.
   void set_fast_paths(bool on) noexcept;
+
+  /// Adds where the state lies that the next feed() touches first (its framer, the last chat
+  /// chunk's shape): see hot_lines.
+  void add_hot_lines(hot_lines& l) const noexcept;
 
  private:
   struct impl;

@@ -33,15 +33,21 @@
 #include <boost/asio/buffer.hpp>
 #include <boost/version.hpp>
 
+#include "parsers/hot_lines.hpp"
+
 namespace tokentap::proxy {
 
 /// A single mutable buffer whose socket reads report a short read as having drained the socket.
 /// With `rx_real_ns`, each read also stores there the kernel's receive time of its bytes (wall
 /// clock, ns; -1 for none: stamps not enabled on the socket or not on yet — rx_stamp.hpp).
+/// With `hot`, the lines it lists are prefetched when the socket is ready, before the `recv`:
+/// the state the reader's handler will touch arrives while the kernel copies the bytes.
 struct drain_buffer : boost::asio::mutable_buffer {
-  drain_buffer(void* data, std::size_t size, std::int64_t* rx_real_ns = nullptr) noexcept
-      : mutable_buffer(data, size), rx_real_ns(rx_real_ns) {}
+  drain_buffer(void* data, std::size_t size, std::int64_t* rx_real_ns = nullptr,
+               const tokentap::parsers::hot_lines* hot = nullptr) noexcept
+      : mutable_buffer(data, size), rx_real_ns(rx_real_ns), hot(hot) {}
   std::int64_t* rx_real_ns;
+  const tokentap::parsers::hot_lines* hot;
 };
 
 }  // namespace tokentap::proxy
@@ -70,6 +76,7 @@ class reactive_socket_recv_op_base<tokentap::proxy::drain_buffer> : public react
 
   static status do_perform(reactor_op* base) {
     auto* o = static_cast<reactive_socket_recv_op_base*>(base);
+    if (o->buffer_.hot != nullptr) o->buffer_.hot->prefetch();
     if (o->buffer_.rx_real_ns != nullptr && (o->state_ & socket_ops::stream_oriented) != 0) {
       iovec iov{o->buffer_.data(), o->buffer_.size()};
       if (!tokentap::proxy::recv_stamped(o->socket_, &iov, 1, o->flags_, o->bytes_transferred_,
@@ -97,3 +104,13 @@ class reactive_socket_recv_op_base<tokentap::proxy::drain_buffer> : public react
 
 #endif
 #endif
+
+namespace tokentap::proxy {
+/// Whether drain_buffer reads are the specialization above (which also prefetches `hot`);
+/// elsewhere they are plain reads.
+#if defined(TOKENTAP_DRAIN_READS)
+inline constexpr bool drain_reads_prefetch = true;
+#else
+inline constexpr bool drain_reads_prefetch = false;
+#endif
+}  // namespace tokentap::proxy

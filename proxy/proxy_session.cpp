@@ -690,6 +690,7 @@ class proxy_session final : public session_base,
         net::post(up_.get_executor(), step<&relay_op::body_done>(this));
         return;
       }
+      note_hot_lines();
       read(now);
     }
 
@@ -711,8 +712,9 @@ class proxy_session final : public session_base,
       s_.set_relay_deadline(s_.upstream_deadline_, s_.bounded(ex_, s_.timeouts().idle, now));
       if constexpr (std::is_same_v<Upstream, tcp_socket>) {
         if (conn_.watched) {  // a short read drained the socket: no `recv` just to see EAGAIN
-          up_.async_read_some(drain_buffer(s_.relay_buf_.get(), s_.relay_size_, &rx_real_ns_),
-                              step<&relay_op::on_read>(this));
+          up_.async_read_some(
+              drain_buffer(s_.relay_buf_.get(), s_.relay_size_, &rx_real_ns_, &hot_),
+              step<&relay_op::on_read>(this));
           return;
         }
       }
@@ -748,6 +750,9 @@ class proxy_session final : public session_base,
     void abandon() noexcept { delete this; }
 
     void on_read(error_code ec, std::size_t got) {
+      // Reads that did not prefetch the next event's state themselves (drain_buffer): now, so
+      // that it arrives during the write.
+      if (!prefetching_reads()) hot_.prefetch();
       s_.upstream_deadline_ = no_deadline;  // idle counts only while a read waits
       if (ec && s_.upstream_timed_out_) ec = beast::error::timeout;
       read_ns_ = mono_now_ns();
@@ -876,13 +881,37 @@ class proxy_session final : public session_base,
     void discard() noexcept override { abandon(); }
 
     void tap_then_next() {
-      if (ex_.tap)
+      if (ex_.tap) {
         ex_.tap->on_body({s_.relay_buf_.get() + at_, n_}, {arrived_ns_, read_ns_, sent_ns_});
+        note_hot_lines();
+      }
       if (got_ == s_.relay_size_ && s_.relay_size_ < relay_buffer_max) {
         s_.relay_size_ *= 2;  // the upstream outpaces us: read more per syscall
         s_.relay_buf_ = std::make_unique<char[]>(s_.relay_size_);
       }
       next(from_mono(sent_ns_));
+    }
+
+    // Whether reads are drain_buffer reads, which prefetch hot_ when the socket is ready.
+    bool prefetching_reads() const noexcept {
+      if constexpr (drain_reads_prefetch && std::is_same_v<Upstream, tcp_socket>)
+        return conn_.watched;
+      return false;
+    }
+
+    // What the next read's handling touches first, listed while it is in the cache: this op,
+    // the exchange, the body decoder, the session's relay fields, then the tap's state
+    // (stream_tap::add_hot_lines).  Prefetched when the next read is ready (drain_buffer; for
+    // other reads at the start of on_read).
+    void note_hot_lines() noexcept {
+      hot_.clear();
+      hot_.add(this, static_cast<std::size_t>(reinterpret_cast<const char*>(&hot_) -
+                                              reinterpret_cast<const char*>(this)));
+      hot_.add(&ex_, static_cast<std::size_t>(reinterpret_cast<const char*>(&ex_.upstream_req) -
+                                              reinterpret_cast<const char*>(&ex_)));
+      hot_.add(&body_, sizeof body_);
+      s_.add_relay_hot_lines(hot_);
+      if (ex_.tap) ex_.tap->add_hot_lines(hot_);
     }
 
     static clock::time_point from_mono(std::int64_t ns) noexcept {
@@ -945,6 +974,7 @@ class proxy_session final : public session_base,
     std::size_t at_ = 0;                 // where in the relay buffer they start
     chunk_header hdr_;
     std::array<net::const_buffer, 3> bufs_{};
+    parsers::hot_lines hot_;  // for the next read (note_hot_lines)
   };
 
   template <class Upstream>
@@ -975,6 +1005,14 @@ class proxy_session final : public session_base,
   // fires it checks the deadlines as they are now and waits again for the earliest.  A stream
   // that keeps its deadlines costs one timer wake-up per timeout period, not two timer
   // operations per event.
+  // The session's fields a relayed read touches (relay_op::note_hot_lines): the relay block,
+  // the client socket.
+  void add_relay_hot_lines(parsers::hot_lines& l) const noexcept {
+    l.add(&relay_buf_, static_cast<std::size_t>(reinterpret_cast<const char*>(&shared_ + 1) -
+                                                reinterpret_cast<const char*>(&relay_buf_)));
+    l.add(&client_.socket(), sizeof client_.socket());
+  }
+
   void set_relay_deadline(clock::time_point& slot, clock::time_point at) {
     slot = at;
     if (at < relay_timer_at_) arm_relay_timer(at);

@@ -297,6 +297,69 @@ TEST(HookChain, PerEventCallsGoOnlyToHooksThatDeclareThem) {
   EXPECT_EQ(none->made->bodies + none->made->tokens, 0);
 }
 
+// Where the state of a stream's next event lies (stream_tap::add_hot_lines, which the relay
+// prefetches): the chain's own fields, the hooks it calls at every read or token — not those
+// it calls only per stream or per batch of samples, nor one disabled after it threw — and the
+// decoder.
+TEST(HookChain, HotLinesAreTheChainThePerEventHooksAndTheDecoder) {
+  struct marking : hook {
+    explicit marking(unsigned calls) : calls_(calls) {}
+    unsigned per_event() const noexcept override { return calls_; }
+    void on_token(const token_event&) override {
+      if (throws) throw std::runtime_error("boom");
+    }
+    void add_hot_lines(parsers::hot_lines& l) const noexcept override { l.add(&marker); }
+    unsigned calls_;
+    bool throws = false;
+    alignas(64) char marker = 0;
+  };
+  using factory = keeping_factory<marking>;
+  auto body = std::make_shared<factory>(hook::body_calls);
+  auto tokens = std::make_shared<factory>(hook::token_calls);
+  auto samples = std::make_shared<factory>(hook::sample_calls);
+  auto none = std::make_shared<factory>(0);
+  auto failing = std::make_shared<factory>(hook::token_calls);
+  config::config cfg;
+  hook_chain_factory f(cfg, {none, body, samples, tokens, failing});
+  auto tap = f.create();
+  failing->made->throws = true;
+  auto listed = [&](const void* p) {
+    parsers::hot_lines l;
+    tap->add_hot_lines(l);
+    bool found = false;
+    const auto want = reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t{63};
+    l.for_each_line(
+        [&](const void* q) { found = found || reinterpret_cast<std::uintptr_t>(q) == want; });
+    return found;
+  };
+  auto count = [&] {
+    parsers::hot_lines l;
+    tap->add_hot_lines(l);
+    std::size_t n = 0;
+    l.for_each_line([&](const void*) { ++n; });
+    return n;
+  };
+  tap->on_request(request(0));
+  EXPECT_TRUE(listed(tap.get()));
+  EXPECT_TRUE(listed(&body->made->marker));
+  EXPECT_TRUE(listed(&tokens->made->marker));
+  EXPECT_TRUE(listed(&failing->made->marker));
+  EXPECT_FALSE(listed(&samples->made->marker));
+  EXPECT_FALSE(listed(&none->made->marker));
+  const auto before_decoder = count();
+  tap->on_response_head({200, "text/event-stream", "", 1, {}});
+  const auto with_decoder = count();
+  EXPECT_GT(with_decoder, before_decoder);
+  const std::string b = chunk("content", "a");
+  tap->on_body({b.data(), b.size()}, {2, 2, 3});  // the failing hook throws: disabled
+  EXPECT_FALSE(listed(&failing->made->marker));
+  EXPECT_TRUE(listed(&tokens->made->marker));
+  // One hook's line fewer; the chunk's shape is kept now (the next chunk like it is compared
+  // with it, heap bytes of their own): its lines are listed too.
+  EXPECT_GE(count(), with_decoder);
+  tap->on_stream_end(stream_outcome::ok, 4);
+}
+
 // Samples are measured once by the chain and reach every hook that takes them exactly once, in
 // order, in batches of at most 32, at least once a second while events come, all before the
 // stream's end; a non-streamed body gives no token gaps; hooks that do not ask get none.

@@ -238,6 +238,7 @@ struct recording_tap_factory : hooks::tap_factory {
       f_.times.push_back(t);
       ++f_.reads;
     }
+    void add_hot_lines(parsers::hot_lines&) const noexcept override { ++f_.hot_asks; }
     void on_stream_end(hooks::stream_outcome o, hooks::mono_ns) noexcept override {
       std::lock_guard lk(f_.mu);
       f_.outcome = o;
@@ -261,6 +262,7 @@ struct recording_tap_factory : hooks::tap_factory {
   bool stream = false, ordered = true, ended = false;
   unsigned status = 0;
   int reads = 0;
+  std::atomic<int> hot_asks{0};          // add_hot_lines calls
   std::vector<hooks::body_times> times;  // every read's
   int slow_read = -1;                    // this read's tap call sleeps `slow` (-1: none)
   std::chrono::milliseconds slow{0};
@@ -285,6 +287,9 @@ TEST(Relay, TapSeesEveryForwardedByteAfterItWasWritten) {
   EXPECT_EQ(taps->status, 200u);
   EXPECT_EQ(taps->outcome, hooks::stream_outcome::ok);
   EXPECT_EQ(taps->target, "/v1/chat/completions?key=[redacted]");
+  // Asked where its state lies (for the relay to prefetch) before the first read and after
+  // every read it was handed.
+  EXPECT_EQ(taps->hot_asks.load(), taps->reads + 1);
 }
 
 // A relay whose thread is not behind runs the tap as soon as the bytes are written; behind —
