@@ -94,7 +94,7 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
   // The chain's per-event fields, the next sample's slot, the hooks called at every read or
   // token and the decoder: what on_body reaches one through another.
   void add_hot_lines(parsers::hot_lines& l) const noexcept override {
-    l.add(this, offsetof_samples());
+    l.add_range(this, &samples_);
     if (sampled_) l.add(&samples_[n_samples_ < samples_.size() ? n_samples_ : 0], sizeof(sample));
     l.add(hooks_.data(), hooks_.size() * sizeof hooks_[0]);
     for (auto m = (body_ | token_) & ~disabled_; m != 0; m &= m - 1)
@@ -136,12 +136,6 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
   }
 
  private:
-  // Bytes before samples_: the fields every event reads (the first two lines).
-  std::size_t offsetof_samples() const noexcept {
-    return static_cast<std::size_t>(reinterpret_cast<const char*>(&samples_) -
-                                    reinterpret_cast<const char*>(this));
-  }
-
   std::uint64_t all() const noexcept {
     static_assert(hook_chain_factory::max_hooks == 64, "one bit per hook");
     return hooks_.size() == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << hooks_.size()) - 1;

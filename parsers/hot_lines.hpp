@@ -35,9 +35,16 @@ class hot_lines {
     add_long(first, last);
   }
 
+  /// The cache lines of [begin, end): a run of members is `add_range(&first, &last + 1)`.
+  /// Ignores an empty or inverted range (never a reference member's referent as `last`).
+  void add_range(const void* begin, const void* end) noexcept {
+    const auto* b = static_cast<const char*>(begin);
+    const auto* e = static_cast<const char*>(end);
+    if (e > b) add(b, static_cast<std::size_t>(e - b));
+  }
+
   void clear() noexcept { n_ = 0; }
   std::size_t size() const noexcept { return n_; }
-  bool full() const noexcept { return n_ == capacity; }
 
   /// Lines listed, in order (what prefetch() touches).
   template <class F>

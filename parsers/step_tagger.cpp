@@ -596,8 +596,7 @@ std::uint64_t step_tagger::text_bytes() const noexcept {
 void step_tagger::add_hot_lines(hot_lines& l) const noexcept {
   const auto& d = *impl_;
   // The scanner's fields through the current step's text, then where the next delta goes.
-  l.add(&d, static_cast<std::size_t>(reinterpret_cast<const char*>(&d.cur_text + 1) -
-                                     reinterpret_cast<const char*>(&d)));
+  l.add_range(&d, &d.cur_text + 1);
   l.add(d.deltas.data(), (d.deltas.size() + 1) * sizeof d.deltas[0]);
   if (!d.buf.empty()) l.add(d.buf.data(), d.buf.size());
   if (!d.steps.empty()) l.add(&d.steps.back(), sizeof d.steps.back());

@@ -796,12 +796,10 @@ void stream_decoder::set_fast_paths(bool on) noexcept {
 
 void stream_decoder::add_hot_lines(hot_lines& l) const noexcept {
   const auto& d = *impl_;
-  const auto* const base = reinterpret_cast<const char*>(&d);
   // Through the framer (an event's fields and the SSE parser), then the chat chunk's text run
   // and shape, and the shape's bytes.
-  l.add(&d, static_cast<std::size_t>(reinterpret_cast<const char*>(&d.sse + 1) - base));
-  const auto* const run = reinterpret_cast<const char*>(&d.run);
-  l.add(run, static_cast<std::size_t>(reinterpret_cast<const char*>(&d.chunk_shape + 1) - run));
+  l.add_range(&d, &d.sse + 1);
+  l.add_range(&d.run, &d.chunk_shape + 1);
   d.chunk_shape.add_hot_lines(l);
 }
 

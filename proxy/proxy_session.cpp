@@ -905,10 +905,8 @@ class proxy_session final : public session_base,
     // other reads at the start of on_read).
     void note_hot_lines() noexcept {
       hot_.clear();
-      hot_.add(this, static_cast<std::size_t>(reinterpret_cast<const char*>(&hot_) -
-                                              reinterpret_cast<const char*>(this)));
-      hot_.add(&ex_, static_cast<std::size_t>(reinterpret_cast<const char*>(&ex_.upstream_req) -
-                                              reinterpret_cast<const char*>(&ex_)));
+      hot_.add_range(this, &hot_);
+      hot_.add_range(&ex_, &ex_.upstream_req);
       hot_.add(&body_, sizeof body_);
       s_.add_relay_hot_lines(hot_);
       if (ex_.tap) ex_.tap->add_hot_lines(hot_);
@@ -1008,8 +1006,7 @@ class proxy_session final : public session_base,
   // The session's fields a relayed read touches (relay_op::note_hot_lines): the relay block,
   // the client socket.
   void add_relay_hot_lines(parsers::hot_lines& l) const noexcept {
-    l.add(&relay_buf_, static_cast<std::size_t>(reinterpret_cast<const char*>(&shared_ + 1) -
-                                                reinterpret_cast<const char*>(&relay_buf_)));
+    l.add_range(&relay_buf_, &watch_gen_ + 1);
     l.add(&client_.socket(), sizeof client_.socket());
   }
 
