@@ -310,7 +310,10 @@ TEST(Relay, ACaughtUpRelayTapsAtOnceWithoutATripThroughTheExecutor) {
   const auto behind = s.proxy->reads_behind();
   std::printf("%d reads, %llu found the thread behind\n", taps->reads,
               static_cast<unsigned long long>(behind));
-  EXPECT_LT(behind, static_cast<std::uint64_t>(taps->reads / 4));
+  // A relay that could not tell (no stamps, or the rule broken) counts every read as behind.
+  // Most reads here find the thread idle; half, not a quarter, as the bound: under ASan with two
+  // test processes on the two cores, 16 of 64 reads once woke the thread more than 150 µs late.
+  EXPECT_LT(behind, static_cast<std::uint64_t>(taps->reads / 2));
 }
 
 // A tap is told when each read's bytes reached the proxy (the kernel's receive stamp), not only
