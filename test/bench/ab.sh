@@ -13,7 +13,8 @@
 # than the same binary run second: use an even ROUNDS).  Per run it prints the CPU per forwarded
 # event of the whole process, split into the I/O thread's user and system time and the rest
 # (the trace writer), the context switches per event and the load generator's event latency
-# (P50 / P99, µs).  At the end: the per-round differences of each mode against the first one.
+# (P50 / P99, µs).  At the end: the per-round differences of each mode against the first one, in
+# all and per part, each with its mean and 95 % confidence interval.
 # FRESH=1 starts every run on a new proxy process instead: a kept process keeps its heap layout
 # (where its streams' state landed in the caches) for all its rounds, so each mode samples one
 # layout.  Either way 8 rounds resolve ~±0.7 µs per event at best here, and the machine's
@@ -120,10 +121,25 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 first=${MODES%% *}
-echo "difference to $first, per round (µs per event):"
-awk -v first="$first" -v modes="$MODES" -v rounds="$ROUNDS" '{ t[$2, $3] = $5 }
+echo "difference to $first, per round (µs per event), and the mean with its 95 % confidence interval:"
+# Per part as well (the I/O thread's user and system time, the other threads): a change to what
+# the I/O thread computes shows in its user time, whose rounds spread far less than the totals'
+# (system time follows the machine's neighbours).  t quantiles (two-sided 95 %) for n - 1
+# degrees of freedom; past 30 rounds, 2.0.
+awk -v first="$first" -v modes="$MODES" -v rounds="$ROUNDS" '
+  { t[$2, $3] = $5; u[$2, $3] = $8; s[$2, $3] = $10; o[$2, $3] = $12 }
+  function stats(name, v, mode,    r, d, sum, ss, n, mean, sd, h, line) {
+    split("12.71 4.30 3.18 2.78 2.57 2.45 2.36 2.31 2.26 2.23 2.20 2.18 2.16 2.14 2.13 2.12 " \
+          "2.11 2.10 2.09 2.09 2.08 2.07 2.07 2.06 2.06 2.06 2.05 2.05 2.05 2.04", tq, " ")
+    for (r = 1; r <= rounds; ++r) {
+      d = v[r, mode] - v[r, first]; line = line sprintf(" %+.2f", d); sum += d; ss += d * d; ++n
+    }
+    mean = sum / n
+    if (n < 2) { printf "  %-12s %-8s%s  (mean %+.2f)\n", mode, name, line, mean; return }
+    sd = sqrt((ss - n * mean * mean) / (n - 1)); h = (n - 1 <= 30 ? tq[n - 1] : 2.0) * sd / sqrt(n)
+    printf "  %-12s %-8s%s  (mean %+.2f, %+.2f … %+.2f)\n", mode, name, line, mean, mean - h, mean + h
+  }
   END { n = split(modes, m, " ")
         for (i = 2; i <= n; ++i) {
-          line = ""; sum = 0
-          for (r = 1; r <= rounds; ++r) { d = t[r, m[i]] - t[r, first]; line = line sprintf(" %+.2f", d); sum += d }
-          printf "  %-12s%s  (mean %+.2f)\n", m[i], line, sum / rounds } }' "$WORK/results"
+          stats("total", t, m[i]); stats("io user", u, m[i]); stats("io sys", s, m[i]); stats("rest", o, m[i])
+        } }' "$WORK/results"
