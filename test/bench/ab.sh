@@ -136,7 +136,7 @@ awk -v first="$first" -v modes="$MODES" -v rounds="$ROUNDS" '
     }
     mean = sum / n
     if (n < 2) { printf "  %-12s %-8s%s  (mean %+.2f)\n", mode, name, line, mean; return }
-    sd = sqrt((ss - n * mean * mean) / (n - 1)); h = (n - 1 <= 30 ? tq[n - 1] : 2.0) * sd / sqrt(n)
+    sd = ss - n * mean * mean; sd = sd > 0 ? sqrt(sd / (n - 1)) : 0; h = (n - 1 <= 30 ? tq[n - 1] : 2.0) * sd / sqrt(n)
     printf "  %-12s %-8s%s  (mean %+.2f, %+.2f … %+.2f)\n", mode, name, line, mean, mean - h, mean + h
   }
   END { n = split(modes, m, " ")
