@@ -2,11 +2,11 @@
 // Tap work that lets reads go first (issue 8, round 10).
 #include <atomic>
 #include <cstdint>
-#include <deque>
 
 #include <boost/asio/post.hpp>
 
 #include "proxy/net.hpp"
+#include "proxy/op_memory.hpp"
 
 namespace tokentap::proxy {
 
@@ -19,6 +19,10 @@ class deferred_step {
 
  protected:
   ~deferred_step() = default;
+
+ private:
+  friend class deferred_taps;
+  deferred_step* next_deferred_ = nullptr;  // the queue's link: queueing allocates nothing
 };
 
 // Tap work that lets reads go first.  Under a burst — hundreds of streams' events ready at once,
@@ -30,7 +34,9 @@ class deferred_step {
 // its read: a backlog) queues its tap work here instead; each drain runs a few steps and posts
 // itself behind whatever the reactor has queued since.  A queued stream has no read pending (its
 // next read follows its tap), so the queue never holds more than one step per stream.  One per
-// io_context (an Asio service): its shutdown releases steps still queued.
+// io_context (an Asio service): its shutdown releases steps still queued.  Nothing here
+// allocates: the queue is linked through the steps, and the one drain posted at a time lives in
+// the service's own op_memory.
 class deferred_taps final : public net::execution_context::service {
  public:
   static inline net::execution_context::id id;
@@ -42,15 +48,17 @@ class deferred_taps final : public net::execution_context::service {
     // Counted here, on the io_context's own thread: not a cache line shared by the I/O threads
     // at every deferred read.
     deferred_.store(deferred_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    queue_.push_back(step);
+    step->next_deferred_ = nullptr;
+    (tail_ != nullptr ? tail_->next_deferred_ : head_) = step;
+    tail_ = step;
     if (!posted_) {
       posted_ = true;
-      net::post(ex, [this, ex] { drain(ex); });
+      net::post(ex, drain_call{this, ex});
     }
   }
 
   /// No step is waiting: the thread is not working off a backlog.
-  bool idle() const noexcept { return queue_.empty(); }
+  bool idle() const noexcept { return head_ == nullptr; }
 
   /// Steps queued so far (readable from any thread).
   std::uint64_t deferred() const noexcept { return deferred_.load(std::memory_order_relaxed); }
@@ -71,27 +79,45 @@ class deferred_taps final : public net::execution_context::service {
   std::uint64_t behind() const noexcept { return behind_.load(std::memory_order_relaxed); }
 
  private:
+  // The posted drain: its operation is allocated in drain_mem_ (one is posted at a time).
+  struct drain_call {
+    using allocator_type = op_allocator<void>;
+    allocator_type get_allocator() const noexcept { return allocator_type(&self->drain_mem_); }
+    void operator()() const { self->drain(ex); }
+    deferred_taps* self;
+    io_executor ex;
+  };
+
+  deferred_step* pop() noexcept {
+    auto* step = head_;
+    head_ = step->next_deferred_;
+    if (head_ == nullptr) tail_ = nullptr;
+    step->next_deferred_ = nullptr;
+    return step;
+  }
+
   void drain(io_executor ex) {
-    for (int i = 0; i < per_drain && !queue_.empty(); ++i) {
-      auto* step = queue_.front();
-      queue_.pop_front();
+    for (int i = 0; i < per_drain && head_ != nullptr; ++i) {
+      auto* step = pop();
       ran_.store(ran_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      step->run_deferred();
+      step->run_deferred();  // may queue steps (its own next one, later) or release itself
     }
-    if (queue_.empty())
+    if (head_ == nullptr)
       posted_ = false;
     else
-      net::post(ex, [this, ex] { drain(ex); });  // behind the reads queued meanwhile
+      net::post(ex, drain_call{this, ex});  // behind the reads queued meanwhile
   }
 
+  // A drain still posted is destroyed by the scheduler's shutdown, which runs after this one
+  // and before any service is destroyed: drain_mem_ is still there to take its block back.
   void shutdown() override {
-    auto queued = std::move(queue_);
-    queue_.clear();
-    for (auto* step : queued) step->discard();
+    while (head_ != nullptr) pop()->discard();  // popped first: discard releases the step
   }
 
-  std::deque<deferred_step*> queue_;
+  deferred_step* head_ = nullptr;  // the queue, oldest first, linked through the steps
+  deferred_step* tail_ = nullptr;
   bool posted_ = false;
+  op_memory drain_mem_;
   std::atomic<std::uint64_t> deferred_{0};
   std::atomic<std::uint64_t> ran_{0};  // steps begun by drain()
   std::atomic<std::uint64_t> behind_{0};

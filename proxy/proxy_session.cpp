@@ -30,6 +30,7 @@
 #include "proxy/deferred_taps.hpp"
 #include "proxy/drain_read.hpp"
 #include "proxy/http_util.hpp"
+#include "proxy/op_memory.hpp"
 #include "proxy/proxy_server.hpp"
 #include "proxy/rx_stamp.hpp"
 #include "proxy/upstream_pool.hpp"
@@ -727,11 +728,17 @@ class proxy_session final : public session_base,
     // pending at a time and owns itself.  Move-only: the one copy that Asio holds releases the
     // op if it is destroyed without being called — an io_context going away with the op's read
     // or write pending (a hard stop) — instead of leaking it and the coroutine frames it resumes.
+    // Asio allocates that operation in the op itself (op_memory): Asio frees it before it calls
+    // or destroys the handler, so the block outlives it.  The block's address is kept apart from
+    // op_, which a moved-from step no longer has (Asio may ask it for the allocator).
     template <void (relay_op::*F)(error_code, std::size_t)>
     class step {
      public:
-      explicit step(relay_op* op, std::size_t n = 0) noexcept : op_(op), n_(n) {}
-      step(step&& o) noexcept : op_(std::exchange(o.op_, nullptr)), n_(o.n_) {}
+      using allocator_type = op_allocator<void>;
+
+      explicit step(relay_op* op, std::size_t n = 0) noexcept
+          : op_(op), mem_(&op->op_mem_), n_(n) {}
+      step(step&& o) noexcept : op_(std::exchange(o.op_, nullptr)), mem_(o.mem_), n_(o.n_) {}
       step& operator=(step&&) = delete;
       ~step() {
         if (op_ != nullptr) op_->abandon();
@@ -741,8 +748,11 @@ class proxy_session final : public session_base,
       }
       void operator()() { (std::exchange(op_, nullptr)->*F)({}, n_); }  // posted
 
+      allocator_type get_allocator() const noexcept { return allocator_type(mem_); }
+
      private:
       relay_op* op_;
+      op_memory* mem_;
       std::size_t n_;  // a posted call's byte count
     };
 
@@ -973,6 +983,7 @@ class proxy_session final : public session_base,
     chunk_header hdr_;
     std::array<net::const_buffer, 3> bufs_{};
     parsers::hot_lines hot_;  // for the next read (note_hot_lines)
+    op_memory op_mem_;        // the pending read's, write's or posted call's (step)
   };
 
   template <class Upstream>
