@@ -2,7 +2,7 @@
 # Paired A/B of tokentap builds and hook sets under the same streaming load (issue 8).
 #
 #   BIN_a=old/tokentap BIN_b=build/tokentap test/bench/ab.sh [build-dir]
-#   MODES="a:full b:full"  (BUILD:HOOKS; HOOKS = full | notrace | off)  ROUNDS=4
+#   MODES="a:full b:full"  (BUILD:HOOKS; HOOKS = full | notrace | off; or `nginx`)  ROUNDS=4
 #   ENV_b="GLIBC_TUNABLES=..."  (environment for build b's processes; same binary twice works)
 #   STREAMS=300 ITL_MS=20 DURATION=15  FRESH=0  SPREAD_MS=0  PIN=0
 #
@@ -19,6 +19,10 @@
 # (where its streams' state landed in the caches) for all its rounds, so each mode samples one
 # layout.  Either way 8 rounds resolve ~±0.7 µs per event at best here, and the machine's
 # neighbours can tilt a whole comparison (BENCHMARKS.md, round 9): repeat before believing one.
+# A mode `nginx` is nginx as a plain streaming reverse proxy (test/bench/nginx.sh, one worker,
+# NGINX=/usr/sbin/nginx), measured the same way (its worker's time; the master's is ~0): with
+# MODES="nginx a:full" the differences are the tokentap's cost over nginx's, run by run, where
+# compare.sh's five modes per round put minutes between the two.
 # SPREAD_MS and PIN as in compare.sh: stream starts spread over that many ms (0: together, so
 # events arrive in bursts of STREAMS); PIN=1 puts the proxies on the last core and the simulator
 # and load generator on the others.
@@ -34,6 +38,9 @@ DURATION=${DURATION:-15}
 SIMBIN=$(realpath "$BUILD/tokentap")
 LOADGEN=$(realpath "$BUILD/test/tokentap-loadgen")
 HZ=$(getconf CLK_TCK)
+NGINX=${NGINX:-/usr/sbin/nginx}
+# shellcheck source=test/bench/nginx.sh
+. "$(dirname "$0")/nginx.sh"
 WORK=$(mktemp -d /tmp/tokentap-ab-XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
@@ -53,8 +60,21 @@ echo "hooks: [timing, steps, cache, metrics, trace]" > "$WORK/full.yaml"
 echo "hooks: [timing, steps, cache, metrics]" > "$WORK/notrace.yaml"
 echo "hooks: []" > "$WORK/off.yaml"
 
-declare -A PID ADDR
+declare -A PID ADDR STOP
+start_nginx() {
+  local port
+  port=$(free_port)
+  nginx_conf "$WORK/nginx" "$SIM" "$port"
+  "${PROXY_CPUS[@]}" "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' &
+  pids+=($!)
+  STOP[nginx]=$!
+  until PID[nginx]=$(pgrep -P "${STOP[nginx]}") && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+    sleep 0.1
+  done
+  ADDR[nginx]=127.0.0.1:$port
+}
 start_proxy() {  # $1 mode
+  if [ "$1" = nginx ]; then start_nginx; return; fi
   local m=$1 b=${1%%:*} hooks=${1#*:}
   local var=BIN_$b
   local bin=${!var:?"set BIN_$b to a tokentap binary"}
@@ -67,12 +87,13 @@ start_proxy() {  # $1 mode
     --no-access-log --log-level warn --upstream "http://$SIM" "${trace[@]}" > "$WORK/$m.out" &
   pids+=($!)
   PID[$m]=$!
+  STOP[$m]=$!
   wait_line "$WORK/$m.out" ready
   ADDR[$m]=$(sed -n 's/^ready proxy=\([^ ]*\).*/\1/p' "$WORK/$m.out")
 }
 stop_proxy() {  # $1 mode
-  kill "${PID[$1]}" 2>/dev/null || true
-  wait "${PID[$1]}" 2>/dev/null || true
+  kill "${STOP[$1]}" 2>/dev/null || true
+  wait "${STOP[$1]}" 2>/dev/null || true
 }
 if [ "${FRESH:-0}" != 1 ]; then
   for m in $MODES; do start_proxy "$m"; done
