@@ -430,7 +430,7 @@ TEST(Relay, ForwardingEventsAllocatesNothingEvenWhenTheTapsAreDeferred) {
   ASSERT_EQ(taps->streams.size(), 40u);
   std::size_t pairs = 0, allocating = 0;
   for (const auto& c : taps->streams) {
-    ASSERT_GT(c.size(), 30u);
+    ASSERT_GT(c.size(), 20u);  // ~70 events; a busy machine merges some into one read
     for (std::size_t r = 6; r + 8 < c.size(); ++r, ++pairs) allocating += c[r + 1] != c[r];
   }
   std::printf("%zu of %zu pairs of reads saw the I/O thread allocate between them\n", allocating,
