@@ -22,7 +22,7 @@ class deferred_step {
 
  private:
   friend class deferred_taps;
-  deferred_step* next_deferred_ = nullptr;  // the queue's link: queueing allocates nothing
+  deferred_step* next_deferred_ = nullptr;  // the queue's link (null when not queued)
 };
 
 // Tap work that lets reads go first.  Under a burst — hundreds of streams' events ready at once,
@@ -48,8 +48,7 @@ class deferred_taps final : public net::execution_context::service {
     // Counted here, on the io_context's own thread: not a cache line shared by the I/O threads
     // at every deferred read.
     deferred_.store(deferred_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    step->next_deferred_ = nullptr;
-    (tail_ != nullptr ? tail_->next_deferred_ : head_) = step;
+    (tail_ != nullptr ? tail_->next_deferred_ : head_) = step;  // its link is null: not queued yet
     tail_ = step;
     if (!posted_) {
       posted_ = true;

@@ -216,6 +216,14 @@ load_result load_through(tcp::endpoint ep, const request_options& one, unsigned 
   return {t.ok.load(), t.failed.load(), t.bytes.load(), t.events.load()};
 }
 
+// The client has the last bytes a moment before the proxy ends the stream (its taps' and
+// metrics' bookkeeping runs right after the last write): waits, up to `limit`, for that.
+void await_streams_ended(stack& s, std::chrono::milliseconds limit = std::chrono::seconds(3)) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (s.proxy->stats().active_streams.load() != 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
 // A tap that records what it was handed.
 struct recording_tap_factory : hooks::tap_factory {
   struct tap : hooks::stream_tap {
@@ -421,8 +429,7 @@ TEST(Relay, ForwardingEventsAllocatesNothingEvenWhenTheTapsAreDeferred) {
   stack s([](config::config& cfg) { cfg.threads = 1; }, {}, taps);
   const auto t = load_through(s.proxy_ep(), stream_request(60, 10, 5), 40, 1);
   EXPECT_EQ(t.ok, 40u);
-  for (int i = 0; i < 400 && s.proxy->stats().active_streams.load() != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  await_streams_ended(s);
   EXPECT_GT(s.proxy->deferred_taps(), 200u) << "no backlog: the test shows nothing";
   std::printf("%llu tap steps deferred\n",
               static_cast<unsigned long long>(s.proxy->deferred_taps()));
@@ -448,8 +455,7 @@ TEST(Relay, SlowTapsUnderABurstAreDeferredAndSeeEveryByteInOrder) {
   EXPECT_EQ(t.ok, 40u);
   EXPECT_EQ(t.failed, 0u);
   EXPECT_EQ(t.bytes, 40u * expected.body.size());
-  for (int i = 0; i < 400 && s.proxy->stats().active_streams.load() != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  await_streams_ended(s);
   // 40 streams x ~33 reads x 0.3 ms of tap work arriving in bursts: backlogs.
   EXPECT_GT(s.proxy->reads_behind(), 40u);
   EXPECT_GT(s.proxy->deferred_taps(), 40u);
@@ -470,8 +476,7 @@ TEST(Relay, TheTapsWrittenTimeIsWhenTheBytesLeftNotWhenTheCompletionRan) {
   stack s([](config::config& cfg) { cfg.threads = 1; }, {}, taps);
   const auto t = load_through(s.proxy_ep(), stream_request(30, 10, 5), 40, 1);
   EXPECT_EQ(t.ok, 40u);
-  for (int i = 0; i < 400 && s.proxy->stats().active_streams.load() != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  await_streams_ended(s);
   EXPECT_GT(s.proxy->deferred_taps(), 40u) << "no backlog: the test shows nothing";
   std::lock_guard lk(taps->mu);
   auto o = taps->overheads;
@@ -624,8 +629,7 @@ TEST(Relay, TwoHundredConcurrentStreams) {
   EXPECT_EQ(t.bytes, 400u * expected.body.size());
   EXPECT_EQ(t.events, 400u * sse_data(expected.body).size());
   // The last bytes reach the client just before the proxy finishes its bookkeeping.
-  for (int i = 0; i < 200 && s.proxy->stats().active_streams.load() != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  await_streams_ended(s, std::chrono::seconds(2));
   EXPECT_EQ(s.proxy->stats().active_streams.load(), 0u);
 }
 
