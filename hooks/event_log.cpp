@@ -1,15 +1,57 @@
 #include "hooks/event_log.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <new>
 #include <utility>
 
 namespace tokentap::hooks {
 
+namespace {
+
+// How many bytes a and b share at their start / at their end (n: the shorter one's size), a word
+// at a time.
+std::size_t common_prefix(const char* a, const char* b, std::size_t n) noexcept {
+  std::size_t i = 0;
+  if constexpr (std::endian::native == std::endian::little) {
+    for (; i + 8 <= n; i += 8) {
+      std::uint64_t x, y;
+      std::memcpy(&x, a + i, 8);
+      std::memcpy(&y, b + i, 8);
+      if (x != y) return i + static_cast<std::size_t>(std::countr_zero(x ^ y)) / 8;
+    }
+  }
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
+std::size_t common_suffix(const char* a_end, const char* b_end, std::size_t n) noexcept {
+  std::size_t i = 0;
+  if constexpr (std::endian::native == std::endian::little) {
+    for (; i + 8 <= n; i += 8) {
+      std::uint64_t x, y;
+      std::memcpy(&x, a_end - i - 8, 8);
+      std::memcpy(&y, b_end - i - 8, 8);
+      if (x != y) return i + static_cast<std::size_t>(std::countl_zero(x ^ y)) / 8;
+    }
+  }
+  while (i < n &&
+         a_end[-1 - static_cast<std::ptrdiff_t>(i)] == b_end[-1 - static_cast<std::ptrdiff_t>(i)])
+    ++i;
+  return i;
+}
+
+}  // namespace
+
 event_log::event_log(event_log&& o) noexcept
     : w_(std::exchange(o.w_, nullptr)),
       end_(std::exchange(o.end_, nullptr)),
-      chunks_(std::move(o.chunks_)) {}
+      ref_(std::exchange(o.ref_, nullptr)),
+      ref_n_(std::exchange(o.ref_n_, 0)),
+      ref_cap_(std::exchange(o.ref_cap_, 0)),
+      chunks_(std::move(o.chunks_)) {
+  o.chunks_.clear();
+}
 
 event_log& event_log::operator=(event_log&& o) noexcept {
   if (this != &o) {
@@ -18,6 +60,9 @@ event_log& event_log::operator=(event_log&& o) noexcept {
     o.chunks_.clear();
     w_ = std::exchange(o.w_, nullptr);
     end_ = std::exchange(o.end_, nullptr);
+    ref_ = std::exchange(o.ref_, nullptr);
+    ref_n_ = std::exchange(o.ref_n_, 0);
+    ref_cap_ = std::exchange(o.ref_cap_, 0);
   }
   return *this;
 }
@@ -30,6 +75,58 @@ void event_log::release() noexcept {
   for (auto& c : chunks_) ::operator delete (c.data, std::align_val_t{align});
   chunks_.clear();
   w_ = end_ = nullptr;
+  delete[] std::exchange(ref_, nullptr);
+  ref_n_ = ref_cap_ = 0;
+}
+
+std::size_t event_log::stored_bytes() const noexcept {
+  std::size_t n = 0;
+  for (std::size_t c = 0; c < chunks_.size(); ++c)
+    n += static_cast<std::size_t>((c + 1 == chunks_.size() ? w_ : chunks_[c].used) -
+                                  chunks_[c].data);
+  return n;
+}
+
+void event_log::seal() noexcept {
+  delete[] std::exchange(ref_, nullptr);  // freed by the thread that allocated it
+  ref_n_ = ref_cap_ = 0;
+}
+
+void event_log::append(std::int64_t t_us, std::string_view bytes) {
+  const std::size_t n = bytes.size();
+  if (n > delta_max) {  // whole; the kept read stays what the next one is compared with
+    put(t_us, 0, bytes);
+    return;
+  }
+  const std::size_t shared = std::min<std::size_t>(ref_n_, n);
+  const std::size_t pre = common_prefix(ref_, bytes.data(), shared);
+  const std::size_t suf = common_suffix(ref_ + ref_n_, bytes.data() + n, shared - pre);
+  if (pre + suf == 0) {
+    put(t_us, 0, bytes);
+  } else {
+    put(t_us, delta_bit | std::uint64_t{suf} << suf_shift | std::uint64_t{pre} << pre_shift,
+        bytes.substr(pre, n - pre - suf));
+  }
+  keep(bytes, pre, suf);
+}
+
+// The read becomes the kept one; the bytes it shares with it at the start (and, at the same
+// size, at the end) are there already.
+void event_log::keep(std::string_view bytes, std::size_t pre, std::size_t suf) {
+  const std::size_t n = bytes.size();
+  if (n > ref_cap_) {
+    // Room for the read, at least a line more than the last room (capped at delta_max): a
+    // stream's reads grow a few times at most.
+    const std::size_t cap =
+        std::min(delta_max, std::max<std::size_t>((n + 63) / 64 * 64, 2 * ref_cap_ + 64));
+    char* fresh = new char[cap];
+    delete[] std::exchange(ref_, fresh);
+    ref_cap_ = static_cast<std::uint32_t>(cap);
+    pre = suf = 0;
+  }
+  if (n != ref_n_) suf = 0;
+  if (n > pre + suf) std::memcpy(ref_ + pre, bytes.data() + pre, n - pre - suf);
+  ref_n_ = static_cast<std::uint32_t>(n);
 }
 
 void event_log::grow(std::size_t need) {

@@ -3,26 +3,25 @@
 // and its bytes, unescaped.  The trace writer renders them as the record's `events` on its own
 // thread (trace_writer::record).
 //
-// Written once on the I/O thread, read once on the writer's, seconds later: the bytes go to
-// memory with non-temporal stores, so that logging a read neither fetches the log's cache lines
-// nor evicts the per-stream state the next events need (with hundreds of open streams, the
-// escaped log in cache cost more than the escaping).  Entries are 16-byte aligned for that: a
-// 16-byte header (time, tag and length), then the bytes padded to 16.
+// Written on the I/O thread, one entry per read, and read once on the writer's, seconds later.
+// An entry is a 16-byte header (time, tag and length), then the bytes padded to 16.
 //
-// Besides the reads, a log keeps tagged texts (append_text: the trace's response text, token by
-// token), which for_each skips and for_each_text visits: one place written per event instead
-// of a second, growing string per stream that was a cache miss of its own at every token.
+// A read is logged as its difference from the stream's previous one: the bytes both share at
+// the start and at the end are counted, not stored.  A streamed response's events differ in a
+// few bytes (an OpenAI chunk of ~240 bytes differs from the last one in its token), so a read
+// takes ~32 bytes of log instead of ~270, and an event writes about one line of log, not five
+// never touched before (what the I/O thread waited for; BENCHMARKS.md, rounds 18 and 20).  The
+// previous read stays in a copy of its own (`ref_`, reused) that the next read is compared with;
+// both it and the log's next line are listed with the stream's hot lines (trace_hook), so they
+// are being fetched while the read's system calls run.  Plain stores: the non-temporal ones the
+// log used before held up the next locked instruction (Asio's reactor mutex) until they reached
+// memory.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <string_view>
 #include <vector>
-
-// Sanitizer builds store with memcpy, which they check (they do not see intrinsic stores).
-#if defined(__SSE2__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define TOKENTAP_EVENT_LOG_NT 1
-#include <emmintrin.h>
-#endif
 
 namespace tokentap::hooks {
 
@@ -41,60 +40,90 @@ class event_log {
   event_log& operator=(const event_log&) = delete;
   ~event_log();
 
+  /// Reads up to this size are kept (copied) to log the next one as its difference; larger
+  /// ones are logged whole and leave the kept one as it was.
+  static constexpr std::size_t delta_max = 4096;
+
   /// Appends one read: its time since the request start (µs) and its bytes.
-  void append(std::int64_t t_us, std::string_view bytes) { put(t_us, 0, bytes); }
+  void append(std::int64_t t_us, std::string_view bytes);
 
   /// Appends a text with a tag (1–255), for for_each_text; for_each does not see it.
-  void append_text(unsigned tag, std::string_view text) { put(0, tag & 0xff, text); }
-
-  /// Makes the entries visible to another thread (after the non-temporal stores): call before
-  /// handing the log over.
-  void seal() noexcept {
-#if defined(TOKENTAP_EVENT_LOG_NT)
-    _mm_sfence();
-#endif
+  void append_text(unsigned tag, std::string_view text) {
+    put(0, std::uint64_t{tag & 0xff} << tag_shift, text);
   }
 
-  /// Calls f(t_us, bytes) for every read, in order.
+  /// Bytes of entries so far (headers and stored bytes).
+  std::size_t stored_bytes() const noexcept;
+
+  /// The kept copy of the last read (what the next one is compared with): the lines the next
+  /// append reads, for the stream's hot-line list.
+  std::string_view last_read() const noexcept { return {ref_, ref_n_}; }
+  /// Where the next entry goes (null before the first).
+  const char* tail() const noexcept { return w_; }
+
+  /// Drops the kept read, on the thread that appended: call once no more is appended, before
+  /// handing the log over.
+  void seal() noexcept;
+
+  /// Calls f(t_us, bytes) for every read, in order (the bytes valid during the call).
   template <class F>
   void for_each(F&& f) const {
-    visit([&](std::int64_t t_us, unsigned tag, std::string_view bytes) {
-      if (tag == 0) f(t_us, bytes);
+    std::string ref, cur;  // as append had them: the last kept read; the one rebuilt
+    visit([&](std::int64_t t_us, std::uint64_t word, std::string_view stored) {
+      if ((word >> tag_shift) != 0) return;  // a text
+      std::string_view bytes = stored;
+      if ((word & delta_bit) != 0) {
+        const auto pre = static_cast<std::size_t>(word >> pre_shift & field_mask);
+        const auto suf = static_cast<std::size_t>(word >> suf_shift & field_mask);
+        cur.assign(ref, 0, pre);
+        cur.append(stored);
+        cur.append(ref, ref.size() - suf, suf);
+        bytes = cur;
+      }
+      f(t_us, bytes);
+      if (bytes.size() > delta_max) return;
+      if (bytes.data() == cur.data())
+        ref.swap(cur);
+      else
+        ref.assign(bytes);
     });
   }
 
   /// Calls f(tag, text) for every text, in order.
   template <class F>
   void for_each_text(F&& f) const {
-    visit([&](std::int64_t, unsigned tag, std::string_view bytes) {
-      if (tag != 0) f(tag, bytes);
+    visit([&](std::int64_t, std::uint64_t word, std::string_view bytes) {
+      if (const auto tag = static_cast<unsigned>(word >> tag_shift); tag != 0) f(tag, bytes);
     });
   }
 
  private:
-  static constexpr int tag_shift = 56;  // the header's second word: tag << 56 | length
+  // The header's second word: tag << 56 | length (of the stored bytes); for a read logged as
+  // its difference: delta_bit | suffix << 32 | prefix << 16 | length (each at most delta_max).
+  static constexpr int tag_shift = 56;
+  static constexpr std::uint64_t delta_bit = std::uint64_t{1} << 55;
+  static constexpr std::uint64_t length_mask = delta_bit - 1;
+  static constexpr int pre_shift = 16, suf_shift = 32;
+  static constexpr std::uint64_t field_mask = 0xffff;
+  static_assert(delta_max <= field_mask);
 
-  void put(std::int64_t t_us, std::uint64_t tag, std::string_view bytes) {
+  static std::size_t stored_length(std::uint64_t word) noexcept {
+    return static_cast<std::size_t>((word & delta_bit) != 0 ? word & field_mask
+                                                            : word & length_mask);
+  }
+
+  // One entry: `high` holds the word's bits above the length (tag, or delta and its counts).
+  void put(std::int64_t t_us, std::uint64_t high, std::string_view bytes) {
     const std::size_t need = entry_bytes(bytes.size());
     if (static_cast<std::size_t>(end_ - w_) < need) grow(need);
-    alignas(align) char head[align] = {};
-    const auto word = tag << tag_shift | static_cast<std::uint64_t>(bytes.size());
-    std::memcpy(head, &t_us, 8);
-    std::memcpy(head + 8, &word, 8);
-    store(w_, head);
-    char* w = w_ + align;
-    const char* p = bytes.data();
-    std::size_t left = bytes.size();
-    for (; left >= align; left -= align, p += align, w += align) store(w, p);
-    if (left > 0) {
-      alignas(align) char last[align] = {};
-      std::memcpy(last, p, left);
-      store(w, last);
-    }
+    const auto word = high | static_cast<std::uint64_t>(bytes.size());
+    std::memcpy(w_, &t_us, 8);
+    std::memcpy(w_ + 8, &word, 8);
+    if (!bytes.empty()) std::memcpy(w_ + align, bytes.data(), bytes.size());
     w_ += need;
   }
 
-  // f(t_us, tag, bytes) for every entry, in order.
+  // f(t_us, word, stored bytes) for every entry, in order.
   template <class F>
   void visit(F&& f) const {
     for (std::size_t c = 0; c < chunks_.size(); ++c) {
@@ -105,8 +134,8 @@ class event_log {
         std::uint64_t word;
         std::memcpy(&t_us, p, 8);
         std::memcpy(&word, p + 8, 8);
-        const auto len = static_cast<std::size_t>(word & ((std::uint64_t{1} << tag_shift) - 1));
-        f(t_us, static_cast<unsigned>(word >> tag_shift), std::string_view(p + align, len));
+        const std::size_t len = stored_length(word);
+        f(t_us, word, std::string_view(p + align, len));
         p += entry_bytes(len);
       }
     }
@@ -118,26 +147,20 @@ class event_log {
     std::size_t cap;
   };
 
-  // 16 bytes from src (16-aligned dst; src aligned or not) to memory, bypassing the cache.
-  static void store(char* dst, const char* src) noexcept {
-#if defined(TOKENTAP_EVENT_LOG_NT)
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst),
-                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
-#else
-    std::memcpy(dst, src, align);
-#endif
-  }
-
   void grow(std::size_t need);
+  void keep(std::string_view bytes, std::size_t pre, std::size_t suf);
   void release() noexcept;
 
   // Chunks are never reallocated: the first sized for the first read and 64 bytes of texts (see
   // grow), each next one as large as the chunks so far together (at least one entry, at most
   // 64 KiB) — the total doubles per chunk, and the slack never exceeds what is used: an idle
   // stream holds about its reads.
-  // w_ and end_ first: they are what an append reads.
+  // What an append reads first (the chunk list last): an owner that puts the log after its own
+  // per-event fields has them all on one line.
   char* w_ = nullptr;
   char* end_ = nullptr;
+  char* ref_ = nullptr;  // the kept read
+  std::uint32_t ref_n_ = 0, ref_cap_ = 0;
   std::vector<chunk> chunks_;
 };
 

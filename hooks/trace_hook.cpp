@@ -296,6 +296,15 @@ class alignas(64) trace_hook final : public hook {
     budget_ -= static_cast<std::uint32_t>(cost);
   }
 
+  // What the next read touches: this object's first line, the log's copy of the last read
+  // (compared with it) and the log's next line (an entry's header and a token's difference).
+  void add_hot_lines(parsers::hot_lines& l) const noexcept override {
+    l.add(this);
+    const auto last = events_.last_read();
+    l.add(last.data(), last.size());
+    l.add(events_.tail(), 2 * event_log::align);
+  }
+
   // The record is rendered on the writer's thread (trace_writer::record::render): ~40 k
   // instructions per stream that the I/O thread no longer spends while other streams wait.  The
   // summary is copied — hooks after this one still read it.
@@ -318,13 +327,14 @@ class alignas(64) trace_hook final : public hook {
 
  private:
   // What a read and a token touch is on the first cache line, after the vtable pointer: with
-  // hundreds of open streams each further line is a cache miss per event.
-  event_log events_;      // the reads and the response text, for the writer to render
+  // hundreds of open streams each further line is a cache miss per event.  The log last: its
+  // per-append fields come first in it, its chunk list (touched per chunk) crosses the line.
   std::uint32_t budget_;  // bytes of events and texts this record may still take
   bool bodies_;           // cfg_.bodies
   bool events_truncated_ = false, text_truncated_ = false;
   mono_ns start_ns_ = 0;
-  record_texts t_;  // moved into the record at the end
+  event_log events_;  // the reads and the response text, for the writer to render
+  record_texts t_;    // moved into the record at the end
   const config::trace_config& cfg_;
   std::shared_ptr<trace_writer> writer_;
 };

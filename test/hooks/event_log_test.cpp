@@ -1,5 +1,5 @@
-// event_log: what goes in comes out, in order, across chunks, every entry on the alignment its
-// non-temporal stores need.
+// event_log: what goes in comes out, in order, across chunks; a read that shares bytes with the
+// last one is stored as its difference and comes back whole.
 #include "hooks/event_log.hpp"
 
 #include <gtest/gtest.h>
@@ -36,7 +36,6 @@ TEST(EventLog, EntriesComeBackInOrderAligned) {
     ASSERT_LT(k, in.size());
     EXPECT_EQ(t_us, in[k].first) << k;
     EXPECT_EQ(bytes, in[k].second) << k;
-    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(bytes.data()) % event_log::align, 0u) << k;
     ++k;
   });
   EXPECT_EQ(k, in.size());
@@ -89,6 +88,127 @@ TEST(EventLog, TaggedTextsStayOutOfTheReads) {
   });
   EXPECT_EQ(seen[1], texts[1].size());
   EXPECT_EQ(seen[2], texts[2].size());
+}
+
+// What a log gives back, read by read.
+std::vector<std::pair<std::int64_t, std::string>> reads_of(const event_log& log) {
+  std::vector<std::pair<std::int64_t, std::string>> out;
+  log.for_each([&](std::int64_t t_us, std::string_view bytes) { out.emplace_back(t_us, bytes); });
+  return out;
+}
+
+// A streamed response's reads: the same chunk around a different token each time.
+std::string sse_chunk(std::string_view token) {
+  return R"(data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1764400000,)"
+         R"("model":"m","choices":[{"index":0,"delta":{"content":")" +
+         std::string(token) + R"("},"logprobs":null,"finish_reason":null}]})" + "\n\n";
+}
+
+// The point of the difference: a stream of chunks that differ in their token takes about a
+// header and the token per read, not the read, and still comes back byte for byte.
+TEST(EventLog, ReadsLikeTheLastOneTakeOnlyTheirDifference) {
+  const std::vector<std::string> tokens = {"Hello", ",", " world", "", " and", " everyone", "!"};
+  std::vector<std::pair<std::int64_t, std::string>> in;
+  event_log log;
+  for (int i = 0; i < 700; ++i) {
+    in.emplace_back(i * 20'000, sse_chunk(tokens[static_cast<std::size_t>(i) % tokens.size()]));
+    log.append(in.back().first, in.back().second);
+  }
+  const std::size_t whole = in.size() * event_log::entry_bytes(in[0].second.size());
+  EXPECT_LT(log.stored_bytes(), whole / 6) << "whole: " << whole;
+  EXPECT_GE(log.stored_bytes(), in.size() * event_log::align);  // at least a header each
+  EXPECT_EQ(log.last_read(), in.back().second);
+  log.seal();
+  EXPECT_TRUE(log.last_read().empty());
+  EXPECT_EQ(reads_of(log), in);
+}
+
+// Every kind of neighbour: equal, a prefix of the last one or it a prefix of this one, shorter,
+// longer, sharing only a start or only an end, sharing nothing, empty, one byte; reads larger than
+// delta_max between them (logged whole, and the one kept stays the smaller one before them); a
+// log moved in the middle and appended to further.
+TEST(EventLog, EveryKindOfNeighbourComesBackExact) {
+  const std::string big(event_log::delta_max + 1, 'x');
+  const std::vector<std::string> reads = {
+      "abcdefghijklmnopqrstuvwxyz",
+      "abcdefghijklmnopqrstuvwxyz",            // the same
+      "abcdefghijklm",                         // a prefix of it
+      "abcdefghijklmnopqrstuvwxyz0123",        // it is a prefix of this one
+      "0123",                                  // its end only
+      "XYZ0123",                               // the end, longer
+      "XYZ",                                   // the start, shorter
+      "",                                      // empty
+      "Q",                                     // one byte, nothing shared
+      big,                                     // whole, past delta_max
+      "Q!",                                    // compared with "Q", not the big one
+      big + "y",                               // past delta_max again
+      "Q!",                                    // the same as the kept one
+      std::string(event_log::delta_max, 'x'),  // the largest kept
+      std::string(event_log::delta_max - 1, 'x') + "z",
+      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",  // start and end overlap in the last one
+      "aaaaaaaaaaaaaaa",
+  };
+  std::vector<std::pair<std::int64_t, std::string>> in;
+  event_log log;
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    in.emplace_back(static_cast<std::int64_t>(i), reads[i]);
+    log.append(in.back().first, reads[i]);
+    if (i == 5) {  // moved between two reads: the kept read goes with it
+      event_log moved(std::move(log));
+      log = std::move(moved);
+    }
+    if (i % 3 == 0)
+      log.append_text(1, "t");  // texts are not reads: they do not become the kept one
+  }
+  log.seal();
+  EXPECT_EQ(reads_of(log), in);
+}
+
+// Random edits of a random base (bytes replaced, inserted, removed, anywhere; any byte value),
+// with texts between them: every read and every text comes back exact.
+TEST(EventLog, RandomEditsComeBackExact) {
+  for (std::uint32_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937 rng(seed);
+    auto pick = [&](std::size_t n) {
+      return std::uniform_int_distribution<std::size_t>(0, n)(rng);
+    };
+    std::string cur = random_bytes(rng, pick(600));
+    std::vector<std::pair<std::int64_t, std::string>> in;
+    std::vector<std::string> texts;
+    event_log log;
+    for (int i = 0; i < 400; ++i) {
+      switch (pick(5)) {
+        case 0:
+          cur = random_bytes(rng, pick(300));
+          break;
+        case 1:
+          cur.insert(pick(cur.size()), random_bytes(rng, pick(20)));
+          break;
+        case 2: {
+          const auto at = pick(cur.size());
+          cur.erase(at, pick(cur.size() - at));
+          break;
+        }
+        case 3:
+          if (!cur.empty()) cur[pick(cur.size() - 1)] = static_cast<char>(rng());
+          break;
+        case 4:
+          texts.push_back(random_bytes(rng, pick(30)));
+          log.append_text(2, texts.back());
+          continue;
+        default:
+          break;  // the same again
+      }
+      in.emplace_back(i, cur);
+      log.append(i, cur);
+    }
+    log.seal();
+    ASSERT_EQ(reads_of(log), in) << "seed " << seed;
+    std::vector<std::string> got;
+    log.for_each_text([&](unsigned, std::string_view t) { got.emplace_back(t); });
+    ASSERT_EQ(got, texts) << "seed " << seed;
+  }
 }
 
 }  // namespace

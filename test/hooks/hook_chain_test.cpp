@@ -360,6 +360,33 @@ TEST(HookChain, HotLinesAreTheChainThePerEventHooksAndTheDecoder) {
   tap->on_stream_end(stream_outcome::ok, 4);
 }
 
+// With every built-in hook on, a streaming chat response's hot lines — the chain's, the hooks'
+// and the decoder's — leave room in the list for the relay's own five runs (its op, the
+// exchange, the body decoder, the session's relay fields, the client socket; listed first):
+// a full list silently drops whatever comes last (the decoder's).
+TEST(HookChain, EveryBuiltinHooksHotLinesFitTheListBesideTheRelays) {
+  constexpr std::size_t relay_runs = 5;
+  config::config cfg;
+  cfg.trace.dir = test::temp_dir();
+  hook_chain_factory f(cfg, builtin_hooks().build(cfg));
+  auto tap = f.create();
+  tap->on_request(request(0));
+  tap->on_response_head({200, "text/event-stream", "", 1, {}});
+  std::size_t most = 0;
+  mono_ns t = ms;
+  for (int i = 0; i < 40; ++i, t += ms) {
+    const std::string b = i < 20 ? chunk("reasoning_content", i == 0 ? "First, " : "some thought ")
+                                 : chunk("content", "Therefore the answer ");
+    tap->on_body({b.data(), b.size()}, {t, t, t + 1});
+    parsers::hot_lines l;
+    tap->add_hot_lines(l);
+    most = std::max(most, l.size());
+  }
+  EXPECT_GE(most, 10u);  // the chain, five hooks, the decoder: they list something
+  EXPECT_LE(most + relay_runs, parsers::hot_lines::capacity) << most << " runs";
+  tap->on_stream_end(stream_outcome::ok, t);
+}
+
 // Samples are measured once by the chain and reach every hook that takes them exactly once, in
 // order, in batches of at most 32, at least once a second while events come, all before the
 // stream's end; a non-streamed body gives no token gaps; hooks that do not ask get none.
