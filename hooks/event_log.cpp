@@ -98,9 +98,11 @@ void event_log::append(std::int64_t t_us, std::string_view bytes) {
     put(t_us, 0, bytes);
     return;
   }
-  const std::size_t shared = std::min<std::size_t>(ref_n_, n);
-  const std::size_t pre = common_prefix(ref_, bytes.data(), shared);
-  const std::size_t suf = common_suffix(ref_ + ref_n_, bytes.data() + n, shared - pre);
+  std::size_t pre = 0, suf = 0;
+  if (const std::size_t shared = std::min<std::size_t>(ref_n_, n); shared > 0) {
+    pre = common_prefix(ref_, bytes.data(), shared);
+    suf = common_suffix(ref_ + ref_n_, bytes.data() + n, shared - pre);
+  }
   if (pre + suf == 0) {
     put(t_us, 0, bytes);
   } else {
