@@ -18,7 +18,7 @@ std::string random_bytes(std::mt19937& rng, std::size_t n) {
   return bytes;
 }
 
-TEST(EventLog, EntriesComeBackInOrderAligned) {
+TEST(EventLog, EntriesComeBackInOrder) {
   std::mt19937 rng(8);
   std::vector<std::pair<std::int64_t, std::string>> in;
   event_log log;
@@ -146,7 +146,7 @@ TEST(EventLog, EveryKindOfNeighbourComesBackExact) {
       std::string(event_log::delta_max, 'x'),  // the largest kept
       std::string(event_log::delta_max - 1, 'x') + "z",
       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",  // start and end overlap in the last one
+      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",  // start and end would overlap: bounded
       "aaaaaaaaaaaaaaa",
   };
   std::vector<std::pair<std::int64_t, std::string>> in;
