@@ -49,6 +49,7 @@ event_log::event_log(event_log&& o) noexcept
       ref_(std::exchange(o.ref_, nullptr)),
       ref_n_(std::exchange(o.ref_n_, 0)),
       ref_cap_(std::exchange(o.ref_cap_, 0)),
+      past_first_(std::exchange(o.past_first_, false)),
       chunks_(std::move(o.chunks_)) {
   o.chunks_.clear();
 }
@@ -63,6 +64,7 @@ event_log& event_log::operator=(event_log&& o) noexcept {
     ref_ = std::exchange(o.ref_, nullptr);
     ref_n_ = std::exchange(o.ref_n_, 0);
     ref_cap_ = std::exchange(o.ref_cap_, 0);
+    past_first_ = std::exchange(o.past_first_, false);
   }
   return *this;
 }
@@ -77,6 +79,7 @@ void event_log::release() noexcept {
   w_ = end_ = nullptr;
   delete[] std::exchange(ref_, nullptr);
   ref_n_ = ref_cap_ = 0;
+  past_first_ = false;
 }
 
 std::size_t event_log::stored_bytes() const noexcept {
@@ -115,6 +118,12 @@ void event_log::append(std::int64_t t_us, std::string_view bytes) {
 // The read becomes the kept one; the bytes it shares with it at the start (and, at the same
 // size, at the end) are there already.
 void event_log::keep(std::string_view bytes, std::size_t pre, std::size_t suf) {
+  if (!past_first_) {
+    // The first read is not kept: a stream that stays idle after its first event holds no copy
+    // (the second read is then logged whole — for_each's copy of the first one is never used).
+    past_first_ = true;
+    return;
+  }
   const std::size_t n = bytes.size();
   if (n > ref_cap_) {
     // Room for the read, at least a line more than the last room (capped at delta_max): a

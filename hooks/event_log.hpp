@@ -9,13 +9,13 @@
 // A read is logged as its difference from the stream's previous one: the bytes both share at
 // the start and at the end are counted, not stored.  A streamed response's events differ in a
 // few bytes (an OpenAI chunk of ~240 bytes differs from the last one in its token), so a read
-// takes ~32 bytes of log instead of ~270, and an event writes about one line of log, not five
-// never touched before (what the I/O thread waited for; BENCHMARKS.md, rounds 18 and 20).  The
-// previous read stays in a copy of its own (`ref_`, reused) that the next read is compared with;
-// both it and the log's next line are listed with the stream's hot lines (trace_hook), so they
-// are being fetched while the read's system calls run.  Plain stores: the non-temporal ones the
-// log used before held up the next locked instruction (Asio's reactor mutex) until they reached
-// memory.
+// takes ~32 bytes of log instead of ~270: an event writes about one line of log, not five never
+// touched before.  The previous read stays in a copy of its own (`ref_`, reused; never the
+// stream's first read, so an idle stream holds none) that the next read is compared with; it
+// and the log's next line are listed with the stream's hot lines (trace_hook), so they are being
+// fetched while the read's system calls run.  Plain stores: with non-temporal ones the next
+// locked instruction (Asio's reactor mutex) waited until they reached memory (BENCHMARKS.md,
+// round 20).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -161,6 +161,7 @@ class event_log {
   char* end_ = nullptr;
   char* ref_ = nullptr;  // the kept read
   std::uint32_t ref_n_ = 0, ref_cap_ = 0;
+  bool past_first_ = false;  // a read was appended (the first one is not kept: keep)
   std::vector<chunk> chunks_;
 };
 

@@ -113,6 +113,9 @@ TEST(EventLog, ReadsLikeTheLastOneTakeOnlyTheirDifference) {
   for (int i = 0; i < 700; ++i) {
     in.emplace_back(i * 20'000, sse_chunk(tokens[static_cast<std::size_t>(i) % tokens.size()]));
     log.append(in.back().first, in.back().second);
+    if (i == 0) {
+      EXPECT_TRUE(log.last_read().empty());  // an idle stream keeps no copy
+    }
   }
   const std::size_t whole = in.size() * event_log::entry_bytes(in[0].second.size());
   EXPECT_LT(log.stored_bytes(), whole / 6) << "whole: " << whole;
@@ -130,6 +133,7 @@ TEST(EventLog, ReadsLikeTheLastOneTakeOnlyTheirDifference) {
 TEST(EventLog, EveryKindOfNeighbourComesBackExact) {
   const std::string big(event_log::delta_max + 1, 'x');
   const std::vector<std::string> reads = {
+      "the first read (never kept)",
       "abcdefghijklmnopqrstuvwxyz",
       "abcdefghijklmnopqrstuvwxyz",            // the same
       "abcdefghijklm",                         // a prefix of it
