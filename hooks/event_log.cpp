@@ -43,30 +43,26 @@ std::size_t common_suffix(const char* a_end, const char* b_end, std::size_t n) n
 
 }  // namespace
 
-event_log::event_log(event_log&& o) noexcept
-    : w_(std::exchange(o.w_, nullptr)),
-      end_(std::exchange(o.end_, nullptr)),
-      ref_(std::exchange(o.ref_, nullptr)),
-      ref_n_(std::exchange(o.ref_n_, 0)),
-      ref_cap_(std::exchange(o.ref_cap_, 0)),
-      past_first_(std::exchange(o.past_first_, false)),
-      chunks_(std::move(o.chunks_)) {
-  o.chunks_.clear();
+event_log::event_log(event_log&& o) noexcept {
+  take(o);
 }
 
 event_log& event_log::operator=(event_log&& o) noexcept {
   if (this != &o) {
     release();
-    chunks_ = std::move(o.chunks_);
-    o.chunks_.clear();
-    w_ = std::exchange(o.w_, nullptr);
-    end_ = std::exchange(o.end_, nullptr);
-    ref_ = std::exchange(o.ref_, nullptr);
-    ref_n_ = std::exchange(o.ref_n_, 0);
-    ref_cap_ = std::exchange(o.ref_cap_, 0);
-    past_first_ = std::exchange(o.past_first_, false);
+    take(o);
   }
   return *this;
+}
+
+// Every field of o, which is left empty (this one is: new, or released).
+void event_log::take(event_log& o) noexcept {
+  w_ = std::exchange(o.w_, nullptr);
+  end_ = std::exchange(o.end_, nullptr);
+  ref_ = std::exchange(o.ref_, nullptr);
+  ref_n_ = std::exchange(o.ref_n_, 0);
+  ref_cap_ = std::exchange(o.ref_cap_, 0);
+  chunks_ = std::exchange(o.chunks_, {});
 }
 
 event_log::~event_log() {
@@ -77,9 +73,7 @@ void event_log::release() noexcept {
   for (auto& c : chunks_) ::operator delete (c.data, std::align_val_t{align});
   chunks_.clear();
   w_ = end_ = nullptr;
-  delete[] std::exchange(ref_, nullptr);
-  ref_n_ = ref_cap_ = 0;
-  past_first_ = false;
+  seal();
 }
 
 std::size_t event_log::stored_bytes() const noexcept {
@@ -106,24 +100,21 @@ void event_log::append(std::int64_t t_us, std::string_view bytes) {
     pre = common_prefix(ref_, bytes.data(), shared);
     suf = common_suffix(ref_ + ref_n_, bytes.data() + n, shared - pre);
   }
+  // The stream's first read (the log is empty) is not kept: a stream that stays idle after its
+  // first event holds no copy, and its second read is logged whole.
+  const bool first = w_ == nullptr;
   if (pre + suf == 0) {
     put(t_us, 0, bytes);
   } else {
     put(t_us, delta_bit | std::uint64_t{suf} << suf_shift | std::uint64_t{pre} << pre_shift,
         bytes.substr(pre, n - pre - suf));
   }
-  keep(bytes, pre, suf);
+  if (!first) keep(bytes, pre, suf);
 }
 
 // The read becomes the kept one; the bytes it shares with it at the start (and, at the same
 // size, at the end) are there already.
 void event_log::keep(std::string_view bytes, std::size_t pre, std::size_t suf) {
-  if (!past_first_) {
-    // The first read is not kept: a stream that stays idle after its first event holds no copy
-    // (the second read is then logged whole — for_each's copy of the first one is never used).
-    past_first_ = true;
-    return;
-  }
   const std::size_t n = bytes.size();
   if (n > ref_cap_) {
     // Room for the read, at least a line more than the last room (capped at delta_max): a

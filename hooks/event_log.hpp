@@ -68,7 +68,9 @@ class event_log {
   /// Calls f(t_us, bytes) for every read, in order (the bytes valid during the call).
   template <class F>
   void for_each(F&& f) const {
-    std::string ref, cur;  // as append had them: the last kept read; the one rebuilt
+    // ref: the last read of at most delta_max (whenever append logged a difference, it had kept
+    // that same read); cur: the one rebuilt.
+    std::string ref, cur;
     visit([&](std::int64_t t_us, std::uint64_t word, std::string_view stored) {
       if ((word >> tag_shift) != 0) return;  // a text
       std::string_view bytes = stored;
@@ -150,6 +152,7 @@ class event_log {
   void grow(std::size_t need);
   void keep(std::string_view bytes, std::size_t pre, std::size_t suf);
   void release() noexcept;
+  void take(event_log& o) noexcept;
 
   // Chunks are never reallocated: the first sized for the first read and 64 bytes of texts (see
   // grow), each next one as large as the chunks so far together (at least one entry, at most
@@ -161,7 +164,6 @@ class event_log {
   char* end_ = nullptr;
   char* ref_ = nullptr;  // the kept read
   std::uint32_t ref_n_ = 0, ref_cap_ = 0;
-  bool past_first_ = false;  // a read was appended (the first one is not kept: keep)
   std::vector<chunk> chunks_;
 };
 
