@@ -62,7 +62,9 @@ void event_log::take(event_log& o) noexcept {
   ref_ = std::exchange(o.ref_, nullptr);
   ref_n_ = std::exchange(o.ref_n_, 0);
   ref_cap_ = std::exchange(o.ref_cap_, 0);
-  chunks_ = std::exchange(o.chunks_, {});
+  first_ = std::exchange(o.first_, nullptr);
+  last_ = std::exchange(o.last_, nullptr);
+  held_ = std::exchange(o.held_, 0);
 }
 
 event_log::~event_log() {
@@ -70,18 +72,16 @@ event_log::~event_log() {
 }
 
 void event_log::release() noexcept {
-  for (auto& c : chunks_) ::operator delete (c.data, std::align_val_t{align});
-  chunks_.clear();
+  for (chunk* c = first_; c != nullptr;)
+    ::operator delete (std::exchange(c, c->next), std::align_val_t{align});
+  first_ = last_ = nullptr;
+  held_ = 0;
   w_ = end_ = nullptr;
   seal();
 }
 
 std::size_t event_log::stored_bytes() const noexcept {
-  std::size_t n = 0;
-  for (std::size_t c = 0; c < chunks_.size(); ++c)
-    n += static_cast<std::size_t>((c + 1 == chunks_.size() ? w_ : chunks_[c].used) -
-                                  chunks_[c].data);
-  return n;
+  return last_ == nullptr ? 0 : held_ + static_cast<std::size_t>(w_ - last_->entries());
 }
 
 void event_log::seal() noexcept {
@@ -132,20 +132,22 @@ void event_log::keep(std::string_view bytes, std::size_t pre, std::size_t suf) {
 }
 
 void event_log::grow(std::size_t need) {
-  std::size_t held = 0;
-  if (!chunks_.empty()) {
-    chunks_.back().used = w_;
-    for (const auto& c : chunks_) held += static_cast<std::size_t>(c.used - c.data);
+  if (last_ != nullptr) {
+    last_->used = w_;
+    held_ += static_cast<std::size_t>(w_ - last_->entries());
   }
   // The first chunk with room for a few texts after the first read (an idle stream's first
-  // event and its token): a second chunk and the chunk list's growth cost an idle stream more.
-  const std::size_t first_slack = chunks_.empty() ? 4 * align : 0;
-  const std::size_t cap =
-      std::max(std::min<std::size_t>(held, 64 * 1024) / align * align, need + first_slack);
-  auto* data = static_cast<char*>(::operator new (cap, std::align_val_t{align}));
-  chunks_.push_back({data, data, cap});
-  w_ = data;
-  end_ = data + cap;
+  // event and its token): a second chunk costs an idle stream more.
+  const std::size_t first_slack = last_ == nullptr ? 4 * align : 0;
+  const std::size_t room =
+      std::max(std::min<std::size_t>(held_, 64 * 1024) / align * align, need + first_slack);
+  auto* c = static_cast<chunk*>(::operator new (sizeof(chunk) + room, std::align_val_t{align}));
+  c->next = nullptr;
+  c->used = nullptr;
+  (last_ != nullptr ? last_->next : first_) = c;
+  last_ = c;
+  w_ = c->entries();
+  end_ = w_ + room;
 }
 
 }  // namespace tokentap::hooks

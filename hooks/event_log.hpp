@@ -21,7 +21,6 @@
 #include <cstring>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace tokentap::hooks {
 
@@ -69,25 +68,19 @@ class event_log {
   template <class F>
   void for_each(F&& f) const {
     // ref: the last read of at most delta_max (whenever append logged a difference, it had kept
-    // that same read); cur: the one rebuilt.
-    std::string ref, cur;
+    // that same read), rebuilt in place from a difference.
+    std::string ref;
     visit([&](std::int64_t t_us, std::uint64_t word, std::string_view stored) {
       if ((word >> tag_shift) != 0) return;  // a text
-      std::string_view bytes = stored;
       if ((word & delta_bit) != 0) {
         const auto pre = static_cast<std::size_t>(word >> pre_shift & field_mask);
         const auto suf = static_cast<std::size_t>(word >> suf_shift & field_mask);
-        cur.assign(ref, 0, pre);
-        cur.append(stored);
-        cur.append(ref, ref.size() - suf, suf);
-        bytes = cur;
+        ref.replace(pre, ref.size() - pre - suf, stored);
+        f(t_us, std::string_view(ref));
+        return;
       }
-      f(t_us, bytes);
-      if (bytes.size() > delta_max) return;
-      if (bytes.data() == cur.data())
-        ref.swap(cur);
-      else
-        ref.assign(bytes);
+      f(t_us, stored);
+      if (stored.size() <= delta_max) ref.assign(stored);
     });
   }
 
@@ -128,9 +121,9 @@ class event_log {
   // f(t_us, word, stored bytes) for every entry, in order.
   template <class F>
   void visit(F&& f) const {
-    for (std::size_t c = 0; c < chunks_.size(); ++c) {
-      const char* p = chunks_[c].data;
-      const char* const end = c + 1 == chunks_.size() ? w_ : chunks_[c].used;
+    for (const chunk* c = first_; c != nullptr; c = c->next) {
+      const char* p = c->entries();
+      const char* const end = c == last_ ? w_ : c->used;
       while (p < end) {
         std::int64_t t_us;
         std::uint64_t word;
@@ -143,11 +136,16 @@ class event_log {
     }
   }
 
+  // A chunk's first 16 bytes: the next chunk and, once full, where its entries end (the last
+  // one's end is w_).  Chunks are linked, not listed: a stream's log allocates its chunks and
+  // nothing else.
   struct chunk {
-    char* data;
-    char* used;  ///< end of the entries (of a full chunk; the current one's is w_)
-    std::size_t cap;
+    chunk* next;
+    char* used;
+    char* entries() noexcept { return reinterpret_cast<char*>(this) + align; }
+    const char* entries() const noexcept { return reinterpret_cast<const char*>(this) + align; }
   };
+  static_assert(sizeof(chunk) == align);
 
   void grow(std::size_t need);
   void keep(std::string_view bytes, std::size_t pre, std::size_t suf);
@@ -158,13 +156,15 @@ class event_log {
   // grow), each next one as large as the chunks so far together (at least one entry, at most
   // 64 KiB) — the total doubles per chunk, and the slack never exceeds what is used: an idle
   // stream holds about its reads.
-  // What an append reads first (the chunk list last): an owner that puts the log after its own
+  // What an append reads first (the chunks last): an owner that puts the log after its own
   // per-event fields has them all on one line.
   char* w_ = nullptr;
   char* end_ = nullptr;
   char* ref_ = nullptr;  // the kept read
   std::uint32_t ref_n_ = 0, ref_cap_ = 0;
-  std::vector<chunk> chunks_;
+  chunk* first_ = nullptr;
+  chunk* last_ = nullptr;
+  std::size_t held_ = 0;  // bytes of entries in the chunks before the last
 };
 
 }  // namespace tokentap::hooks

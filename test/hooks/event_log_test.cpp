@@ -4,10 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "test/support/alloc_count.hpp"
 
 namespace tokentap::hooks {
 namespace {
@@ -123,6 +127,37 @@ TEST(EventLog, ReadsLikeTheLastOneTakeOnlyTheirDifference) {
   EXPECT_EQ(log.last_read(), in.back().second);
   log.seal();
   EXPECT_TRUE(log.last_read().empty());
+  EXPECT_EQ(reads_of(log), in);
+}
+
+// What a stream's log allocates on the I/O thread: its chunks — each as large as those before
+// it together, so their number grows with the log's logarithm — and the kept read (a few times as
+// it grows), nothing per read.  The chunks are linked through their own first bytes: a list of
+// them kept beside (a vector) took 3–4 allocations more per stream, growing (BENCHMARKS.md,
+// round 21).
+TEST(EventLog, AllocatesItsChunksAndTheKeptReadOnly) {
+  if (!test::allocations_counted()) GTEST_SKIP() << "the sanitizer's runtime owns operator new";
+  std::vector<std::string> reads;
+  for (int i = 0; i < 400; ++i) reads.push_back(sse_chunk(i % 3 == 0 ? " token" : "s"));
+  event_log log;
+  const auto before = test::thread_allocations();
+  log.append(0, reads[0]);
+  const std::size_t first = log.stored_bytes();
+  EXPECT_EQ(test::thread_allocations() - before, 1u);  // the first chunk, nothing kept
+  for (std::size_t i = 1; i < reads.size(); ++i)
+    log.append(static_cast<std::int64_t>(i) * 20'000, reads[i]);
+  const auto made = test::thread_allocations() - before;
+  // The chunks: the first, then one per doubling of what is stored; the kept read: ≤ 2.
+  const std::size_t chunks =
+      1 + static_cast<std::size_t>(std::bit_width(log.stored_bytes() / first));
+  EXPECT_LE(made, chunks + 2) << log.stored_bytes() << " bytes stored, first entry " << first;
+  EXPECT_GE(made, 4u);  // it did grow: ~13 KiB from a ~300-byte first chunk
+  std::printf("%llu allocations for %zu reads (%zu bytes stored)\n",
+              static_cast<unsigned long long>(made), reads.size(), log.stored_bytes());
+  log.seal();
+  std::vector<std::pair<std::int64_t, std::string>> in;
+  for (std::size_t i = 0; i < reads.size(); ++i)
+    in.emplace_back(static_cast<std::int64_t>(i) * 20'000, reads[i]);
   EXPECT_EQ(reads_of(log), in);
 }
 
