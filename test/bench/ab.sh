@@ -14,7 +14,8 @@
 # event of the whole process, split into the I/O thread's user and system time and the rest
 # (the trace writer), the context switches per event and the load generator's event latency
 # (P50 / P99, µs).  At the end: the per-round differences of each mode against the first one, in
-# all and per part, each with its mean and 95 % confidence interval.
+# all and per part, each with its mean and 95 % confidence interval, and the per-round ratio of
+# the totals (with MODES="nginx a:full": the CPU target, tokentap's cost over nginx's).
 # FRESH=1 starts every run on a new proxy process instead: a kept process keeps its heap layout
 # (where its streams' state landed in the caches) for all its rounds, so each mode samples one
 # layout.  Either way 8 rounds resolve ~±0.7 µs per event at best here, and the machine's
@@ -161,7 +162,20 @@ awk -v first="$first" -v modes="$MODES" -v rounds="$ROUNDS" '
     h = (n - 1 <= 30 ? tq[n - 1] : 2.0) * sd / sqrt(n)
     printf "  %-12s %-8s%s  (mean %+.2f, %+.2f … %+.2f)\n", mode, name, line, mean, mean - h, mean + h
   }
+  # The totals as a ratio, round by round (the mode over the first one in the same round):
+  # against nginx, the CPU target itself with its confidence interval.
+  function ratio(mode,    r, q, sum, ss, n, mean, sd, h, line) {
+    for (r = 1; r <= rounds; ++r) {
+      q = t[r, mode] / t[r, first]; line = line sprintf(" %.3f", q); sum += q; ss += q * q; ++n
+    }
+    mean = sum / n
+    if (n < 2) { printf "  %-12s %-8s%s  (mean %.3f×)\n", mode, "ratio", line, mean; return }
+    sd = ss - n * mean * mean; sd = sd > 0 ? sqrt(sd / (n - 1)) : 0
+    h = (n - 1 <= 30 ? tq[n - 1] : 2.0) * sd / sqrt(n)
+    printf "  %-12s %-8s%s  (mean %.3f×, %.3f … %.3f)\n", mode, "ratio", line, mean, mean - h, mean + h
+  }
   END { n = split(modes, m, " ")
         for (i = 2; i <= n; ++i) {
           stats("total", t, m[i]); stats("io user", u, m[i]); stats("io sys", s, m[i]); stats("rest", o, m[i])
+          ratio(m[i])
         } }' "$WORK/results"
