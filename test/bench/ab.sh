@@ -83,6 +83,9 @@ start_proxy() {  # $1 mode
   local trace=()
   [ "$hooks" = full ] && trace=(--trace-dir "$WORK/traces-$b")
   local envvar=ENV_$b
+  # Emptied first: with FRESH=1 the last run's "ready" line would otherwise be read before the
+  # new process truncates the file (an empty address, one run in ~50).
+  : > "$WORK/$m.out"
   # shellcheck disable=SC2086  # ENV_x is a list of NAME=value words
   "${PROXY_CPUS[@]}" env ${!envvar:-} "$bin" proxy --config "$WORK/$hooks.yaml" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --threads 1 \
     --no-access-log --log-level warn --upstream "http://$SIM" "${trace[@]}" > "$WORK/$m.out" &
