@@ -155,27 +155,27 @@ awk -v first="$first" -v modes="$MODES" -v rounds="$ROUNDS" '
   BEGIN { split("12.71 4.30 3.18 2.78 2.57 2.45 2.36 2.31 2.26 2.23 2.20 2.18 2.16 2.14 2.13 " \
                 "2.12 2.11 2.10 2.09 2.09 2.08 2.07 2.07 2.06 2.06 2.06 2.05 2.05 2.05 2.04", tq, " ") }
   { t[$2, $3] = $5; u[$2, $3] = $8; s[$2, $3] = $10; o[$2, $3] = $12 }
-  function stats(name, v, mode,    r, d, sum, ss, n, mean, sd, h, line) {
+  # One line: the per-round values, their mean and its 95 % interval, each printed with fmt.
+  function report(mode, name, line, sum, ss, n, fmt,    mean, sd, h) {
+    mean = sum / n
+    if (n < 2) { printf "  %-12s %-8s%s  (mean " fmt ")\n", mode, name, line, mean; return }
+    sd = ss - n * mean * mean; sd = sd > 0 ? sqrt(sd / (n - 1)) : 0
+    h = (n - 1 <= 30 ? tq[n - 1] : 2.0) * sd / sqrt(n)
+    printf "  %-12s %-8s%s  (mean " fmt ", " fmt " … " fmt ")\n", mode, name, line, mean, mean - h, mean + h
+  }
+  function stats(name, v, mode,    r, d, sum, ss, n, line) {
     for (r = 1; r <= rounds; ++r) {
       d = v[r, mode] - v[r, first]; line = line sprintf(" %+.2f", d); sum += d; ss += d * d; ++n
     }
-    mean = sum / n
-    if (n < 2) { printf "  %-12s %-8s%s  (mean %+.2f)\n", mode, name, line, mean; return }
-    sd = ss - n * mean * mean; sd = sd > 0 ? sqrt(sd / (n - 1)) : 0
-    h = (n - 1 <= 30 ? tq[n - 1] : 2.0) * sd / sqrt(n)
-    printf "  %-12s %-8s%s  (mean %+.2f, %+.2f … %+.2f)\n", mode, name, line, mean, mean - h, mean + h
+    report(mode, name, line, sum, ss, n, "%+.2f")
   }
   # The totals as a ratio, round by round (the mode over the first one in the same round):
   # against nginx, the CPU target itself with its confidence interval.
-  function ratio(mode,    r, q, sum, ss, n, mean, sd, h, line) {
+  function ratio(mode,    r, q, sum, ss, n, line) {
     for (r = 1; r <= rounds; ++r) {
       q = t[r, mode] / t[r, first]; line = line sprintf(" %.3f", q); sum += q; ss += q * q; ++n
     }
-    mean = sum / n
-    if (n < 2) { printf "  %-12s %-8s%s  (mean %.3f×)\n", mode, "ratio", line, mean; return }
-    sd = ss - n * mean * mean; sd = sd > 0 ? sqrt(sd / (n - 1)) : 0
-    h = (n - 1 <= 30 ? tq[n - 1] : 2.0) * sd / sqrt(n)
-    printf "  %-12s %-8s%s  (mean %.3f×, %.3f … %.3f)\n", mode, "ratio", line, mean, mean - h, mean + h
+    report(mode, "ratio", line, sum, ss, n, "%.3f")
   }
   END { n = split(modes, m, " ")
         for (i = 2; i <= n; ++i) {
