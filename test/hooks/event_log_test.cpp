@@ -137,15 +137,14 @@ TEST(EventLog, ReadsLikeTheLastOneTakeOnlyTheirDifference) {
 // round 21).
 TEST(EventLog, AllocatesItsChunksAndTheKeptReadOnly) {
   if (!test::allocations_counted()) GTEST_SKIP() << "the sanitizer's runtime owns operator new";
-  std::vector<std::string> reads;
-  for (int i = 0; i < 400; ++i) reads.push_back(sse_chunk(i % 3 == 0 ? " token" : "s"));
+  std::vector<std::pair<std::int64_t, std::string>> in;
+  for (int i = 0; i < 400; ++i) in.emplace_back(i * 20'000, sse_chunk(i % 3 == 0 ? " token" : "s"));
   event_log log;
   const auto before = test::thread_allocations();
-  log.append(0, reads[0]);
+  log.append(in[0].first, in[0].second);
   const std::size_t first = log.stored_bytes();
   EXPECT_EQ(test::thread_allocations() - before, 1u);  // the first chunk, nothing kept
-  for (std::size_t i = 1; i < reads.size(); ++i)
-    log.append(static_cast<std::int64_t>(i) * 20'000, reads[i]);
+  for (std::size_t i = 1; i < in.size(); ++i) log.append(in[i].first, in[i].second);
   const auto made = test::thread_allocations() - before;
   // The chunks: the first, then one per doubling of what is stored; the kept read: ≤ 2.
   const std::size_t chunks =
@@ -153,11 +152,8 @@ TEST(EventLog, AllocatesItsChunksAndTheKeptReadOnly) {
   EXPECT_LE(made, chunks + 2) << log.stored_bytes() << " bytes stored, first entry " << first;
   EXPECT_GE(made, 4u);  // it did grow: ~11 KiB from a ~300-byte first chunk
   std::printf("%llu allocations for %zu reads (%zu bytes stored)\n",
-              static_cast<unsigned long long>(made), reads.size(), log.stored_bytes());
+              static_cast<unsigned long long>(made), in.size(), log.stored_bytes());
   log.seal();
-  std::vector<std::pair<std::int64_t, std::string>> in;
-  for (std::size_t i = 0; i < reads.size(); ++i)
-    in.emplace_back(static_cast<std::int64_t>(i) * 20'000, reads[i]);
   EXPECT_EQ(reads_of(log), in);
 }
 
