@@ -15,7 +15,8 @@
 # (the trace writer), the context switches per event and the load generator's event latency
 # (P50 / P99, µs).  At the end: the per-round differences of each mode against the first one, in
 # all and per part, each with its mean and 95 % confidence interval, and the per-round ratio of
-# the totals (with MODES="nginx a:full": the CPU target, tokentap's cost over nginx's).
+# the totals (with MODES="nginx a:full": the CPU target, tokentap's cost over nginx's) — printed
+# by test/bench/pool.sh, which pools several saved runs the same way.
 # FRESH=1 starts every run on a new proxy process instead: a kept process keeps its heap layout
 # (where its streams' state landed in the caches) for all its rounds, so each mode samples one
 # layout.  Either way 8 rounds resolve ~±0.7 µs per event at best here, and the machine's
@@ -147,38 +148,4 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 first=${MODES%% *}
 echo "difference to $first, per round (µs per event), and the mean with its 95 % confidence interval:"
-# Per part as well (the I/O thread's user and system time, the other threads): a change to what
-# the I/O thread computes shows in its user time, whose rounds spread far less than the totals'
-# (system time follows the machine's neighbours).  t quantiles (two-sided 95 %) for n - 1
-# degrees of freedom; past 30 rounds, 2.0.
-awk -v first="$first" -v modes="$MODES" -v rounds="$ROUNDS" '
-  BEGIN { split("12.71 4.30 3.18 2.78 2.57 2.45 2.36 2.31 2.26 2.23 2.20 2.18 2.16 2.14 2.13 " \
-                "2.12 2.11 2.10 2.09 2.09 2.08 2.07 2.07 2.06 2.06 2.06 2.05 2.05 2.05 2.04", tq, " ") }
-  { t[$2, $3] = $5; u[$2, $3] = $8; s[$2, $3] = $10; o[$2, $3] = $12 }
-  # One line: the per-round values, their mean and its 95 % interval, each printed with fmt.
-  function report(mode, name, line, sum, ss, n, fmt,    mean, sd, h) {
-    mean = sum / n
-    if (n < 2) { printf "  %-12s %-8s%s  (mean " fmt ")\n", mode, name, line, mean; return }
-    sd = ss - n * mean * mean; sd = sd > 0 ? sqrt(sd / (n - 1)) : 0
-    h = (n - 1 <= 30 ? tq[n - 1] : 2.0) * sd / sqrt(n)
-    printf "  %-12s %-8s%s  (mean " fmt ", " fmt " … " fmt ")\n", mode, name, line, mean, mean - h, mean + h
-  }
-  function stats(name, v, mode,    r, d, sum, ss, n, line) {
-    for (r = 1; r <= rounds; ++r) {
-      d = v[r, mode] - v[r, first]; line = line sprintf(" %+.2f", d); sum += d; ss += d * d; ++n
-    }
-    report(mode, name, line, sum, ss, n, "%+.2f")
-  }
-  # The totals as a ratio, round by round (the mode over the first one in the same round):
-  # against nginx, the CPU target itself with its confidence interval.
-  function ratio(mode,    r, q, sum, ss, n, line) {
-    for (r = 1; r <= rounds; ++r) {
-      q = t[r, mode] / t[r, first]; line = line sprintf(" %.3f", q); sum += q; ss += q * q; ++n
-    }
-    report(mode, "ratio", line, sum, ss, n, "%.3f")
-  }
-  END { n = split(modes, m, " ")
-        for (i = 2; i <= n; ++i) {
-          stats("total", t, m[i]); stats("io user", u, m[i]); stats("io sys", s, m[i]); stats("rest", o, m[i])
-          ratio(m[i])
-        } }' "$WORK/results"
+"$(dirname "$0")/pool.sh" "$first" "$WORK/results"
