@@ -130,6 +130,10 @@ for r in $(seq 1 "$ROUNDS"); do
       --spread-ms "${SPREAD_MS:-0}" > "$WORK/load.out" 2>&1
     snap "${PID[$m]}" > "$WORK/after"
     events=$(sed -n 's/.* events=\([0-9]*\).*/\1/p' "$WORK/load.out")
+    if [ "${events:-0}" -eq 0 ]; then  # no per-event figure to give (a run shorter than a stream)
+      echo "ab.sh: $m forwarded no events in round $r (DURATION=$DURATION; see $WORK/load.out)" >&2
+      exit 1
+    fi
     lat=$(sed -n 's/.*event_latency_p50_us=\([0-9]*\) event_latency_p99_us=\([0-9]*\).*/\1 \2/p' \
       "$WORK/load.out")
     # The busiest thread is the I/O thread.
