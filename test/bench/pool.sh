@@ -17,9 +17,8 @@ export LC_ALL=C
 [ $# -ge 2 ] || { echo "usage: pool.sh FIRST run.log..." >&2; exit 2; }
 first=$1
 shift
-# Differences, not totals, are pooled: a change to what the I/O thread computes shows in its user
-# time, whose rounds spread far less than the totals' (system time follows the machine's
-# neighbours).  t quantiles (two-sided 95 %) for n - 1 degrees of freedom; past 30 rounds, 2.0.
+# Per part as well: a change to what the I/O thread computes shows in its user time, whose rounds
+# spread far less than the totals' (system time follows the machine's neighbours).  t quantiles (two-sided 95 %) for n - 1 degrees of freedom; past 30 rounds, 2.0.
 awk -v first="$first" '
   BEGIN { split("12.71 4.30 3.18 2.78 2.57 2.45 2.36 2.31 2.26 2.23 2.20 2.18 2.16 2.14 2.13 " \
                 "2.12 2.11 2.10 2.09 2.09 2.08 2.07 2.07 2.06 2.06 2.06 2.05 2.05 2.05 2.04", tq, " ") }
