@@ -18,45 +18,39 @@ export LC_ALL=C
 first=$1
 shift
 # Per part as well: a change to what the I/O thread computes shows in its user time, whose rounds
-# spread far less than the totals' (system time follows the machine's neighbours).  t quantiles (two-sided 95 %) for n - 1 degrees of freedom; past 30 rounds, 2.0.
+# spread far less than the totals' (system time follows the machine's neighbours).  t quantiles
+# (two-sided 95 %) for n - 1 degrees of freedom; past 30 rounds, 2.0.
 awk -v first="$first" '
   BEGIN { split("12.71 4.30 3.18 2.78 2.57 2.45 2.36 2.31 2.26 2.23 2.20 2.18 2.16 2.14 2.13 " \
                 "2.12 2.11 2.10 2.09 2.09 2.08 2.07 2.07 2.06 2.06 2.06 2.05 2.05 2.05 2.04", tq, " ") }
   FNR == 1 { ++run }
   $1 == "round" {
     k = run SUBSEP $2
-    if (!((k) in seen)) { seen[k] = 1; keys[++nk] = k }
+    if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
     if ($3 != first && !($3 in known)) { known[$3] = 1; modes[++nm] = $3 }
     t[k, $3] = $5; u[k, $3] = $8; s[k, $3] = $10; o[k, $3] = $12
   }
-  # One line: the per-round values, their mean and its 95 % interval, each printed with fmt.
-  function report(mode, name, line, sum, ss, n, fmt,    mean, sd, h) {
+  # One line: the mode against the first mode in every round both ran (their difference,
+  # or with `as_ratio` their ratio: on the totals against nginx, the CPU target itself), then the
+  # mean and its 95 % interval.
+  function compare(name, v, mode, as_ratio,    fmt, i, k, d, sum, ss, n, line, mean, sd, h) {
+    fmt = as_ratio ? "%.3f" : "%+.2f"
+    for (i = 1; i <= nk; ++i) {
+      k = keys[i]
+      if (!((k, mode) in v) || !((k, first) in v)) continue
+      d = as_ratio ? v[k, mode] / v[k, first] : v[k, mode] - v[k, first]
+      line = line sprintf(" " fmt, d); sum += d; ss += d * d; ++n
+    }
+    if (n == 0) return
     mean = sum / n
     if (n < 2) { printf "  %-12s %-8s%s  (mean " fmt ")\n", mode, name, line, mean; return }
     sd = ss - n * mean * mean; sd = sd > 0 ? sqrt(sd / (n - 1)) : 0
     h = (n - 1 <= 30 ? tq[n - 1] : 2.0) * sd / sqrt(n)
     printf "  %-12s %-8s%s  (mean " fmt ", " fmt " … " fmt ")\n", mode, name, line, mean, mean - h, mean + h
   }
-  function stats(name, v, mode,    i, k, d, sum, ss, n, line) {
-    for (i = 1; i <= nk; ++i) {
-      k = keys[i]
-      if (!((k, mode) in v) || !((k, first) in v)) continue
-      d = v[k, mode] - v[k, first]; line = line sprintf(" %+.2f", d); sum += d; ss += d * d; ++n
-    }
-    if (n > 0) report(mode, name, line, sum, ss, n, "%+.2f")
-  }
-  # The totals as a ratio, round by round (the mode over the first one in the same round):
-  # against nginx, the CPU target itself with its confidence interval.
-  function ratio(mode,    i, k, q, sum, ss, n, line) {
-    for (i = 1; i <= nk; ++i) {
-      k = keys[i]
-      if (!((k, mode) in t) || !((k, first) in t)) continue
-      q = t[k, mode] / t[k, first]; line = line sprintf(" %.3f", q); sum += q; ss += q * q; ++n
-    }
-    if (n > 0) report(mode, "ratio", line, sum, ss, n, "%.3f")
-  }
   END { if (nk == 0) { print "pool.sh: no round lines" > "/dev/stderr"; exit 2 }
         for (i = 1; i <= nm; ++i) {
-          stats("total", t, modes[i]); stats("io user", u, modes[i]); stats("io sys", s, modes[i])
-          stats("rest", o, modes[i]); ratio(modes[i])
+          compare("total", t, modes[i]); compare("io user", u, modes[i])
+          compare("io sys", s, modes[i]); compare("rest", o, modes[i])
+          compare("ratio", t, modes[i], 1)
         } }' "$@"
