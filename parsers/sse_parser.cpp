@@ -66,6 +66,7 @@ void sse_parser::feed(std::string_view bytes, std::int64_t t_ns, sse_handler& h)
 void sse_parser::keep_pending_data() {
   if (!data_pending_) return;
   data_pending_ = false;
+  spilled_ = true;
   data_.append(pending_);
   data_.push_back('\n');
 }
@@ -98,7 +99,7 @@ void sse_parser::feed_lines(const char* p, const char* const end, std::int64_t t
         in_event_ = false;
       }
       skip_line_has_bytes_ = false;
-    } else if (line_.size() + seg + data_size() > max_event_bytes_) {
+    } else if (line_size() + seg + data_size() > max_event_bytes_) {
       // The one size cap, applied to the line however it arrived (in one read or several), so
       // the outcome never depends on the split (fuzz_sse found a long line skipped only when it
       // came in pieces).  It also bounds `data` lines: the value is shorter than the line.
@@ -108,15 +109,17 @@ void sse_parser::feed_lines(const char* p, const char* const end, std::int64_t t
         return;
       }
     } else if (eol == end) {
+      spilled_ = true;
       line_.append(p, seg);  // an unfinished line: keep it until its end arrives
       return;
-    } else if (line_.empty()) {
+    } else if (line_size() == 0) {
       process_line(std::string_view(p, seg), t_ns, h);  // the common case: no copy
     } else {
       line_.append(p, seg);
       process_line(line_, t_ns, h);
       keep_pending_data();      // a view of line_, which is about to be reused
       clear_or_release(line_);  // lines split across reads are the exception
+      spilled_ = !data_.empty();
     }
     if (*eol == '\r') {
       if (eol + 1 == end) {
@@ -137,8 +140,9 @@ void sse_parser::start_skip(std::int64_t t_ns, sse_handler& h) {
   skip_line_has_bytes_ = false;
   line_.clear();
   data_.clear();
+  spilled_ = false;
   data_pending_ = false;
-  type_.clear();
+  clear_type();
 }
 
 void sse_parser::process_line(std::string_view line, std::int64_t t_ns, sse_handler& h) {
@@ -156,18 +160,23 @@ void sse_parser::process_line(std::string_view line, std::int64_t t_ns, sse_hand
   }
   if (field == "data") {
     // Within the cap: feed_lines checked the whole line.
-    if (data_.empty() && !data_pending_) {
+    if (data_size() == 0) {
       pending_ = value;
       data_pending_ = true;
     } else {
       keep_pending_data();
+      spilled_ = true;
       data_.append(value);
       data_.push_back('\n');
     }
   } else if (field == "event") {
     type_.assign(value);
+    typed_ = true;
   } else if (field == "id") {
-    if (value.find('\0') == std::string_view::npos) id_.assign(value);
+    if (value.find('\0') == std::string_view::npos) {
+      id_.assign(value);
+      has_id_ = true;
+    }
   } else if (field == "retry") {
     std::int64_t ms;
     if (parse_retry(value, ms)) retry_ms_ = ms;
@@ -178,31 +187,42 @@ void sse_parser::process_line(std::string_view line, std::int64_t t_ns, sse_hand
 
 void sse_parser::dispatch(std::int64_t t_ns, sse_handler& h) {
   in_event_ = false;
+  const std::string_view type = typed_ ? std::string_view(type_) : std::string_view();
+  const std::string_view id = has_id_ ? std::string_view(id_) : std::string_view();
   if (data_pending_) {
     data_pending_ = false;
     ++events_;
-    h.on_event(sse_event{type_, pending_, id_, t_ns});
-    type_.clear();
+    h.on_event(sse_event{type, pending_, id, t_ns});
+    clear_type();
     return;
   }
-  if (data_.empty()) {
-    type_.clear();
+  if (data_size() == 0) {
+    clear_type();
     return;
   }
   data_.pop_back();  // the LF after the last data line
   ++events_;
-  h.on_event(sse_event{type_, data_, id_, t_ns});
+  h.on_event(sse_event{type, data_, id, t_ns});
   clear_or_release(data_);  // events that needed a copy are the exception (see pending_)
+  spilled_ = !line_.empty();
+  clear_type();
+}
+
+void sse_parser::clear_type() {
+  if (!typed_) return;
+  typed_ = false;
   type_.clear();
 }
 
 bool sse_parser::finish() {
-  const bool unfinished = in_event_ || skipping_ || !line_.empty() || data_size() != 0;
+  const bool unfinished = in_event_ || skipping_ || line_size() != 0 || data_size() != 0;
   line_.clear();
   data_.clear();
+  spilled_ = false;
   data_pending_ = false;
-  type_.clear();
+  clear_type();
   id_.clear();
+  has_id_ = false;
   retry_ms_ = -1;
   bom_matched_ = 0;
   bom_done_ = false;

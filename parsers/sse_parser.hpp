@@ -62,6 +62,10 @@ class sse_parser {
   std::int64_t retry_ms() const noexcept { return retry_ms_; }
   std::uint64_t events() const noexcept { return events_; }
   std::uint64_t oversized() const noexcept { return oversized_; }
+  std::size_t max_event_bytes() const noexcept { return max_event_bytes_; }
+  /// The end of what an event inside one read touches (the object's first bytes, up to 64):
+  /// a stream's owner lists [this, hot_end()) in its hot_lines.
+  const void* hot_end() const noexcept { return &line_; }
 
  private:
   void process_line(std::string_view line, std::int64_t t_ns, sse_handler& h);
@@ -69,31 +73,40 @@ class sse_parser {
   void feed_lines(const char* p, const char* end, std::int64_t t_ns, sse_handler& h);
   void start_skip(std::int64_t t_ns, sse_handler& h);
   void keep_pending_data();
+  void clear_type();
   std::size_t data_size() const noexcept {
-    return data_.size() + (data_pending_ ? pending_.size() + 1 : 0);
+    return (spilled_ ? data_.size() : 0) + (data_pending_ ? pending_.size() + 1 : 0);
   }
+  std::size_t line_size() const noexcept { return spilled_ ? line_.size() : 0; }
 
+  // What an event inside one read touches comes first, in one cache line (with hundreds of
+  // open streams each further line of a stream's state is a miss per event): the strings
+  // below are read only when the flags say they may hold something.
   std::size_t max_event_bytes_;
-  std::string line_;  // a line split across reads (the scan cursor is implicit: only the
-                      // unfinished tail is kept, bytes are never scanned twice)
-  std::string data_;
   // The common event — one `data` line, then the blank line, both in the same read — is handed
   // out as a view of the input, never copied: `pending_` is that line's value while
   // `data_pending_`.  It is copied into data_ only if the read ends first or a second data line
   // follows.
   std::string_view pending_;
-  bool data_pending_ = false;
-  std::string type_;
-  std::string id_;
-  std::int64_t retry_ms_ = -1;
   std::uint64_t events_ = 0;
-  std::uint64_t oversized_ = 0;
-  unsigned bom_matched_ = 0;  // bytes of a leading BOM seen so far
+  bool data_pending_ = false;
+  bool spilled_ = false;  // line_ or data_ may hold bytes (false: both are empty)
+  bool typed_ = false;    // type_ may hold bytes (false: it is empty)
+  bool has_id_ = false;   // id_ may hold bytes (false: it is empty)
   bool bom_done_ = false;
   bool after_cr_ = false;             // the previous read ended with CR: a leading LF is its pair
   bool skipping_ = false;             // inside an oversized event: ignore until the blank line
-  bool skip_line_has_bytes_ = false;  // while skipping: the current line is not blank
   bool in_event_ = false;             // a field or comment of an unfinished event was seen
+  bool skip_line_has_bytes_ = false;  // while skipping: the current line is not blank
+  std::uint8_t bom_matched_ = 0;      // bytes of a leading BOM seen so far
+
+  std::string line_;  // a line split across reads (the scan cursor is implicit: only the
+                      // unfinished tail is kept, bytes are never scanned twice)
+  std::string data_;
+  std::string type_;
+  std::string id_;
+  std::int64_t retry_ms_ = -1;
+  std::uint64_t oversized_ = 0;
 };
 
 /// Newline-delimited JSON framing (Ollama): one value per line, `\r\n` tolerated, blank lines

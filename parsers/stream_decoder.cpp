@@ -71,7 +71,7 @@ provider provider_from_path(std::string_view path) noexcept {
 
 namespace {
 
-enum class framing { sse, ndjson, json };
+enum class framing : std::uint8_t { sse, ndjson, json };
 
 // Reads a JSON value as a string view ("" when it is not a string).
 std::string_view str(od::value v) {
@@ -92,29 +92,47 @@ std::int64_t num(od::value v) {
 }
 
 // `<think>…</think>` spans inside content are reasoning.  Tags may be split across deltas: a
-// possible tag prefix at the end of a delta is held back until the next one.
+// possible tag prefix at the end of a delta (at most 7 bytes, "</think") is held back until the
+// next one.  Held inline: the decoder reads this at every delta, next to its other per-event
+// fields (a string's heap buffer would be one more line to miss).
 class think_splitter {
  public:
   template <class Emit>
   void feed(std::string_view text, Emit&& emit) {
-    std::string_view s = text;
-    if (!held_.empty()) {
-      held_.append(text);
-      s = held_;
-    }
+    if (held_n_ == 0) return feed_from(text, emit);
+    std::string joined(held_, held_n_);  // rare: a tag split across deltas
+    joined.append(text);
+    held_n_ = 0;
+    feed_from(joined, emit);
+  }
+  /// True when feed(text) would emit `text` whole, in the current channel (in_think()): nothing
+  /// held from the previous delta and no '<' in it — nearly every delta.
+  bool passes_whole(std::string_view text) const noexcept {
+    return held_n_ == 0 && text.find('<') == std::string_view::npos;
+  }
+  bool in_think() const noexcept { return in_think_; }
+
+  template <class Emit>
+  void flush(Emit&& emit) {
+    if (held_n_ != 0) emit(in_think_, std::string_view(held_, held_n_));
+    held_n_ = 0;
+  }
+
+ private:
+  template <class Emit>
+  void feed_from(std::string_view s, Emit& emit) {
     while (!s.empty()) {
       const std::string_view tag = in_think_ ? "</think>" : "<think>";
       const auto lt = s.find('<');
       if (lt == std::string_view::npos) {
         emit(in_think_, s);
-        s = {};
-        break;
+        return;
       }
       if (lt > 0) emit(in_think_, s.substr(0, lt));
       s.remove_prefix(lt);
       if (s.size() < tag.size() && tag.starts_with(s)) {  // a partial tag at the end: hold it
-        std::string keep(s);
-        held_ = std::move(keep);
+        std::memcpy(held_, s.data(), s.size());
+        held_n_ = static_cast<std::uint8_t>(s.size());
         return;
       }
       if (s.starts_with(tag)) {
@@ -125,24 +143,11 @@ class think_splitter {
         s.remove_prefix(1);
       }
     }
-    held_.clear();
-  }
-  /// True when feed(text) would emit `text` whole, in the current channel (in_think()): nothing
-  /// held from the previous delta and no '<' in it — nearly every delta.
-  bool passes_whole(std::string_view text) const noexcept {
-    return held_.empty() && text.find('<') == std::string_view::npos;
-  }
-  bool in_think() const noexcept { return in_think_; }
-
-  template <class Emit>
-  void flush(Emit&& emit) {
-    if (!held_.empty()) emit(in_think_, std::string_view(held_));
-    held_.clear();
   }
 
- private:
   bool in_think_ = false;
-  std::string held_;
+  std::uint8_t held_n_ = 0;
+  char held_[7];  // shorter than "</think>"
 };
 
 // The thread's parser, shared by every decoder on it: a payload is parsed and fully extracted
@@ -160,7 +165,7 @@ openai_chunk_reader& thread_chunk_reader() {
 
 struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
   impl(provider p, std::string_view content_type, std::size_t max)
-      : prov(p), max_event_bytes(max), sse(max), ndjson(max) {
+      : prov(p), sse(max), ndjson(max) {
     if (content_type.find("event-stream") != std::string_view::npos) {
       frame = framing::sse;
     } else if (content_type.find("ndjson") != std::string_view::npos ||
@@ -171,23 +176,25 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
     }
   }
 
-  // What every event reads or writes first (after the two vtable pointers), then the framer:
-  // with hundreds of open streams each further line of a stream's state is a miss per event.
+  // What every event reads or writes, in order: with hundreds of open streams each further
+  // line of a stream's state is a miss per event.  After the two vtable pointers, one line of
+  // the decoder's own fields, the SSE parser's (its first line: sse_parser::hot_end()), and
+  // the last chat chunk's shape (its bytes are elsewhere).  The rest is read by other framings,
+  // on slow paths or at the end.
   decoder_handler* h = nullptr;
   provider prov;
   framing frame;
   bool fast_paths = true;
   bool cache_fields = false;
-  std::array<std::uint64_t, 3> tokens{};
   think_splitter think;
-  std::size_t max_event_bytes;
+  std::array<std::uint64_t, 3> tokens{};
   sse_parser sse;
+  // The bytes around the last chat chunk's text: the next one like it is read by its text.
+  openai_chunk_reader::shape chunk_shape;
   ndjson_framer ndjson;
   std::string body;  // whole-JSON framing: the body so far (capped)
   bool body_oversize = false;
   std::string run;  // reused: the text of one channel run of a content delta
-  // The bytes around the last chat chunk's text: the next one like it is read by its text.
-  openai_chunk_reader::shape chunk_shape;
 
   // Usage as reported, before normalization.
   std::int64_t input = -1, output = -1, reasoning = -1, cached = -1, cache_write = -1;
@@ -313,7 +320,7 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
 
   // Parses one payload with the thread's parser; false (nothing to decode) on any error.
   bool parse(std::string_view payload, od::document& doc, od::value& root) {
-    if (payload.size() > max_event_bytes) return false;
+    if (payload.size() > sse.max_event_bytes()) return false;
     // iterate() runs stage 1, which validates the whole payload's UTF-8 (strings we skip too).
     auto& scratch = detail::thread_json_scratch<decoder_tag>();
     return !scratch.parser.iterate(scratch.pad(payload)).get(doc) && !doc.get_value().get(root);
@@ -327,7 +334,7 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
       h->on_parse_error(parse_stage::json, t_ns);
       return;
     }
-    if (prov == provider::openai_chat && fast_paths && payload.size() <= max_event_bytes &&
+    if (prov == provider::openai_chat && fast_paths && payload.size() <= sse.max_event_bytes() &&
         chat_chunk(payload, t_ns))
       return;
     od::document doc;
@@ -717,7 +724,7 @@ void stream_decoder::feed(std::string_view bytes, std::int64_t t_ns, decoder_han
       break;
     case framing::json:
       if (d.body_oversize) break;
-      if (d.body.size() + bytes.size() > d.max_event_bytes) {
+      if (d.body.size() + bytes.size() > d.sse.max_event_bytes()) {
         d.body_oversize = true;
         d.body.clear();
         h.on_parse_error(parse_stage::oversize, t_ns);
@@ -796,10 +803,10 @@ void stream_decoder::set_fast_paths(bool on) noexcept {
 
 void stream_decoder::add_hot_lines(hot_lines& l) const noexcept {
   const auto& d = *impl_;
-  // Through the framer (an event's fields and the SSE parser), then the chat chunk's text run
-  // and shape, and the shape's bytes.
-  l.add_range(&d, &d.sse + 1);
-  l.add_range(&d.run, &d.chunk_shape + 1);
+  // The decoder's per-event fields through the SSE parser's, the chat chunk's shape and its
+  // bytes (impl's layout).
+  l.add_range(&d, d.sse.hot_end());
+  l.add(&d.chunk_shape, sizeof d.chunk_shape);
   d.chunk_shape.add_hot_lines(l);
 }
 

@@ -119,6 +119,16 @@ TEST(OpenAIDecoder, ThinkTagsInContentAreReasoningEvenWhenSplit) {
             "write=-1 cache_fields=0|provider=openai-chat");
 }
 
+// A partial tag held back at the end of the content is text after all.
+TEST(OpenAIDecoder, APartialThinkTagAtTheEndIsText) {
+  const std::string s =
+      "data: {\"choices\":[{\"delta\":{\"content\":\"<think>x</thi\"}}]}\n\n"
+      "data: {\"choices\":[{\"delta\":{\"content\":\"nk>a<th\"}}]}\n\n";
+  EXPECT_EQ(decode(s, provider::openai_chat),
+            "content=a<th|reasoning=x|tool=||in=-1 out=3 reasoning=1 cached=-1 write=-1 "
+            "cache_fields=0|provider=openai-chat");
+}
+
 TEST(OpenAIDecoder, LlamaCppTimingsAndLegacyErrorField) {
   const std::string s =
       "data: "
@@ -377,6 +387,27 @@ TEST(DecoderRobustness, ProviderIsRecognizedFromTheStreamWhenThePathSaysNothing)
 }
 
 // ---- the simulator's output decodes to exactly what it generated
+
+// What the next chat chunk touches (stream_decoder::add_hot_lines, prefetched by the relay with
+// hundreds of streams open): three lines of the decoder's state — its own per-event fields and
+// the SSE parser's, and the last chunk's shape — besides the shape's bytes.
+TEST(StreamDecoderHotLines, AChatChunkTouchesThreeLinesOfStateBesideTheShapesBytes) {
+  const std::string chunk =
+      R"(data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1761564674,"model":"m","choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}]})"
+      "\n\n";
+  stream_decoder d(provider::openai_chat, "text/event-stream");
+  test::decoder_transcript t;
+  for (int i = 0; i < 3; ++i) d.feed(chunk, i, t);
+  EXPECT_EQ(t.text[0], "HiHiHi");
+  hot_lines l;
+  d.add_hot_lines(l);
+  std::size_t lines = 0;
+  l.for_each_line([&](const void*) { ++lines; });
+  EXPECT_EQ(l.size(), 3u);
+  const std::size_t shape_bytes = chunk.size() - 2;  // at most the chunk, its text aside
+  EXPECT_LE(lines, 3 + (shape_bytes + 63) / 64 + 1) << lines;
+  EXPECT_GE(lines, 3 + 2u);  // the shape's bytes are listed
+}
 
 TEST(SimulatorRoundTrip, EveryFormatDecodesToTheGeneratedText) {
   for (auto kind : {sim::api::openai_chat, sim::api::anthropic_messages}) {
