@@ -14,6 +14,10 @@
 #include "parsers/hot_lines.hpp"
 #include "parsers/request_inspector.hpp"
 
+namespace tokentap::parsers {
+struct read_shape;
+}
+
 namespace tokentap::hooks {
 
 /// Nanoseconds on a monotonic clock (std::chrono::steady_clock).
@@ -74,6 +78,9 @@ struct body_times {
   mono_ns arrived = 0;
   mono_ns read = 0;     ///< the proxy's read of them completed
   mono_ns written = 0;  ///< the kernel took them for the client (written >= read)
+  /// For hooks (set by the hook chain, whose decoder was fed the read before its hooks see it):
+  /// the read was one chat chunk shaped like the last one, or null.
+  const parsers::read_shape* shape = nullptr;
 };
 
 /// Per-exchange observer.  Called on the exchange's I/O thread, never concurrently.

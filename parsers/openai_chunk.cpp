@@ -353,6 +353,7 @@ bool openai_chunk_reader::read(std::string_view doc, shape* last) noexcept {
   unescaped_.clear();
   const char* const begin = doc.data();
   scan sc{*this, begin + doc.size()};
+  if (last != nullptr) last->fits_ = false;
   if (last != nullptr && !last->empty() && doc.size() >= last->around_.size()) {
     // Shaped like the last chunk: the same bytes before and after one valid string.  JSON read
     // up to an opening quote does not depend on what follows it, nor the rest on the string's
@@ -365,6 +366,7 @@ bool openai_chunk_reader::read(std::string_view doc, shape* last) noexcept {
         sc.string_end(begin + prefix - 1, escaped) == close) {
       if (sc.keep(begin + prefix - 1, close, escaped, last->what_)) {
         ++shaped_reads_;
+        last->fits_ = true;
         return true;
       }
       count_ = 0;  // an invalid escape: the full read below declines it
@@ -379,6 +381,8 @@ bool openai_chunk_reader::read(std::string_view doc, shape* last) noexcept {
     last->around_.append(sc.text_close, sc.end);
     last->prefix_ = static_cast<std::size_t>(sc.text_open + 1 - begin);
     last->what_ = sc.text_what;
+    ++last->version_;
+    last->fits_ = true;
   }
   return true;
 }

@@ -56,6 +56,16 @@ class openai_chunk_reader {
   class shape {
    public:
     bool empty() const noexcept { return prefix_ == 0; }
+    /// The kept bytes: the chunk's through its text's opening quote, then from the closing one.
+    std::string_view bytes() const noexcept { return around_; }
+    /// How many of bytes() come before the text.
+    std::size_t prefix() const noexcept { return prefix_; }
+    /// Changes whenever bytes() or prefix() do.
+    std::uint32_t version() const noexcept { return version_; }
+    /// The doc of the last read() given this shape is exactly bytes()[0, prefix()), its one
+    /// string text's raw bytes, bytes()[prefix(), end): it was read by the shape, or recorded
+    /// as it.
+    bool fits_last() const noexcept { return fits_; }
     /// Adds the kept bytes (the next read compares with them): see hot_lines.
     void add_hot_lines(hot_lines& l) const noexcept { l.add(around_.data(), around_.size()); }
 
@@ -63,7 +73,9 @@ class openai_chunk_reader {
     friend class openai_chunk_reader;
     std::string around_;      // the bytes through the opening quote, then from the closing one
     std::size_t prefix_ = 0;  // how many of around_ come before the text
+    std::uint32_t version_ = 0;
     field what_ = field::content;
+    bool fits_ = false;
   };
 
   /// True when `doc` (one JSON object, surrounding whitespace allowed) was read; parts() then

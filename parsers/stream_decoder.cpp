@@ -191,6 +191,11 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
   sse_parser sse;
   // The bytes around the last chat chunk's text: the next one like it is read by its text.
   openai_chunk_reader::shape chunk_shape;
+  // The read being fed: its events so far, and the last one's JSON if it was a chat chunk that
+  // fits chunk_shape (last_read_shape).  On the shape's line.
+  const char* fit_doc = nullptr;
+  std::uint32_t fit_size = 0;
+  std::uint32_t read_events = 0;
   ndjson_framer ndjson;
   std::string body;  // whole-JSON framing: the body so far (capped)
   bool body_oversize = false;
@@ -204,6 +209,7 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
   // ------------------------------------------------------------------ framing callbacks
 
   void on_event(const sse_event& e) noexcept override {
+    ++read_events;
     if (e.data == "[DONE]") return;
     decode(e.data, e.type, e.t_ns);
   }
@@ -216,6 +222,7 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
     if (field == "error") decode_error_object(value, t_ns);
   }
   void on_line(std::string_view line, std::int64_t t_ns) noexcept override {
+    ++read_events;
     decode(line, {}, t_ns);
   }
 
@@ -374,6 +381,10 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
   bool chat_chunk(std::string_view payload, std::int64_t t_ns) {
     auto& reader = thread_chunk_reader();
     if (!reader.read(payload, &chunk_shape)) return false;
+    if (chunk_shape.fits_last()) {
+      fit_doc = payload.data();
+      fit_size = static_cast<std::uint32_t>(payload.size());  // <= max_bytes
+    }
     using field = openai_chunk_reader::field;
     for (const auto& part : reader.parts()) {
       switch (part.what) {
@@ -715,6 +726,8 @@ stream_decoder& stream_decoder::operator=(stream_decoder&&) noexcept = default;
 void stream_decoder::feed(std::string_view bytes, std::int64_t t_ns, decoder_handler& h) {
   auto& d = *impl_;
   d.h = &h;
+  d.fit_doc = nullptr;
+  d.read_events = 0;
   switch (d.frame) {
     case framing::sse:
       d.sse.feed(bytes, t_ns, d);
@@ -738,6 +751,8 @@ void stream_decoder::feed(std::string_view bytes, std::int64_t t_ns, decoder_han
 void stream_decoder::finish(std::int64_t t_ns, decoder_handler& h) {
   auto& d = *impl_;
   d.h = &h;
+  d.fit_doc = nullptr;
+  d.read_events = 0;
   switch (d.frame) {
     case framing::sse:
       if (d.sse.finish()) h.on_parse_error(parse_stage::framing, t_ns);
@@ -801,12 +816,28 @@ void stream_decoder::set_fast_paths(bool on) noexcept {
   impl_->fast_paths = on;
 }
 
+bool stream_decoder::last_read_shape(std::string_view read, read_shape& out) const noexcept {
+  const auto& d = *impl_;
+  if (d.read_events != 1 || d.fit_doc == nullptr) return false;
+  // The chunk's JSON must be the read's own bytes (not a copy of an event split across reads).
+  const auto at = reinterpret_cast<std::uintptr_t>(d.fit_doc);
+  const auto begin = reinterpret_cast<std::uintptr_t>(read.data());
+  if (at < begin || at - begin > read.size() || read.size() - (at - begin) < d.fit_size)
+    return false;
+  out.shape = d.chunk_shape.bytes();
+  out.prefix = d.chunk_shape.prefix();
+  out.version = d.chunk_shape.version();
+  out.doc_at = at - begin;
+  out.doc_size = d.fit_size;
+  return true;
+}
+
 void stream_decoder::add_hot_lines(hot_lines& l) const noexcept {
   const auto& d = *impl_;
   // The decoder's per-event fields through the SSE parser's, the chat chunk's shape and its
   // bytes (impl's layout).
   l.add_range(&d, d.sse.hot_end());
-  l.add(&d.chunk_shape, sizeof d.chunk_shape);
+  l.add_range(&d.chunk_shape, &d.read_events + 1);
   d.chunk_shape.add_hot_lines(l);
 }
 

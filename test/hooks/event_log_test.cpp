@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "parsers/stream_decoder.hpp"
 #include "test/support/alloc_count.hpp"
+#include "test/support/decoder_transcript.hpp"
 
 namespace tokentap::hooks {
 namespace {
@@ -244,6 +246,135 @@ TEST(EventLog, RandomEditsComeBackExact) {
     log.for_each_text([&](unsigned, std::string_view t) { got.emplace_back(t); });
     ASSERT_EQ(got, texts) << "seed " << seed;
   }
+}
+
+// A chat stream's reads as the hook chain hands them to the trace: fed to a decoder first, then
+// logged by append_shaped when the decoder says the read was one chunk shaped like the last one
+// (parsers::read_shape), else by append.  Returns how many were shaped.
+std::size_t log_like_the_trace(event_log& log, const std::vector<std::string>& reads,
+                               std::int64_t t0 = 0) {
+  parsers::stream_decoder d(parsers::provider::openai_chat, "text/event-stream");
+  test::decoder_transcript t;
+  std::size_t shaped = 0;
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    d.feed(reads[i], 0, t);
+    parsers::read_shape s;
+    if (d.last_read_shape(reads[i], s)) {
+      log.append_shaped(t0 + static_cast<std::int64_t>(i), reads[i], s);
+      EXPECT_TRUE(log.last_read().empty()) << i;  // nothing to fetch for the next one
+      ++shaped;
+    } else {
+      log.append(t0 + static_cast<std::int64_t>(i), reads[i]);
+    }
+  }
+  return shaped;
+}
+
+std::string chat_chunk(std::string_view field, std::string_view token,
+                       std::string_view finish = "null") {
+  return R"({"id":"chatcmpl-1","object":"chat.completion.chunk","created":1764400000,)"
+         R"("model":"m","choices":[{"index":0,"delta":{")" +
+         std::string(field) + R"(":")" + std::string(token) +
+         R"("},"logprobs":null,"finish_reason":)" + std::string(finish) + "}]}";
+}
+
+// Every kind of read a chat stream brings — chunks shaped like the last one, a shape changing
+// (content after reasoning, the finish chunk), escaped and non-ASCII tokens, a usage chunk with
+// no text, [DONE], other framings around the chunk (CRLF, a comment, no space after the colon,
+// bytes of the next event), two events in one read, an event split across reads — comes back
+// byte for byte, and the steady state is shaped: its entries hold the framing and the token.
+TEST(EventLog, ReadsShapedLikeTheLastChunkComeBackWhole) {
+  std::vector<std::string> reads = {
+      ": keep-alive\n\n",
+      "data: " + chat_chunk("role", "assistant") + "\n\n",
+      "data: " + chat_chunk("reasoning_content", "First,") + "\n\n",
+      "data: " + chat_chunk("reasoning_content", " so") + "\n\n",
+      "data: " + chat_chunk("content", "Hello") + "\n\n",
+  };
+  const std::vector<std::string> tokens = {
+      " world", R"(\"quoted\")", "caf\u00e9", R"(\u00e9\n)", "", " and", "!", " more text here"};
+  for (int i = 0; i < 60; ++i)
+    reads.push_back(
+        "data: " + chat_chunk("content", tokens[static_cast<std::size_t>(i) % tokens.size()]) +
+        "\n\n");
+  const std::size_t steady_from = 5, steady_to = reads.size();
+  reads.push_back("data: " + chat_chunk("content", "crlf") + "\r\n\r\n");
+  reads.push_back(": comment first\ndata: " + chat_chunk("content", "c") + "\n\n");
+  reads.push_back("data:" + chat_chunk("content", "nospace") + "\n\n");
+  reads.push_back("data: " + chat_chunk("content", "a") +
+                  "\n\ndata: " + chat_chunk("content", "b") + "\n\n");
+  const std::string split = "data: " + chat_chunk("content", "split") + "\n\n";
+  reads.push_back("data: " + chat_chunk("content", "then") + "\n\n" + split.substr(0, 40));
+  reads.push_back(split.substr(40));
+  reads.push_back("data: " + chat_chunk("content", "", R"("stop")") + "\n\n");
+  reads.push_back("data: " + chat_chunk("content", "after stop") + "\n\n");
+  reads.push_back(
+      R"(data: {"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":60}})"
+      "\n\n");
+  reads.push_back("data: [DONE]\n\n");
+
+  event_log log;
+  const auto shaped = log_like_the_trace(log, reads);
+  log.seal();
+  const auto out = reads_of(log);
+  ASSERT_EQ(out.size(), reads.size());
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    EXPECT_EQ(out[i].first, static_cast<std::int64_t>(i));
+    EXPECT_EQ(out[i].second, reads[i]) << i;
+  }
+  // Shaped: every steady-state chunk, and the other framings of one chunk (CRLF, comment, no
+  // space, a split event's start after it); not the comment, two events, the split event's
+  // end, the usage chunk or [DONE].
+  EXPECT_GE(shaped, steady_to - steady_from + 4);
+  EXPECT_LE(shaped, reads.size() - 5);
+
+  // At steady state an entry holds the framing ("data: ", "\n\n") and the token (16-byte header).
+  event_log steady;
+  std::vector<std::string> prefix(reads.begin(), reads.begin() + static_cast<long>(steady_to));
+  log_like_the_trace(steady, prefix);
+  const auto before = steady.stored_bytes();
+  std::vector<std::string> more = prefix;
+  more.push_back("data: " + chat_chunk("content", " next") + "\n\n");
+  event_log longer;
+  log_like_the_trace(longer, more);
+  EXPECT_EQ(longer.stored_bytes() - before, event_log::entry_bytes(6 + 5 + 2));
+}
+
+// The same stream cut into reads anywhere: whatever the decoder can vouch for is shaped, the rest
+// logged as before, and every read comes back exact.
+TEST(EventLog, AChatStreamCutAnywhereComesBackExact) {
+  std::string body;
+  for (int i = 0; i < 40; ++i)
+    body +=
+        "data: " + chat_chunk(i < 10 ? "reasoning_content" : "content", i % 3 ? " tok" : "x\\ty") +
+        (i % 5 == 4 ? "\r\n\r\n" : "\n\n");
+  body += "data: [DONE]\n\n";
+  std::mt19937 rng(12);
+  std::size_t shaped_total = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<std::string> reads;
+    for (std::size_t at = 0; at < body.size();) {
+      // Mostly one event per read (the streaming case), sometimes a random cut.
+      std::size_t n;
+      if (trial % 2 == 0 && body.find("\n\n", at) != std::string::npos)
+        n = body.find("\n\n", at) + 2 - at;
+      else
+        n = std::uniform_int_distribution<std::size_t>(1, 400)(rng);
+      if (trial % 4 == 2)
+        n = std::max<std::size_t>(1, n + std::uniform_int_distribution<int>(-3, 3)(rng));
+      n = std::min(n, body.size() - at);
+      reads.push_back(body.substr(at, n));
+      at += n;
+    }
+    event_log log;
+    shaped_total += log_like_the_trace(log, reads, 1000);
+    log.seal();
+    const auto out = reads_of(log);
+    ASSERT_EQ(out.size(), reads.size()) << trial;
+    for (std::size_t i = 0; i < reads.size(); ++i)
+      ASSERT_EQ(out[i].second, reads[i]) << trial << " " << i;
+  }
+  EXPECT_GT(shaped_total, 1000u);  // the event-per-read trials are mostly shaped
 }
 
 }  // namespace

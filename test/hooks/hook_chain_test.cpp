@@ -387,6 +387,50 @@ TEST(HookChain, EveryBuiltinHooksHotLinesFitTheListBesideTheRelays) {
   tap->on_stream_end(stream_outcome::ok, t);
 }
 
+// The decoder is fed a read before the hooks see it: a read's tokens reach the hooks first, and
+// its on_body says whether it was one chat chunk shaped like the last one (body_times::shape,
+// which the trace logs without comparing) — exactly, and only then.
+TEST(HookChain, HooksSeeAReadAfterItsTokensAndWhetherItWasShaped) {
+  struct observing : hook {
+    explicit observing(unsigned) {}
+    void on_token(const token_event& e) override { tokens.emplace_back(e.text); }
+    void on_body(std::string_view bytes, const body_times& t) override {
+      tokens_before.push_back(tokens.size());
+      shaped.push_back(t.shape != nullptr);
+      if (t.shape != nullptr) {
+        const auto& s = *t.shape;
+        ASSERT_LE(s.doc_at + s.doc_size, bytes.size());
+        const auto doc = bytes.substr(s.doc_at, s.doc_size);
+        const auto suffix = s.shape.size() - s.prefix;
+        EXPECT_EQ(doc.substr(0, s.prefix), s.shape.substr(0, s.prefix));
+        EXPECT_EQ(doc.substr(doc.size() - suffix), s.shape.substr(s.prefix));
+      }
+    }
+    std::vector<std::string> tokens;
+    std::vector<std::size_t> tokens_before;
+    std::vector<bool> shaped;
+  };
+  auto made = std::make_shared<keeping_factory<observing>>(0);
+  config::config cfg;
+  hook_chain_factory f(cfg, {made});
+  auto tap = f.create();
+  tap->on_request(request(0));
+  tap->on_response_head({200, "text/event-stream", "", 1, {}});
+  const std::vector<std::string> reads = {chunk("content", "a"), chunk("content", "b"),
+                                          chunk("content", "c") + chunk("content", "d"),
+                                          "data: [DONE]\n\n"};
+  mono_ns t = ms;
+  for (const auto& r : reads) {
+    tap->on_body({r.data(), r.size()}, {t, t, t + 1});
+    t += ms;
+  }
+  tap->on_stream_end(stream_outcome::ok, t);
+  const auto& h = *made->made;
+  EXPECT_EQ(h.tokens, (std::vector<std::string>{"a", "b", "c", "d"}));
+  EXPECT_EQ(h.tokens_before, (std::vector<std::size_t>{1, 2, 4, 4}));
+  EXPECT_EQ(h.shaped, (std::vector<bool>{true, true, false, false}));
+}
+
 // Samples are measured once by the chain and reach every hook that takes them exactly once, in
 // order, in batches of at most 32, at least once a second while events come, all before the
 // stream's end; a non-streamed body gives no token gaps; hooks that do not ask get none.
