@@ -250,8 +250,8 @@ struct alignas(64) step_tagger::impl {
   // Scanner state (STEPS.md rules 1-4).
   bool text_start = true, after_blank = false, line_start = true, line_has_content = false;
   bool sentence_start = false, sent_punct = false, checked = false;
-  bool holding = false;          // buf holds bytes not yet consumed (false: it is empty)
-  std::uint32_t delta_head = 0;  // deltas before it are attributed
+  bool holding = false;              // buf holds bytes not yet consumed (false: it is empty)
+  std::uint32_t delta_head = 0;      // deltas before it are attributed
   std::uint64_t buf_offset = 0;
   std::uint64_t total = 0;  // bytes fed
   std::vector<std::pair<std::uint64_t, std::int64_t>>
