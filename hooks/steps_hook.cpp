@@ -4,8 +4,7 @@ namespace tokentap::hooks {
 
 namespace {
 
-// Cache-line aligned: the chain lists the object with the stream's hot lines (one line).
-class alignas(64) steps_hook final : public hook {
+class steps_hook final : public hook {
  public:
   steps_hook(const std::shared_ptr<const parsers::step_tagger::compiled>& t, std::size_t max_steps)
       : reasoning_(t, max_steps), content_(t, max_steps) {}

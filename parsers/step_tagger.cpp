@@ -241,29 +241,25 @@ struct step_tagger::compiled {
 };
 
 struct alignas(64) step_tagger::impl {
-  impl(std::shared_ptr<const compiled> c, std::size_t max)
-      : max_steps(max), set(c.get()), owner(std::move(c)) {}
+  impl(std::shared_ptr<const compiled> c, std::size_t max) : max_steps(max), set(std::move(c)) {}
 
-  // Ordered by use: what every delta touches fills the first two cache lines (with hundreds of
+  // Ordered by use: what every delta touches fills the first three cache lines (with hundreds of
   // open streams each further line of a stream's state is another miss per token).
   bool finished = false;
   // Scanner state (STEPS.md rules 1-4).
   bool text_start = true, after_blank = false, line_start = true, line_has_content = false;
   bool sentence_start = false, sent_punct = false, checked = false;
-  bool holding = false;              // buf holds bytes not yet consumed (false: it is empty)
-  std::uint32_t delta_head = 0;      // deltas before it are attributed
+  std::size_t pos = 0;  // cursor in buf
   std::uint64_t buf_offset = 0;
   std::uint64_t total = 0;  // bytes fed
+  std::string buf;          // bytes not yet consumed (buf[0] is at global offset buf_offset)
   std::vector<std::pair<std::uint64_t, std::int64_t>>
       deltas;  // (start offset, t_ns) not yet attributed
-  std::size_t max_steps;
+  std::size_t delta_head = 0;
   std::vector<step> steps;
-  const compiled* set;  // owner's
+  std::size_t max_steps;
+  std::shared_ptr<const compiled> set;
   std::string cur_text;
-  // The rest: held-back text, and what is touched once per step or per stream.
-  std::size_t pos = 0;  // cursor in buf
-  std::string buf;      // bytes not yet consumed (buf[0] is at global offset buf_offset)
-  std::shared_ptr<const compiled> owner;
   std::uint32_t pre_tokens = 0;  // tokens before the first step
   std::int64_t pre_t = -1;
   std::uint64_t redundant_tokens = 0;
@@ -482,7 +478,7 @@ struct alignas(64) step_tagger::impl {
   void feed(std::string_view text, std::int64_t t_ns) {
     deltas.emplace_back(total, t_ns);
     total += text.size();
-    if (holding) {
+    if (!buf.empty()) {
       buf.append(text);
       return process(false);
     }
@@ -491,7 +487,6 @@ struct alignas(64) step_tagger::impl {
     if (used < text.size()) {
       buf.assign(text.substr(used));
       pos = 0;
-      holding = true;
     }
     drop_attributed_deltas();
   }
@@ -503,7 +498,6 @@ struct alignas(64) step_tagger::impl {
       buf.erase(0, pos);
       buf_offset += pos;
       pos = 0;
-      holding = !buf.empty();
       drop_attributed_deltas();
     }
   }
@@ -604,7 +598,7 @@ void step_tagger::add_hot_lines(hot_lines& l) const noexcept {
   // The scanner's fields through the current step's text, then where the next delta goes.
   l.add_range(&d, &d.cur_text + 1);
   l.add(d.deltas.data(), (d.deltas.size() + 1) * sizeof d.deltas[0]);
-  if (d.holding) l.add(d.buf.data(), d.buf.size());
+  if (!d.buf.empty()) l.add(d.buf.data(), d.buf.size());
   if (!d.steps.empty()) l.add(&d.steps.back(), sizeof d.steps.back());
   if (!d.cur_text.empty()) l.add(d.cur_text.data() + d.cur_text.size() - 1);
 }

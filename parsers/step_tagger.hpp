@@ -27,14 +27,13 @@ struct step_triggers {
   static step_triggers defaults();
 };
 
-// 32 bytes: the tagger updates the last step at every token (one line, not two as at 40).
 struct step {
   std::uint64_t offset = 0;  ///< UTF-8 byte offset into the channel's text
-  std::int64_t t_ns = 0;     ///< arrival of the token carrying the step's first character
-  std::int64_t end_ns = 0;   ///< arrival of the step's last token
-  std::uint32_t tokens =
-      0;  ///< token-bearing deltas whose first non-blank character is in the step
   step_kind kind = step_kind::other;
+  std::int64_t t_ns = 0;    ///< arrival of the token carrying the step's first character
+  std::int64_t end_ns = 0;  ///< arrival of the step's last token
+  std::uint32_t tokens =
+      0;                   ///< token-bearing deltas whose first non-blank character is in the step
   bool redundant = false;  ///< trigram Jaccard >= 0.8 with an earlier step
 };
 

@@ -44,7 +44,7 @@ using hooks::stream_outcome;
 // The relay buffer starts small (an SSE event is a few hundred bytes, and an open stream pins its
 // buffer while it waits) and doubles when a read fills it (bulk bodies), up to the maximum.
 constexpr std::size_t relay_buffer_min = 1024;
-constexpr std::size_t relay_buffer_max = 64 * 1024;  // a read's counts fit 32 bits (relay_op)
+constexpr std::size_t relay_buffer_max = 64 * 1024;
 
 bool is_disconnect(const error_code& ec) {
   return ec == net::error::eof || ec == net::error::connection_reset ||
@@ -117,7 +117,7 @@ class chunk_header {
       buf_[--i] = "0123456789abcdef"[n & 0xf];
       n >>= 4;
     } while (n != 0);
-    begin_ = static_cast<std::uint8_t>(i);
+    begin_ = i;
   }
   net::const_buffer buffer() const noexcept {
     return net::buffer(buf_ + begin_, sizeof buf_ - begin_);
@@ -125,7 +125,7 @@ class chunk_header {
 
  private:
   char buf_[2 * sizeof(std::size_t) + 2];
-  std::uint8_t begin_ = sizeof buf_;  // an offset, not a pointer: copies stay valid
+  std::size_t begin_ = sizeof buf_;  // an offset, not a pointer: copies stay valid
 };
 
 class proxy_session final : public session_base,
@@ -667,10 +667,8 @@ class proxy_session final : public session_base,
   // iterators cost ~6 % per event).  Completes with true when the body ended, false when the
   // exchange ended here: client lost, upstream broke or timed out, forced close — the outcome
   // is in `ex` and the sockets are closed as needed.
-  // Cache-line aligned: its fields before hot_ are what every event touches, in four lines (they
-  // took five, at any offset, when the op was only 16-aligned and 16 bytes longer).
   template <class Upstream, class Handler>
-  class alignas(64) relay_op final : deferred_step {
+  class relay_op final : deferred_step {
    public:
     relay_op(proxy_session& s, Upstream& up, upstream_connection& conn, exchange& ex,
              parsers::http_body_decoder& body, bool chunked, Handler&& h)
@@ -773,10 +771,10 @@ class proxy_session final : public session_base,
       arrived_ns_ = read_ns_;
       rx_wait_ns_ = -1;
       if (rx_real_ns_ >= 0 && ex_.tap != nullptr) arrival(previous);
-      got_ = static_cast<std::uint32_t>(got);  // at most relay_buffer_max, as below
+      got_ = got;
       const auto payload = body_.decode(s_.relay_buf_.get(), got);
-      at_ = static_cast<std::uint32_t>(payload.offset);
-      n_ = static_cast<std::uint32_t>(payload.size);
+      at_ = payload.offset;
+      n_ = payload.size;
       using bad = parsers::http_body_decoder::error;
       if (body_.failed() != bad::none) {
         ec = body_.failed() == bad::trailers_too_long ? http::error::header_limit
@@ -979,9 +977,9 @@ class proxy_session final : public session_base,
     std::int64_t rx_wait_ns_ = -1;       // arrival → read done (-1: unknown), with a tap only
     std::int64_t arrived_ns_ = 0;        // the tap's `arrived` (read_ns_ when unknown)
     deferred_taps* deferred_ = nullptr;  // looked up at first use (taps_service)
-    std::uint32_t got_ = 0;              // bytes read (framing included)
-    std::uint32_t n_ = 0;                // payload bytes among them
-    std::uint32_t at_ = 0;               // where in the relay buffer they start
+    std::size_t got_ = 0;                // bytes read (framing included)
+    std::size_t n_ = 0;                  // payload bytes among them
+    std::size_t at_ = 0;                 // where in the relay buffer they start
     chunk_header hdr_;
     std::array<net::const_buffer, 3> bufs_{};
     parsers::hot_lines hot_;  // for the next read (note_hot_lines)
@@ -1019,7 +1017,7 @@ class proxy_session final : public session_base,
   // The session's fields a relayed read touches (relay_op::note_hot_lines): the relay block,
   // the client socket.
   void add_relay_hot_lines(parsers::hot_lines& l) const noexcept {
-    l.add_range(&relay_buf_, &client_ + 1);
+    l.add_range(&relay_buf_, &watch_gen_ + 1);
     l.add(&client_.socket(), sizeof client_.socket());
   }
 
@@ -1123,12 +1121,14 @@ class proxy_session final : public session_base,
       << " conn=" << (ex.reused_connection ? "reused" : "new");
   }
 
-  // What every relayed read touches comes first, in one cache line (add_relay_hot_lines): with
-  // hundreds of open streams each further line of a session's state is a cache miss per event.
-  alignas(64) std::unique_ptr<char[]> relay_buf_;
+  // What every relayed read touches comes first, together: with hundreds of open streams each
+  // further line of a session's state is a cache miss per event (they were spread through it).
+  std::unique_ptr<char[]> relay_buf_;
+  std::size_t relay_size_ = 0;
+  upstream_connection* upstream_ = nullptr;         // the connection of the exchange in flight
   clock::time_point relay_timer_at_ = no_deadline;  // what the timer waits for
-  clock::time_point upstream_deadline_ = no_deadline;
-  std::uint32_t relay_size_ = 0;  // at most relay_buffer_max
+  clock::time_point upstream_deadline_ = no_deadline, write_deadline_ = no_deadline;
+  std::uint64_t relay_gen_ = 0;
   bool upstream_timed_out_ = false, client_timed_out_ = false;
   bool closed_ = false;
   bool client_gone_ = false;
@@ -1138,13 +1138,9 @@ class proxy_session final : public session_base,
   bool forced_ = false;              // force_close(): the shutdown grace period is over
   bool client_nonblocking_ = false;  // the client socket is in non-blocking mode (relay writes)
   bool watching_ = false;
-  proxy_shared& shared_;  // timeouts()
-  tcp_stream client_;     // (a pointer to the socket's state: add_relay_hot_lines)
-  // A slow client's write deadline, the timer's generation, the watch's, the connection.
-  clock::time_point write_deadline_ = no_deadline;
-  std::uint64_t relay_gen_ = 0;
   std::uint64_t watch_gen_ = 0;
-  upstream_connection* upstream_ = nullptr;  // the connection of the exchange in flight
+  proxy_shared& shared_;
+  tcp_stream client_;
   steady_timer relay_timer_{client_.get_executor()};
   beast::flat_buffer buf_;
   std::string peer_ = "unknown";
