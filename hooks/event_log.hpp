@@ -27,6 +27,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "parsers/stream_decoder.hpp"
 
@@ -79,39 +80,71 @@ class event_log {
   /// handing the log over.
   void seal() noexcept;
 
-  /// Calls f(t_us, bytes) for every read, in order (the bytes valid during the call).
+  /// A read as for_each_read gives it: `whole`, or — for a read appended by append_shaped — its
+  /// pieces: before + shape[0, shape_prefix) + text + shape[shape_prefix, end) + after.  Every
+  /// read of one shape gets the same `shape` view (its data() tells shapes apart within a log),
+  /// so a reader can work on the shape once (the trace writer escapes it once, not per read).
+  struct read_view {
+    bool shaped = false;
+    std::string_view whole;                // when not shaped
+    std::string_view before, text, after;  // when shaped
+    std::string_view shape;                // when shaped: the shape logged last
+    std::size_t shape_prefix = 0;
+  };
+
+  /// Calls f(t_us, const read_view&) for every read, in order (the views valid during the call).
   template <class F>
-  void for_each(F&& f) const {
+  void for_each_read(F&& f) const {
     // ref: the last read of at most delta_max (whenever append logged a difference, it had kept
     // that same read), rebuilt in place from a difference.
-    std::string ref, shape, whole;
-    std::size_t shape_prefix = 0;
+    std::string ref;
+    read_view r;
     visit([&](std::int64_t t_us, std::uint64_t word, std::string_view stored) {
       if ((word >> tag_shift) != 0) return;  // a text
       const auto pre = static_cast<std::size_t>(word >> pre_shift & field_mask);
       const auto suf = static_cast<std::size_t>(word >> suf_shift & field_mask);
       if ((word & shape_bit) != 0) {  // the shape of the shaped reads after it
-        shape.assign(stored);
-        shape_prefix = pre;
+        r.shape = stored;
+        r.shape_prefix = pre;
         return;
       }
       if ((word & shaped_bit) != 0) {  // before the chunk (pre), the text, after it (suf)
-        whole.assign(stored.substr(0, pre));
-        whole.append(shape, 0, shape_prefix);
-        whole.append(stored.substr(pre, stored.size() - pre - suf));
-        whole.append(shape, shape_prefix);
-        whole.append(stored.substr(stored.size() - suf));
-        f(t_us, std::string_view(whole));
+        r.shaped = true;
+        r.before = stored.substr(0, pre);
+        r.text = stored.substr(pre, stored.size() - pre - suf);
+        r.after = stored.substr(stored.size() - suf);
+        f(t_us, std::as_const(r));
         return;
       }
+      r.shaped = false;
       if ((word & delta_bit) != 0) {
         ref.replace(pre, ref.size() - pre - suf, stored);
-        f(t_us, std::string_view(ref));
+        r.whole = ref;
+        f(t_us, std::as_const(r));
         return;
       }
-      f(t_us, stored);
+      r.whole = stored;
+      f(t_us, std::as_const(r));
       if (stored.size() <= delta_max) ref.assign(stored);
     });
+  }
+
+  /// The read's bytes: `whole`, or a shaped read's pieces put together in `out` (reused).
+  static std::string_view assemble(const read_view& r, std::string& out) {
+    if (!r.shaped) return r.whole;
+    out.assign(r.before);
+    out.append(r.shape.substr(0, r.shape_prefix));
+    out.append(r.text);
+    out.append(r.shape.substr(r.shape_prefix));
+    out.append(r.after);
+    return out;
+  }
+
+  /// Calls f(t_us, bytes) for every read, in order (the bytes valid during the call).
+  template <class F>
+  void for_each(F&& f) const {
+    std::string whole;
+    for_each_read([&](std::int64_t t_us, const read_view& r) { f(t_us, assemble(r, whole)); });
   }
 
   /// Calls f(tag, text) for every text, in order.

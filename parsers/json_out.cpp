@@ -237,6 +237,48 @@ inline bool have_ssse3() noexcept {
 }
 #endif
 
+// Strings of at most short_max bytes with something to escape (a token with a quote, the framing
+// around a trace's chat chunk: ": t 123\ndata: ", "\n\n"): eight bytes at a time into a buffer
+// on the stack, then one append — the general path's sizing, zero-filling and block setup cost
+// more than such a string itself.  The same rules as escape_into's loop.
+constexpr std::size_t short_max = 48;
+
+template <bool Strict>
+bool escape_short(std::string& out, std::string_view s) {
+  char buf[short_max * 6 + 8];  // an escape is at most six bytes; a word is stored whole
+  char* w = buf;
+  const char* p = s.data();
+  const char* const end = p + s.size();
+  while (p < end) {
+    const auto left = static_cast<std::size_t>(end - p);
+    std::uint64_t word = 0x6161616161616161ull;  // past the end: plain bytes ('a')
+    std::memcpy(&word, p, std::min<std::size_t>(left, 8));
+    std::memcpy(w, &word, 8);
+    const auto m = special_bytes(word);
+    const std::size_t plain =
+        std::min<std::size_t>(m == 0 ? 8 : static_cast<std::size_t>(__builtin_ctzll(m) / 8), left);
+    w += plain;
+    p += plain;
+    if (m == 0 || p == end) continue;
+    const auto c = static_cast<unsigned char>(*p);
+    if (c < 0x80) {
+      w = put_escape(w, c);
+      ++p;
+    } else if (const auto n = parsers::detail::utf8_sequence(p, end); n != 0) {
+      std::memcpy(w, p, n);
+      w += n;
+      p += n;
+    } else {
+      if constexpr (Strict) return false;
+      std::memcpy(w, "\xEF\xBF\xBD", 3);  // U+FFFD
+      w += 3;
+      ++p;
+    }
+  }
+  out.append(buf, w);
+  return true;
+}
+
 // The one escaping loop.  Writes straight into `out` (grown as needed, trimmed at the end).
 // Strict: invalid UTF-8 makes it undo what it wrote and return false; otherwise an invalid byte
 // becomes U+FFFD.
@@ -250,6 +292,7 @@ bool escape_into(std::string& out, std::string_view s) {
     out.append(s);
     return true;
   }
+  if (s.size() <= short_max) return escape_short<Strict>(out, s);
   const std::size_t mark = out.size();
   out.resize(mark + s.size() + s.size() / 4 + 16);
   char* w = out.data() + mark;
@@ -331,6 +374,10 @@ bool escape_into(std::string& out, std::string_view s) {
 
 void append_escaped(std::string& out, std::string_view s) {
   escape_into<false>(out, s);
+}
+
+bool append_escaped_if_utf8(std::string& out, std::string_view s) {
+  return escape_into<true>(out, s);
 }
 
 bool append_string_if_utf8(std::string& out, std::string_view s) {

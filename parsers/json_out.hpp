@@ -26,6 +26,11 @@ void append_string(std::string& out, std::string_view s);
 /// nothing and returns false (the caller falls back to base64).
 bool append_string_if_utf8(std::string& out, std::string_view s);
 
+/// Appends `s` escaped (no quotes) when it is valid UTF-8; otherwise appends nothing and returns
+/// false.  Escaping works byte by byte, so valid pieces escaped one after another give what their
+/// concatenation would (the trace writer escapes a read's shape once per stream this way).
+bool append_escaped_if_utf8(std::string& out, std::string_view s);
+
 /// Appends `s` base64-encoded, quoted.
 void append_base64(std::string& out, std::string_view s);
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "hooks/trace_writer.hpp"
 #include "parsers/stream_decoder.hpp"
 #include "test/support/alloc_count.hpp"
 #include "test/support/decoder_transcript.hpp"
@@ -375,6 +376,84 @@ TEST(EventLog, AChatStreamCutAnywhereComesBackExact) {
       ASSERT_EQ(out[i].second, reads[i]) << trial << " " << i;
   }
   EXPECT_GT(shaped_total, 1000u);  // the event-per-read trials are mostly shaped
+}
+
+// The trace writer escapes a shaped read in pieces (its shape once per shape, the framing once
+// while it stays the same, the text per read): what it renders is what it renders for the same
+// reads logged whole — for a chat stream with every kind of read, and for pieces that are not
+// UTF-8 on their own (a shape cut inside a character, invalid bytes in the text, the framing, the
+// shape), which make the whole read decide: a JSON string when it is UTF-8, else base64.
+TEST(EventLog, TheWriterRendersShapedReadsAsTheWholeReads) {
+  const auto render = [](const event_log& log) {
+    std::string out;
+    trace_writer::render_events(out, log);
+    return out;
+  };
+  const auto logged_whole = [](const std::vector<std::string>& reads) {
+    event_log log;
+    for (std::size_t i = 0; i < reads.size(); ++i)
+      log.append(static_cast<std::int64_t>(i), reads[i]);
+    log.seal();
+    return log;
+  };
+
+  std::vector<std::string> reads = {"data: " + chat_chunk("role", "assistant") + "\n\n"};
+  const std::vector<std::string> tokens = {" world", R"(\"q\")",     "caf\u00e9", R"(\u00e9\n)",
+                                           "",       "\u4e2d\u6587", "<\t>",      " more"};
+  for (int i = 0; i < 40; ++i) {
+    const auto& token = tokens[static_cast<std::size_t>(i) % tokens.size()];
+    reads.push_back("data: " + chat_chunk(i < 15 ? "reasoning_content" : "content", token) +
+                    (i % 7 == 6 ? "\r\n\r\n" : "\n\n"));
+  }
+  reads.push_back("data: " + chat_chunk("content", "", R"("stop")") + "\n\n");
+  reads.push_back("data: [DONE]\n\n");
+  event_log shaped;
+  EXPECT_GT(log_like_the_trace(shaped, reads), 30u);
+  shaped.seal();
+  const auto expected = render(logged_whole(reads));
+  EXPECT_EQ(render(shaped), expected);
+  EXPECT_NE(expected.find(R"(\"content\":\"\\u00e9\\n\")"), std::string::npos) << expected;
+
+  // Shapes made by hand: the decoder vouches only for UTF-8 chunks cut at quotes.
+  const std::string doc = "{\"t\":\"caf\u00e9 \u4e2d\"}";  // text: from 6 to the closing quote
+  const std::size_t text_at = 6, text_size = doc.size() - 2 - text_at;
+  struct cut {
+    std::string read;
+    std::size_t doc_at, prefix, text_size;
+    std::size_t doc_size = 0;  // 0: through the first '}'
+  };
+  const std::vector<cut> cuts = {
+      {"data: " + doc + "\n\n", 6, text_at, text_size},          // pieces all UTF-8
+      {"data: " + doc + "\n\n", 6, text_at + 4, text_size - 5},  // the shape's head ends inside é
+      {"data: " + doc + "\n\n", 6, text_at, 4},                  // the text does: whole is UTF-8
+      {"data: " + doc + "\n\n", 6, text_at, 4, text_at + 4},     // and nothing of the shape after
+      {"data: {\"t\":\"a\xff\"}\n\n", 6, text_at, 2},            // the text is not: base64
+      {"data:\xfe {\"t\":\"ab\"}\n\n", 7, text_at, 2},           // the framing before is not
+      {"data: {\"t\":\"ab\"}\xc3", 6, text_at, 2},               // nor the framing after
+      {"data: {\"\xc3\":\"ab\"}\n\n", 6, text_at, 2},            // nor the shape
+  };
+  std::vector<std::string> hand;
+  event_log cut_log;
+  std::uint32_t version = 0;
+  for (const auto& c : cuts) {
+    hand.push_back(c.read);
+    const auto chunk = std::string_view(c.read).substr(
+        c.doc_at, c.doc_size != 0 ? c.doc_size : c.read.find('}') + 1 - c.doc_at);
+    const std::string shape =
+        std::string(chunk.substr(0, c.prefix)) + std::string(chunk.substr(c.prefix + c.text_size));
+    parsers::read_shape s{shape, c.prefix, ++version, c.doc_at, chunk.size()};
+    cut_log.append_shaped(static_cast<std::int64_t>(hand.size() - 1), c.read, s);
+    // The same shape again (no new shape entry): the cached pieces are reused.
+    hand.push_back(c.read);
+    cut_log.append_shaped(static_cast<std::int64_t>(hand.size() - 1), c.read, s);
+  }
+  cut_log.seal();
+  std::vector<std::string> back;
+  cut_log.for_each([&](std::int64_t, std::string_view b) { back.emplace_back(b); });
+  ASSERT_EQ(back, hand);  // logged shaped (and whole again)
+  const auto hand_expected = render(logged_whole(hand));
+  EXPECT_EQ(render(cut_log), hand_expected);
+  EXPECT_NE(hand_expected.find("raw_b64"), std::string::npos);
 }
 
 }  // namespace

@@ -39,14 +39,20 @@ std::string reference_escape(std::string_view s) {
 
 TEST(JsonOut, EscapesEverySpecialByteAtEveryAlignment) {
   // 70 bytes: the 16-byte SIMD blocks (taken while 32 bytes are left), the 8-byte words and the
-  // byte-at-a-time tail all see the special byte at each of their positions.
-  for (int special = 0; special < 0x80; ++special) {
-    for (std::size_t pos = 0; pos < 70; ++pos) {
-      std::string s(70, 'a');
-      s[pos] = static_cast<char>(special);
-      std::string out = "x";
-      append_escaped(out, s);
-      ASSERT_EQ(out, "x" + reference_escape(s)) << "byte " << special << " at " << pos;
+  // byte-at-a-time tail all see the special byte at each of their positions; 48 and 13 bytes:
+  // the short strings' path (words into a buffer on the stack, the last one padded) likewise.
+  for (const std::size_t size : {70, 48, 13}) {
+    for (int special = 0; special < 0x80; ++special) {
+      for (std::size_t pos = 0; pos < size; ++pos) {
+        std::string s(size, 'a');
+        s[pos] = static_cast<char>(special);
+        std::string out = "x";
+        append_escaped(out, s);
+        ASSERT_EQ(out, "x" + reference_escape(s)) << "byte " << special << " at " << pos;
+        std::string strict = "x";
+        ASSERT_TRUE(append_escaped_if_utf8(strict, s));
+        ASSERT_EQ(strict, out);
+      }
     }
   }
 }
