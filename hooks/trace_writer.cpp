@@ -170,21 +170,19 @@ void trace_writer::run() {
   for (;;) {
     cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
     if (queue_.empty() && stop_) break;
-    record parts = std::move(queue_.front());
-    queue_.pop_front();
     busy_ = true;
-    lk.unlock();
-    bool written = false;
-    try {
-      written = write_one(parts);
-    } catch (const std::exception& e) {  // out of memory rendering it: this record only
-      TT_LOG(warn) << "trace record dropped: " << e.what();
-    }
-    if (written) {
-      stats_.records.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      stats_.dropped.fetch_add(1, std::memory_order_relaxed);
-    }
+    {
+      record parts = std::move(queue_.front());
+      queue_.pop_front();
+      lk.unlock();
+      bool written = false;
+      try {
+        written = write_one(parts);
+      } catch (const std::exception& e) {  // out of memory rendering it: this record only
+        TT_LOG(warn) << "trace record dropped: " << e.what();
+      }
+      (written ? stats_.records : stats_.dropped).fetch_add(1, std::memory_order_relaxed);
+    }  // the record is freed here, not under the lock: submit() never waits for that
     lk.lock();
     busy_ = false;
     if (queue_.empty()) idle_cv_.notify_all();

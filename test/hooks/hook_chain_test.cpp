@@ -8,10 +8,12 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -823,6 +825,39 @@ TEST(TraceWriter, RecordsAreRenderedOnTheWritersThreadAndAFailingOneIsDropped) {
     content.assign(std::istreambuf_iterator<char>(in), {});
   }
   EXPECT_EQ(content, "{\"text\":\"text\",\"events\":[{\"t_us\":5,\"raw\":\"x\"}]}\n{\"v\":1}\n");
+}
+
+// A written record is freed (its event log, its strings, what its render captured) without the
+// queue's lock held: an I/O thread's submit() meanwhile goes through.  Here the record's last
+// piece waits, as it is freed, for a submit() that needs that lock — up to 5 s.
+TEST(TraceWriter, AWrittenRecordIsFreedWithoutTheQueueLocked) {
+  config::trace_config cfg;
+  cfg.dir = test::temp_dir() + "/traces";
+  trace_writer w(cfg);
+  std::atomic<bool> freeing{false}, submitted{false}, submitted_while_freeing{false};
+  struct on_free {
+    std::function<void()> f;
+    ~on_free() { f(); }
+  };
+  auto last = std::make_shared<on_free>();
+  last->f = [&] {
+    freeing = true;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!submitted && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    submitted_while_freeing = submitted.load();
+  };
+  trace_writer::record r;
+  r.render = [keep = std::move(last)](std::string&, std::string&, const event_log&) {};
+  ASSERT_TRUE(w.submit(std::move(r)));
+  for (int i = 0; i < 5000 && !freeing; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(freeing) << "the record was not freed after it was written";
+  EXPECT_TRUE(w.submit(std::string("{\"v\":1}")));
+  submitted = true;
+  w.flush();
+  EXPECT_TRUE(submitted_while_freeing);
+  EXPECT_EQ(w.stats().records.load(), 2u);
 }
 
 TEST(TraceWriter, AFullQueueDropsAndCountsNeverBlocks) {
