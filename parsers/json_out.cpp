@@ -245,18 +245,21 @@ constexpr std::size_t short_max = 48;
 
 template <bool Strict>
 bool escape_short(std::string& out, std::string_view s) {
-  char buf[short_max * 6 + 8];  // an escape is at most six bytes; a word is stored whole
+  // A padded copy: every word is loaded whole (a variable-length load per word would be a call).
+  char in[short_max + 8];
+  std::memcpy(in, s.data(), s.size());
+  std::memset(in + s.size(), 'a', 8);  // past the end: plain bytes
+  char buf[short_max * 6 + 8];         // an escape is at most six bytes; a word is stored whole
   char* w = buf;
-  const char* p = s.data();
-  const char* const end = p + s.size();
+  const char* p = in;
+  const char* const end = in + s.size();
   while (p < end) {
-    const auto left = static_cast<std::size_t>(end - p);
-    std::uint64_t word = 0x6161616161616161ull;  // past the end: plain bytes ('a')
-    std::memcpy(&word, p, std::min<std::size_t>(left, 8));
+    std::uint64_t word;
+    std::memcpy(&word, p, 8);
     std::memcpy(w, &word, 8);
     const auto m = special_bytes(word);
-    const std::size_t plain =
-        std::min<std::size_t>(m == 0 ? 8 : static_cast<std::size_t>(__builtin_ctzll(m) / 8), left);
+    const auto plain =
+        std::min(m == 0 ? 8 : static_cast<std::ptrdiff_t>(__builtin_ctzll(m) / 8), end - p);
     w += plain;
     p += plain;
     if (m == 0 || p == end) continue;
