@@ -833,8 +833,8 @@ TEST(TraceWriter, RecordsAreRenderedOnTheWritersThreadAndAFailingOneIsDropped) {
 TEST(TraceWriter, AWrittenRecordIsFreedWithoutTheQueueLocked) {
   config::trace_config cfg;
   cfg.dir = test::temp_dir() + "/traces";
-  trace_writer w(cfg);
   std::atomic<bool> freeing{false}, submitted{false}, submitted_while_freeing{false};
+  trace_writer w(cfg);  // after the flags: stopped (its records freed) before they go
   struct on_free {
     std::function<void()> f;
     ~on_free() { f(); }
