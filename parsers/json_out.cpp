@@ -237,6 +237,27 @@ inline bool have_ssse3() noexcept {
 }
 #endif
 
+// The byte at p that needs attention (see special_bytes): its escape, or the UTF-8 sequence it
+// starts copied, or — invalid — U+FFFD (Strict: false, nothing written).  At most six bytes.
+template <bool Strict>
+inline bool put_special(const char*& p, const char* end, char*& w) noexcept {
+  const auto c = static_cast<unsigned char>(*p);
+  if (c < 0x80) {
+    w = put_escape(w, c);
+    ++p;
+  } else if (const auto n = parsers::detail::utf8_sequence(p, end); n != 0) {
+    std::memcpy(w, p, n);
+    w += n;
+    p += n;
+  } else {
+    if constexpr (Strict) return false;
+    std::memcpy(w, "\xEF\xBF\xBD", 3);  // U+FFFD
+    w += 3;
+    ++p;
+  }
+  return true;
+}
+
 // Strings of at most short_max bytes with something to escape (a token with a quote, the framing
 // around a trace's chat chunk: ": t 123\ndata: ", "\n\n"): eight bytes at a time into a buffer
 // on the stack, then one append — the general path's sizing, zero-filling and block setup cost
@@ -262,21 +283,7 @@ bool escape_short(std::string& out, std::string_view s) {
         std::min(m == 0 ? 8 : static_cast<std::ptrdiff_t>(__builtin_ctzll(m) / 8), end - p);
     w += plain;
     p += plain;
-    if (m == 0 || p == end) continue;
-    const auto c = static_cast<unsigned char>(*p);
-    if (c < 0x80) {
-      w = put_escape(w, c);
-      ++p;
-    } else if (const auto n = parsers::detail::utf8_sequence(p, end); n != 0) {
-      std::memcpy(w, p, n);
-      w += n;
-      p += n;
-    } else {
-      if constexpr (Strict) return false;
-      std::memcpy(w, "\xEF\xBF\xBD", 3);  // U+FFFD
-      w += 3;
-      ++p;
-    }
+    if (m != 0 && p != end && !put_special<Strict>(p, end, w)) return false;
   }
   out.append(buf, w);
   return true;
@@ -347,27 +354,11 @@ bool escape_into(std::string& out, std::string_view s) {
         continue;
       }
     }
-    const auto c = static_cast<unsigned char>(*p);
     room(6);
-    if (c >= 0x80) {
-      const auto n = parsers::detail::utf8_sequence(p, end);
-      if (n == 0) {
-        if constexpr (Strict) {
-          out.resize(mark);
-          return false;
-        }
-        std::memcpy(w, "\xEF\xBF\xBD", 3);  // U+FFFD
-        w += 3;
-        ++p;
-      } else {
-        std::memcpy(w, p, n);
-        w += n;
-        p += n;
-      }
-      continue;
+    if (!put_special<Strict>(p, end, w)) {
+      out.resize(mark);
+      return false;
     }
-    w = put_escape(w, c);
-    ++p;
   }
   out.resize(static_cast<std::size_t>(w - out.data()));
   return true;
