@@ -55,6 +55,58 @@ void copy_end_to_end(const http::fields& src, http::fields& dst,
   }
 }
 
+namespace {
+
+// The fields as basic_fields::writer lays them out: each "name: value\r\n", then "\r\n".
+void append_fields(std::string& out, const http::fields& f) {
+  for (const auto& e : f) {
+    const auto name = e.name_string();
+    const auto value = e.value();
+    out.append(name.data(), name.size()).append(": ", 2);
+    out.append(value.data(), value.size()).append("\r\n", 2);
+  }
+  out.append("\r\n", 2);
+}
+
+std::size_t fields_size(const http::fields& f) {
+  std::size_t n = 2;
+  for (const auto& e : f) n += e.name_string().size() + e.value().size() + 4;
+  return n;
+}
+
+void append_version(std::string& out, unsigned version) {
+  const char v[3] = {static_cast<char>('0' + version / 10 % 10), '.',
+                     static_cast<char>('0' + version % 10)};
+  out.append("HTTP/", 5).append(v, 3);
+}
+
+}  // namespace
+
+void append_head(std::string& out, const http::request_header<>& h) {
+  // "<method> <target> HTTP/X.Y\r\n" — an unknown verb as it was given.
+  const auto method = h.method_string();
+  const auto target = h.target();
+  out.reserve(out.size() + method.size() + target.size() + 12 + fields_size(h));
+  out.append(method.data(), method.size()).push_back(' ');
+  out.append(target.data(), target.size()).push_back(' ');
+  append_version(out, h.version());
+  out.append("\r\n", 2);
+  append_fields(out, h);
+}
+
+void append_head(std::string& out, const http::response_header<>& h) {
+  // "HTTP/X.Y ### <reason>\r\n" — without a reason, the status's usual one (reason()'s).
+  const unsigned code = h.result_int();
+  const auto reason = h.reason();
+  out.reserve(out.size() + reason.size() + 15 + fields_size(h));
+  append_version(out, h.version());
+  const char status[5] = {' ', static_cast<char>('0' + code / 100 % 10),
+                          static_cast<char>('0' + code / 10 % 10),
+                          static_cast<char>('0' + code % 10), ' '};
+  out.append(status, 5).append(reason.data(), reason.size()).append("\r\n", 2);
+  append_fields(out, h);
+}
+
 bool is_secret_header(std::string_view name) noexcept {
   static constexpr std::array<std::string_view, 7> names = {
       "authorization", "x-api-key",           "api-key",       "cookie",

@@ -7,6 +7,7 @@
 
 #include <boost/beast/http/field.hpp>
 #include <boost/beast/http/fields.hpp>
+#include <boost/beast/http/message.hpp>
 
 namespace tokentap::proxy {
 
@@ -19,6 +20,13 @@ bool is_hop_by_hop(std::string_view name) noexcept;
 /// src's `Connection` header, and the fields named in `skip` (case-insensitive).
 void copy_end_to_end(const http::fields& src, http::fields& dst,
                      std::initializer_list<std::string_view> skip = {});
+
+/// Appends the bytes Beast's serializer writes for a message head (start line, fields, blank
+/// line), built in one buffer.  The proxy's own heads (the upstream request, the client's
+/// response head) are written this way: Beast's serializer walks a concatenation of a buffer per
+/// field through generic buffer-sequence iterators, ~15–20 k instructions per head (issue 8).
+void append_head(std::string& out, const http::request_header<>& h);
+void append_head(std::string& out, const http::response_header<>& h);
 
 /// Headers whose values are secrets and never reach a log, trace or label.
 bool is_secret_header(std::string_view name) noexcept;

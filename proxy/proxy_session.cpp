@@ -440,7 +440,14 @@ class proxy_session final : public session_base,
     auto& lowest = conn.lowest();
 
     lowest.expires_at(bounded(ex, timeouts().upstream_header));
-    co_await http::async_write(up, ex.upstream_req, use_ec(ec));
+    {
+      // The head in one buffer (append_head), the body as it is: one gathered write.
+      std::string head;
+      append_head(head, ex.upstream_req);
+      const std::array<net::const_buffer, 2> request{net::buffer(head),
+                                                     net::buffer(ex.upstream_req.body())};
+      co_await net::async_write(up, request, use_ec(ec));
+    }
     if (ec) {
       if (may_retry && !client_gone_ && is_stale_connection(ec)) co_return attempt_result::retry;
       co_await fail_before_head(ex, ec, "sending the request");
@@ -527,13 +534,13 @@ class proxy_session final : public session_base,
   }
 
   /// Writes the client's response head: the upstream's status and end-to-end fields, our own
-  /// framing.  Its own coroutine so that the message and its serializer (~0.5 KiB) exist only
-  /// while the head is written, not in exchange_on's frame for the life of the stream.  Returns
-  /// whether the body is to be sent chunked.
+  /// framing.  Its own coroutine so that the message and its bytes exist only while the head is
+  /// written, not in exchange_on's frame for the life of the stream.  Returns whether the body is
+  /// to be sent chunked.
   awaitable<bool> send_head(const http::response<http::buffer_body>& ures,
                             boost::optional<std::uint64_t> length, bool no_body, exchange& ex,
                             error_code& ec) {
-    http::response<http::buffer_body> res;
+    http::response<http::empty_body> res;
     res.result(ures.result_int());
     res.reason(ures.reason());
     res.version(ex.client_version);
@@ -551,11 +558,10 @@ class proxy_session final : public session_base,
     }
     if (draining_ || owner().runtime.draining()) ex.client_keep_alive = false;
     res.keep_alive(ex.client_keep_alive);
-    http::response_serializer<http::buffer_body> sr{res};
-    res.body().data = nullptr;
-    res.body().more = !no_body;
+    std::string head;
+    append_head(head, res);
     client_.expires_after(timeouts().client_write);
-    co_await http::async_write_header(client_, sr, use_ec(ec));
+    co_await net::async_write(client_, net::buffer(head), use_ec(ec));
     co_return res.chunked();
   }
 
