@@ -189,6 +189,24 @@ TEST(SsePitfalls, MixedLineEndingsAndBlankRuns) {
             ev("first") + ev("second") + ev("third") + "retry=-1 clean");
 }
 
+// Line ends are found 16 and 32 bytes at a time: each kind of line end at every position of
+// those blocks (and of the last block, read overlapping the one before), beside bytes that
+// differ from CR and LF in one bit or only in the high bit.
+TEST(SsePitfalls, LineEndsAtEveryPositionOfAScanBlock) {
+  const std::string near = "\x0B\x0C\x0E\x8A\x8D\x09\xFF";
+  for (const std::string eol : {"\n", "\r", "\r\n"}) {
+    for (std::size_t n = 0; n <= 70; ++n) {
+      std::string first, second;
+      for (std::size_t i = 0; i < n; ++i) first.push_back(near[i % near.size()]);
+      for (std::size_t i = 0; i < (n * 7) % 41; ++i)
+        second.push_back(static_cast<char>('a' + i % 26));
+      const std::string input = "data:" + first + eol + "data:" + second + eol + eol;
+      ASSERT_EQ(grind_sse(input), ev(first + "\n" + second) + "retry=-1 clean")
+          << "line of " << n << " bytes, eol " << static_cast<int>(eol[0]);
+    }
+  }
+}
+
 TEST(SsePitfalls, KeepAliveCommentsAndMetaOnlyBlocks) {
   EXPECT_EQ(
       grind_sse(": OPENROUTER PROCESSING\n\nretry: 3000\n\nid: 7\n\n: ping\n\ndata: {\"x\":1}\n\n"),
