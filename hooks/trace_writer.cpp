@@ -167,22 +167,18 @@ void trace_writer::run() {
     TT_LOG(debug) << "trace writer: nice " << nice << " refused: " << std::strerror(errno);
 
   std::unique_lock lk(mu_);
+  taken_.reserve(batch_records);
   for (;;) {
     cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
     if (queue_.empty() && stop_) break;
     busy_ = true;
-    {
-      record parts = std::move(queue_.front());
+    while (!queue_.empty() && taken_.size() < batch_records) {
+      taken_.push_back(std::move(queue_.front()));
       queue_.pop_front();
-      lk.unlock();
-      bool written = false;
-      try {
-        written = write_one(parts);
-      } catch (const std::exception& e) {  // out of memory rendering it: this record only
-        TT_LOG(warn) << "trace record dropped: " << e.what();
-      }
-      (written ? stats_.records : stats_.dropped).fetch_add(1, std::memory_order_relaxed);
-    }  // the record is freed here, not under the lock: submit() never waits for that
+    }
+    lk.unlock();
+    write_batch();
+    taken_.clear();  // the records are freed here, not under the lock: submit() never waits
     lk.lock();
     busy_ = false;
     if (queue_.empty()) idle_cv_.notify_all();
@@ -190,43 +186,84 @@ void trace_writer::run() {
   idle_cv_.notify_all();
 }
 
-bool trace_writer::write_one(record& r) {
-  // A record rendered here is rendered into the writer's own buffers, which keep their capacity
-  // for the next record (up to a few large records' worth): no allocation per record.
+void trace_writer::write_batch() {
+  // Rendered in order; written together while they fit one write and the current file.  A
+  // record that does not is written with the ones after it (in the next file if it must be).
+  std::size_t n = 0, bytes = 0;
+  std::size_t base = 0;  // the bytes of the file the pending records go to
+  for (auto& r : taken_) {
+    auto& out = rendered_[n];
+    bool ok = false;
+    try {
+      ok = render(r, out);
+    } catch (const std::exception& e) {  // out of memory rendering it: this record only
+      TT_LOG(warn) << "trace record dropped: " << e.what();
+    }
+    if (!ok) {
+      stats_.dropped.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    const auto size = out.size();
+    if (n > 0 && (bytes + size > batch_bytes || base + bytes + size > cfg_.max_file_bytes)) {
+      write_rendered(n, bytes);
+      std::swap(rendered_[0], rendered_[n]);  // this one starts the next write
+      n = bytes = 0;
+    }
+    if (n == 0)  // write_rendered's rule: a record that does not fit the file starts the next
+      base = fd_ < 0 || file_bytes_ + size > cfg_.max_file_bytes ? 0 : file_bytes_;
+    ++n;
+    bytes += size;
+  }
+  if (n > 0) write_rendered(n, bytes);
+  // Buffers keep their capacity for the next batch, up to a few large records' worth.
+  for (std::size_t i = 0; i < rendered_.size(); ++i) {
+    const std::size_t keep = i == 0 ? (4u << 20) : batch_bytes * 2;
+    for (auto* s : {&rendered_[i].head, &rendered_[i].events, &rendered_[i].tail})
+      if (s->capacity() > keep) std::string().swap(*s);
+  }
+}
+
+bool trace_writer::render(record& r, rendered& out) {
   // The events first: the log arrives from memory (it was written around the cache), and
   // `render` reads its texts again right after, from the cache.
-  rendered_.clear();
-  render_events(rendered_, r.events);
-  std::string& head = r.render ? head_ : r.head;
-  std::string& tail = r.render ? tail_ : r.tail;
+  out.of = &r;
+  out.own_ends = false;
+  out.events.clear();
+  render_events(out.events, r.events);
   if (r.render) {
-    head_.assign(r.head);
-    tail_.assign(r.tail);
-    r.render(head_, tail_, r.events);
+    out.head.assign(r.head);
+    out.tail.assign(r.tail);
+    r.render(out.head, out.tail, r.events);
+    out.own_ends = true;
   }
-  tail.push_back('\n');  // ours: no copy
-  iovec iov[3] = {
-      {head.data(), head.size()}, {rendered_.data(), rendered_.size()}, {tail.data(), tail.size()}};
-  const std::size_t size = head.size() + rendered_.size() + tail.size();
-  struct trim {
-    std::string& s;
-    ~trim() {
-      if (s.capacity() > (4u << 20)) std::string().swap(s);
-    }
-  } trim_rendered{rendered_}, trim_head{head_}, trim_tail{tail_};
+  (out.own_ends ? out.tail : r.tail).push_back('\n');  // the record's own: no copy
+  return true;
+}
+
+void trace_writer::write_rendered(std::size_t n, std::size_t size) {
+  const auto drop = [&] { stats_.dropped.fetch_add(n, std::memory_order_relaxed); };
   if (fd_ < 0 || file_bytes_ + size > cfg_.max_file_bytes) {
-    if (!open_next()) return false;
+    if (!open_next()) return drop();
   }
-  // One writev per record: a record is never interleaved with another.
+  std::array<iovec, 3 * batch_records> iov;
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& r = rendered_[i];
+    for (const std::string* piece : {&r.first(), &r.events, &r.last()})
+      iov[count++] = {const_cast<char*>(piece->data()), piece->size()};
+  }
+  // One writev for the records: each lands whole, in order, never interleaved with another's.
   std::size_t done = 0, first = 0;
   while (done < size) {
-    const auto n = ::writev(fd_, iov + first, static_cast<int>(3 - first));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
+    const auto got = ::writev(fd_, iov.data() + first, static_cast<int>(count - first));
+    if (got < 0 && errno == EINTR) continue;
+    stats_.writes.fetch_add(1, std::memory_order_relaxed);
+    if (got <= 0) {
       stats_.write_errors.fetch_add(1, std::memory_order_relaxed);
       if (now_s() - last_error_log_ >= 10) {
         last_error_log_ = now_s();
-        TT_LOG(warn) << "trace write failed: " << std::strerror(errno) << " (record dropped)";
+        TT_LOG(warn) << "trace write failed: " << std::strerror(errno) << " (" << n
+                     << " record(s) dropped)";
       }
       // Take back a partial write so the file keeps whole records only (a full disk or a file
       // size limit accepts part of a line before failing).
@@ -235,19 +272,19 @@ bool trace_writer::write_one(record& r) {
       }
       ::close(fd_);
       fd_ = -1;  // try a fresh file next time (the disk may have been freed)
-      return false;
+      return drop();
     }
-    done += static_cast<std::size_t>(n);
+    done += static_cast<std::size_t>(got);
     // Skip what was written: whole pieces, then the start of a partly written one.
-    auto left = static_cast<std::size_t>(n);
-    while (first < 3 && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+    auto left = static_cast<std::size_t>(got);
+    while (first < count && left >= iov[first].iov_len) left -= iov[first++].iov_len;
     if (left > 0) {
       iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
       iov[first].iov_len -= left;
     }
   }
   file_bytes_ += size;
-  return true;
+  stats_.records.fetch_add(n, std::memory_order_relaxed);
 }
 
 bool trace_writer::open_next() {

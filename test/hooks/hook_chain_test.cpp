@@ -860,6 +860,112 @@ TEST(TraceWriter, AWrittenRecordIsFreedWithoutTheQueueLocked) {
   EXPECT_EQ(w.stats().records.load(), 2u);
 }
 
+// Records queued while the writer works are taken together and written with one writev — up
+// to batch_records of them and batch_bytes, within one file — whole, in order; a record that
+// fails to render in the middle of a batch loses that record only.
+struct held_writer {  // a trace writer whose first record's render waits for release()
+  explicit held_writer(const config::trace_config& cfg) : w(cfg) {
+    trace_writer::record first{"{\"n\":0", {}, "}", {}};
+    first.render = [this](std::string&, std::string&, const event_log&) {
+      inside = true;
+      while (!released) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    };
+    EXPECT_TRUE(w.submit(std::move(first)));
+    while (!inside) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  void release() {
+    released = true;
+    w.flush();
+  }
+  std::atomic<bool> inside{false}, released{false};
+  trace_writer w;
+};
+
+std::string read_traces(const std::string& dir, std::size_t* files = nullptr) {
+  std::vector<std::filesystem::path> paths;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) paths.push_back(e.path());
+  std::sort(paths.begin(), paths.end());  // names sort in creation order
+  std::string all;
+  for (const auto& p : paths) {
+    std::ifstream in(p, std::ios::binary);
+    all.append(std::istreambuf_iterator<char>(in), {});
+  }
+  if (files) *files = paths.size();
+  return all;
+}
+
+TEST(TraceWriter, RecordsQueuedTogetherAreWrittenTogether) {
+  config::trace_config cfg;
+  cfg.dir = test::temp_dir() + "/traces";
+  held_writer h(cfg);
+  std::string want = "{\"n\":0}\n";
+  for (int i = 1; i <= 17; ++i) {
+    const auto n = std::to_string(i);
+    if (i == 5) {  // fails to render: dropped alone
+      trace_writer::record bad;
+      bad.render = [](std::string&, std::string&, const event_log&) { throw std::bad_alloc(); };
+      ASSERT_TRUE(h.w.submit(std::move(bad)));
+    } else if (i % 3 == 0) {  // rendered head and tail around events
+      trace_writer::record r{"{\"n\":" + n, {}, "]}", {}};
+      r.events.append(i, "e" + n);
+      r.events.seal();
+      r.render = [](std::string& head, std::string& tail, const event_log&) {
+        head += ",\"events\":[";
+        tail += "";
+      };
+      ASSERT_TRUE(h.w.submit(std::move(r)));
+      want += "{\"n\":" + n + ",\"events\":[{\"t_us\":" + n + ",\"raw\":\"e" + n + "\"}]}\n";
+    } else {
+      ASSERT_TRUE(h.w.submit("{\"n\":" + n + "}"));
+      want += "{\"n\":" + n + "}\n";
+    }
+  }
+  h.release();
+  EXPECT_EQ(h.w.stats().records.load(), 17u);
+  EXPECT_EQ(h.w.stats().dropped.load(), 1u);
+  // The first alone (the queue held only it), then the 17 others as 8 + 8 + 1.
+  EXPECT_EQ(h.w.stats().writes.load(), 4u);
+  EXPECT_EQ(read_traces(cfg.dir), want);
+}
+
+TEST(TraceWriter, ABatchStaysWithinItsBytesAndItsFile) {
+  {  // records of 100 KiB: two to a write (a third would pass batch_bytes)
+    config::trace_config cfg;
+    cfg.dir = test::temp_dir() + "/traces";
+    held_writer h(cfg);
+    std::string want = "{\"n\":0}\n";
+    for (int i = 1; i <= 8; ++i) {
+      const auto r =
+          "{\"n\":" + std::to_string(i) + ",\"pad\":\"" + std::string(100 << 10, 'x') + "\"}";
+      ASSERT_TRUE(h.w.submit(r));
+      want += r + "\n";
+    }
+    h.release();
+    static_assert(trace_writer::batch_bytes / (100 << 10) == 2);
+    EXPECT_EQ(h.w.stats().writes.load(), 1u + 4u);
+    EXPECT_EQ(read_traces(cfg.dir), want);
+  }
+  {  // files of 4 KiB, records of ~1 KiB: a batch of 8 spans files, each holding whole records
+    config::trace_config cfg;
+    cfg.dir = test::temp_dir() + "/traces";
+    cfg.max_file_bytes = 4096;
+    held_writer h(cfg);
+    std::string want = "{\"n\":0}\n";
+    for (int i = 1; i <= 8; ++i) {
+      const auto r = "{\"n\":" + std::to_string(i) + ",\"pad\":\"" + std::string(1000, 'y') + "\"}";
+      ASSERT_TRUE(h.w.submit(r));
+      want += r + "\n";
+    }
+    h.release();
+    std::size_t files = 0;
+    EXPECT_EQ(read_traces(cfg.dir, &files), want);  // in order, nothing lost or cut
+    EXPECT_EQ(files, 2u);  // {0,1,2,3,4} {5,6,7,8}: 9 + 4 x 1,017 bytes, then 4 x 1,017
+    for (const auto& e : std::filesystem::directory_iterator(cfg.dir))
+      EXPECT_LE(std::filesystem::file_size(e.path()), cfg.max_file_bytes) << e.path();
+    EXPECT_EQ(h.w.stats().writes.load(), 1u + 2u);
+  }
+}
+
 TEST(TraceWriter, AFullQueueDropsAndCountsNeverBlocks) {
   config::trace_config cfg;
   cfg.dir = test::temp_dir();
