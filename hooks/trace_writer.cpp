@@ -193,13 +193,10 @@ void trace_writer::write_batch() {
   std::size_t base = 0;  // the bytes of the file the pending records go to
   for (auto& r : taken_) {
     auto& out = rendered_[n];
-    bool ok = false;
     try {
-      ok = render(r, out);
+      render(r, out);
     } catch (const std::exception& e) {  // out of memory rendering it: this record only
       TT_LOG(warn) << "trace record dropped: " << e.what();
-    }
-    if (!ok) {
       stats_.dropped.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
@@ -209,8 +206,7 @@ void trace_writer::write_batch() {
       std::swap(rendered_[0], rendered_[n]);  // this one starts the next write
       n = bytes = 0;
     }
-    if (n == 0)  // write_rendered's rule: a record that does not fit the file starts the next
-      base = fd_ < 0 || file_bytes_ + size > cfg_.max_file_bytes ? 0 : file_bytes_;
+    if (n == 0) base = opens_file(size) ? 0 : file_bytes_;  // as write_rendered will decide
     ++n;
     bytes += size;
   }
@@ -223,7 +219,7 @@ void trace_writer::write_batch() {
   }
 }
 
-bool trace_writer::render(record& r, rendered& out) {
+void trace_writer::render(record& r, rendered& out) {
   // The events first: the log arrives from memory (it was written around the cache), and
   // `render` reads its texts again right after, from the cache.
   out.of = &r;
@@ -237,14 +233,11 @@ bool trace_writer::render(record& r, rendered& out) {
     out.own_ends = true;
   }
   (out.own_ends ? out.tail : r.tail).push_back('\n');  // the record's own: no copy
-  return true;
 }
 
 void trace_writer::write_rendered(std::size_t n, std::size_t size) {
   const auto drop = [&] { stats_.dropped.fetch_add(n, std::memory_order_relaxed); };
-  if (fd_ < 0 || file_bytes_ + size > cfg_.max_file_bytes) {
-    if (!open_next()) return drop();
-  }
+  if (opens_file(size) && !open_next()) return drop();
   std::array<iovec, 3 * batch_records> iov;
   std::size_t count = 0;
   for (std::size_t i = 0; i < n; ++i) {

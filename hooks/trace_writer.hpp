@@ -82,8 +82,12 @@ class trace_writer {
 
   void run();
   void write_batch();
-  bool render(record& r, rendered& out);
+  void render(record& r, rendered& out);  ///< throws only what `render` or allocation throws
   void write_rendered(std::size_t n, std::size_t bytes);
+  /// Whether `bytes` more go to a new file (none open, or the open one would pass its cap).
+  bool opens_file(std::size_t bytes) const noexcept {
+    return fd_ < 0 || file_bytes_ + bytes > cfg_.max_file_bytes;
+  }
   bool open_next();
   void prune();
 

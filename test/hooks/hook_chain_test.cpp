@@ -709,6 +709,20 @@ std::size_t count_lines(const std::string& dir, std::size_t* files = nullptr) {
   return lines;
 }
 
+// Every trace file of `dir`, oldest first, as one string.
+std::string read_traces(const std::string& dir, std::size_t* files = nullptr) {
+  std::vector<std::filesystem::path> paths;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) paths.push_back(e.path());
+  std::sort(paths.begin(), paths.end());  // names sort in creation order
+  std::string all;
+  for (const auto& p : paths) {
+    std::ifstream in(p, std::ios::binary);
+    all.append(std::istreambuf_iterator<char>(in), {});
+  }
+  if (files) *files = paths.size();
+  return all;
+}
+
 TEST(TraceWriter, RotatesBySizeAndKeepsTheNewestFiles) {
   config::trace_config cfg;
   cfg.dir = test::temp_dir() + "/traces";
@@ -781,11 +795,7 @@ TEST(TraceWriter, EventLogIsRenderedAsOneLineOfJson) {
   ASSERT_TRUE(w.submit(trace_writer::record{}));  // nothing at all: an empty line, not a crash
   w.flush();
   EXPECT_EQ(w.stats().records.load(), 3u);
-  std::string content;
-  for (const auto& e : std::filesystem::directory_iterator(cfg.dir)) {
-    std::ifstream in(e.path(), std::ios::binary);
-    content.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  const std::string content = read_traces(cfg.dir);
   EXPECT_EQ(content, want_a + "\n" + want_b + "\n\n");
 }
 
@@ -819,11 +829,7 @@ TEST(TraceWriter, RecordsAreRenderedOnTheWritersThreadAndAFailingOneIsDropped) {
   EXPECT_NE(rendered_on, submitter);
   EXPECT_EQ(w.stats().records.load(), 2u);
   EXPECT_EQ(w.stats().dropped.load(), 1u);
-  std::string content;
-  for (const auto& e : std::filesystem::directory_iterator(cfg.dir)) {
-    std::ifstream in(e.path(), std::ios::binary);
-    content.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  const std::string content = read_traces(cfg.dir);
   EXPECT_EQ(content, "{\"text\":\"text\",\"events\":[{\"t_us\":5,\"raw\":\"x\"}]}\n{\"v\":1}\n");
 }
 
@@ -881,19 +887,6 @@ struct held_writer {  // a trace writer whose first record's render waits for re
   trace_writer w;
 };
 
-std::string read_traces(const std::string& dir, std::size_t* files = nullptr) {
-  std::vector<std::filesystem::path> paths;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) paths.push_back(e.path());
-  std::sort(paths.begin(), paths.end());  // names sort in creation order
-  std::string all;
-  for (const auto& p : paths) {
-    std::ifstream in(p, std::ios::binary);
-    all.append(std::istreambuf_iterator<char>(in), {});
-  }
-  if (files) *files = paths.size();
-  return all;
-}
-
 TEST(TraceWriter, RecordsQueuedTogetherAreWrittenTogether) {
   config::trace_config cfg;
   cfg.dir = test::temp_dir() + "/traces";
@@ -909,10 +902,7 @@ TEST(TraceWriter, RecordsQueuedTogetherAreWrittenTogether) {
       trace_writer::record r{"{\"n\":" + n, {}, "]}", {}};
       r.events.append(i, "e" + n);
       r.events.seal();
-      r.render = [](std::string& head, std::string& tail, const event_log&) {
-        head += ",\"events\":[";
-        tail += "";
-      };
+      r.render = [](std::string& head, std::string&, const event_log&) { head += ",\"events\":["; };
       ASSERT_TRUE(h.w.submit(std::move(r)));
       want += "{\"n\":" + n + ",\"events\":[{\"t_us\":" + n + ",\"raw\":\"e" + n + "\"}]}\n";
     } else {
