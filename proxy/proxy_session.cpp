@@ -85,7 +85,9 @@ struct exchange {
   bool response_started = false;  // head sent to the client
   bool response_complete = false;
 
-  http::request<http::string_body> upstream_req;  // released once the response head is in
+  // The request as it is sent upstream: head (append_upstream_request_head) and body.  Released
+  // once the response head is in (release_request).
+  std::string request_head, request_body;
   std::string method;
   const config::route_config* route = nullptr;
   std::string target_redacted;
@@ -272,19 +274,11 @@ class proxy_session final : public session_base,
     if (shared_.taps) ex.tap = shared_.taps->create();
     if (ex.tap) {
       const auto& up = shared_.cfg.upstreams[ex.route->upstream_index];
-      const auto headers = redacted_headers(ex.upstream_req);
-      hooks::request_view view{ex.upstream_req.method_string(),
-                               ex.target_redacted,
-                               ex.route->name,
-                               up.name,
-                               ex.model,
-                               ex.stream_requested,
-                               ex.upstream_req.body(),
-                               to_ns(ex.start),
-                               ex.wall_start_us,
-                               headers,
-                               ex.conversation,
-                               ex.tenant};
+      const auto headers = redacted_headers(ex.request_head);
+      hooks::request_view view{ex.method,       ex.target_redacted, ex.route->name,
+                               up.name,         ex.model,           ex.stream_requested,
+                               ex.request_body, to_ns(ex.start),    ex.wall_start_us,
+                               headers,         ex.conversation,    ex.tenant};
       ex.tap->on_request(view);
     }
     // The hooks took what they need from the digests; an open stream should not pin them.
@@ -348,28 +342,16 @@ class proxy_session final : public session_base,
   // Consumes the client's request (its fields are not kept for the life of the stream).
   void build_upstream_request(http::request<http::string_body> req, exchange& ex) {
     const auto& up = shared_.cfg.upstreams[ex.route->upstream_index];
-    auto& out = ex.upstream_req;
-    out.method_string(req.method_string());
-    out.version(11);
-    out.target(up.target.base_path + std::string(req.target()));
-    copy_end_to_end(req, out,
-                    {"host", "expect", "content-length", "x-forwarded-for", "accept-encoding"});
-    out.set(http::field::host, up.target.host_header());
-    const auto xff = req["X-Forwarded-For"];
-    out.set("X-Forwarded-For", xff.empty() ? peer_ : std::string(xff) + ", " + peer_);
-    if (req.find("x-forwarded-proto") == req.end()) out.set("X-Forwarded-Proto", "http");
-    // Event streams must come back uncompressed so they can be relayed and parsed as they arrive.
-    if (shared_.cfg.identity_encoding) {
-      out.set(http::field::accept_encoding, "identity");
-    } else if (auto ae = req[http::field::accept_encoding]; !ae.empty()) {
-      out.set(http::field::accept_encoding, ae);
-    }
-    out.body() = std::move(req.body());
-    // The body was read whole (bounded by max_request_body_bytes): send it with a Content-Length.
-    if (!out.body().empty() || req.method() == http::verb::post ||
+    const std::string host = up.target.host_header();
+    forwarded_request f{up.target.base_path, host, peer_, shared_.cfg.identity_encoding,
+                        std::nullopt};
+    // The body was read whole (bounded by max_request_body_bytes): sent with a Content-Length.
+    if (!req.body().empty() || req.method() == http::verb::post ||
         req.method() == http::verb::put || req.method() == http::verb::patch)
-      out.content_length(out.body().size());
-    out.keep_alive(true);
+      f.content_length = req.body().size();
+    ex.request_head.clear();
+    append_upstream_request_head(ex.request_head, req, f);
+    ex.request_body = std::move(req.body());
   }
 
   // ---------------------------------------------------------------- upstream side
@@ -441,11 +423,9 @@ class proxy_session final : public session_base,
 
     lowest.expires_at(bounded(ex, timeouts().upstream_header));
     {
-      // The head in one buffer (append_head), the body as it is: one gathered write.
-      std::string head;
-      append_head(head, ex.upstream_req);
-      const std::array<net::const_buffer, 2> request{net::buffer(head),
-                                                     net::buffer(ex.upstream_req.body())};
+      // The head in one buffer, the body as it is: one gathered write.
+      const std::array<net::const_buffer, 2> request{net::buffer(ex.request_head),
+                                                     net::buffer(ex.request_body)};
       co_await net::async_write(up, request, use_ec(ec));
     }
     if (ec) {
@@ -475,7 +455,7 @@ class proxy_session final : public session_base,
     const auto head_time = clock::now();
     // No retry past this point: the request (its body a whole conversation, often 10-100 KB)
     // is not needed again, and a stream may stay open for minutes.
-    ex.upstream_req = {};
+    release_request(ex);
     auto& ures = parser->get();
     ex.status = ures.result_int();
 
@@ -540,29 +520,19 @@ class proxy_session final : public session_base,
   awaitable<bool> send_head(const http::response<http::buffer_body>& ures,
                             boost::optional<std::uint64_t> length, bool no_body, exchange& ex,
                             error_code& ec) {
-    http::response<http::empty_body> res;
-    res.result(ures.result_int());
-    res.reason(ures.reason());
-    res.version(ex.client_version);
-    copy_end_to_end(ures, res, {"content-length"});
-    if (is_streaming_content_type(ures[http::field::content_type]))
-      res.set("X-Accel-Buffering", "no");
-    if (no_body) {
-      if (ex.head && length) res.set(http::field::content_length, std::to_string(*length));
-    } else if (length) {
-      res.content_length(*length);
-    } else if (ex.client_version >= 11) {
-      res.chunked(true);
-    } else {
-      ex.client_keep_alive = false;  // HTTP/1.0 client, unknown length: end by closing
-    }
+    // A body goes with its length, else chunked (HTTP/1.1) or until the close (HTTP/1.0); a HEAD
+    // answer says what the length would be.
+    std::optional<std::uint64_t> framed_length;
+    if (length && (!no_body || ex.head)) framed_length = *length;
+    const bool chunked = !no_body && !length && ex.client_version >= 11;
+    if (!no_body && !length && ex.client_version < 11) ex.client_keep_alive = false;
     if (draining_ || owner().runtime.draining()) ex.client_keep_alive = false;
-    res.keep_alive(ex.client_keep_alive);
     std::string head;
-    append_head(head, res);
+    append_client_response_head(head, ures, ex.client_version, framed_length, chunked,
+                                ex.client_keep_alive);
     client_.expires_after(timeouts().client_write);
     co_await net::async_write(client_, net::buffer(head), use_ec(ec));
-    co_return res.chunked();
+    co_return chunked;
   }
 
   awaitable<void> fail_before_head(exchange& ex, error_code ec, const char* what) {
@@ -922,7 +892,7 @@ class proxy_session final : public session_base,
     void note_hot_lines() noexcept {
       hot_.clear();
       hot_.add_range(this, &hot_);
-      hot_.add_range(&ex_, &ex_.upstream_req);
+      hot_.add_range(&ex_, &ex_.request_head);
       hot_.add(&body_, sizeof body_);
       s_.add_relay_hot_lines(hot_);
       if (ex_.tap) ex_.tap->add_hot_lines(hot_);
@@ -1093,6 +1063,23 @@ class proxy_session final : public session_base,
     error_code ignored;
     client_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     client_.socket().close(ignored);
+  }
+
+  // The request head's fields, as views for the taps (secret values replaced).
+  static std::vector<hooks::header_view> redacted_headers(std::string_view head) {
+    std::vector<hooks::header_view> out;
+    out.reserve(static_cast<std::size_t>(std::count(head.begin(), head.end(), '\n')));
+    for_each_head_field(head, [&](std::string_view name, std::string_view value) {
+      out.push_back({name, is_secret_header(name) ? std::string_view("[redacted]") : value});
+    });
+    return out;
+  }
+
+  // The request is not needed past the response head (no retry after it), and a stream may stay
+  // open for minutes: its memory goes now.  (Assigning empty strings would keep the buffers.)
+  static void release_request(exchange& ex) {
+    std::string().swap(ex.request_head);
+    std::string().swap(ex.request_body);
   }
 
   // Header views for the taps, secret values already replaced (they never reach a hook).

@@ -1,6 +1,7 @@
 // The test binary's global operator new and delete: malloc and free as usual, each allocation
-// counted for the thread that made it (thread_allocations()).  The array and nothrow forms
-// forward to these (libstdc++'s own definitions do).
+// counted for the thread that made it (thread_allocations()), its usable size added to that
+// thread's live bytes and taken off those of the thread that frees it (thread_live_bytes()).  The
+// array and nothrow forms forward to these (libstdc++'s own definitions do).
 //
 // Not in sanitizer builds: AddressSanitizer's runtime defines every form of operator new and
 // delete, and replacing only some of them pairs its blocks with our free() (or ours with its
@@ -20,6 +21,8 @@
 #define TOKENTAP_COUNT_ALLOCATIONS 1
 #endif
 
+#include <malloc.h>
+
 #include <cstddef>
 #include <cstdlib>
 #include <new>
@@ -27,6 +30,7 @@
 namespace tokentap::test {
 namespace {
 thread_local std::uint64_t allocations = 0;
+thread_local std::int64_t live = 0;  // bytes allocated by this thread less those it freed
 
 [[maybe_unused]] void* counted(std::size_t n, std::size_t align) {
   ++allocations;
@@ -35,7 +39,13 @@ thread_local std::uint64_t allocations = 0;
                 ? std::malloc(n)
                 : std::aligned_alloc(align, (n + align - 1) / align * align);
   if (p == nullptr) throw std::bad_alloc();
+  live += static_cast<std::int64_t>(malloc_usable_size(p));
   return p;
+}
+
+[[maybe_unused]] void release(void* p) noexcept {
+  if (p != nullptr) live -= static_cast<std::int64_t>(malloc_usable_size(p));
+  std::free(p);
 }
 }  // namespace
 
@@ -45,6 +55,10 @@ bool allocations_counted() noexcept {
 
 std::uint64_t thread_allocations() noexcept {
   return allocations;
+}
+
+std::int64_t thread_live_bytes() noexcept {
+  return live;
 }
 
 }  // namespace tokentap::test
@@ -57,15 +71,15 @@ void* operator new(std::size_t n, std::align_val_t a) {
   return tokentap::test::counted(n, static_cast<std::size_t>(a));
 }
 void operator delete(void* p) noexcept {
-  std::free(p);
+  tokentap::test::release(p);
 }
 void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
+  tokentap::test::release(p);
 }
 void operator delete(void* p, std::align_val_t) noexcept {
-  std::free(p);
+  tokentap::test::release(p);
 }
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
+  tokentap::test::release(p);
 }
 #endif

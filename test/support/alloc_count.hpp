@@ -12,4 +12,8 @@ bool allocations_counted() noexcept;
 /// operator new calls (all forms) made by this thread so far (0 when not counted).
 std::uint64_t thread_allocations() noexcept;
 
+/// Bytes this thread allocated with operator new less those it freed with operator delete
+/// (usable sizes; 0 when not counted).  A block freed by another thread counts there.
+std::int64_t thread_live_bytes() noexcept;
+
 }  // namespace tokentap::test
