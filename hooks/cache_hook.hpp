@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "hooks/hook.hpp"
 
@@ -103,7 +104,13 @@ class prefix_tracker {
   };
   lru<position> user_positions_;
   std::unordered_map<std::uint64_t, std::deque<clock::time_point>> misses_;
-  std::unordered_map<std::uint64_t, std::deque<double>> prefill_;
+  // The last prefill_window samples of a model, in arrival order and sorted (the median is the
+  // middle of the sorted copy: no copy and selection per request).
+  struct prefill_window {
+    std::deque<double> arrived;
+    std::vector<double> sorted;
+  };
+  std::unordered_map<std::uint64_t, prefill_window> prefill_;
 };
 
 class cache_hook_factory final : public hook_factory {
