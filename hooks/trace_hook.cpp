@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <ctime>
 #include <memory>
 #include <random>
 #include <vector>
@@ -16,17 +15,6 @@ namespace {
 std::mt19937_64& rng() {
   thread_local std::mt19937_64 r{std::random_device{}()};
   return r;
-}
-
-std::string rfc3339_us(std::int64_t us) {
-  const std::time_t secs = static_cast<std::time_t>(us / 1000000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[80];  // room for any int in every field (the compiler checks the worst case)
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<long long>(us % 1000000));
-  return buf;
 }
 
 // A header list as the proxy passed it (secrets already redacted), kept until the record is
@@ -103,8 +91,11 @@ struct finished_stream : record_texts {
     r.reserve(target.size() + request_headers.size() + response_headers.size() +
               2 * (body.size() + content.size() + reasoning.size()) +
               12 * std::min<std::size_t>(itl.size(), 4096) + 2048);
-    r += "{\"v\":1,\"id\":\"" + id + "\",\"start\":\"" + rfc3339_us(s.wall_start_us) +
-         "\",\"route\":";
+    r += "{\"v\":1,\"id\":\"";
+    r += id;
+    r += "\",\"start\":\"";
+    json::append_rfc3339_us(r, s.wall_start_us);
+    r += "\",\"route\":";
     json::append_string(r, route);
     r += ",\"provider\":";
     json::append_string(r, parsers::to_string(s.provider));

@@ -499,6 +499,59 @@ void append_ms_list(std::string& out, std::span<const double> values) {
   out.resize(at);
 }
 
+void append_rfc3339_us(std::string& out, std::int64_t us) {
+  // Days and the time of day (floored: before 1970 the day starts earlier), then the civil date
+  // of the day (H. Hinnant's days-to-civil, proleptic Gregorian).
+  constexpr std::int64_t us_per_day = 86'400'000'000;
+  std::int64_t days = us / us_per_day, rest = us % us_per_day;
+  if (rest < 0) {
+    rest += us_per_day;
+    --days;
+  }
+  const std::int64_t z = days + 719468;
+  const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const auto doe = static_cast<unsigned>(z - era * 146097);
+  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const unsigned mp = (5 * doy + 2) / 153;
+  const unsigned day = doy - (153 * mp + 2) / 5 + 1;
+  const unsigned month = mp < 10 ? mp + 3 : mp - 9;
+  const std::int64_t year = static_cast<std::int64_t>(yoe) + era * 400 + (month <= 2);
+  if (year < 0 || year > 9999) {  // not four digits: as printf writes it
+    char buf[64];
+    const auto n = std::snprintf(buf, sizeof buf, "%04lld-%02u-%02uT", static_cast<long long>(year),
+                                 month, day);
+    out.append(buf, static_cast<std::size_t>(n));
+  } else {
+    char d[11];
+    const auto y = static_cast<unsigned>(year);
+    d[0] = static_cast<char>('0' + y / 1000);
+    d[1] = static_cast<char>('0' + y / 100 % 10);
+    d[2] = static_cast<char>('0' + y / 10 % 10);
+    d[3] = static_cast<char>('0' + y % 10);
+    d[4] = '-';
+    d[5] = static_cast<char>('0' + month / 10);
+    d[6] = static_cast<char>('0' + month % 10);
+    d[7] = '-';
+    d[8] = static_cast<char>('0' + day / 10);
+    d[9] = static_cast<char>('0' + day % 10);
+    d[10] = 'T';
+    out.append(d, sizeof d);
+  }
+  const auto secs = static_cast<unsigned>(rest / 1'000'000);
+  auto frac = static_cast<unsigned>(rest % 1'000'000);
+  char t[16];
+  const unsigned parts[3] = {secs / 3600, secs / 60 % 60, secs % 60};
+  for (int i = 0; i < 3; ++i) {
+    t[3 * i] = static_cast<char>('0' + parts[i] / 10);
+    t[3 * i + 1] = static_cast<char>('0' + parts[i] % 10);
+    t[3 * i + 2] = i < 2 ? ':' : '.';
+  }
+  for (int i = 14; i >= 9; --i, frac /= 10) t[i] = static_cast<char>('0' + frac % 10);
+  t[15] = 'Z';
+  out.append(t, sizeof t);
+}
+
 void append_int(std::string& out, std::int64_t v) {
   if (v < 0) {
     out += "null";

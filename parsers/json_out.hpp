@@ -42,5 +42,8 @@ void append_ms(std::string& out, double v);
 /// The values as append_ms writes them, separated by commas.
 void append_ms_list(std::string& out, std::span<const double> values);
 void append_int(std::string& out, std::int64_t v);  ///< `null` when negative
+/// A Unix time in microseconds as RFC 3339 UTC: `YYYY-MM-DDTHH:MM:SS.ffffffZ` (the digits only,
+/// no quotes) — what gmtime_r and "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ" give, without them.
+void append_rfc3339_us(std::string& out, std::int64_t us);
 
 }  // namespace tokentap::json

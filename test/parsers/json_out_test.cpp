@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <ctime>
 #include <limits>
 #include <random>
 #include <vector>
@@ -240,6 +241,55 @@ TEST(JsonOut, NumbersWithoutPrintf) {
   append_int(s, -5);
   append_int(s, 9223372036854775807);
   EXPECT_EQ(s, "0null9223372036854775807");
+}
+
+// RFC 3339 from the time's own arithmetic is what gmtime_r and printf give (the trace's `start`
+// was so written until round 26): the epoch, leap days, centuries (1900 and 2100 are not leap
+// years, 2000 is), the last microsecond of a day and of a year, times before 1970 (floored: the
+// day before at 23:59:59.999999), and a spread of random times up to year 9999.
+std::string reference_rfc3339(std::int64_t us) {
+  std::int64_t secs = us / 1000000, frac = us % 1000000;
+  if (frac < 0) {
+    frac += 1000000;
+    --secs;
+  }
+  const auto t = static_cast<std::time_t>(secs);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[80];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<long long>(frac));
+  return buf;
+}
+
+TEST(JsonOut, Rfc3339IsWhatGmtimeAndPrintfGive) {
+  const std::int64_t day = 86'400'000'000;
+  std::vector<std::int64_t> times = {0,
+                                     1,
+                                     day - 1,
+                                     day,
+                                     -1,
+                                     -day,
+                                     -day - 1,
+                                     951'782'400'000'000,     // 2000-02-29
+                                     951'868'799'999'999,     // its last microsecond
+                                     4'107'542'400'000'000,   // 2100-03-01 (no 2100-02-29)
+                                     -2'203'891'200'000'000,  // 1900-03-01
+                                     1'798'761'599'999'999,   // 2026-12-31T23:59:59.999999
+                                     1'780'000'000'123'456,
+                                     253'402'300'799'999'999};  // 9999-12-31T23:59:59.999999
+  std::mt19937_64 rng(3339);
+  std::uniform_int_distribution<std::int64_t> any(-2'208'988'800'000'000, 253'402'300'799'999'999);
+  for (int i = 0; i < 20000; ++i) times.push_back(any(rng));
+  for (const auto us : times) {
+    std::string s = "x";  // appended to
+    append_rfc3339_us(s, us);
+    ASSERT_EQ(s, "x" + reference_rfc3339(us)) << us;
+  }
+  std::string s;
+  append_rfc3339_us(s, 1'780'000'000'123'456);
+  EXPECT_EQ(s, "2026-05-28T20:26:40.123456Z");
 }
 
 }  // namespace
