@@ -4,7 +4,7 @@
 #   BIN_a=old/tokentap BIN_b=build/tokentap test/bench/ab.sh [build-dir]
 #   MODES="a:full b:full"  (BUILD:HOOKS; HOOKS = full | notrace | off; or `nginx`)  ROUNDS=4
 #   ENV_b="GLIBC_TUNABLES=..."  (environment for build b's processes; same binary twice works)
-#   STREAMS=300 ITL_MS=20 DURATION=15  FRESH=0  SPREAD_MS=0  PIN=0
+#   STREAMS=300 TOKENS=100 ITL_MS=20 DURATION=15  FRESH=0  SPREAD_MS=0  PIN=0
 #
 # On a machine whose neighbours move CPU figures by ±10 % from one minute to the next, medians of
 # a few rounds (compare.sh) cannot tell a 2 % change; runs of the two builds taken back to back
@@ -35,6 +35,7 @@ BUILD=${1:-build}
 MODES=${MODES:-"a:full b:full"}
 ROUNDS=${ROUNDS:-4}
 STREAMS=${STREAMS:-300}
+TOKENS=${TOKENS:-100}
 ITL_MS=${ITL_MS:-20}
 DURATION=${DURATION:-15}
 SIMBIN=$(realpath "$BUILD/tokentap")
@@ -114,7 +115,7 @@ snap() {
 
 fresh_note=
 if [ "${FRESH:-0}" = 1 ]; then fresh_note=" (a new process per run)"; fi
-echo "$STREAMS streams x 100 events, $ITL_MS ms apart${SPREAD_MS:+ (starts spread over $SPREAD_MS ms)}," \
+echo "$STREAMS streams x $TOKENS events, $ITL_MS ms apart${SPREAD_MS:+ (starts spread over $SPREAD_MS ms)}," \
   "$DURATION s per run, $ROUNDS round(s)$fresh_note${PROXY_CPUS:+; proxies on cpu ${PROXY_CPUS[2]}}; µs per event"
 for r in $(seq 1 "$ROUNDS"); do
   # Every other round runs the modes in reverse order: whichever mode runs first in a round
@@ -126,7 +127,7 @@ for r in $(seq 1 "$ROUNDS"); do
     if [ "${FRESH:-0}" = 1 ]; then start_proxy "$m"; fi
     snap "${PID[$m]}" > "$WORK/before"
     "${LOAD_CPUS[@]}" "$LOADGEN" --target "${ADDR[$m]}" --concurrency "$STREAMS" \
-      --duration-s "$DURATION" --tokens 100 --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 \
+      --duration-s "$DURATION" --tokens "$TOKENS" --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 \
       --spread-ms "${SPREAD_MS:-0}" > "$WORK/load.out" 2>&1
     snap "${PID[$m]}" > "$WORK/after"
     events=$(sed -n 's/.* events=\([0-9]*\).*/\1/p' "$WORK/load.out")
