@@ -4,8 +4,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <ctime>
 #include <string>
+
+#include "parsers/json_out.hpp"
 
 namespace tokentap::log {
 
@@ -34,20 +35,13 @@ bool enabled(level l) noexcept {
 
 void write(level l, std::string_view msg) noexcept {
   try {
-    const auto now = std::chrono::system_clock::now();
-    const auto t = std::chrono::system_clock::to_time_t(now);
-    const auto us =
-        std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
-        1000000;
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char stamp[40];
-    std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                  static_cast<long long>(us));
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
     std::string out;
     out.reserve(msg.size() + 48);
-    out.append(stamp).append(" ").append(names[static_cast<int>(l)]).append(" ");
+    json::append_rfc3339_us(out, us);  // as the traces' start times
+    out.append(" ").append(names[static_cast<int>(l)]).append(" ");
     out.append(msg).push_back('\n');
     // One write(2) per line keeps lines whole across threads.
     std::size_t off = 0;
