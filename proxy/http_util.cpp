@@ -63,17 +63,6 @@ void append_end_to_end(std::string& out, const http::fields& src,
 
 namespace {
 
-// The fields as basic_fields::writer lays them out: each "name: value\r\n", then "\r\n".
-void append_fields(std::string& out, const http::fields& f) {
-  for (const auto& e : f) {
-    const auto name = e.name_string();
-    const auto value = e.value();
-    out.append(name.data(), name.size()).append(": ", 2);
-    out.append(value.data(), value.size()).append("\r\n", 2);
-  }
-  out.append("\r\n", 2);
-}
-
 std::size_t fields_size(const http::fields& f) {
   std::size_t n = 2;
   for (const auto& e : f) n += e.name_string().size() + e.value().size() + 4;
@@ -104,24 +93,6 @@ void append_number_field(std::string& out, std::string_view name, std::uint64_t 
 }
 
 }  // namespace
-
-void append_head(std::string& out, const http::request_header<>& h) {
-  // "<method> <target> HTTP/X.Y\r\n" — an unknown verb as it was given.
-  const auto method = h.method_string();
-  const auto target = h.target();
-  out.reserve(out.size() + method.size() + target.size() + 12 + fields_size(h));
-  out.append(method.data(), method.size()).push_back(' ');
-  out.append(target.data(), target.size()).push_back(' ');
-  append_version(out, h.version());
-  out.append("\r\n", 2);
-  append_fields(out, h);
-}
-
-void append_head(std::string& out, const http::response_header<>& h) {
-  out.reserve(out.size() + h.reason().size() + 15 + fields_size(h));
-  append_status_line(out, h.version(), h.result_int(), h.reason());
-  append_fields(out, h);
-}
 
 void append_upstream_request_head(std::string& out, const http::request_header<>& client,
                                   const forwarded_request& f) {

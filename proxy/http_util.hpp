@@ -19,9 +19,14 @@ namespace http = boost::beast::http;
 bool is_hop_by_hop(std::string_view name) noexcept;
 
 /// Appends `name: value` CRLF for every end-to-end field of `src`, in order: not hop-by-hop, not
-/// named by src's `Connection` header, not named in `skip` (case-insensitive).  The proxy writes
-/// forwarded fields straight into the head it sends — copied into a Beast field list first, each
-/// field was an allocation and a free (~19 per request; issue 8, round 26).
+/// named by src's `Connection` header, not named in `skip` (case-insensitive).
+///
+/// The proxy writes its two heads (the upstream request, the client's response head) itself, in
+/// one buffer, straight from the parsed fields: Beast's serializer walked a concatenation of a
+/// buffer per field through generic buffer-sequence iterators (~15–20 k instructions per head;
+/// issue 8, round 25), and copying the fields into a Beast field list first cost an allocation
+/// and a free per field (~19 per request; round 26).  The bytes are the ones Beast wrote for the
+/// messages the proxy used to build (the tests build those and compare).
 void append_end_to_end(std::string& out, const http::fields& src,
                        std::initializer_list<std::string_view> skip = {});
 
@@ -40,8 +45,7 @@ struct forwarded_request {
 /// The upstream request's head: the client's method, the base path and its target, HTTP/1.1; its
 /// end-to-end fields (not Host, Expect, Content-Length, X-Forwarded-For, Accept-Encoding); then
 /// Host, X-Forwarded-For (the client's list and its address), X-Forwarded-Proto (unless the
-/// client sent one), Accept-Encoding (`identity`, or the client's) and Content-Length.  The bytes
-/// Beast writes for the message the proxy built before round 26 (a test compares).
+/// client sent one), Accept-Encoding (`identity`, or the client's) and Content-Length.
 void append_upstream_request_head(std::string& out, const http::request_header<>& client,
                                   const forwarded_request& f);
 
@@ -49,18 +53,10 @@ void append_upstream_request_head(std::string& out, const http::request_header<>
 /// client's HTTP version, its end-to-end fields but Content-Length, `X-Accel-Buffering: no` for
 /// streamed content types, then the framing — Content-Length when given, else
 /// `Transfer-Encoding: chunked` when `chunked` — and Connection as Beast's keep_alive() sets it
-/// (HTTP/1.1 says `close`, HTTP/1.0 says `keep-alive`).  The bytes Beast writes for the message the
-/// proxy built before round 26 (a test compares).
+/// (HTTP/1.1 says `close`, HTTP/1.0 says `keep-alive`).
 void append_client_response_head(std::string& out, const http::response_header<>& upstream,
                                  unsigned version, std::optional<std::uint64_t> content_length,
                                  bool chunked, bool keep_alive);
-
-/// Appends the bytes Beast's serializer writes for a message head (start line, fields, blank
-/// line), built in one buffer.  The proxy's own heads (the upstream request, the client's
-/// response head) are written this way: Beast's serializer walks a concatenation of a buffer per
-/// field through generic buffer-sequence iterators, ~15–20 k instructions per head (issue 8).
-void append_head(std::string& out, const http::request_header<>& h);
-void append_head(std::string& out, const http::response_header<>& h);
 
 /// Calls f(name, value) for each field of a head built by the functions above: the lines after
 /// the start line, each `name: value` CRLF, up to the blank line.
