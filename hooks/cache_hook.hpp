@@ -104,8 +104,8 @@ class prefix_tracker {
   };
   lru<position> user_positions_;
   std::unordered_map<std::uint64_t, std::deque<clock::time_point>> misses_;
-  // The last prefill_window samples of a model, in arrival order and sorted (the median is the
-  // middle of the sorted copy: no copy and selection per request).
+  // A model's last 200 prefill samples, in arrival order and sorted (the median is the middle
+  // of the sorted copy: no copy and selection per request).
   struct prefill_window {
     std::deque<double> arrived;
     std::vector<double> sorted;
