@@ -38,6 +38,7 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
                       "path can impersonate it";
     shared_->tls.push_back(up.target.tls ? tls::make_client_context(up.tls_verify, up.ca_file)
                                          : nullptr);
+    shared_->host_headers.push_back(up.target.host_header());
   }
   for (unsigned i = 0; i < runtime_.size(); ++i) {
     shared_->pools.push_back(

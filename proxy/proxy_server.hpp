@@ -3,6 +3,7 @@
 // thread, and the tap factory that issue 3's interception plugs into.
 #include <atomic>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <boost/asio/ssl/context.hpp>
@@ -35,7 +36,8 @@ struct proxy_stats {
 struct proxy_shared {
   config::config cfg;
   std::vector<std::shared_ptr<net::ssl::context>> tls;  ///< per upstream, nullptr for http://
-  std::vector<std::unique_ptr<upstream_pool>> pools;    ///< per worker
+  std::vector<std::string> host_headers;  ///< per upstream, its `Host` value (made once)
+  std::vector<std::unique_ptr<upstream_pool>> pools;  ///< per worker
   std::shared_ptr<hooks::tap_factory> taps;
   std::shared_ptr<hooks::metrics_registry> metrics;
   proxy_stats stats;

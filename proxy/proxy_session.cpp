@@ -341,10 +341,9 @@ class proxy_session final : public session_base,
 
   // Consumes the client's request (its fields are not kept for the life of the stream).
   void build_upstream_request(http::request<http::string_body> req, exchange& ex) {
-    const auto& up = shared_.cfg.upstreams[ex.route->upstream_index];
-    const std::string host = up.target.host_header();
-    forwarded_request f{up.target.base_path, host, peer_, shared_.cfg.identity_encoding,
-                        std::nullopt};
+    const auto index = ex.route->upstream_index;
+    forwarded_request f{shared_.cfg.upstreams[index].target.base_path, shared_.host_headers[index],
+                        peer_, shared_.cfg.identity_encoding, std::nullopt};
     // The body was read whole (bounded by max_request_body_bytes): sent with a Content-Length.
     if (!req.body().empty() || req.method() == http::verb::post ||
         req.method() == http::verb::put || req.method() == http::verb::patch)
@@ -1065,12 +1064,17 @@ class proxy_session final : public session_base,
     client_.socket().close(ignored);
   }
 
-  // The request head's fields, as views for the taps (secret values replaced).
+  // A header as the taps see it: a secret's value replaced (it never reaches a hook).
+  static hooks::header_view redacted(std::string_view name, std::string_view value) noexcept {
+    return {name, is_secret_header(name) ? std::string_view("[redacted]") : value};
+  }
+
+  // The request head's fields, as views for the taps.
   static std::vector<hooks::header_view> redacted_headers(std::string_view head) {
     std::vector<hooks::header_view> out;
     out.reserve(static_cast<std::size_t>(std::count(head.begin(), head.end(), '\n')));
     for_each_head_field(head, [&](std::string_view name, std::string_view value) {
-      out.push_back({name, is_secret_header(name) ? std::string_view("[redacted]") : value});
+      out.push_back(redacted(name, value));
     });
     return out;
   }
@@ -1082,14 +1086,11 @@ class proxy_session final : public session_base,
     std::string().swap(ex.request_body);
   }
 
-  // Header views for the taps, secret values already replaced (they never reach a hook).
+  // The upstream response's fields, as views for the taps.
   static std::vector<hooks::header_view> redacted_headers(const http::fields& fields) {
     std::vector<hooks::header_view> out;
     out.reserve(static_cast<std::size_t>(std::distance(fields.begin(), fields.end())));
-    for (const auto& f : fields) {
-      const auto name = f.name_string();
-      out.push_back({name, is_secret_header(name) ? std::string_view("[redacted]") : f.value()});
-    }
+    for (const auto& f : fields) out.push_back(redacted(f.name_string(), f.value()));
     return out;
   }
 
