@@ -11,12 +11,15 @@
 #include "hooks/steps_hook.hpp"
 #include "hooks/timing_hook.hpp"
 #include "hooks/trace_hook.hpp"
+#include "parsers/recycled.hpp"
 
 namespace tokentap::hooks {
 
 namespace {
 
-class alignas(64) chain final : public stream_tap, public parsers::decoder_handler {
+class alignas(64) chain final : public stream_tap,
+                                public parsers::decoder_handler,
+                                public parsers::recycled<chain> {
  public:
   chain(std::size_t max_event_bytes, std::vector<std::unique_ptr<hook>> hooks,
         std::shared_ptr<chain_stats> stats)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "parsers/json_out.hpp"
+#include "parsers/recycled.hpp"
 
 namespace tokentap::hooks {
 
@@ -228,7 +229,7 @@ struct finished_stream : record_texts {
 // The response text's tokens, logged with the reads (event_log::append_text).
 constexpr unsigned content_tag = 1, reasoning_tag = 2;
 
-class alignas(64) trace_hook final : public hook {
+class alignas(64) trace_hook final : public hook, public parsers::recycled<trace_hook> {
  public:
   trace_hook(const config::trace_config& cfg, std::shared_ptr<trace_writer> w)
       : budget_(static_cast<std::uint32_t>(  // 4 GiB at most: a record is one JSON line

@@ -8,6 +8,7 @@
 
 #include "parsers/json_scratch.hpp"
 #include "parsers/openai_chunk.hpp"
+#include "parsers/recycled.hpp"
 #include "parsers/sse_parser.hpp"
 
 namespace tokentap::parsers {
@@ -163,7 +164,9 @@ openai_chunk_reader& thread_chunk_reader() {
 
 }  // namespace
 
-struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
+struct alignas(64) stream_decoder::impl : sse_handler,
+                                          ndjson_handler,
+                                          recycled<stream_decoder::impl> {
   impl(provider p, std::string_view content_type, std::size_t max)
       : prov(p), sse(max), ndjson(max) {
     if (content_type.find("event-stream") != std::string_view::npos) {
