@@ -5,10 +5,11 @@
 // (~500 instructions a call, ~1.8 k for the chain; callgrind, 2026-12-03).  A block freed here
 // goes on its thread's list and the next stream's object reuses it, still in cache.
 //
-//   struct alignas(64) impl : recycled<impl> { ... };   // T final: sizes are checked
+//   struct alignas(64) impl : recycled<impl> { ... };
 //
-// Bounded: a thread keeps at most 64 blocks and 64 KiB of one class; the rest are freed as
-// usual.  A block freed on another thread joins that thread's list.  Under AddressSanitizer
+// Only blocks of T's own size and alignment are kept (a derived class's go to the allocator as
+// usual).  Bounded: a thread keeps at most 64 blocks and 64 KiB of one class; the rest are freed
+// at once.  A block freed on another thread joins that thread's list.  Under AddressSanitizer
 // nothing is kept, so use-after-free of these objects is still caught.
 #include <algorithm>
 #include <cstddef>
