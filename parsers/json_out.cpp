@@ -264,6 +264,10 @@ inline bool put_special(const char*& p, const char* end, char*& w) noexcept {
 // more than such a string itself.  The same rules as escape_into's loop.
 constexpr std::size_t short_max = 48;
 
+// Strings up to this long are first checked whole for anything to escape (escape_into,
+// append_string): when there is nothing, one copy.
+constexpr std::size_t short_plain_max = 256;
+
 template <bool Strict>
 bool escape_short(std::string& out, std::string_view s) {
   // A padded copy: every word is loaded whole (a variable-length load per word would be a call).
@@ -298,7 +302,7 @@ bool escape_into(std::string& out, std::string_view s) {
   // scan and one append — the general path's sizing, zero-filling and block setup cost ~10
   // times more for them.  Strings that do need escapes (SSE reads: a quote in the first eight
   // bytes) leave the scan at their first one.
-  if (s.size() <= 256 && all_plain(s)) {
+  if (s.size() <= short_plain_max && all_plain(s)) {
     out.append(s);
     return true;
   }
@@ -391,7 +395,20 @@ std::string escaped(std::string_view s) {
   return out;
 }
 
+bool plain(std::string_view s) noexcept {
+  return all_plain(s);
+}
+
 void append_string(std::string& out, std::string_view s) {
+  // Names, ids, header values: nearly always plain and short — quoted on the stack and
+  // appended once (three appends and the escaper's calls cost more than the copy).
+  if (char buf[short_plain_max + 2]; s.size() <= short_plain_max && all_plain(s)) {
+    buf[0] = '"';
+    std::memcpy(buf + 1, s.data(), s.size());
+    buf[s.size() + 1] = '"';
+    out.append(buf, s.size() + 2);
+    return;
+  }
   out.push_back('"');
   append_escaped(out, s);
   out.push_back('"');

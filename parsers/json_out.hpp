@@ -19,6 +19,10 @@ void append_escaped(std::string& out, std::string_view s);
 /// `s` escaped, as a new string (for building JSON by concatenation).
 std::string escaped(std::string_view s);
 
+/// True when `s` goes between JSON quotes as it is: printable ASCII other than `"` and `\`
+/// (what append_escaped copies unchanged).  Eight bytes at a time.
+bool plain(std::string_view s) noexcept;
+
 /// Appends `s` as a quoted JSON string.
 void append_string(std::string& out, std::string_view s);
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <limits>
@@ -166,6 +167,28 @@ TEST(JsonOut, EveryLengthMatchesTheReference) {
       const auto before = strict;
       ASSERT_TRUE(append_string_if_utf8(strict, s));
       ASSERT_EQ(strict, before + "\"" + reference_escape(s) + "\"") << len;
+    }
+  }
+}
+
+// append_string quotes plain strings of up to 256 bytes on the stack in one append and sends the
+// rest through the escaper: at and around that length, with the byte that needs attention (or
+// none) first, last or nowhere, the result is the reference's; `plain` says which strings the
+// escaper leaves as they are.
+TEST(JsonOut, AppendStringAndPlainAroundTheShortPathsLength) {
+  for (const std::size_t len : {0, 1, 7, 8, 9, 255, 256, 257, 300}) {
+    for (const char* special : {"", "\"", "\\", "\x1f", "\x7f", "\xC3\xA9"}) {
+      for (const bool at_end : {false, true}) {
+        std::string s(len, 'k');
+        const std::string_view sp(special);
+        if (!sp.empty() && len >= sp.size()) s.replace(at_end ? len - sp.size() : 0, sp.size(), sp);
+        std::string out = "{\"a\":";
+        append_string(out, s);
+        ASSERT_EQ(out, "{\"a\":\"" + reference_escape(s) + "\"") << len << " " << special;
+        const bool ascii = std::all_of(s.begin(), s.end(),
+                                       [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+        ASSERT_EQ(plain(s), ascii && reference_escape(s) == s) << len << " " << special;
+      }
     }
   }
 }
