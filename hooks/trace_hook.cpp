@@ -25,12 +25,13 @@ std::mt19937_64& rng() {
 void pack_headers(std::string& out, std::span<const header_view> headers) {
   std::size_t n = 0;
   for (const auto& h : headers) n += 8 + h.name.size() + h.value.size();
-  out.clear();
-  out.reserve(n);
-  auto put = [&](std::string_view s) {
+  out.resize(n);  // written in place: one sizing, not four appends a header (I/O thread)
+  char* w = out.data();
+  const auto put = [&](std::string_view s) {
     const auto len = static_cast<std::uint32_t>(s.size());
-    out.append(reinterpret_cast<const char*>(&len), sizeof len);
-    out.append(s);
+    std::memcpy(w, &len, sizeof len);
+    if (!s.empty()) std::memcpy(w + sizeof len, s.data(), s.size());  // (an empty one may be null)
+    w += sizeof len + s.size();
   };
   for (const auto& h : headers) {
     put(h.name);

@@ -404,7 +404,7 @@ void append_string(std::string& out, std::string_view s) {
   // appended once (three appends and the escaper's calls cost more than the copy).
   if (char buf[short_plain_max + 2]; s.size() <= short_plain_max && all_plain(s)) {
     buf[0] = '"';
-    std::memcpy(buf + 1, s.data(), s.size());
+    if (!s.empty()) std::memcpy(buf + 1, s.data(), s.size());  // (an empty view may be null)
     buf[s.size() + 1] = '"';
     out.append(buf, s.size() + 2);
     return;

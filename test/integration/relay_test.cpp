@@ -442,7 +442,10 @@ TEST(Relay, ForwardingEventsAllocatesNothingEvenWhenTheTapsAreDeferred) {
   std::size_t pairs = 0, allocating = 0;
   std::uint64_t most = 0;  // allocations in a stream's middle
   for (const auto& c : taps->streams) {
-    ASSERT_GT(c.size(), 20u);  // ~70 events; a busy machine merges some into one read
+    // ~64 events; with 0.1 ms of tap work a read the thread is near saturation, and a loaded
+    // machine merges events into reads (seen on a full `ctest -j2`: a stream of 20 reads).  The
+    // count that matters is the pairs below, from every stream's middle.
+    ASSERT_GT(c.size(), 14u);
     for (std::size_t r = 6; r + 8 < c.size(); ++r, ++pairs) allocating += c[r + 1] != c[r];
     most = std::max(most, c[c.size() - 8] - c[6]);  // the pairs' span
   }
@@ -450,6 +453,7 @@ TEST(Relay, ForwardingEventsAllocatesNothingEvenWhenTheTapsAreDeferred) {
       "%zu of %zu pairs of reads saw the I/O thread allocate between them; at most %llu "
       "allocations in a stream's middle\n",
       allocating, pairs, static_cast<unsigned long long>(most));
+  EXPECT_GE(pairs, 120u) << "too few reads in the streams' middles to show anything";
   EXPECT_LE(most, 6u * taps->streams.size()) << "more than the relay buffers' growth";
 }
 
