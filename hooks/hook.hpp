@@ -122,6 +122,9 @@ class hook {
   /// the event that completed the batch.  Every sample reaches the hook before on_stream_end.
   virtual void on_samples(std::span<const sample>, mono_ns now_ns) {}
   virtual void on_stream_end(stream_summary&) {}
+  /// on_stream_end for the chain's last hook: nothing reads the summary after it, so it may take
+  /// what it keeps (the trace hook's record) instead of copying it.  By default on_stream_end.
+  virtual void on_stream_end_last(stream_summary&& s) { on_stream_end(s); }
 
   /// The per-event callbacks this hook implements: the chain calls only those at every event
   /// (a call to an empty default still loads the hook's vtable line, cold with many streams),

@@ -99,7 +99,12 @@ class alignas(64) chain final : public stream_tap,
     summary_.outcome = outcome == stream_outcome::ok && provider_error && summary_.status < 300
                            ? stream_outcome::stream_error
                            : outcome;
-    each(all(), [&](hook& h) { h.on_stream_end(summary_); });
+    // The last hook may take the summary: the trace hook (last by default) keeps it for its
+    // record without copying its vectors and strings.
+    const auto live = all() & ~disabled_;
+    const auto last = live == 0 ? 0 : std::uint64_t{1} << (63 - std::countl_zero(live));
+    each(live & ~last, [&](hook& h) { h.on_stream_end(summary_); });
+    each(last, [&](hook& h) { h.on_stream_end_last(std::move(summary_)); });
   }
 
   // The chain's per-event fields, the next sample's slot, the hooks called at every read or

@@ -364,11 +364,15 @@ class alignas(64) trace_hook final : public hook, public parsers::recycled<trace
 
   // The record is rendered on the writer's thread (trace_writer::record::render): ~40 k
   // instructions per stream that the I/O thread no longer spends while other streams wait.  The
-  // summary is copied — hooks after this one still read it.
-  void on_stream_end(stream_summary& s) override {
+  // summary is copied when hooks after this one still read it, taken when this is the last.
+  void on_stream_end(stream_summary& s) override { finish(stream_summary(s)); }
+  void on_stream_end_last(stream_summary&& s) override { finish(std::move(s)); }
+
+ private:
+  void finish(stream_summary s) {
     events_.seal();
-    auto f = std::make_shared<finished_stream>(
-        finished_stream{std::move(t_), cfg_.bodies, events_truncated_ || text_truncated_, s});
+    auto f = std::make_shared<finished_stream>(finished_stream{
+        std::move(t_), cfg_.bodies, events_truncated_ || text_truncated_, std::move(s)});
     trace_writer::record rec;
     rec.events = std::move(events_);
     rec.render = [f = std::move(f)](std::string& head, std::string& tail, const event_log& log) {
@@ -382,7 +386,6 @@ class alignas(64) trace_hook final : public hook, public parsers::recycled<trace
     writer_->submit(std::move(rec));
   }
 
- private:
   // What a read and a token touch is on the first cache line, after the vtable pointer: with
   // hundreds of open streams each further line is a cache miss per event.  The log last: its
   // per-append fields come first in it, its chunk list (touched per chunk) crosses the line.

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "hooks/timing_hook.hpp"
+#include "hooks/trace_hook.hpp"
 #include "hooks/trace_writer.hpp"
 #include "test/support/tls_cert.hpp"
 
@@ -39,10 +40,15 @@ struct capture_factory : hook_factory {
       f_.tokens.emplace_back(std::string(e.text), e.t_ns);
     }
     void on_stream_end(stream_summary& s) override { f_.summary = s; }
+    void on_stream_end_last(stream_summary&& s) override {
+      f_.last = true;
+      on_stream_end(s);
+    }
     capture_factory& f_;
   };
   std::unique_ptr<hook> create() override { return std::make_unique<capture>(*this); }
   stream_summary summary;
+  bool last = false;  // it was the last hook: on_stream_end_last
   std::vector<std::pair<std::string, mono_ns>> tokens;
 };
 
@@ -616,6 +622,44 @@ TEST(TraceHook, BodiesCanBeSwitchedOff) {
   EXPECT_NE(lines[0].find("\"text\":null"), std::string::npos);
   // The raw reads are still recorded: replay needs them (switch tracing off to drop them too).
   EXPECT_NE(lines[0].find("\"events\":[{\"t_us\":"), std::string::npos);
+}
+
+// The chain's last hook takes the summary (on_stream_end_last) — the trace hook, last by
+// default, keeps it for its record without copying it.  Where hooks come after the trace hook
+// they still see it whole, and the record is the same either way.
+TEST(TraceHook, TheLastHookTakesTheSummaryHooksAfterTheTraceStillSeeItWhole) {
+  std::string record[2];
+  for (const bool trace_last : {true, false}) {
+    config::config cfg;
+    cfg.trace.dir = test::temp_dir();
+    auto cap = std::make_shared<capture_factory>();
+    {
+      std::vector<std::shared_ptr<hook_factory>> hooks = {
+          std::make_shared<timing_hook_factory>(cfg.timing)};
+      auto trace = std::make_shared<trace_hook_factory>(cfg.trace);
+      hooks.push_back(trace_last ? std::shared_ptr<hook_factory>(cap) : trace);
+      hooks.push_back(trace_last ? std::shared_ptr<hook_factory>(trace) : cap);
+      hook_chain_factory f(cfg, hooks);
+      stream_two_tokens(f);
+    }  // the writer flushes on destruction
+    EXPECT_EQ(cap->last, !trace_last);
+    // What the timing hook added, as the capture saw it: one gap between the two tokens.
+    EXPECT_EQ(cap->summary.timing.itl.count, 1u);
+    EXPECT_EQ(cap->summary.timing.itl_values_ms.size(), 1u);
+    EXPECT_EQ(cap->summary.status, 200u);
+    std::vector<std::string> lines;
+    for (const auto& e : std::filesystem::directory_iterator(cfg.trace.dir)) {
+      std::ifstream in(e.path());
+      for (std::string l; std::getline(in, l);) lines.push_back(l);
+    }
+    ASSERT_EQ(lines.size(), 1u);
+    const auto from = lines[0].find("\"route\"");  // past the id and the wall-clock start
+    ASSERT_NE(from, std::string::npos);
+    record[trace_last ? 0 : 1] = lines[0].substr(from);
+    EXPECT_NE(record[trace_last ? 0 : 1].find("\"itl_values_ms\":[0.000]"), std::string::npos)
+        << lines[0];
+  }
+  EXPECT_EQ(record[0], record[1]);
 }
 
 TEST(TraceHook, SampleRateRecordsAFraction) {
