@@ -1,5 +1,7 @@
 #include "hooks/steps_hook.hpp"
 
+#include <optional>
+
 namespace tokentap::hooks {
 
 namespace {
@@ -7,11 +9,12 @@ namespace {
 class steps_hook final : public hook {
  public:
   steps_hook(const std::shared_ptr<const parsers::step_tagger::compiled>& t, std::size_t max_steps)
-      : reasoning_(t, max_steps), content_(t, max_steps) {}
+      : triggers_(t), max_steps_(max_steps), content_(t, max_steps) {}
 
   void on_token(const token_event& e) override {
     if (e.channel == parsers::channel::reasoning) {
-      reasoning_.feed(e.text, e.t_ns);
+      if (!reasoning_) reasoning_.emplace(triggers_, max_steps_);
+      reasoning_->feed(e.text, e.t_ns);
       reasoned_ = reasoned_ || !e.text.empty();
     } else if (e.channel == parsers::channel::content && !reasoned_) {
       content_.feed(e.text, e.t_ns);  // only needed while the response has shown no reasoning
@@ -23,12 +26,12 @@ class steps_hook final : public hook {
   // The tagger the next token most likely goes to: the reasoning one once reasoning was seen.
   void add_hot_lines(parsers::hot_lines& l) const noexcept override {
     l.add(this, sizeof *this);
-    (reasoned_ ? reasoning_ : content_).add_hot_lines(l);
+    (reasoned_ ? *reasoning_ : content_).add_hot_lines(l);
   }
 
   void on_stream_end(stream_summary& s) override {
     const bool reasoning = reasoned_;
-    auto& tagger = reasoning ? reasoning_ : content_;
+    auto& tagger = reasoning ? *reasoning_ : content_;
     tagger.finish();
     s.steps = tagger.steps();
     s.steps_channel = reasoning ? parsers::channel::reasoning : parsers::channel::content;
@@ -40,7 +43,12 @@ class steps_hook final : public hook {
   }
 
  private:
-  parsers::step_tagger reasoning_, content_;
+  std::shared_ptr<const parsers::step_tagger::compiled> triggers_;
+  std::size_t max_steps_;
+  // The reasoning tagger is made at the first reasoning token: most responses have none, and
+  // every open stream would hold its state (~400 bytes).  reasoned_ implies it exists.
+  std::optional<parsers::step_tagger> reasoning_;
+  parsers::step_tagger content_;
   // The reasoning tagger has text (reasoning_.text_bytes() > 0), kept here: asking the tagger
   // read its (cold) state at every content token.
   bool reasoned_ = false;

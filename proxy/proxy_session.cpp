@@ -43,7 +43,7 @@ using hooks::stream_outcome;
 
 // The relay buffer starts small (an SSE event is a few hundred bytes, and an open stream pins its
 // buffer while it waits) and doubles when a read fills it (bulk bodies), up to the maximum.
-constexpr std::size_t relay_buffer_min = 1024;
+constexpr std::size_t relay_buffer_min = 512;
 constexpr std::size_t relay_buffer_max = 64 * 1024;
 
 bool is_disconnect(const error_code& ec) {
@@ -662,6 +662,7 @@ class proxy_session final : public session_base,
         s_.client_nonblocking_ = !ec;
       }
       early_ = conn_.buffer.size() > 0;
+      release_head_buffer();
       if (body_.done()) {  // Content-Length: 0.  Completed through the executor, never inline.
         net::post(up_.get_executor(), step<&relay_op::body_done>(this));
         return;
@@ -682,6 +683,7 @@ class proxy_session final : public session_base,
             net::buffer_copy(net::buffer(s_.relay_buf_.get(), s_.relay_size_), early.data());
         early.consume(n);
         early_ = early.size() > 0;
+        release_head_buffer();
         net::post(up_.get_executor(), step<&relay_op::on_read>(this, n));
         return;
       }
@@ -730,6 +732,14 @@ class proxy_session final : public session_base,
       op_memory* mem_;
       std::size_t n_;  // a posted call's byte count
     };
+
+    // The buffer Beast read the response head into is not read again while the body streams
+    // (the relay reads into its own): once it holds no body bytes, its block (512 bytes or
+    // more) goes back to the allocator instead of staying with every open stream — a kept-alive
+    // connection's next head read allocates one again.
+    void release_head_buffer() {
+      if (!early_) conn_.buffer.shrink_to_fit();
+    }
 
     void body_done(error_code, std::size_t) { finish(true); }
     void abandon() noexcept { delete this; }
