@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 PACKAGES=(build-essential cmake ninja-build pkg-config libboost-dev libsimdjson-dev
           prometheus-cpp-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libyaml-cpp-dev curl ca-certificates openssl
+          libyaml-cpp-dev libjemalloc-dev curl ca-certificates openssl
           prometheus chromium   # promtool + a real Prometheus, headless Chromium: metrics and dashboard tests
           clang libclang-rt-14-dev)  # libFuzzer targets (test/fuzz)
 

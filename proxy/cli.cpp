@@ -25,9 +25,27 @@
 #include "sim/sim_server.hpp"
 #include "tokentap/version.hpp"
 
+// jemalloc's control interface: present when the binary is linked with jemalloc (CMakeLists.txt)
+// or it is preloaded, null otherwise (a weak reference; jemalloc's header is not needed).
+extern "C" int mallctl(const char* name, void* oldp, std::size_t* oldlenp, void* newp,
+                       std::size_t newlen) __attribute__((weak));
+
 namespace tokentap::cli {
 
 namespace {
+
+// The allocator the process runs on, for --version and the proxy's start-up line: "jemalloc
+// 5.3.0" or "libc malloc".
+std::string allocator_name() {
+  const char* v = nullptr;
+  std::size_t n = sizeof v;
+  if (mallctl != nullptr && mallctl("version", static_cast<void*>(&v), &n, nullptr, 0) == 0 &&
+      v != nullptr) {
+    const std::string_view version(v);
+    return "jemalloc " + std::string(version.substr(0, version.find('-')));
+  }
+  return "libc malloc";
+}
 
 constexpr const char* main_help = R"(tokentap — a tracing reverse proxy for LLM inference endpoints
 
@@ -292,7 +310,7 @@ int cmd_proxy(const std::vector<std::string>& args) {
   TT_LOG(info) << "tokentap " << version_string << " proxy listening on "
                << server.endpoint().address().to_string() << ":" << server.endpoint().port()
                << ", admin on " << server.admin_endpoint().address().to_string() << ":"
-               << server.admin_endpoint().port();
+               << server.admin_endpoint().port() << " (" << allocator_name() << ")";
   for (const auto& r : server.cfg().routes) {
     const auto& up = server.cfg().upstreams[r.upstream_index];
     // (An unverified TLS upstream gets its own warning from the server.)
@@ -688,7 +706,7 @@ int run(int argc, char** argv) {
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "--version" || args[0] == "version") {
-    std::cout << "tokentap " << version_string << "\n";
+    std::cout << "tokentap " << version_string << "\nallocator: " << allocator_name() << "\n";
     return 0;
   }
   const std::string command = args[0];

@@ -39,6 +39,13 @@ TEST(Binary, VersionAndHelp) {
   auto r = run({"--version"});
   EXPECT_EQ(r.status, 0);
   EXPECT_EQ(r.out.rfind("tokentap ", 0), 0u);
+  // The allocator the binary runs on: jemalloc when the build linked it (CMakeLists.txt), which
+  // is what a request's CPU cost was measured with (BENCHMARKS.md, round 29).
+#if defined(TOKENTAP_EXPECT_JEMALLOC)
+  EXPECT_NE(r.out.find("\nallocator: jemalloc "), std::string::npos) << r.out;
+#else
+  EXPECT_NE(r.out.find("\nallocator: libc malloc"), std::string::npos) << r.out;
+#endif
   r = run({"--help"});
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("proxy"), std::string::npos);
