@@ -424,9 +424,9 @@ struct allocation_tap_factory : hooks::tap_factory {
 // at first, at most seven doublings to 64 KiB.  Under this burst reads merge, and on a busy
 // machine buffers grow in mid-stream (round 26: 40–80 of ~900 pairs of reads saw such
 // allocations in a third of the runs), so a stream's middle may see up to seven allocations per
-// session and no more.  Before op_memory and the linked queue, a deferred step's next read took a heap block
-// (Asio's per-thread cache holds one) and the queue one every 64 steps: nearly every pair of
-// reads here saw allocations, each stream's middle hundreds.
+// session and no more.  Before op_memory and the linked queue, a deferred step's next read took a
+// heap block (Asio's per-thread cache holds one) and the queue one every 64 steps: nearly every
+// pair of reads here saw allocations, each stream's middle hundreds.
 TEST(Relay, ForwardingEventsAllocatesNothingEvenWhenTheTapsAreDeferred) {
   if (!allocations_counted()) GTEST_SKIP() << "the sanitizer's runtime owns operator new here";
   auto taps = std::make_shared<allocation_tap_factory>();
