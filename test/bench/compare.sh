@@ -13,6 +13,11 @@
 #   TOKENTAP_ENV="NAME=value ...": environment for the tokentap processes (e.g. GLIBC_TUNABLES)
 #   PIN=1: the proxies on the last core, the simulator and the load generator on the others
 #   (taskset), so that a proxy's latency is not the time it waited for a core they held.
+#   CAPTURE=1: also each proxy's transit time per event from a packet capture of both its legs
+#   (tcpdump on lo, Debian's `tcpdump`; tokentap-transit matches the stamps): upstream segment →
+#   client segment, kernel timestamps, none of the simulator's or the client's scheduling in it.
+#   The capture runs in the senders' system calls (its filter sees every segment), so the CPU
+#   columns of such a run include its cost: take CPU ratios from runs without it.
 #
 # Per mode: events/s, per-event latency P50/P99 (the simulator stamps each event with the
 # monotonic time it wrote it; the client subtracts it from the kernel's receive time of the bytes
@@ -24,6 +29,13 @@ set -euo pipefail
 BUILD=${1:-build}
 BIN=$(realpath "$BUILD/tokentap")
 LOADGEN=$(realpath "$BUILD/test/tokentap-loadgen")
+TRANSIT=$(realpath "$BUILD/test/tokentap-transit")
+if [ "${CAPTURE:-0}" = 1 ] && ! command -v tcpdump > /dev/null; then
+  echo "compare.sh: CAPTURE=1 needs tcpdump (apt-get install tcpdump)" >&2
+  exit 2
+fi
+CAPDIR=/dev/shm
+[ -d "$CAPDIR" ] && [ -w "$CAPDIR" ] || CAPDIR=/tmp
 STREAMS=${STREAMS:-500}
 EVENTS=${EVENTS:-100}
 ITL_MS=${ITL_MS:-20}
@@ -35,7 +47,10 @@ HZ=$(getconf CLK_TCK)
 # shellcheck source=test/bench/nginx.sh
 . "$(dirname "$0")/nginx.sh"
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  rm -f "$CAPDIR"/tokentap-compare-$$.pcap
+}
 trap cleanup EXIT
 
 wait_line() { until grep -q "$2" "$1" 2>/dev/null; do sleep 0.1; done; }
@@ -88,6 +103,17 @@ run_mode() {  # $1 name, $2 target, $3.. pids to measure (none for direct)
   local name=$1 target=$2
   shift 2
   local before="0 0" after="0 0" rss_idle=0 rss_mid=0
+  local cap="" capture=""
+  if [ "${CAPTURE:-0}" = 1 ] && [ $# -gt 0 ]; then
+    # Segments with a payload from the upstream or from the proxy's listener: both legs.
+    cap=$CAPDIR/tokentap-compare-$$.pcap
+    : > "$WORK/tcpdump.err"
+    "${LOAD_CPUS[@]}" tcpdump -i lo -n -s 0 -B 131072 --time-stamp-precision=nano -w "$cap" \
+      "tcp and (src port ${SIM##*:} or src port ${target##*:}) and (((ip[2:2] - ((ip[0]&0xf)<<2)) - ((tcp[12]&0xf0)>>2)) != 0)" \
+      2> "$WORK/tcpdump.err" &
+    capture=$!
+    wait_line "$WORK/tcpdump.err" listening
+  fi
   [ $# -gt 0 ] && before=$(cpu_split "$@") && rss_idle=$(rss_kib "$@")
   "${LOAD_CPUS[@]}" "$LOADGEN" --target "$target" --concurrency "$STREAMS" --duration-s "$DURATION" \
     --tokens "$EVENTS" --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 --spread-ms "${SPREAD_MS:-0}" > "$WORK/load.out" 2>&1 &
@@ -96,6 +122,15 @@ run_mode() {  # $1 name, $2 target, $3.. pids to measure (none for direct)
   [ $# -gt 0 ] && rss_mid=$(rss_kib "$@")
   wait $load || true
   [ $# -gt 0 ] && after=$(cpu_split "$@")
+  if [ -n "$capture" ]; then
+    kill -INT "$capture"
+    wait "$capture" || true
+    local dropped
+    dropped=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$WORK/tcpdump.err")
+    echo "$("$TRANSIT" "$cap" --upstream-port "${SIM##*:}" --client-port "${target##*:}") dropped=${dropped:-?}" \
+      >> "$WORK/$name.transit"
+    rm -f "$cap"
+  fi
   local out
   out=$(cat "$WORK/load.out")
   read -r ub sb <<< "$before"
@@ -213,6 +248,15 @@ for m in modes[2:]:
     paired(m, "nginx", "  %s / nginx" % m)
 paired("tokentap-full", "tokentap-no-trace", "  full / no-trace")
 PY
+if [ "${CAPTURE:-0}" = 1 ]; then
+  echo
+  echo "transit per event (capture: upstream segment -> client segment), us; each round:"
+  for m in nginx tokentap-full tokentap-no-trace tokentap-tap-off; do
+    [ -f "$WORK/$m.transit" ] || continue
+    sed -e "s/^transit /$m /" -e 's/ packets=[0-9]*//; s/ upstream_stamps=[0-9]*//; s/ client_stamps=[0-9]*//' \
+      "$WORK/$m.transit"
+  done
+fi
 
 # Max concurrent streams before errors: slow streams (one event per second) at rising levels.
 # A level "max" is the most this machine's descriptor limit lets a proxy hold: two descriptors a
