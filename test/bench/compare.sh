@@ -46,6 +46,8 @@ ulimit -n 65536 2>/dev/null || true
 HZ=$(getconf CLK_TCK)
 # shellcheck source=test/bench/nginx.sh
 . "$(dirname "$0")/nginx.sh"
+# shellcheck source=test/bench/capture.sh
+. "$(dirname "$0")/capture.sh"
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -107,12 +109,8 @@ run_mode() {  # $1 name, $2 target, $3.. pids to measure (none for direct)
   if [ "${CAPTURE:-0}" = 1 ] && [ $# -gt 0 ]; then
     # Segments with a payload from the upstream or from the proxy's listener: both legs.
     cap=$CAPDIR/tokentap-compare-$$.pcap
-    : > "$WORK/tcpdump.err"
-    "${LOAD_CPUS[@]}" tcpdump -i lo -n -s 0 -B 131072 --time-stamp-precision=nano -w "$cap" \
-      "tcp and (src port ${SIM##*:} or src port ${target##*:}) and (((ip[2:2] - ((ip[0]&0xf)<<2)) - ((tcp[12]&0xf0)>>2)) != 0)" \
-      2> "$WORK/tcpdump.err" &
-    capture=$!
-    wait_line "$WORK/tcpdump.err" listening
+    capture_start "$cap" "${SIM##*:}" "${target##*:}" "${LOAD_CPUS[@]}"
+    capture=$CAPTURE_PID
   fi
   [ $# -gt 0 ] && before=$(cpu_split "$@") && rss_idle=$(rss_kib "$@")
   "${LOAD_CPUS[@]}" "$LOADGEN" --target "$target" --concurrency "$STREAMS" --duration-s "$DURATION" \
@@ -123,11 +121,8 @@ run_mode() {  # $1 name, $2 target, $3.. pids to measure (none for direct)
   wait $load || true
   [ $# -gt 0 ] && after=$(cpu_split "$@")
   if [ -n "$capture" ]; then
-    kill -INT "$capture"
-    wait "$capture" || true
-    local dropped
-    dropped=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$WORK/tcpdump.err")
-    echo "$("$TRANSIT" "$cap" --upstream-port "${SIM##*:}" --client-port "${target##*:}") dropped=${dropped:-?}" \
+    capture_stop
+    echo "$("$TRANSIT" "$cap" --upstream-port "${SIM##*:}" --client-port "${target##*:}") dropped=$CAPTURE_DROPPED" \
       >> "$WORK/$name.transit"
     rm -f "$cap"
   fi

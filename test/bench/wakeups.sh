@@ -10,7 +10,8 @@
 # proxy's thread went to sleep and when it was woken (sched_switch, sched_wakeup; tracefs, with
 # the monotonic clock), and tcpdump both legs of the proxy (compare.sh CAPTURE=1).  Each event
 # whose transit took at least SLOW_US is then put in one of three kinds, by the state of the
-# thread that serves it (the one woken most) when its upstream segment arrived:
+# proxy's thread that serves it (of its threads, the one woken most) when its upstream segment
+# arrived:
 #   asleep, woken late   — waiting in epoll_wait; the wakeup came > 500 µs after the bytes did
 #                          (the wakeup delays' percentiles follow);
 #   asleep, woken soon   — woken within 500 µs, yet the event still took SLOW_US;
@@ -55,6 +56,8 @@ trap cleanup EXIT
 wait_line() { until grep -q "$2" "$1" 2> /dev/null; do sleep 0.1; done; }
 # shellcheck source=test/bench/nginx.sh
 . "$(dirname "$0")/nginx.sh"
+# shellcheck source=test/bench/capture.sh
+. "$(dirname "$0")/capture.sh"
 
 last=$(($(nproc) - 1))
 LOAD=(taskset -c "0-$((last - 1))") PROXY=(taskset -c "$last")
@@ -69,7 +72,8 @@ case $MODE in
     "${PROXY[@]}" "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' &
     pids+=($!)
     sleep 0.5
-    TARGET=127.0.0.1:$PORT COMM=nginx
+    TARGET=127.0.0.1:$PORT
+    TIDS=$(pgrep -P "${pids[-1]}" | tr '\n' ' ')  # the worker
     ;;
   tokentap-off | tokentap-full)
     hooks="[]"
@@ -80,7 +84,8 @@ case $MODE in
       --trace-dir "$WORK/traces" > "$WORK/proxy.out" &
     pids+=($!)
     wait_line "$WORK/proxy.out" ready
-    TARGET=$(sed -n 's/^ready proxy=\([^ ]*\).*/\1/p' "$WORK/proxy.out") COMM=tokentap
+    TARGET=$(sed -n 's/^ready proxy=\([^ ]*\).*/\1/p' "$WORK/proxy.out")
+    TIDS=$(cd /proc/"${pids[-1]}"/task && echo *)  # its threads
     ;;
   *)
     echo "wakeups.sh: MODE is tokentap-off, tokentap-full or nginx" >&2
@@ -88,27 +93,24 @@ case $MODE in
     ;;
 esac
 
-"${LOAD[@]}" tcpdump -i lo -n -s 0 -B 131072 --time-stamp-precision=nano -w "$CAP" \
-  "tcp and (src port ${SIM##*:} or src port ${TARGET##*:}) and (((ip[2:2] - ((ip[0]&0xf)<<2)) - ((tcp[12]&0xf0)>>2)) != 0)" \
-  2> "$WORK/tcpdump.err" &
-TCPDUMP=$!
-pids+=($TCPDUMP)
-wait_line "$WORK/tcpdump.err" listening
+capture_start "$CAP" "${SIM##*:}" "${TARGET##*:}" "${LOAD[@]}"
+pids+=("$CAPTURE_PID")
 
 echo 0 > "$T/tracing_on"
 echo > "$T/trace"
 echo mono > "$T/trace_clock"
 printf '%x\n' $(((1 << $(nproc)) - 1)) > "$T/tracing_cpumask"  # every CPU
 echo 65536 > "$T/buffer_size_kb"
-echo "comm == \"$COMM\"" > "$T/events/sched/sched_wakeup/filter"
+filter=""
+for t in $TIDS; do filter="${filter:+$filter || }pid == $t"; done
+echo "$filter" > "$T/events/sched/sched_wakeup/filter"
 echo 1 > "$T/events/sched/sched_wakeup/enable"
 echo 1 > "$T/events/sched/sched_switch/enable"
 echo 1 > "$T/tracing_on"
 "${LOAD[@]}" "$LOADGEN" --target "$TARGET" --concurrency "$STREAMS" --duration-s "$DURATION" \
   --tokens 100 --itl-ms "$ITL_MS" --ttft-ms 50 --threads 1 --spread-ms "$ITL_MS" > "$WORK/load.out" 2>&1
 echo 0 > "$T/tracing_on"
-kill -INT "$TCPDUMP"
-wait "$TCPDUMP" || true
+capture_stop
 # The capture's timestamps are the wall clock, the trace's the monotonic one.
 python3 -c 'import time; print(time.clock_gettime_ns(time.CLOCK_REALTIME) - time.clock_gettime_ns(time.CLOCK_MONOTONIC))' > "$WORK/offset"
 cat "$T/trace" > "$WORK/trace.txt"
@@ -119,10 +121,11 @@ rm -f "$CAP"
 echo "$MODE on cpu $last; $STREAMS streams, ${ITL_MS} ms apart, spread; ${DURATION} s"
 echo "guest halt polling: $(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2> /dev/null || echo n/a) ns; cpuidle: $(cat /sys/devices/system/cpu/cpuidle/current_driver 2> /dev/null || echo n/a)"
 tail -1 "$WORK/load.out"
-head -1 "$WORK/transit.txt"
-python3 - "$WORK" "$SLOW_US" <<'PY'
+echo "$(head -1 "$WORK/transit.txt") dropped=$CAPTURE_DROPPED"
+python3 - "$WORK" "$SLOW_US" "$TIDS" <<'PY'
 import bisect, collections, re, sys
 work, slow_us = sys.argv[1], float(sys.argv[2])
+tids = {int(t) for t in sys.argv[3].split()}
 offset = int(open(f"{work}/offset").read())
 wakes, outs = collections.defaultdict(list), collections.defaultdict(list)
 line = re.compile(r"\s(\d+\.\d+): (sched_wakeup|sched_switch): (.*)$")
@@ -132,10 +135,13 @@ for l in open(f"{work}/trace.txt"):
         continue
     t = int(round(float(m.group(1)) * 1e9))
     if m.group(2) == "sched_wakeup":
-        wakes[int(re.search(r" pid=(\d+)", m.group(3)).group(1))].append(t)
+        pid = int(re.search(r" pid=(\d+)", m.group(3)).group(1))
+        if pid in tids:
+            wakes[pid].append(t)
     else:
         f = re.search(r"prev_pid=(\d+) .*prev_state=(\S+)", m.group(3))
-        outs[int(f.group(1))].append((t, f.group(2)))
+        if int(f.group(1)) in tids:
+            outs[int(f.group(1))].append((t, f.group(2)))
 if not wakes:
     sys.exit("no wakeups traced")
 tid = max(wakes, key=lambda k: len(wakes[k]))  # the thread that serves the streams
