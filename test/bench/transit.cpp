@@ -8,7 +8,8 @@ namespace tokentap::bench {
 namespace {
 
 constexpr std::string_view stamp_head = "\n: t ";
-constexpr std::size_t carry_bytes = 32;  // > "\n: t " + 19 digits + "\n"
+constexpr std::size_t carry_bytes = 32;                     // > "\n: t " + 19 digits + "\n"
+constexpr std::int64_t forgotten_after_ns = 1'000'000'000;  // a held event never sent on
 
 }  // namespace
 
@@ -20,6 +21,7 @@ void transit_matcher::on_segment(std::int64_t time_ns, std::string_view flow,
     return;
   }
   ++report_.packets;
+  if (!upstream) note_send(time_ns);
   std::string& carry = carry_[std::string(flow)];
   std::string s;
   s.reserve(carry.size() + payload.size());
@@ -34,9 +36,31 @@ void transit_matcher::on_segment(std::int64_t time_ns, std::string_view flow,
       v = v * 10 + (s[i++] - '0');
     if (i == digits_from || i >= s.size() || s[i] != '\n' || i < carry.size()) continue;
     auto& seen = upstream ? upstream_ : client_;
-    if (seen.emplace(v, time_ns).second && !upstream) order_.emplace_back(time_ns, v);
+    if (!seen.emplace(v, time_ns).second) continue;
+    if (upstream)
+      held_.emplace(time_ns, v);
+    else
+      order_.emplace_back(time_ns, v);
   }
   carry.assign(s, s.size() - std::min(s.size(), carry_bytes));
+}
+
+// A send to a client at `t`: if the proxy held an event since before its previous send (or
+// since the event came in, if later) and sent nothing until now, that was a silence.
+void transit_matcher::note_send(std::int64_t t) {
+  // Sent on already, or never (a stream cut when the load ended): not held.
+  while (!held_.empty() &&
+         (client_.count(held_.top().second) != 0 || t - held_.top().first > forgotten_after_ns))
+    held_.pop();
+  if (!held_.empty() && last_sent_ns_ >= 0) {
+    const std::int64_t gap = t - std::max(last_sent_ns_, held_.top().first);
+    if (gap >= stall_ns_) {
+      ++report_.stalls;
+      report_.stalled_ns += gap;
+      report_.longest_stall_ns = std::max(report_.longest_stall_ns, gap);
+    }
+  }
+  last_sent_ns_ = t;
 }
 
 transit_report transit_matcher::report() const {

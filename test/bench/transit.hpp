@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <queue>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -28,13 +30,21 @@ struct transit_report {
   std::size_t upstream_stamps = 0;       // distinct stamps seen leaving the upstream
   std::size_t client_stamps = 0;         // distinct stamps seen reaching the client
   std::size_t unmatched_client = 0;      // reached the client without having been seen upstream
+  // Silences: the proxy held an event (in from the upstream, not yet out to its client) and sent
+  // nothing to any client for at least stall_ns — from the later of its previous send and the
+  // oldest held event's arrival to its next send.  What a single-threaded proxy does when it is
+  // not running; a busy one sends something every few tens of µs.
+  std::size_t stalls = 0;
+  std::int64_t stalled_ns = 0;  // their total
+  std::int64_t longest_stall_ns = 0;
 };
 
 /// Matches stamps between the two legs.  Feed segments in capture order.
 class transit_matcher {
  public:
-  transit_matcher(std::uint16_t upstream_port, std::uint16_t client_port)
-      : upstream_port_(upstream_port), client_port_(client_port) {}
+  transit_matcher(std::uint16_t upstream_port, std::uint16_t client_port,
+                  std::int64_t stall_ns = 1'000'000)
+      : upstream_port_(upstream_port), client_port_(client_port), stall_ns_(stall_ns) {}
 
   /// One TCP segment's payload; `flow` names its connection and direction (any unique key).
   void on_segment(std::int64_t time_ns, std::string_view flow, std::uint16_t src_port,
@@ -45,12 +55,20 @@ class transit_matcher {
   transit_report report() const;
 
  private:
+  void note_send(std::int64_t t);
+
   // The bytes of a flow's last segment that may begin a stamp its next segment completes.
   std::unordered_map<std::string, std::string> carry_;
   std::unordered_map<std::int64_t, std::int64_t> upstream_;   // stamp → first time seen
   std::unordered_map<std::int64_t, std::int64_t> client_;     // stamp → first time seen
   std::vector<std::pair<std::int64_t, std::int64_t>> order_;  // (client time, stamp)
+  // Events held by the proxy: (arrival, stamp), oldest first; the sent ones are dropped lazily.
+  std::priority_queue<std::pair<std::int64_t, std::int64_t>,
+                      std::vector<std::pair<std::int64_t, std::int64_t>>, std::greater<>>
+      held_;
+  std::int64_t last_sent_ns_ = -1;
   std::uint16_t upstream_port_, client_port_;
+  std::int64_t stall_ns_;
   transit_report report_;
 };
 

@@ -71,12 +71,15 @@ int main(int argc, char** argv) {
   for (auto t : r.transit_ns) over += t > 50'000;
   std::printf(
       "transit packets=%zu upstream_stamps=%zu client_stamps=%zu matched=%zu unmatched=%zu "
-      "p50_us=%.1f p90_us=%.1f p99_us=%.1f p999_us=%.1f max_us=%.1f over_50us_pct=%.3f\n",
+      "p50_us=%.1f p90_us=%.1f p99_us=%.1f p999_us=%.1f max_us=%.1f over_50us_pct=%.3f "
+      "silences_1ms=%zu silent_ms=%.1f longest_silence_ms=%.2f\n",
       r.packets, r.upstream_stamps, r.client_stamps, r.transit_ns.size(), r.unmatched_client,
       us(0.5), us(0.9), us(0.99), us(0.999), us(1.0),
       r.transit_ns.empty()
           ? 0.0
-          : 100.0 * static_cast<double>(over) / static_cast<double>(r.transit_ns.size()));
+          : 100.0 * static_cast<double>(over) / static_cast<double>(r.transit_ns.size()),
+      r.stalls, static_cast<double>(r.stalled_ns) / 1e6,
+      static_cast<double>(r.longest_stall_ns) / 1e6);
   // The slowest, with when (ms into the capture) they reached the client: bursts show as runs.
   if (slowest > 0 && !in_order.empty()) {
     std::vector<std::size_t> idx(in_order.size());

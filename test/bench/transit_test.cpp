@@ -161,6 +161,39 @@ TEST(Transit, RejectsWhatIsNotAPcapFile) {
   EXPECT_FALSE(read_pcap(pcapng, m, err));
 }
 
+// The proxy held an event and sent nothing for a while: a silence, timed from the later of its
+// previous send and the event's arrival.  Gaps with nothing held are not.
+TEST(Transit, SilencesAreGapsBetweenSendsWhileAnEventWasHeld) {
+  pcap_writer w;
+  w.segment(0, sim_port, 40000, "\n: t 1\n");
+  w.segment(30'000, proxy_port, 50000, "\n: t 1\n");   // 30 µs: a busy proxy's pace
+  w.segment(5'000'000, proxy_port, 50001, "x");        // 5 ms idle, nothing held: no silence
+  w.segment(6'000'000, sim_port, 40000, "\n: t 2\n");  // held from 6 ms...
+  w.segment(6'500'000, sim_port, 40001, "\n: t 3\n");
+  w.segment(9'000'000, proxy_port, 50000, "\n: t 2\n");  // ... to 9: a silence of 3 ms
+  w.segment(9'040'000, proxy_port, 50001, "\n: t 3\n");  // 40 µs later: none
+  w.segment(9'100'000, sim_port, 40000, "\n: t 4\n");
+  w.segment(9'200'000, proxy_port, 50002, "y");           // sends go on while 4 is held...
+  w.segment(10'700'000, proxy_port, 50000, "\n: t 4\n");  // ... 1.5 ms since the last: one
+  const auto r = read(w);
+  EXPECT_EQ(r.stalls, 2u);
+  EXPECT_EQ(r.stalled_ns, 3'000'000 + 1'500'000);
+  EXPECT_EQ(r.longest_stall_ns, 3'000'000);
+  ASSERT_EQ(r.transit_ns.size(), 4u);
+  EXPECT_EQ(r.transit_ns[1], 3'000'000);
+}
+
+TEST(Transit, AnEventNeverSentOnStopsCountingAsHeldAfterASecond) {
+  pcap_writer w;
+  w.segment(0, sim_port, 40000, "\n: t 1\n");  // the client left: never forwarded
+  w.segment(10'000, proxy_port, 50001, "x");
+  w.segment(2'000'000, proxy_port, 50001, "x");      // held 2 ms: a silence
+  w.segment(1'500'000'000, proxy_port, 50001, "x");  // 1.5 s later: forgotten
+  const auto r = read(w);
+  EXPECT_EQ(r.stalls, 1u);
+  EXPECT_EQ(r.longest_stall_ns, 1'990'000);
+}
+
 TEST(Transit, QuantileIsTheNearestRank) {
   std::vector<std::int64_t> v{5, 1, 4, 2, 3, 6, 7, 8, 9, 10};
   EXPECT_EQ(quantile(v, 0.5), 5);
