@@ -54,10 +54,10 @@ void transit_matcher::note_send(std::int64_t t) {
     held_.pop();
   if (!held_.empty() && last_sent_ns_ >= 0) {
     const std::int64_t gap = t - std::max(last_sent_ns_, held_.top().first);
-    if (gap >= stall_ns_) {
-      ++report_.stalls;
-      report_.stalled_ns += gap;
-      report_.longest_stall_ns = std::max(report_.longest_stall_ns, gap);
+    if (gap >= silence_ns_) {
+      ++report_.silences;
+      report_.silent_ns += gap;
+      report_.longest_silence_ns = std::max(report_.longest_silence_ns, gap);
     }
   }
   last_sent_ns_ = t;

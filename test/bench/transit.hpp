@@ -31,20 +31,20 @@ struct transit_report {
   std::size_t client_stamps = 0;         // distinct stamps seen reaching the client
   std::size_t unmatched_client = 0;      // reached the client without having been seen upstream
   // Silences: the proxy held an event (in from the upstream, not yet out to its client) and sent
-  // nothing to any client for at least stall_ns — from the later of its previous send and the
+  // nothing to any client for at least silence_ns — from the later of its previous send and the
   // oldest held event's arrival to its next send.  What a single-threaded proxy does when it is
   // not running; a busy one sends something every few tens of µs.
-  std::size_t stalls = 0;
-  std::int64_t stalled_ns = 0;  // their total
-  std::int64_t longest_stall_ns = 0;
+  std::size_t silences = 0;
+  std::int64_t silent_ns = 0;  // their total
+  std::int64_t longest_silence_ns = 0;
 };
 
 /// Matches stamps between the two legs.  Feed segments in capture order.
 class transit_matcher {
  public:
   transit_matcher(std::uint16_t upstream_port, std::uint16_t client_port,
-                  std::int64_t stall_ns = 1'000'000)
-      : upstream_port_(upstream_port), client_port_(client_port), stall_ns_(stall_ns) {}
+                  std::int64_t silence_ns = 1'000'000)
+      : upstream_port_(upstream_port), client_port_(client_port), silence_ns_(silence_ns) {}
 
   /// One TCP segment's payload; `flow` names its connection and direction (any unique key).
   void on_segment(std::int64_t time_ns, std::string_view flow, std::uint16_t src_port,
@@ -68,7 +68,7 @@ class transit_matcher {
       held_;
   std::int64_t last_sent_ns_ = -1;
   std::uint16_t upstream_port_, client_port_;
-  std::int64_t stall_ns_;
+  std::int64_t silence_ns_;
   transit_report report_;
 };
 

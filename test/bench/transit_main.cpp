@@ -78,8 +78,8 @@ int main(int argc, char** argv) {
       r.transit_ns.empty()
           ? 0.0
           : 100.0 * static_cast<double>(over) / static_cast<double>(r.transit_ns.size()),
-      r.stalls, static_cast<double>(r.stalled_ns) / 1e6,
-      static_cast<double>(r.longest_stall_ns) / 1e6);
+      r.silences, static_cast<double>(r.silent_ns) / 1e6,
+      static_cast<double>(r.longest_silence_ns) / 1e6);
   // The slowest, with when (ms into the capture) they reached the client: bursts show as runs.
   if (slowest > 0 && !in_order.empty()) {
     std::vector<std::size_t> idx(in_order.size());

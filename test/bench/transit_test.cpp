@@ -176,9 +176,9 @@ TEST(Transit, SilencesAreGapsBetweenSendsWhileAnEventWasHeld) {
   w.segment(9'200'000, proxy_port, 50002, "y");           // sends go on while 4 is held...
   w.segment(10'700'000, proxy_port, 50000, "\n: t 4\n");  // ... 1.5 ms since the last: one
   const auto r = read(w);
-  EXPECT_EQ(r.stalls, 2u);
-  EXPECT_EQ(r.stalled_ns, 3'000'000 + 1'500'000);
-  EXPECT_EQ(r.longest_stall_ns, 3'000'000);
+  EXPECT_EQ(r.silences, 2u);
+  EXPECT_EQ(r.silent_ns, 3'000'000 + 1'500'000);
+  EXPECT_EQ(r.longest_silence_ns, 3'000'000);
   ASSERT_EQ(r.transit_ns.size(), 4u);
   EXPECT_EQ(r.transit_ns[1], 3'000'000);
 }
@@ -190,8 +190,8 @@ TEST(Transit, AnEventNeverSentOnStopsCountingAsHeldAfterASecond) {
   w.segment(2'000'000, proxy_port, 50001, "x");      // held 2 ms: a silence
   w.segment(1'500'000'000, proxy_port, 50001, "x");  // 1.5 s later: forgotten
   const auto r = read(w);
-  EXPECT_EQ(r.stalls, 1u);
-  EXPECT_EQ(r.longest_stall_ns, 1'990'000);
+  EXPECT_EQ(r.silences, 1u);
+  EXPECT_EQ(r.longest_silence_ns, 1'990'000);
 }
 
 TEST(Transit, QuantileIsTheNearestRank) {
