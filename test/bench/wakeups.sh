@@ -15,8 +15,10 @@
 #   asleep, woken late   — waiting in epoll_wait; the wakeup came > 500 µs after the bytes did
 #                          (the wakeup delays' percentiles follow);
 #   asleep, woken soon   — woken within 500 µs, yet the event still took SLOW_US;
-#   awake                — running (or woken and not yet switched out): it had work before
-#                          this event, e.g. the backlog a late wakeup left.
+#   awake                — running, or runnable (woken, or preempted) and not yet switched
+#                          out: a backlog being worked off — or a thread not given the CPU,
+#                          which the transit line's silences (nothing sent for >= 1 ms while
+#                          events were held) tell apart.
 # What a wakeup waits for on a VM: the waking CPU sends an IPI; a halted vCPU runs only when the
 # host schedules it again.  The script prints the guest's halt-polling setting alongside.
 set -euo pipefail
@@ -41,6 +43,10 @@ CAPDIR=/dev/shm
 CAP=$CAPDIR/tokentap-wakeups-$$.pcap
 ulimit -n 65536 2> /dev/null || true
 pids=()
+# Put back at exit what this script changes in tracefs.
+SAVED_CLOCK=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$T/trace_clock")
+SAVED_BUFFER=$(cat "$T/buffer_size_kb")
+SAVED_CPUMASK=$(cat "$T/tracing_cpumask")
 trace_off() {
   echo 0 > "$T/tracing_on"
   for e in sched/sched_wakeup sched/sched_switch; do echo 0 > "$T/events/$e/enable"; done
@@ -49,6 +55,9 @@ trace_off() {
 cleanup() {
   trace_off
   echo > "$T/trace"
+  echo "$SAVED_CLOCK" > "$T/trace_clock"
+  echo "${SAVED_BUFFER%% *}" > "$T/buffer_size_kb"  # "1408 (expanded: …)" on some kernels
+  echo "$SAVED_CPUMASK" > "$T/tracing_cpumask"
   for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done
   rm -f "$CAP"
 }
