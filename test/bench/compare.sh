@@ -51,7 +51,7 @@ HZ=$(getconf CLK_TCK)
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -f "$CAPDIR"/tokentap-compare-$$.pcap
+  rm -f "$CAPDIR"/tokentap-compare-$$.pcap "$CAPDIR"/tokentap-compare-$$.pcap.err
 }
 trap cleanup EXIT
 

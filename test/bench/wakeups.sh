@@ -59,7 +59,7 @@ cleanup() {
   echo "${SAVED_BUFFER%% *}" > "$T/buffer_size_kb"  # "1408 (expanded: …)" on some kernels
   echo "$SAVED_CPUMASK" > "$T/tracing_cpumask"
   for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done
-  rm -f "$CAP"
+  rm -f "$CAP" "$CAP.err"
 }
 trap cleanup EXIT
 wait_line() { until grep -q "$2" "$1" 2> /dev/null; do sleep 0.1; done; }
