@@ -13,6 +13,10 @@ namespace tokentap::sim {
 
 enum class api { openai_chat, anthropic_messages };
 
+/// How a stamped event begins (params::stamp): the SSE comment `: t <monotonic ns>\n`.  The load
+/// generator and the benchmarks' capture matcher (test/bench/transit.hpp) read it back.
+inline constexpr std::string_view stamp_prefix = ": t ";
+
 enum class latency_dist { fixed, uniform, normal, exponential };
 
 /// Everything that shapes one simulated response.  Server defaults come from flags; each request

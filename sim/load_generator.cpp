@@ -8,12 +8,14 @@
 #endif
 
 #include <algorithm>
+#include <charconv>
 #include <optional>
 #include <random>
 
 #include <boost/beast/http.hpp>
 
 #include "config/log.hpp"
+#include "sim/generator.hpp"
 #include "sim/rx_stamped_reader.hpp"
 
 namespace tokentap::sim {
@@ -128,10 +130,15 @@ awaitable<void> load_generator::client(unsigned id) {
         if (in_stamp) {
           if (c == '\n') {
             in_stamp = false;
-            if (stamp.size() > 4 && latencies.size() < 100000) {
-              const auto sent_ns = std::stoll(stamp.substr(4));
-              latencies.push_back(static_cast<double>(arrival_ns - sent_ns) / 1000.0);
-              read_latencies.push_back(static_cast<double>(read_ns - sent_ns) / 1000.0);
+            // Other comments are not stamps.
+            const char* const end = stamp.data() + stamp.size();
+            long long sent_ns = 0;
+            if (stamp.starts_with(stamp_prefix) && latencies.size() < 100000) {
+              const auto r = std::from_chars(stamp.data() + stamp_prefix.size(), end, sent_ns);
+              if (r.ec == std::errc{} && r.ptr == end) {
+                latencies.push_back(static_cast<double>(arrival_ns - sent_ns) / 1000.0);
+                read_latencies.push_back(static_cast<double>(read_ns - sent_ns) / 1000.0);
+              }
             }
           } else {
             stamp.push_back(c);

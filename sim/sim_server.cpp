@@ -264,7 +264,7 @@ class sim_session final : public session_base,
       batch.clear();
       const auto now = clock::now();
       do {
-        if (p.stamp) batch += ": t " + std::to_string(mono_now_ns()) + "\n";
+        if (p.stamp) batch.append(stamp_prefix).append(std::to_string(mono_now_ns())) += '\n';
         batch += pl.events[i++].bytes;
       } while (i < pl.events.size() && batch.size() < 256 * 1024 &&
                start + std::chrono::microseconds(static_cast<long>(pl.events[i].at_ms * 1000)) <=

@@ -105,12 +105,10 @@ run_mode() {  # $1 name, $2 target, $3.. pids to measure (none for direct)
   local name=$1 target=$2
   shift 2
   local before="0 0" after="0 0" rss_idle=0 rss_mid=0
-  local cap="" capture=""
+  local cap=""  # set while both legs are captured (not for direct: no proxy)
   if [ "${CAPTURE:-0}" = 1 ] && [ $# -gt 0 ]; then
-    # Segments with a payload from the upstream or from the proxy's listener: both legs.
     cap=$CAPDIR/tokentap-compare-$$.pcap
     capture_start "$cap" "${SIM##*:}" "${target##*:}" "${LOAD_CPUS[@]}"
-    capture=$CAPTURE_PID
   fi
   [ $# -gt 0 ] && before=$(cpu_split "$@") && rss_idle=$(rss_kib "$@")
   "${LOAD_CPUS[@]}" "$LOADGEN" --target "$target" --concurrency "$STREAMS" --duration-s "$DURATION" \
@@ -120,7 +118,7 @@ run_mode() {  # $1 name, $2 target, $3.. pids to measure (none for direct)
   [ $# -gt 0 ] && rss_mid=$(rss_kib "$@")
   wait $load || true
   [ $# -gt 0 ] && after=$(cpu_split "$@")
-  if [ -n "$capture" ]; then
+  if [ -n "$cap" ]; then
     capture_stop
     echo "$("$TRANSIT" "$cap" --upstream-port "${SIM##*:}" --client-port "${target##*:}") dropped=$CAPTURE_DROPPED" \
       >> "$WORK/$name.transit"

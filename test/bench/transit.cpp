@@ -4,11 +4,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "sim/generator.hpp"
+
 namespace tokentap::bench {
 namespace {
 
-constexpr std::string_view stamp_head = "\n: t ";
-constexpr std::size_t carry_bytes = 32;                     // > "\n: t " + 19 digits + "\n"
+using sim::stamp_prefix;  // a stamp is a line of its own: `\n` + stamp_prefix + digits + `\n`
+constexpr std::size_t carry_bytes = 32;  // > "\n" + stamp_prefix + 19 digits + "\n"
+static_assert(carry_bytes > 1 + stamp_prefix.size() + 19 + 1);
 constexpr std::int64_t forgotten_after_ns = 1'000'000'000;  // a held event never sent on
 
 }  // namespace
@@ -27,9 +30,10 @@ void transit_matcher::on_segment(std::int64_t time_ns, std::string_view flow,
   s.reserve(carry.size() + payload.size());
   s.append(carry).append(payload);
   // Stamps whose last byte is in this segment (those wholly in the carry were counted before).
-  for (std::size_t at = s.find(stamp_head); at != std::string::npos;
-       at = s.find(stamp_head, at + 1)) {
-    std::size_t i = at + stamp_head.size();
+  for (std::size_t at = s.find(stamp_prefix); at != std::string::npos;
+       at = s.find(stamp_prefix, at + 1)) {
+    if (at == 0 || s[at - 1] != '\n') continue;  // not at a line's start
+    std::size_t i = at + stamp_prefix.size();
     std::int64_t v = 0;
     const std::size_t digits_from = i;
     while (i < s.size() && s[i] >= '0' && s[i] <= '9' && i - digits_from < 19)

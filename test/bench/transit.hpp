@@ -1,6 +1,7 @@
 // A proxy's transit time per event, from a packet capture of both its legs on loopback.
 //
-// The simulator stamps each event (`x-sim-stamp`) with an SSE comment `: t <ns>` that every proxy
+// The simulator stamps each event (`x-sim-stamp`) with an SSE comment `: t <ns>`
+// (sim::stamp_prefix) that every proxy
 // forwards unchanged.  A capture (`tcpdump -i lo`) timestamps each segment in the kernel as it is
 // transmitted — on loopback, when it reaches the receiver's socket.  So the time between the
 // segment that carried a stamp from the upstream (source port = the upstream's) and the one that
