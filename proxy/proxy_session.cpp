@@ -41,11 +41,6 @@ namespace {
 
 using hooks::stream_outcome;
 
-// The relay buffer starts small (an SSE event is a few hundred bytes, and an open stream pins its
-// buffer while it waits) and doubles when a read fills it (bulk bodies), up to the maximum.
-constexpr std::size_t relay_buffer_min = 512;
-constexpr std::size_t relay_buffer_max = 64 * 1024;
-
 bool is_disconnect(const error_code& ec) {
   return ec == net::error::eof || ec == net::error::connection_reset ||
          ec == net::error::broken_pipe || ec == net::error::operation_aborted ||

@@ -14,6 +14,7 @@
 #include <boost/asio/write.hpp>
 
 #include "hooks/tap.hpp"
+#include "proxy/proxy_session.hpp"
 #include "sim/load_generator.hpp"
 #include "test/support/alloc_count.hpp"
 #include "test/support/http_client.hpp"
@@ -420,13 +421,13 @@ struct allocation_tap_factory : hooks::tap_factory {
 // tap work each, so most tap work is deferred and drained 16 at a time) as when caught up.
 // Between two reads of one stream, the I/O thread relays the other streams' reads; away from the
 // streams' starts and ends (first and last reads left out) that is all it does, so the count may
-// not move — but for a session's relay buffer doubling after a read that filled it: 512 bytes
-// at first, at most seven doublings to 64 KiB.  Under this burst reads merge, and on a busy
-// machine buffers grow in mid-stream (round 26: 40–80 of ~900 pairs of reads saw such
-// allocations in a third of the runs), so a stream's middle may see up to seven allocations per
-// session and no more.  Before op_memory and the linked queue, a deferred step's next read took a
-// heap block (Asio's per-thread cache holds one) and the queue one every 64 steps: nearly every
-// pair of reads here saw allocations, each stream's middle hundreds.
+// not move — but for a session's relay buffer doubling after a read that filled it (512 bytes
+// at first, relay_buffer_doublings — seven — doublings to 64 KiB).  Under this burst reads
+// merge, and on a busy machine buffers grow in mid-stream (round 26: 40–80 of ~900 pairs of
+// reads saw such allocations in a third of the runs), so a stream's middle may see that many
+// allocations per session and no more.  Before op_memory and the linked queue, a deferred step's
+// next read took a heap block (Asio's per-thread cache holds one) and the queue one every 64 steps:
+// nearly every pair of reads here saw allocations, each stream's middle hundreds.
 TEST(Relay, ForwardingEventsAllocatesNothingEvenWhenTheTapsAreDeferred) {
   if (!allocations_counted()) GTEST_SKIP() << "the sanitizer's runtime owns operator new here";
   auto taps = std::make_shared<allocation_tap_factory>();
@@ -454,7 +455,8 @@ TEST(Relay, ForwardingEventsAllocatesNothingEvenWhenTheTapsAreDeferred) {
       "allocations in a stream's middle\n",
       allocating, pairs, static_cast<unsigned long long>(most));
   EXPECT_GE(pairs, 120u) << "too few reads in the streams' middles to show anything";
-  EXPECT_LE(most, 7u * taps->streams.size()) << "more than the relay buffers' growth";
+  EXPECT_LE(most, proxy::relay_buffer_doublings * taps->streams.size())
+      << "more than the relay buffers' growth";
 }
 
 // A tap that notes the I/O thread's live heap bytes when the request is handed to it and at the
