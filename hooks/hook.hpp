@@ -34,6 +34,8 @@ struct token_event {
   /// False for a non-streamed (whole JSON) body: its tokens all arrive with the last byte, so
   /// they carry no per-token timing (no TTFT, no ITL) — only counts.
   bool streamed = true;
+  /// Which choice (`n > 1`; parsers::tracked_choices): 0 for every provider without choices.
+  std::uint32_t choice = 0;
 };
 
 /// A timing sample of one event, measured once by the chain for every hook that asks for
@@ -91,7 +93,17 @@ struct stream_summary {
   parsers::usage_counts usage;
   unsigned status = 0;
   std::string error_type, error_message;  ///< a provider error reported inside the stream
-  std::string finish_reason;
+  std::string finish_reason;              ///< the last one reported (of any choice)
+  /// Choices that answered (highest `choices[].index` + 1 with a token or a finish reason); 0
+  /// when none did.  With more than one, `by_choice` has a row per choice index seen below
+  /// parsers::tracked_choices, in index order; gaps between tokens are measured per choice.
+  std::uint32_t choices = 0;
+  struct choice_summary {
+    std::uint32_t index = 0;
+    std::uint64_t token_events = 0;
+    std::string finish_reason;
+  };
+  std::vector<choice_summary> by_choice;
   std::string upstream_error_reason;          ///< set when the proxy answered for a failed upstream
   std::uint64_t parse_errors[3] = {0, 0, 0};  ///< by parsers::parse_stage
   mono_ns start_ns = 0, head_ns = 0, end_ns = 0;

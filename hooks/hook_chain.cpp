@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <memory>
 #include <optional>
 
 #include "config/log.hpp"
@@ -88,6 +89,7 @@ class alignas(64) chain final : public stream_tap,
     }
     summary_.end_ns = end_ns;
     summary_.token_events = tokens;
+    summarize_choices(tokens);
     summary_.first_token_ns = first_token_ns_;
     summary_.first_content_ns = first_content_ns_;
     summary_.last_token_ns = last_token_ns_;
@@ -120,16 +122,21 @@ class alignas(64) chain final : public stream_tap,
 
   // ---- decoder_handler
 
-  void on_token(parsers::channel ch, std::string_view text, std::int64_t t_ns) noexcept override {
+  void on_token(parsers::channel ch, std::string_view text, std::int64_t t_ns,
+                std::uint32_t choice) noexcept override {
     // A whole-JSON body's tokens all arrive at once: no per-token timing.
     if (streamed_) {
       if (first_token_ns_ < 0) first_token_ns_ = t_ns;
       if (ch == parsers::channel::content && first_content_ns_ < 0) first_content_ns_ = t_ns;
-      if (sampled_ && last_token_ns_ >= 0)
-        add_sample({sample::itl(ch), t_ns - last_token_ns_}, t_ns);
+      // Gaps are measured within a choice: interleaved choices (n > 1) are not one another's
+      // next token.  Until a second choice shows up, the last token is the first choice's.
+      mono_ns& last = choice == 0 && !choices_ ? last_token_ns_ : choice_state(choice).last;
+      if (sampled_ && last >= 0) add_sample({sample::itl(ch), t_ns - last}, t_ns);
+      last = t_ns;
       last_token_ns_ = t_ns;
     }
-    const token_event ev{ch, text, t_ns, streamed_};
+    if (choice != 0 || choices_) ++choice_state(choice).tokens;
+    const token_event ev{ch, text, t_ns, streamed_, choice};
     each(token_, [&](hook& h) { h.on_token(ev); });
   }
 
@@ -142,8 +149,10 @@ class alignas(64) chain final : public stream_tap,
     }
   }
 
-  void on_finish_reason(std::string_view reason) noexcept override {
+  void on_finish_reason(std::string_view reason, std::uint32_t choice) noexcept override {
     summary_.finish_reason.assign(reason.substr(0, 64));
+    finished_ = true;
+    if (choice != 0 || choices_) choice_state(choice).finish.assign(reason.substr(0, 64));
   }
 
   void on_parse_error(parsers::parse_stage stage, std::int64_t) noexcept override {
@@ -155,6 +164,51 @@ class alignas(64) chain final : public stream_tap,
   std::uint64_t all() const noexcept {
     static_assert(hook_chain_factory::max_hooks == 64, "one bit per hook");
     return hooks_.size() == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << hooks_.size()) - 1;
+  }
+
+  // What the chain keeps per choice once a second choice (n > 1) has answered; until then the
+  // stream's own fields are the first choice's (most streams never get here).
+  struct per_choice {
+    mono_ns last = -1;  // the choice's last streamed token
+    std::uint64_t tokens = 0;
+    std::string finish;
+  };
+  struct choices_state {
+    std::array<per_choice, parsers::tracked_choices> slots;
+    std::uint32_t highest = 0;  // the highest index seen
+  };
+
+  per_choice& choice_state(std::uint32_t choice) {
+    if (!choices_) {
+      choices_ = std::make_unique<choices_state>();
+      auto& first = choices_->slots[0];
+      first.last = last_token_ns_;
+      // Every token and finish reason so far was the first choice's (the decoder counted the
+      // one being reported, which is another choice's).
+      std::uint64_t so_far = 0;
+      if (decoder_)
+        for (auto c :
+             {parsers::channel::content, parsers::channel::reasoning, parsers::channel::tool})
+          so_far += decoder_->token_events(c);
+      first.tokens = so_far > 0 ? so_far - 1 : 0;
+      first.finish = summary_.finish_reason;
+    }
+    choices_->highest = std::max(choices_->highest, choice);
+    return choices_->slots[std::min(choice, parsers::tracked_choices - 1)];
+  }
+
+  void summarize_choices(std::uint64_t tokens) {
+    if (!choices_) {
+      summary_.choices = tokens > 0 || finished_ ? 1 : 0;
+      return;
+    }
+    summary_.choices = choices_->highest + 1;
+    const auto n = std::min(summary_.choices, parsers::tracked_choices);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      auto& c = choices_->slots[i];
+      if (c.tokens == 0 && c.finish.empty()) continue;
+      summary_.by_choice.push_back({i, c.tokens, std::move(c.finish)});
+    }
   }
 
   // Samples are handed over when the array is full, when a second has passed since the last
@@ -213,6 +267,8 @@ class alignas(64) chain final : public stream_tap,
   // Per stream, not per event.
   std::size_t max_event_bytes_;
   std::shared_ptr<chain_stats> stats_;
+  std::unique_ptr<choices_state> choices_;  // made when a second choice answers
+  bool finished_ = false;                   // a finish reason was reported
   stream_summary summary_;
 };
 

@@ -11,7 +11,10 @@ class steps_hook final : public hook {
   steps_hook(const std::shared_ptr<const parsers::step_tagger::compiled>& t, std::size_t max_steps)
       : triggers_(t), max_steps_(max_steps), content_(t, max_steps) {}
 
+  // Steps are the first choice's: with `n > 1` the other choices' interleaved texts would
+  // make one nonsensical chain of thought.
   void on_token(const token_event& e) override {
+    if (e.choice != 0) return;
     if (e.channel == parsers::channel::reasoning) {
       if (!reasoning_) reasoning_.emplace(triggers_, max_steps_);
       reasoning_->feed(e.text, e.t_ns);

@@ -120,6 +120,8 @@ void append_quantiles(std::string& out, const timing_summary::quantiles& q) {
 // stream of the I/O thread.
 struct record_texts {
   std::string content, reasoning;  // gathered on the writer's thread from the event log's texts
+  // Choices past the first (n > 1), by index - 1: content and reasoning.
+  std::vector<std::pair<std::string, std::string>> other_choices;
   std::string id, route, model;
   bool has_request = false;
   std::string method, target, body, request_headers, response_headers;  // headers packed
@@ -188,6 +190,9 @@ struct finished_stream : record_texts {
       lit(r, "null");
     else
       json::append_string(r, s.finish_reason);
+    lit(r, ",\"choices\":");
+    num(r, s.choices);
+    if (!s.by_choice.empty()) by_choice(r);
     const auto& t = s.timing;
     lit(r, ",\"timing\":{\"ttft_ms\":");
     json::append_ms(r, t.ttft_ms);
@@ -242,6 +247,41 @@ struct finished_stream : record_texts {
     lit(r, ",\"events\":[");
   }
 
+  // Several choices (n > 1): each one's token count, finish reason and (with bodies) text; the
+  // record's `text` is the first choice's.
+  void by_choice(std::string& r) const {
+    lit(r, ",\"by_choice\":[");
+    for (std::size_t i = 0; i < s.by_choice.size(); ++i) {
+      const auto& c = s.by_choice[i];
+      if (i) r.push_back(',');
+      lit(r, "{\"index\":");
+      num(r, c.index);
+      lit(r, ",\"token_events\":");
+      num(r, c.token_events);
+      lit(r, ",\"finish_reason\":");
+      if (c.finish_reason.empty())
+        lit(r, "null");
+      else
+        json::append_string(r, c.finish_reason);
+      if (bodies) {
+        static const std::string none;
+        const std::string* text = &content;
+        const std::string* thought = &reasoning;
+        if (c.index != 0) {
+          const bool kept = c.index <= other_choices.size();
+          text = kept ? &other_choices[c.index - 1].first : &none;
+          thought = kept ? &other_choices[c.index - 1].second : &none;
+        }
+        lit(r, ",\"content\":");
+        json::append_string(r, *text);
+        lit(r, ",\"reasoning\":");
+        json::append_string(r, *thought);
+      }
+      r.push_back('}');
+    }
+    r.push_back(']');
+  }
+
   // Everything after the events.
   void tail(std::string& r) const {
     r.reserve(256 + 160 * s.steps.size() + 64 * s.cache_events.size());
@@ -284,8 +324,14 @@ struct finished_stream : record_texts {
   }
 };
 
-// The response text's tokens, logged with the reads (event_log::append_text).
-constexpr unsigned content_tag = 1, reasoning_tag = 2;
+// The response text's tokens, logged with the reads (event_log::append_text): tag 1 + 2 * choice
+// for content, 2 + 2 * choice for reasoning (choices past parsers::tracked_choices share the
+// last; tags stay below 256).
+constexpr unsigned text_tag(parsers::channel ch, std::uint32_t choice) {
+  return 1 + 2 * std::min(choice, parsers::tracked_choices - 1) +
+         (ch == parsers::channel::reasoning ? 1 : 0);
+}
+static_assert(text_tag(parsers::channel::reasoning, ~0u) < 256);
 
 class alignas(64) trace_hook final : public hook, public parsers::recycled<trace_hook> {
  public:
@@ -347,8 +393,7 @@ class alignas(64) trace_hook final : public hook, public parsers::recycled<trace
       text_truncated_ = true;
       return;
     }
-    events_.append_text(e.channel == parsers::channel::reasoning ? reasoning_tag : content_tag,
-                        e.text);
+    events_.append_text(text_tag(e.channel, e.choice), e.text);
     budget_ -= static_cast<std::uint32_t>(cost);
   }
 
@@ -378,7 +423,15 @@ class alignas(64) trace_hook final : public hook, public parsers::recycled<trace
     rec.render = [f = std::move(f)](std::string& head, std::string& tail, const event_log& log) {
       if (f->bodies)
         log.for_each_text([&](unsigned tag, std::string_view t) {
-          (tag == reasoning_tag ? f->reasoning : f->content) += t;
+          const unsigned choice = (tag - 1) / 2;
+          const bool reasoning = (tag - 1) % 2 == 1;
+          if (choice == 0) {
+            (reasoning ? f->reasoning : f->content) += t;
+            return;
+          }
+          if (f->other_choices.size() < choice) f->other_choices.resize(choice);
+          auto& c = f->other_choices[choice - 1];
+          (reasoning ? c.second : c.first) += t;
         });
       f->head(head);
       f->tail(tail);

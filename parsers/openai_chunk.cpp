@@ -1,7 +1,9 @@
 #include "parsers/openai_chunk.hpp"
 
+#include <array>
 #include <bit>
 #include <cstring>
+#include <utility>
 
 #include "parsers/text_bytes.hpp"
 
@@ -112,6 +114,16 @@ struct openai_chunk_reader::scan {
   const char* text_open = nullptr;
   const char* text_close = nullptr;
   field text_what = field::content;
+  std::uint32_t text_choice = 0;
+  // Each kept part's place in its choice's order (the slow decoder's emit_choice).
+  std::array<std::uint8_t, max_parts> ranks{};
+
+  enum rank : std::uint8_t {
+    reasoning_rank = 0,  // + 0 delta, 1 message
+    content_rank = 2,    // + 0 delta, 1 message, 2 text
+    tool_rank = 5,       // + 0 delta, 1 message
+    finish_rank = 7
+  };
 
   // The first byte at or after `s` that is not JSON whitespace; nullptr at the end.
   const char* ws(const char* s) const noexcept {
@@ -148,10 +160,22 @@ struct openai_chunk_reader::scan {
     }
   }
 
+  // Whether a key the decoder acts on is met for the first time in its object (bit of `seen`):
+  // a repeated one is the slow path's (the last one wins there).
+  static bool first_time(unsigned& seen, unsigned bit) noexcept {
+    if (seen & bit) return false;
+    seen |= bit;
+    return true;
+  }
+
   // The fields decode_openai reads for provider openai_chat, mirrored one for one.
   const char* root(const char* s) {
+    unsigned seen = 0;
     return object(s, 1, [&](std::string_view key, const char* v) -> const char* {
-      if (is(key, "choices")) return *v == '[' ? choices(v) : value(v, 1);
+      if (is(key, "choices")) {
+        if (!first_time(seen, 1)) return nullptr;
+        return *v == '[' ? choices(v) : value(v, 1);
+      }
       if (is(key, "usage")) return literal(v, "null");  // counts: the slow path reads them
       if (is(key, "error") || is(key, "timings") || is(key, "tokens_cached")) return nullptr;
       return value(v, 1);
@@ -162,44 +186,105 @@ struct openai_chunk_reader::scan {
     return array(s, 2, [&](const char* v) { return *v == '{' ? choice(v) : value(v, 2); });
   }
 
+  // A choice's parts are kept as met, then put in the decoder's order and given its index
+  // (which may come after them).
   const char* choice(const char* s) {
-    return object(s, 3, [&](std::string_view key, const char* v) {
-      if (is(key, "delta") || is(key, "message")) return *v == '{' ? delta(v) : value(v, 3);
-      if (is(key, "text")) return text(v, field::content, 3);
-      if (is(key, "finish_reason")) return text(v, field::finish_reason, 3);
+    const std::size_t first = r.count_;
+    const int strings_before = text_strings;
+    std::uint32_t index = 0;
+    unsigned seen = 0;
+    s = object(s, 3, [&](std::string_view key, const char* v) -> const char* {
+      if (is(key, "delta") || is(key, "message")) {
+        const int source = is(key, "delta") ? 0 : 1;
+        if (!first_time(seen, 1u << source)) return nullptr;
+        return *v == '{' ? delta(v, source) : value(v, 3);
+      }
+      if (is(key, "text"))
+        return first_time(seen, 4) ? text(v, field::content, content_rank + 2, 3) : nullptr;
+      if (is(key, "finish_reason"))
+        return first_time(seen, 8) ? text(v, field::finish_reason, finish_rank, 3) : nullptr;
+      if (is(key, "index")) return first_time(seen, 16) ? index_value(v, index) : nullptr;
       return value(v, 3);
     });
+    if (s == nullptr) return nullptr;
+    for (std::size_t i = first; i < r.count_; ++i) {  // insertion sort: at most max_parts
+      r.parts_[i].choice = index;
+      for (std::size_t j = i; j > first && ranks[j - 1] > ranks[j]; --j) {
+        std::swap(ranks[j - 1], ranks[j]);
+        std::swap(r.parts_[j - 1], r.parts_[j]);
+      }
+    }
+    if (text_strings != strings_before) text_choice = index;
+    return s;
   }
 
-  const char* delta(const char* s) {
-    return object(s, 4, [&](std::string_view key, const char* v) {
-      if (is(key, "content")) return text(v, field::content, 4);
-      if (is(key, "reasoning_content") || is(key, "reasoning")) return text(v, field::reasoning, 4);
-      if (is(key, "tool_calls")) return *v == '[' ? tool_calls(v) : value(v, 4);
+  // `index`: a plain integer (its value, or 0 past 2^31-1 or below 0, as the decoder takes it)
+  // or a value that is not a number (0); a fraction or an exponent is declined.
+  const char* index_value(const char* s, std::uint32_t& index) {
+    if (*s != '-' && !is_digit(*s)) {
+      index = 0;
+      return value(s, 3);
+    }
+    const char* const start = s;
+    const char* const after = number(s);
+    if (after == nullptr) return nullptr;
+    std::uint64_t n = 0;
+    for (const char* p = start; p < after; ++p) {
+      if (*p == '-') continue;
+      if (!is_digit(*p)) return nullptr;
+      n = n > 0x7fffffff ? n : n * 10 + static_cast<unsigned>(*p - '0');
+    }
+    index = *start == '-' || n > 0x7fffffff ? 0 : static_cast<std::uint32_t>(n);
+    return after;
+  }
+
+  // `delta` (source 0) or `message` (1).
+  const char* delta(const char* s, int source) {
+    unsigned seen = 0;
+    return object(s, 4, [&](std::string_view key, const char* v) -> const char* {
+      if (is(key, "content"))
+        return first_time(seen, 1)
+                   ? text(v, field::content, static_cast<std::uint8_t>(content_rank + source), 4)
+                   : nullptr;
+      if (is(key, "reasoning_content") || is(key, "reasoning")) {
+        // Both, or one twice: the slow path chooses between them.
+        if (!first_time(seen, 2)) return nullptr;
+        return text(v, field::reasoning, static_cast<std::uint8_t>(reasoning_rank + source), 4);
+      }
+      if (is(key, "tool_calls")) {
+        if (!first_time(seen, 4)) return nullptr;
+        return *v == '[' ? tool_calls(v, source) : value(v, 4);
+      }
       return value(v, 4);
     });
   }
 
-  const char* tool_calls(const char* s) {
+  const char* tool_calls(const char* s, int source) {
+    const auto rank = static_cast<std::uint8_t>(tool_rank + source);
     const auto function = [&](const char* f) {
-      return object(f, 7, [&](std::string_view key, const char* v) {
-        return is(key, "arguments") ? text(v, field::tool_arguments, 7) : value(v, 7);
+      unsigned seen = 0;
+      return object(f, 7, [&](std::string_view key, const char* v) -> const char* {
+        if (!is(key, "arguments")) return value(v, 7);
+        return first_time(seen, 1) ? text(v, field::tool_arguments, rank, 7) : nullptr;
       });
     };
     const auto call = [&](const char* c) {
-      return object(c, 6, [&](std::string_view key, const char* v) {
-        return is(key, "function") && *v == '{' ? function(v) : value(v, 6);
+      unsigned seen = 0;
+      return object(c, 6, [&](std::string_view key, const char* v) -> const char* {
+        if (!is(key, "function")) return value(v, 6);
+        if (!first_time(seen, 1)) return nullptr;
+        return *v == '{' ? function(v) : value(v, 6);
       });
     };
     return array(s, 5, [&](const char* v) { return *v == '{' ? call(v) : value(v, 5); });
   }
 
   // A value whose string form is a text; anything else the slow path reads as "" (no event).
-  const char* text(const char* s, field what, int depth) {
+  const char* text(const char* s, field what, std::uint8_t rank, int depth) {
     if (*s != '"') return value(s, depth);
     bool escaped = false;
     const char* const close = string_end(s, escaped);
-    if (close == nullptr || !keep(s, close, escaped, what)) return nullptr;
+    if (close == nullptr || !keep(s, close, escaped, what, rank)) return nullptr;
     ++text_strings;
     text_open = s;
     text_close = close;
@@ -208,12 +293,14 @@ struct openai_chunk_reader::scan {
   }
 
   // The text of the validated string between the quotes at `open` and `close`, as a part.
-  bool keep(const char* open, const char* close, bool escaped, field what) {
+  bool keep(const char* open, const char* close, bool escaped, field what, std::uint8_t rank,
+            std::uint32_t choice = 0) {
     std::string_view t(open + 1, static_cast<std::size_t>(close - open - 1));
     if (escaped && !unescape(t, t)) return false;
     if (!t.empty()) {
       if (r.count_ == max_parts) return false;
-      r.parts_[r.count_++] = part{what, t};
+      ranks[r.count_] = rank;
+      r.parts_[r.count_++] = part{what, choice, t};
     }
     return true;
   }
@@ -364,7 +451,7 @@ bool openai_chunk_reader::read(std::string_view doc, shape* last) noexcept {
     if (std::memcmp(begin, last->around_.data(), prefix) == 0 &&
         std::memcmp(close, last->around_.data() + prefix, suffix) == 0 &&
         sc.string_end(begin + prefix - 1, escaped) == close) {
-      if (sc.keep(begin + prefix - 1, close, escaped, last->what_)) {
+      if (sc.keep(begin + prefix - 1, close, escaped, last->what_, 0, last->choice_)) {
         ++shaped_reads_;
         last->fits_ = true;
         return true;
@@ -379,8 +466,9 @@ bool openai_chunk_reader::read(std::string_view doc, shape* last) noexcept {
   if (last != nullptr && sc.text_strings == 1 && doc.size() <= max_shape_bytes) {
     last->around_.assign(begin, sc.text_open + 1);
     last->around_.append(sc.text_close, sc.end);
-    last->prefix_ = static_cast<std::size_t>(sc.text_open + 1 - begin);
+    last->prefix_ = static_cast<std::uint32_t>(sc.text_open + 1 - begin);
     last->what_ = sc.text_what;
+    last->choice_ = sc.text_choice;
     ++last->version_;
     last->fits_ = true;
   }

@@ -8,7 +8,8 @@
 // It reads strict JSON (RFC 8259) and says no — read() returns false — to anything it is not
 // certain the simdjson decoder (stream_decoder.cpp, decode_openai) reads the same way: invalid
 // JSON or UTF-8, keys with escapes, a lone or invalid surrogate escape in a kept text, nesting
-// deeper than max_depth, more than max_parts texts, documents over max_bytes, and the fields
+// deeper than max_depth, more than max_parts texts, documents over max_bytes, a key repeated in
+// an object, a choice `index` that is not a plain integer, and the fields
 // that decoder acts on beyond texts (`usage` other than null, `error`, `timings`,
 // `tokens_cached`).  The caller then decodes the payload with simdjson; the differential tests
 // (openai_chunk_test.cpp, stream_decoder_test.cpp) and fuzz_decoder_openai_chat hold the two
@@ -42,6 +43,7 @@ class openai_chunk_reader {
   enum class field : std::uint8_t { content, reasoning, tool_arguments, finish_reason };
   struct part {
     field what;
+    std::uint32_t choice;   ///< `choices[].index` (0 when absent; see stream_decoder.hpp)
     std::string_view text;  ///< unescaped, never empty; may point into the doc read: valid
                             ///< while that doc lives and until the next read()
   };
@@ -71,17 +73,22 @@ class openai_chunk_reader {
 
    private:
     friend class openai_chunk_reader;
-    std::string around_;      // the bytes through the opening quote, then from the closing one
-    std::size_t prefix_ = 0;  // how many of around_ come before the text
+    std::string around_;        // the bytes through the opening quote, then from the closing one
+    std::uint32_t prefix_ = 0;  // how many of around_ come before the text (<= max_shape_bytes)
     std::uint32_t version_ = 0;
+    std::uint32_t choice_ = 0;
     field what_ = field::content;
     bool fits_ = false;
   };
 
   /// True when `doc` (one JSON object, surrounding whitespace allowed) was read; parts() then
-  /// holds its non-empty string texts in document order.  False: decode it the slow way.
-  /// With `last`, a doc shaped like the stream's last chunk is read by its text alone, and a
-  /// doc read in full with one string text (up to max_shape_bytes) becomes the new shape.
+  /// holds its non-empty string texts in the decoder's order, whatever the order of the keys:
+  /// per choice in array order, reasoning (`delta`'s, `message`'s), content (`delta`,
+  /// `message`, `text`), tool arguments (`delta`'s, `message`'s), finish reason.  A key met twice
+  /// in one object, both `reasoning_content` and `reasoning`, or an `index` that is not a plain
+  /// integer is declined.  False: decode it the slow way. With `last`, a doc shaped like the
+  /// stream's last chunk is read by its text alone, and a doc read in full with one string text (up
+  /// to max_shape_bytes) becomes the new shape.
   bool read(std::string_view doc, shape* last = nullptr) noexcept;
   std::span<const part> parts() const noexcept { return {parts_.data(), count_}; }
   /// Reads so far that took a shape's short way.

@@ -2,9 +2,12 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "parsers/json_scratch.hpp"
 #include "parsers/openai_chunk.hpp"
@@ -290,31 +293,82 @@ struct alignas(64) stream_decoder::impl : sse_handler,
   }
 
   // ------------------------------------------------------------------ payloads
+  //
+  // Every decode_* reads the payload's object whole into views (valid until the next parse)
+  // and only then reports, in the order decoder_handler documents: no key's meaning depends on
+  // having met another key first.
 
-  void token(channel ch, std::string_view text, std::int64_t t_ns) {
+  // Choices past the first have their own `<think>` splitter (the first's is on the hot line).
+  std::vector<think_splitter> other_think;
+
+  think_splitter& think_of(std::uint32_t choice) {
+    if (choice == 0) return think;
+    const std::size_t i = std::min(choice, tracked_choices - 1) - 1;
+    if (other_think.size() <= i) other_think.resize(i + 1);
+    return other_think[i];
+  }
+
+  void token(channel ch, std::string_view text, std::int64_t t_ns, std::uint32_t choice = 0) {
     if (text.empty()) return;
     ++tokens[static_cast<std::size_t>(ch)];
-    h->on_token(ch, text, t_ns);
+    h->on_token(ch, text, t_ns, choice);
   }
 
   // Content may carry <think> spans: one token event per channel run within a delta.
-  void content(std::string_view text, std::int64_t t_ns) {
+  void content(std::string_view text, std::int64_t t_ns, std::uint32_t choice = 0) {
     if (text.empty()) return;
-    if (think.passes_whole(text)) {  // no tag to cut out: the delta is the token, not copied
-      token(think.in_think() ? channel::reasoning : channel::content, text, t_ns);
+    auto& th = think_of(choice);
+    if (th.passes_whole(text)) {  // no tag to cut out: the delta is the token, not copied
+      token(th.in_think() ? channel::reasoning : channel::content, text, t_ns, choice);
       return;
     }
     run.clear();
     bool run_in_think = false;
-    think.feed(text, [&](bool in_think, std::string_view part) {
+    th.feed(text, [&](bool in_think, std::string_view part) {
       if (!run.empty() && in_think != run_in_think) {
-        token(run_in_think ? channel::reasoning : channel::content, run, t_ns);
+        token(run_in_think ? channel::reasoning : channel::content, run, t_ns, choice);
         run.clear();
       }
       run_in_think = in_think;
       run.append(part);
     });
-    token(run_in_think ? channel::reasoning : channel::content, run, t_ns);
+    token(run_in_think ? channel::reasoning : channel::content, run, t_ns, choice);
+  }
+
+  void finish_reason(std::string_view r, std::uint32_t choice = 0) {
+    if (!r.empty()) h->on_finish_reason(r, choice);
+  }
+
+  // A provider error: an object with `type` (else `code`) and `message`, or a bare string
+  // (TGI, Ollama).  null and other values are no error.
+  struct error_views {
+    std::string_view type, message;
+    bool present = false;
+  };
+  error_views error_of(od::value err) {
+    error_views e;
+    od::json_type jt;
+    if (err.type().get(jt)) return e;
+    if (jt == od::json_type::string) {
+      e.message = str(err);
+      e.present = true;
+      return e;
+    }
+    if (jt != od::json_type::object) return e;
+    std::string_view type, code;
+    e.present = fields(err, [&](std::string_view k, od::value v) {
+      if (k == "type")
+        type = str(v);
+      else if (k == "code")
+        code = str(v);
+      else if (k == "message")
+        e.message = str(v);
+    });
+    e.type = type.empty() ? code : type;
+    return e;
+  }
+  void report(const error_views& e, std::int64_t t_ns) {
+    if (e.present) h->on_stream_error(e.type, e.message, t_ns);
   }
 
   // A bare error object (llama.cpp's legacy `error:` field).
@@ -325,7 +379,13 @@ struct alignas(64) stream_decoder::impl : sse_handler,
       h->on_parse_error(parse_stage::json, t_ns);
       return;
     }
-    stream_error(root, t_ns);
+    json_error = false;
+    const auto e = error_of(root);
+    if (json_error) {
+      h->on_parse_error(parse_stage::json, t_ns);
+      return;
+    }
+    h->on_stream_error(e.type, e.message, t_ns);
   }
 
   // Parses one payload with the thread's parser; false (nothing to decode) on any error.
@@ -373,10 +433,10 @@ struct alignas(64) stream_decoder::impl : sse_handler,
         ok = decode_tgi(root, t_ns);
         break;
       case provider::unknown:
-        ok = sniff_and_decode(payload, sse_type, t_ns);
+        ok = sniff_and_decode(payload, root, sse_type, t_ns);
         break;
     }
-    if (!ok || json_error) h->on_parse_error(parse_stage::json, t_ns);
+    if (!ok) h->on_parse_error(parse_stage::json, t_ns);
   }
 
   // A chat completion chunk read without simdjson (openai_chunk.hpp); false: it was not read
@@ -392,40 +452,55 @@ struct alignas(64) stream_decoder::impl : sse_handler,
     for (const auto& part : reader.parts()) {
       switch (part.what) {
         case field::content:
-          content(part.text, t_ns);
+          content(part.text, t_ns, part.choice);
           break;
         case field::reasoning:
-          token(channel::reasoning, part.text, t_ns);
+          token(channel::reasoning, part.text, t_ns, part.choice);
           break;
         case field::tool_arguments:
-          token(channel::tool, part.text, t_ns);
+          token(channel::tool, part.text, t_ns, part.choice);
           break;
         case field::finish_reason:
-          h->on_finish_reason(part.text);
+          h->on_finish_reason(part.text, part.choice);
           break;
       }
     }
     return true;
   }
 
-  // The path did not say: recognize the provider from the first payload, then decode it.
-  bool sniff_and_decode(std::string_view payload, std::string_view sse_type, std::int64_t t_ns) {
+  // The path did not say: recognize the provider from the first payload's top-level keys and
+  // its `type`, then decode it.
+  bool sniff_and_decode(std::string_view payload, od::value root, std::string_view sse_type,
+                        std::int64_t t_ns) {
+    std::string_view type;
+    bool choices = false, tgi_key = false, done = false, stop = false, content_key = false;
+    const bool ok = fields(root, [&](std::string_view k, od::value v) {
+      if (k == "type")
+        type = str(v);
+      else if (k == "choices")
+        choices = true;
+      else if (k == "token" || k == "generated_text")
+        tgi_key = true;
+      else if (k == "done")
+        done = true;
+      else if (k == "stop")
+        stop = true;
+      else if (k == "content")
+        content_key = true;
+    });
+    if (!ok || json_error) return false;
     if (sse_type.starts_with("message_") || sse_type.starts_with("content_block") ||
-        payload.find("\"type\":\"message_start\"") != std::string_view::npos ||
-        payload.find("\"type\": \"message_start\"") != std::string_view::npos) {
+        type.starts_with("message_") || type.starts_with("content_block_")) {
       prov = provider::anthropic;
-    } else if (sse_type.starts_with("response.") ||
-               payload.find("\"type\":\"response.") != std::string_view::npos) {
+    } else if (sse_type.starts_with("response.") || type.starts_with("response.")) {
       prov = provider::openai_responses;
-    } else if (payload.find("\"choices\"") != std::string_view::npos) {
+    } else if (choices) {
       prov = provider::openai_chat;
-    } else if (payload.find("\"token\"") != std::string_view::npos ||
-               payload.find("\"generated_text\"") != std::string_view::npos) {
+    } else if (tgi_key) {
       prov = provider::tgi;
-    } else if (payload.find("\"done\"") != std::string_view::npos) {
+    } else if (done) {
       prov = provider::ollama;
-    } else if (payload.find("\"stop\"") != std::string_view::npos &&
-               payload.find("\"content\"") != std::string_view::npos) {
+    } else if (stop && content_key) {
       prov = provider::llamacpp;
     } else {
       return true;  // nothing we know yet (e.g. an error object); try the next payload
@@ -434,23 +509,67 @@ struct alignas(64) stream_decoder::impl : sse_handler,
     return true;
   }
 
-  void stream_error(od::value err, std::int64_t t_ns) {
-    std::string_view type, message;
-    od::json_type jt;
-    if (!err.type().get(jt) && jt == od::json_type::string) {
-      message = str(err);  // TGI / Ollama: "error": "text"
-    } else {
-      fields(err, [&](std::string_view k, od::value v) {
-        if (k == "type" || (k == "code" && type.empty()))
-          type = str(v);
-        else if (k == "message")
-          message = str(v);
-      });
+  // ---- OpenAI chat completions (and llama.cpp, whose native /completion shares the walk)
+
+  // One choice of a chunk, read whole: `index` may come after its delta.
+  struct choice_parts {
+    std::uint32_t index = 0;
+    std::string_view reasoning_content[2], reasoning[2];  // delta's, message's
+    std::string_view content[3];  // delta.content, message.content, text (legacy completions)
+    std::string_view finish;
+    std::uint32_t tools[2][2] = {{0, 0}, {0, 0}};  // delta's, message's: [begin, end) of tool_texts
+  };
+  std::vector<choice_parts> choice_list;     // reused: the chunk's choices, in array order
+  std::vector<std::string_view> tool_texts;  // reused: their tool call arguments
+
+  // `choices[].index`: a JSON integer 0 .. 2^31-1; anything else is choice 0.
+  static std::uint32_t choice_index(od::value v) {
+    std::int64_t i = 0;
+    if (v.get_int64().get(i) || i < 0 || i > 0x7fffffff) return 0;
+    return static_cast<std::uint32_t>(i);
+  }
+
+  void read_delta(od::value v, choice_parts& c, int source) {
+    fields(v, [&](std::string_view k, od::value dv) {
+      if (k == "content") {
+        c.content[source] = str(dv);
+      } else if (k == "reasoning_content") {
+        c.reasoning_content[source] = str(dv);
+      } else if (k == "reasoning") {
+        c.reasoning[source] = str(dv);
+      } else if (k == "tool_calls") {
+        auto& range = c.tools[source];
+        range[0] = static_cast<std::uint32_t>(tool_texts.size());
+        elements(dv, [&](od::value call) {
+          fields(call, [&](std::string_view fk, od::value fv) {
+            if (fk == "function") {
+              fields(fv, [&](std::string_view ak, od::value av) {
+                if (ak == "arguments") tool_texts.push_back(str(av));
+              });
+            }
+          });
+        });
+        range[1] = static_cast<std::uint32_t>(tool_texts.size());
+      }
+    });
+  }
+
+  // A choice's texts: reasoning (`reasoning_content`, else vLLM's `reasoning`: servers that
+  // send both send the same text), content, tool arguments, then its finish reason.
+  void emit_choice(const choice_parts& c, std::int64_t t_ns) {
+    const auto i = c.index;
+    for (int source = 0; source < 2; ++source) {
+      const auto r = c.reasoning_content[source];
+      token(channel::reasoning, r.empty() ? c.reasoning[source] : r, t_ns, i);
     }
-    h->on_stream_error(type, message, t_ns);
+    for (const auto text : c.content) content(text, t_ns, i);
+    for (const auto& range : c.tools)
+      for (auto j = range[0]; j < range[1]; ++j) token(channel::tool, tool_texts[j], t_ns, i);
+    finish_reason(c.finish, i);
   }
 
   void openai_usage(od::value u) {
+    std::int64_t details_cached = -1, hit = -1;
     fields(u, [&](std::string_view k, od::value v) {
       if (k == "prompt_tokens")
         input = num(v);
@@ -458,26 +577,21 @@ struct alignas(64) stream_decoder::impl : sse_handler,
         output = num(v);
       else if (k == "prompt_tokens_details") {
         fields(v, [&](std::string_view k2, od::value v2) {
-          if (k2 == "cached_tokens") {
-            const auto n = num(v2);
-            if (n >= 0) {
-              cached = n;
-              cache_fields = true;
-            }
-          }
+          if (k2 == "cached_tokens") details_cached = num(v2);
         });
       } else if (k == "completion_tokens_details") {
         fields(v, [&](std::string_view k2, od::value v2) {
           if (k2 == "reasoning_tokens") reasoning = num(v2);
         });
-      } else if (k == "prompt_cache_hit_tokens") {  // DeepSeek
-        const auto n = num(v);
-        if (n >= 0) {
-          cached = n;
-          cache_fields = true;
-        }
+      } else if (k == "prompt_cache_hit_tokens") {  // DeepSeek (which sends both)
+        hit = num(v);
       }
     });
+    const auto n = details_cached >= 0 ? details_cached : hit;
+    if (n >= 0) {
+      cached = n;
+      cache_fields = true;
+    }
   }
 
   void llamacpp_timings(od::value t) {
@@ -493,221 +607,286 @@ struct alignas(64) stream_decoder::impl : sse_handler,
   }
 
   bool decode_openai(od::value root, std::int64_t t_ns) {
-    return fields(root, [&](std::string_view k, od::value v) {
+    choice_list.clear();
+    tool_texts.clear();
+    std::string_view top_content, stop_type;
+    std::int64_t tokens_cached = -1;
+    error_views err;
+    const bool ok = fields(root, [&](std::string_view k, od::value v) {
       if (k == "choices") {
+        choice_list.clear();
+        tool_texts.clear();
         elements(v, [&](od::value choice) {
+          auto& c = choice_list.emplace_back();
           fields(choice, [&](std::string_view ck, od::value cv) {
-            if (ck == "delta" || ck == "message") {
-              fields(cv, [&](std::string_view dk, od::value dv) {
-                if (dk == "content")
-                  content(str(dv), t_ns);
-                else if (dk == "reasoning_content" || dk == "reasoning")
-                  token(channel::reasoning, str(dv), t_ns);
-                else if (dk == "tool_calls") {
-                  elements(dv, [&](od::value call) {
-                    fields(call, [&](std::string_view fk, od::value fv) {
-                      if (fk == "function") {
-                        fields(fv, [&](std::string_view ak, od::value av) {
-                          if (ak == "arguments") token(channel::tool, str(av), t_ns);
-                        });
-                      }
-                    });
-                  });
-                }
-              });
-            } else if (ck == "text") {  // legacy completions
-              content(str(cv), t_ns);
-            } else if (ck == "finish_reason") {
-              const auto r = str(cv);
-              if (!r.empty()) h->on_finish_reason(r);
-            }
+            if (ck == "delta")
+              read_delta(cv, c, 0);
+            else if (ck == "message")
+              read_delta(cv, c, 1);
+            else if (ck == "text")
+              c.content[2] = str(cv);
+            else if (ck == "finish_reason")
+              c.finish = str(cv);
+            else if (ck == "index")
+              c.index = choice_index(cv);
           });
         });
       } else if (k == "usage") {
         openai_usage(v);
       } else if (k == "error") {
-        stream_error(v, t_ns);
+        err = error_of(v);
       } else if (k == "timings") {
         llamacpp_timings(v);
       } else if (k == "tokens_cached") {
-        const auto n = num(v);
-        if (n >= 0 && timings_cache < 0) timings_cache = n;
-      } else if (k == "content" && prov == provider::llamacpp) {  // native /completion
-        content(str(v), t_ns);
-      } else if (k == "stop_type" && prov == provider::llamacpp) {
-        const auto r = str(v);
-        if (!r.empty() && r != "none") h->on_finish_reason(r);
+        tokens_cached = num(v);
+      } else if (k == "content") {  // native /completion (llama.cpp)
+        top_content = str(v);
+      } else if (k == "stop_type") {
+        stop_type = str(v);
       }
     });
+    if (!ok || json_error) return false;
+    if (tokens_cached >= 0 && timings_cache < 0) timings_cache = tokens_cached;
+    for (const auto& c : choice_list) emit_choice(c, t_ns);
+    if (prov == provider::llamacpp) {
+      content(top_content, t_ns);
+      if (stop_type != "none") finish_reason(stop_type);
+    }
+    report(err, t_ns);
+    return true;
   }
 
+  // ---- OpenAI Responses: what `delta` and `response` mean depends on `type`
+
   bool decode_responses(od::value root, std::int64_t t_ns) {
-    std::string_view type, err_code, err_message;
+    std::string_view type, delta, status, code, message;
+    bool has_response = false;
+    std::int64_t in = -1, out = -1, in_cached = -1, out_reasoning = -1;
+    bool has_in = false, has_out = false, has_cached = false, has_reasoning = false;
+    error_views response_error, nested_error;
     const bool ok = fields(root, [&](std::string_view k, od::value v) {
       if (k == "type") {
         type = str(v);
       } else if (k == "delta") {
-        const auto d = str(v);
-        if (type == "response.output_text.delta" || type == "response.refusal.delta")
-          token(channel::content, d, t_ns);
-        else if (type == "response.reasoning_summary_text.delta" ||
-                 type == "response.reasoning_text.delta")
-          token(channel::reasoning, d, t_ns);
-        else if (type == "response.function_call_arguments.delta")
-          token(channel::tool, d, t_ns);
-      } else if (k == "response" && (type == "response.completed" || type == "response.failed" ||
-                                     type == "response.incomplete")) {
+        delta = str(v);
+      } else if (k == "code") {
+        code = str(v);
+      } else if (k == "message") {
+        message = str(v);
+      } else if (k == "error") {
+        nested_error = error_of(v);
+      } else if (k == "response") {
+        has_response = true;
         fields(v, [&](std::string_view rk, od::value rv) {
           if (rk == "usage") {
             fields(rv, [&](std::string_view uk, od::value uv) {
-              if (uk == "input_tokens")
-                input = num(uv);
-              else if (uk == "output_tokens")
-                output = num(uv);
-              else if (uk == "input_tokens_details") {
+              if (uk == "input_tokens") {
+                in = num(uv), has_in = true;
+              } else if (uk == "output_tokens") {
+                out = num(uv), has_out = true;
+              } else if (uk == "input_tokens_details") {
                 fields(uv, [&](std::string_view dk, od::value dv) {
-                  if (dk == "cached_tokens") {
-                    cached = num(dv);
-                    cache_fields = cached >= 0;
-                  }
+                  if (dk == "cached_tokens") in_cached = num(dv), has_cached = true;
                 });
               } else if (uk == "output_tokens_details") {
                 fields(uv, [&](std::string_view dk, od::value dv) {
-                  if (dk == "reasoning_tokens") reasoning = num(dv);
+                  if (dk == "reasoning_tokens") out_reasoning = num(dv), has_reasoning = true;
                 });
               }
             });
-          } else if (rk == "error" && type == "response.failed") {
-            od::json_type jt;
-            if (!rv.type().get(jt) && jt == od::json_type::object) stream_error(rv, t_ns);
-          } else if (rk == "status" && type != "response.completed") {
-            const auto s = str(rv);
-            if (!s.empty()) h->on_finish_reason(s);
+          } else if (rk == "error") {
+            response_error = error_of(rv);
+          } else if (rk == "status") {
+            status = str(rv);
           }
         });
-        if (type == "response.completed") h->on_finish_reason("completed");
-      } else if (type == "error" && k == "code") {
-        err_code = str(v);
-      } else if (type == "error" && k == "message") {
-        err_message = str(v);
       }
     });
-    if (type == "error")
-      h->on_stream_error(err_code.empty() ? "error" : err_code, err_message, t_ns);
-    return ok;
+    if (!ok || json_error) return false;
+    if (type == "response.output_text.delta" || type == "response.refusal.delta")
+      token(channel::content, delta, t_ns);
+    else if (type == "response.reasoning_summary_text.delta" ||
+             type == "response.reasoning_text.delta")
+      token(channel::reasoning, delta, t_ns);
+    else if (type == "response.function_call_arguments.delta")
+      token(channel::tool, delta, t_ns);
+    const bool final =
+        type == "response.completed" || type == "response.failed" || type == "response.incomplete";
+    if (final && has_response) {
+      if (has_in) input = in;
+      if (has_out) output = out;
+      if (has_cached) cached = in_cached, cache_fields = in_cached >= 0;
+      if (has_reasoning) reasoning = out_reasoning;
+      if (type == "response.completed")
+        finish_reason("completed");
+      else
+        finish_reason(status);
+      if (type == "response.failed") report(response_error, t_ns);
+    }
+    if (type == "error") {
+      // {"type":"error","code":…,"message":…}; some servers nest it under "error".
+      if (nested_error.present && code.empty() && message.empty())
+        h->on_stream_error(nested_error.type.empty() ? "error" : nested_error.type,
+                           nested_error.message, t_ns);
+      else
+        h->on_stream_error(code.empty() ? "error" : code, message, t_ns);
+    }
+    return true;
   }
 
-  void anthropic_usage(od::value u) {
+  // ---- Anthropic Messages: `content` and `stop_reason` at the top are a whole message's
+
+  struct anthropic_counts {
+    std::int64_t input = -1, output = -1, read = -1, creation = -1;
+  };
+
+  void anthropic_usage(od::value u, anthropic_counts& c) {
     fields(u, [&](std::string_view k, od::value v) {
       const auto n = num(v);
       if (n < 0) return;
       if (k == "input_tokens")
-        anth_input = n;
+        c.input = n;
       else if (k == "output_tokens")
-        output = n;  // cumulative in message_delta: last wins
+        c.output = n;
       else if (k == "cache_read_input_tokens")
-        anth_read = n, cache_fields = true;
+        c.read = n;
       else if (k == "cache_creation_input_tokens")
-        anth_creation = n, cache_fields = true;
+        c.creation = n;
     });
   }
 
+  void apply(const anthropic_counts& c) {
+    if (c.input >= 0) anth_input = c.input;
+    if (c.output >= 0) output = c.output;  // cumulative in message_delta: the last wins
+    if (c.read >= 0) anth_read = c.read, cache_fields = true;
+    if (c.creation >= 0) anth_creation = c.creation, cache_fields = true;
+  }
+
+  // Texts of a whole message's content blocks, in array order (reused).
+  std::vector<std::pair<channel, std::string_view>> blocks;
+
   bool decode_anthropic(od::value root, std::int64_t t_ns) {
-    std::string_view type;
-    return fields(root, [&](std::string_view k, od::value v) {
+    std::string_view type, text, thinking, partial_json, delta_stop, message_stop;
+    anthropic_counts message_usage, usage;
+    error_views err;
+    blocks.clear();
+    const bool ok = fields(root, [&](std::string_view k, od::value v) {
       if (k == "type") {
         type = str(v);
       } else if (k == "delta") {
         fields(v, [&](std::string_view dk, od::value dv) {
           if (dk == "text")
-            token(channel::content, str(dv), t_ns);
+            text = str(dv);
           else if (dk == "thinking")
-            token(channel::reasoning, str(dv), t_ns);
+            thinking = str(dv);
           else if (dk == "partial_json")
-            token(channel::tool, str(dv), t_ns);
-          else if (dk == "stop_reason") {
-            const auto r = str(dv);
-            if (!r.empty()) h->on_finish_reason(r);
-          }
+            partial_json = str(dv);
+          else if (dk == "stop_reason")
+            delta_stop = str(dv);
           // signature_delta, citations_delta: not text
         });
       } else if (k == "usage") {
-        anthropic_usage(v);
+        anthropic_usage(v, usage);
       } else if (k == "message") {  // message_start
         fields(v, [&](std::string_view mk, od::value mv) {
-          if (mk == "usage") anthropic_usage(mv);
+          if (mk == "usage") anthropic_usage(mv, message_usage);
         });
       } else if (k == "error") {
-        stream_error(v, t_ns);
-      } else if (k == "content" && type == "message") {  // a non-streamed message
+        err = error_of(v);
+      } else if (k == "content") {  // a non-streamed message's blocks
+        blocks.clear();
         elements(v, [&](od::value block) {
+          std::string_view bt, bthinking;
           fields(block, [&](std::string_view bk, od::value bv) {
             if (bk == "text")
-              token(channel::content, str(bv), t_ns);
+              bt = str(bv);
             else if (bk == "thinking")
-              token(channel::reasoning, str(bv), t_ns);
+              bthinking = str(bv);
           });
+          if (!bthinking.empty()) blocks.emplace_back(channel::reasoning, bthinking);
+          if (!bt.empty()) blocks.emplace_back(channel::content, bt);
         });
-      } else if (k == "stop_reason" && type == "message") {
-        const auto r = str(v);
-        if (!r.empty()) h->on_finish_reason(r);
+      } else if (k == "stop_reason") {
+        message_stop = str(v);
       }
     });
+    if (!ok || json_error) return false;
+    apply(message_usage);
+    apply(usage);
+    token(channel::reasoning, thinking, t_ns);
+    token(channel::content, text, t_ns);
+    token(channel::tool, partial_json, t_ns);
+    finish_reason(delta_stop);
+    if (type == "message") {
+      for (const auto& [ch, t] : blocks) token(ch, t, t_ns);
+      finish_reason(message_stop);
+    }
+    report(err, t_ns);
+    return true;
   }
 
+  // ---- Ollama
+
   bool decode_ollama(od::value root, std::int64_t t_ns) {
-    return fields(root, [&](std::string_view k, od::value v) {
+    std::string_view message_content, message_thinking, response, thinking, done_reason;
+    error_views err;
+    const bool ok = fields(root, [&](std::string_view k, od::value v) {
       if (k == "message") {
         fields(v, [&](std::string_view mk, od::value mv) {
           if (mk == "content")
-            content(str(mv), t_ns);
+            message_content = str(mv);
           else if (mk == "thinking")
-            token(channel::reasoning, str(mv), t_ns);
+            message_thinking = str(mv);
         });
       } else if (k == "response") {
-        content(str(v), t_ns);
+        response = str(v);
       } else if (k == "thinking") {
-        token(channel::reasoning, str(v), t_ns);
+        thinking = str(v);
       } else if (k == "prompt_eval_count") {
         input = num(v);
       } else if (k == "eval_count") {
         output = num(v);
       } else if (k == "done_reason") {
-        const auto r = str(v);
-        if (!r.empty()) h->on_finish_reason(r);
+        done_reason = str(v);
       } else if (k == "error") {
-        stream_error(v, t_ns);
+        err = error_of(v);
       }
     });
+    if (!ok || json_error) return false;
+    token(channel::reasoning, message_thinking, t_ns);
+    token(channel::reasoning, thinking, t_ns);
+    content(message_content, t_ns);
+    content(response, t_ns);
+    finish_reason(done_reason);
+    report(err, t_ns);
+    return true;
   }
 
+  // ---- TGI: a streamed event's `token` is its text; `generated_text` is the whole answer,
+  // repeated on the stream's last event and alone in a non-streamed /generate body.
+
   bool decode_tgi(od::value root, std::int64_t t_ns) {
-    bool streamed_token = false;
-    std::string_view error_text, error_type;
+    bool has_token = false, special = false;
+    std::string_view token_text, generated, finish, error_text, error_type;
     const bool ok = fields(root, [&](std::string_view k, od::value v) {
       if (k == "token") {
-        std::string_view text;
-        bool special = false;
+        has_token = true;
         fields(v, [&](std::string_view tk, od::value tv) {
           if (tk == "text")
-            text = str(tv);
+            token_text = str(tv);
           else if (tk == "special" && tv.get_bool().get(special))
             special = false;
         });
-        if (!special) content(text, t_ns);
-        streamed_token = true;
-      } else if (k == "generated_text" && !streamed_token) {
-        content(str(v), t_ns);  // non-streaming /generate
+      } else if (k == "generated_text") {
+        generated = str(v);
       } else if (k == "details") {
         fields(v, [&](std::string_view dk, od::value dv) {
           if (dk == "generated_tokens")
             output = num(dv);
           else if (dk == "input_length")
             input = num(dv);
-          else if (dk == "finish_reason") {
-            const auto r = str(dv);
-            if (!r.empty()) h->on_finish_reason(r);
-          }
+          else if (dk == "finish_reason")
+            finish = str(dv);
         });
       } else if (k == "error") {
         error_text = str(v);
@@ -715,8 +894,15 @@ struct alignas(64) stream_decoder::impl : sse_handler,
         error_type = str(v);
       }
     });
+    if (!ok || json_error) return false;
+    if (has_token) {
+      if (!special) content(token_text, t_ns);
+    } else {
+      content(generated, t_ns);  // non-streaming /generate
+    }
+    finish_reason(finish);
     if (!error_text.empty()) h->on_stream_error(error_type, error_text, t_ns);
-    return ok;
+    return true;
   }
 };
 
@@ -771,6 +957,12 @@ void stream_decoder::finish(std::int64_t t_ns, decoder_handler& h) {
   d.think.flush([&](bool in_think, std::string_view part) {
     d.token(in_think ? channel::reasoning : channel::content, part, t_ns);
   });
+  for (std::size_t i = 0; i < d.other_think.size(); ++i) {
+    const auto choice = static_cast<std::uint32_t>(i + 1);
+    d.other_think[i].flush([&](bool in_think, std::string_view part) {
+      d.token(in_think ? channel::reasoning : channel::content, part, t_ns, choice);
+    });
+  }
 }
 
 usage_counts stream_decoder::usage() const {

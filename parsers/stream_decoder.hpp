@@ -48,17 +48,30 @@ struct usage_counts {
   bool cache_fields = false;  ///< the provider reported cache fields (so 0 cached is a real miss)
 };
 
+/// Several choices (`n > 1`): each token and finish reason says which choice it belongs to
+/// (`choices[].index`; 0 for every provider without choices).  State kept per choice (the
+/// `<think>` splitter here, a choice's last token time in the chain, its text in a trace) is
+/// kept for the first `tracked_choices` indexes; choices past them share the last slot.
+inline constexpr std::uint32_t tracked_choices = 64;
+
 /// Receives what the decoder finds.  Text views are valid only during the call.
+///
+/// Every decoder reads a payload's JSON object whole before it reports anything, and reports
+/// in one order whatever the order of the object's keys (RFC 8259 §4): per choice in array
+/// order its reasoning, content and tool texts, then its finish reason; then the payload's
+/// other texts, finish reasons and, last, a provider error.  A payload that is not valid JSON
+/// reports only the parse error.
 class decoder_handler {
  public:
   virtual ~decoder_handler() = default;
-  /// A token-bearing delta (non-empty text) on a channel, read at t_ns.
-  virtual void on_token(channel ch, std::string_view text, std::int64_t t_ns) noexcept = 0;
+  /// A token-bearing delta (non-empty text) on a channel of one choice, read at t_ns.
+  virtual void on_token(channel ch, std::string_view text, std::int64_t t_ns,
+                        std::uint32_t choice) noexcept = 0;
   /// A provider error reported inside the stream (`data: {"error":…}`, `event: error`, …).
   virtual void on_stream_error(std::string_view type, std::string_view message,
                                std::int64_t t_ns) noexcept {}
-  /// finish_reason / stop_reason / done_reason.
-  virtual void on_finish_reason(std::string_view reason) noexcept {}
+  /// finish_reason / stop_reason / done_reason of one choice.
+  virtual void on_finish_reason(std::string_view reason, std::uint32_t choice) noexcept {}
   /// A payload that could not be decoded (counted; decoding continues with the next one).
   virtual void on_parse_error(parse_stage stage, std::int64_t t_ns) noexcept {}
 };

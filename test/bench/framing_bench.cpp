@@ -97,7 +97,8 @@ BENCHMARK(BM_NdjsonFraming);
 // M/s).
 struct token_counter : parsers::decoder_handler {
   std::size_t tokens = 0, bytes = 0;
-  void on_token(parsers::channel, std::string_view t, std::int64_t) noexcept override {
+  void on_token(parsers::channel, std::string_view t, std::int64_t,
+                std::uint32_t) noexcept override {
     ++tokens;
     bytes += t.size();
   }

@@ -2,10 +2,13 @@
 // errors, finish reasons, parse errors, usage and the detected provider are identical for every
 // way the body is split (whole, fuzzer-chosen chunks, byte by byte); token events carry text and
 // the decoder's per-channel counters match the events it emitted; and the decoder without its
-// fast paths (simdjson for every payload) reports the same calls in the same order.
+// fast paths (simdjson for every payload) reports the same calls in the same order; and the body
+// with the keys of its JSON objects reordered (sorted, reversed or shuffled, chosen by the plan
+// byte) reports exactly what the body does (test/support/json_keys.hpp).
 #include "parsers/stream_decoder.hpp"
 #include "test/fuzz/fuzz_common.hpp"
 #include "test/support/decoder_transcript.hpp"
+#include "test/support/json_keys.hpp"
 
 using namespace tokentap;
 using parsers::channel;
@@ -39,5 +42,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(run(fuzz::chunks(in.payload, in.plan), ct, max) == whole);
   if (in.payload.size() <= fuzz::byte_by_byte_limit)
     FUZZ_CHECK(run(fuzz::bytes(in.payload), ct, max) == whole);
+  const auto order = static_cast<test::key_order>(in.plan % 3);
+  const auto reordered = test::reorder_stream_keys(in.payload, order, in.plan);
+  FUZZ_CHECK(reordered.size() == in.payload.size());
+  if (reordered != in.payload) {
+    FUZZ_CHECK(run({reordered}, ct, max) == whole);
+    FUZZ_CHECK(run({reordered}, ct, max, false) == whole);
+    FUZZ_CHECK(run(fuzz::chunks(reordered, in.plan), ct, max) == whole);
+  }
   return 0;
 }

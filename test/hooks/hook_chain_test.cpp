@@ -153,6 +153,55 @@ TEST(HookChain, TimingFiguresFromReadTimestamps) {
   EXPECT_EQ(cap->tokens[2].second, cap->tokens[3].second);
 }
 
+// Several choices (n > 1) interleaved: gaps are measured within a choice (choice 0's tokens at
+// 50, 70, 90 ms and choice 1's at 60, 100 ms give gaps 20, 20 and 40 — never the 10 ms between
+// two choices), TTFT is the first token of any choice, and the summary has each choice's count
+// and finish reason.
+TEST(HookChain, SeveralChoicesAreTimedEachOnItsOwn) {
+  timed_stream ts;
+  auto& tap = ts.tap;
+  const mono_ns t0 = timed_stream::t0;
+  auto body = [&](int choice, std::string_view text, mono_ns at, std::string_view finish = "") {
+    const std::string b =
+        R"(data: {"choices":[{"index":)" + std::to_string(choice) + R"(,"delta":{"content":")" +
+        std::string(text) + R"("},"finish_reason":)" +
+        (finish.empty() ? std::string("null") : "\"" + std::string(finish) + "\"") + "}]}\n\n";
+    tap->on_body({b.data(), b.size()}, {at, at, at});
+  };
+  body(0, "a", t0 + 50 * ms);
+  body(1, "x", t0 + 60 * ms);
+  body(0, "b", t0 + 70 * ms);
+  body(0, "c", t0 + 90 * ms, "stop");
+  body(1, "y", t0 + 100 * ms, "length");
+  tap->on_stream_end(stream_outcome::ok, t0 + 120 * ms);
+  const auto& s = ts.cap->summary;
+  EXPECT_DOUBLE_EQ(s.timing.ttft_ms, 50);
+  EXPECT_EQ(s.timing.itl_values_ms, (std::vector<double>{20, 20, 40}));
+  EXPECT_DOUBLE_EQ(s.timing.itl.max, 40);
+  EXPECT_DOUBLE_EQ(s.timing.decode_ms, 50);  // first to last token of any choice
+  EXPECT_EQ(s.token_events, 5u);
+  EXPECT_EQ(s.choices, 2u);
+  ASSERT_EQ(s.by_choice.size(), 2u);
+  EXPECT_EQ(s.by_choice[0].index, 0u);
+  EXPECT_EQ(s.by_choice[0].token_events, 3u);
+  EXPECT_EQ(s.by_choice[0].finish_reason, "stop");
+  EXPECT_EQ(s.by_choice[1].index, 1u);
+  EXPECT_EQ(s.by_choice[1].token_events, 2u);
+  EXPECT_EQ(s.by_choice[1].finish_reason, "length");
+  EXPECT_EQ(s.finish_reason, "length");  // the last reported
+}
+
+// One choice: no per-choice rows, and the count says so.
+TEST(HookChain, OneChoiceHasNoPerChoiceRows) {
+  timed_stream ts;
+  const std::string b = chunk("content", "a") + chunk("content", "b");
+  ts.tap->on_body({b.data(), b.size()},
+                  {timed_stream::t0 + ms, timed_stream::t0 + ms, timed_stream::t0 + ms});
+  ts.tap->on_stream_end(stream_outcome::ok, timed_stream::t0 + 2 * ms);
+  EXPECT_EQ(ts.cap->summary.choices, 1u);
+  EXPECT_TRUE(ts.cap->summary.by_choice.empty());
+}
+
 // Tokens are timed by their bytes' arrival at the proxy, the overhead by the proxy's own work
 // (read done → written): bytes that waited in the socket while the proxy was busy elsewhere
 // move neither the gaps between tokens nor TTFT, and do not count as overhead.

@@ -6,12 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "parsers/stream_decoder.hpp"
 #include "test/support/decoder_transcript.hpp"
+#include "test/support/json_keys.hpp"
 
 namespace tokentap::parsers {
 namespace {
@@ -32,11 +35,19 @@ std::string parts_of(std::string_view doc) {
   return out;
 }
 
+std::string choices_of(std::string_view doc) {
+  openai_chunk_reader r;
+  if (!r.read(doc)) return "declined";
+  std::string out;
+  for (const auto& p : r.parts()) out += std::to_string(p.choice) + ":" + std::string(p.text) + " ";
+  return out;
+}
+
 std::string with_content(std::string_view raw_json_string_body) {
   return R"({"choices":[{"delta":{"content":")" + std::string(raw_json_string_body) + R"("}}]})";
 }
 
-TEST(OpenAIChunkReader, ReadsTheTextsOfAChunkInDocumentOrder) {
+TEST(OpenAIChunkReader, ReadsTheTextsOfAChunkInTheDecodersOrder) {
   EXPECT_EQ(
       parts_of(
           R"({"id":"chatcmpl-CVFjOTBIgA3kuQLnIXXxtg7Ge7hbs","object":"chat.completion.chunk","created":1761564674,"model":"gpt-3.5-turbo-0125","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":{"content":" there"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"Gpkah"})"),
@@ -44,7 +55,31 @@ TEST(OpenAIChunkReader, ReadsTheTextsOfAChunkInDocumentOrder) {
   EXPECT_EQ(
       parts_of(
           R"({"choices":[{"delta":{"reasoning_content":"think","content":"say"},"finish_reason":"stop"},{"message":{"reasoning":"r2","tool_calls":[{"index":0,"function":{"name":"f","arguments":"{\"a\":1}"}}]},"text":"legacy"}]})"),
-      R"(reasoning(think)content(say)finish(stop)reasoning(r2)tool({"a":1})content(legacy))");
+      R"(reasoning(think)content(say)finish(stop)reasoning(r2)content(legacy)tool({"a":1}))");
+  // The order is the decoder's whatever the keys' order: `index` after the delta, finish
+  // reason before it.
+  EXPECT_EQ(
+      parts_of(
+          R"({"choices":[{"finish_reason":"stop","delta":{"content":"say","reasoning_content":"think"},"index":1}]})"),
+      "reasoning(think)content(say)finish(stop)");
+  EXPECT_EQ(
+      choices_of(
+          R"({"choices":[{"delta":{"content":"a"},"index":1},{"index":0,"delta":{"content":"b"}}]})"),
+      "1:a 0:b ");
+  // What the decoder reads otherwise is declined: a repeated key, both reasoning names, an
+  // index with a fraction or an exponent.
+  for (const char* doc : {R"({"choices":[{"delta":{"content":"a","content":"b"}}]})",
+                          R"({"choices":[{"delta":{"content":"a"},"delta":{"content":"b"}}]})",
+                          R"({"choices":[],"choices":[]})",
+                          R"({"choices":[{"delta":{"reasoning":"a","reasoning_content":"a"}}]})",
+                          R"({"choices":[{"index":1.0,"delta":{"content":"a"}}]})",
+                          R"({"choices":[{"index":1e0,"delta":{"content":"a"}}]})"})
+    EXPECT_EQ(parts_of(doc), "declined") << doc;
+  // Any other index is the decoder's choice 0.
+  EXPECT_EQ(
+      choices_of(
+          R"({"choices":[{"index":-3,"delta":{"content":"a"}},{"index":"2","delta":{"content":"b"}},{"index":3000000000,"delta":{"content":"c"}}]})"),
+      "0:a 0:b 0:c ");
   // Empty and non-string texts are read as nothing, as the decoder reads them.
   EXPECT_EQ(
       parts_of(
@@ -66,7 +101,7 @@ TEST(OpenAIChunkReader, UnescapesTextsAndKeepsEveryViewValid) {
   EXPECT_EQ(
       parts_of(
           R"({"choices":[{"delta":{"content":"a\nb"}},{"delta":{"content":"plain"}},{"delta":{"content":"\u4e2d\"","reasoning":"\\"}}]})"),
-      "content(a\nb)content(plain)content(\xE4\xB8\xAD\")reasoning(\\)");
+      "content(a\nb)content(plain)reasoning(\\)content(\xE4\xB8\xAD\")");
 }
 
 TEST(OpenAIChunkReader, AcceptsWellFormedUtf8AndDeclinesTheRest) {
@@ -206,35 +241,35 @@ class chunk_maker {
   }
 
   std::string document() {
-    std::string d = ws() + "{";
+    std::vector<std::pair<std::string, std::string>> f;
     const int n = pick(6);
     for (int i = 0; i < n; ++i) {
-      if (i) d += ",";
       switch (pick(16)) {
         case 0:
-          d += field("id", text());
+          f.emplace_back("id", text());
           break;
         case 1:
-          d += field("object", R"("chat.completion.chunk")");
+          f.emplace_back("object", R"("chat.completion.chunk")");
           break;
         case 2:
-          d += field("created", "1761564674");
+          f.emplace_back("created", "1761564674");
           break;
         case 3:
-          d += field("usage", pick(6) ? "null" : R"({"prompt_tokens":3,"completion_tokens":4})");
+          f.emplace_back("usage",
+                         pick(6) ? "null" : R"({"prompt_tokens":3,"completion_tokens":4})");
           break;
         case 4:
-          d += field(pick(2) ? "error" : pick(2) ? "timings" : "tokens_cached", scalar());
+          f.emplace_back(pick(2) ? "error" : pick(2) ? "timings" : "tokens_cached", scalar());
           break;
         case 5:
-          d += field("x", scalar());
+          f.emplace_back("x", scalar());
           break;
         default:
-          d += field("choices", pick(8) ? choices() : scalar());
+          f.emplace_back("choices", pick(8) ? choices() : scalar());
           break;
       }
     }
-    d += "}" + ws();
+    std::string d = ws() + object(f) + ws();
     if (pick(6) == 0) mutate(d);
     return d;
   }
@@ -268,51 +303,72 @@ class chunk_maker {
     return c + ws() + "]";
   }
 
+  // Joins an object's fields; a key met again is dropped 7 times in 8 (repeated keys are the
+  // slow path's: both paths must still agree on them, but mostly the fast path is exercised).
+  std::string object(const std::vector<std::pair<std::string, std::string>>& fields) {
+    std::string o = "{";
+    std::vector<std::string> seen;
+    for (const auto& [key, value] : fields) {
+      const bool again = std::find(seen.begin(), seen.end(), key) != seen.end();
+      if (again && pick(8)) continue;
+      seen.push_back(key);
+      o += (o.size() > 1 ? "," : "") + field(key, value);
+    }
+    return o + "}";
+  }
+
+  std::string index() {
+    static constexpr const char* odd[] = {"7",     "-1",   "1.5",        "1e1",
+                                          "\"1\"", "null", "3000000000", "99999999999999999999"};
+    return pick(8) ? std::to_string(pick(3)) : odd[pick(static_cast<int>(std::size(odd)))];
+  }
+
   std::string choice() {
-    std::string c = "{";
+    std::vector<std::pair<std::string, std::string>> f;
     for (int n = pick(5), i = 0; i < n; ++i) {
-      if (i) c += ",";
       switch (pick(7)) {
         case 0:
-          c += field("index", "0");
+          f.emplace_back("index", index());
           break;
         case 1:
-          c += field("text", textish());
+          f.emplace_back("text", textish());
           break;
         case 2:
-          c += field("finish_reason", pick(2) ? "null" : textish());
+          f.emplace_back("finish_reason", pick(2) ? "null" : textish());
           break;
         case 3:
-          c += field("logprobs", scalar());
+          f.emplace_back("logprobs", scalar());
           break;
         default:
-          c += field(pick(4) ? "delta" : "message", pick(8) ? delta() : scalar());
+          f.emplace_back(pick(4) ? "delta" : "message", pick(8) ? delta() : scalar());
           break;
       }
     }
-    return c + "}";
+    return object(f);
   }
 
   std::string delta() {
-    std::string d = "{";
+    std::vector<std::pair<std::string, std::string>> f;
+    // One of the two reasoning names per delta, mostly (both: the slow path's).
+    const bool vllm = pick(2) != 0;
     for (int n = pick(4), i = 0; i < n; ++i) {
-      if (i) d += ",";
       switch (pick(6)) {
         case 0:
-          d += field("role", "\"assistant\"");
+          f.emplace_back("role", "\"assistant\"");
           break;
         case 1:
-          d += field(pick(2) ? "reasoning_content" : "reasoning", textish());
+          f.emplace_back((pick(8) ? vllm : pick(2) != 0) ? "reasoning" : "reasoning_content",
+                         textish());
           break;
         case 2:
-          d += field("tool_calls", pick(6) ? tool_calls() : scalar());
+          f.emplace_back("tool_calls", pick(6) ? tool_calls() : scalar());
           break;
         default:
-          d += field("content", textish());
+          f.emplace_back("content", textish());
           break;
       }
     }
-    return d + "}";
+    return object(f);
   }
 
   std::string tool_calls() {
@@ -375,6 +431,10 @@ TEST(OpenAIChunkReader, DecoderReadsGeneratedChunksTheSameWithAndWithoutIt) {
     const auto fast = decode_once(doc, true);
     const auto reference = decode_once(doc, false);
     ASSERT_EQ(fast, reference) << "document #" << i << ": " << doc;
+    // The same document with its keys in another order reads the same, on both paths.
+    const auto reordered = test::reorder_keys(doc, test::key_order::shuffled, i);
+    ASSERT_EQ(decode_once(reordered, true), fast) << "document #" << i << ": " << reordered;
+    ASSERT_EQ(decode_once(reordered, false), fast) << "document #" << i << ": " << reordered;
   }
   // The generator exercises both sides of the fast path.
   std::printf("generated chunks: %d read by the fast path (%d with texts), %d declined\n", accepted,
@@ -417,9 +477,9 @@ TEST(OpenAIChunkReader, AChunkShapedLikeTheLastIsReadByItsText) {
   EXPECT_EQ(parts_of(r), "0:a\nb");
   // A string that closes before the last one did, or not at all, or breaks the rules: the
   // document is read in full (two texts; invalid: declined).
-  const std::string two = chunk(R"(a","content":"b)");
+  const std::string two = chunk(R"(a","reasoning_content":"b)");
   ASSERT_TRUE(r.read(two, &shape));
-  EXPECT_EQ(parts_of(r), "0:a0:b");
+  EXPECT_EQ(parts_of(r), "1:b0:a");
   EXPECT_FALSE(r.read(chunk(R"(a"}]})"), &shape));
   EXPECT_FALSE(r.read(chunk("\\ud800"), &shape));
   EXPECT_FALSE(r.read(chunk("ctl\x01"), &shape));

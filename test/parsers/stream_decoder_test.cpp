@@ -7,6 +7,7 @@
 #include "sim/generator.hpp"
 #include "test/support/chunking.hpp"
 #include "test/support/decoder_transcript.hpp"
+#include "test/support/json_keys.hpp"
 
 namespace tokentap::parsers {
 namespace {
@@ -27,7 +28,9 @@ std::string run(const std::vector<std::string_view>& chunks, provider p,
 }
 
 // Every way of splitting the body gives the same result, and the simdjson-only decoder (fast
-// paths off) reports exactly the same calls in the same order.
+// paths off) reports exactly the same calls in the same order.  The same holds for the body with
+// the keys of every JSON object sorted, reversed and shuffled (three seeds): key order carries
+// no meaning (RFC 8259 §4), and real senders differ in it.
 std::string decode(std::string_view body, provider p,
                    std::string_view content_type = "text/event-stream", std::size_t max = 1 << 20) {
   const auto whole = test::grind(body, [&](const std::vector<std::string_view>& chunks) {
@@ -37,6 +40,30 @@ std::string decode(std::string_view body, provider p,
   EXPECT_EQ(run({body}, p, content_type, max, true, &fast_sequence),
             run({body}, p, content_type, max, false, &reference_sequence));
   EXPECT_EQ(fast_sequence, reference_sequence);
+  const std::pair<test::key_order, std::uint64_t> orders[] = {{test::key_order::sorted, 0},
+                                                              {test::key_order::reversed, 0},
+                                                              {test::key_order::shuffled, 1},
+                                                              {test::key_order::shuffled, 2},
+                                                              {test::key_order::shuffled, 3}};
+  for (const auto& [order, seed] : orders) {
+    const auto reordered = test::reorder_stream_keys(body, order, seed);
+    SCOPED_TRACE("keys " +
+                 std::string(order == test::key_order::sorted     ? "sorted"
+                             : order == test::key_order::reversed ? "reversed"
+                                                                  : "shuffled") +
+                 ", seed " + std::to_string(seed) + ":\n" + reordered);
+    EXPECT_EQ(reordered.size(), body.size());
+    EXPECT_EQ(test::grind(reordered,
+                          [&](const std::vector<std::string_view>& chunks) {
+                            return run(chunks, p, content_type, max, true);
+                          }),
+              whole);
+    for (const bool fast : {true, false}) {
+      std::string sequence;
+      run({reordered}, p, content_type, max, fast, &sequence);
+      EXPECT_EQ(sequence, fast_sequence) << (fast ? "fast paths" : "simdjson only");
+    }
+  }
   return whole;
 }
 
@@ -316,6 +343,135 @@ TEST(TgiDecoder, DataWithoutSpaceDetailsAndErrors) {
             "content=\n日本|reasoning=|tool=|finish(eos_token)error(generation,Request failed "
             "during generation)"
             "|in=7 out=3 reasoning=0 cached=-1 write=-1 cache_fields=0|provider=tgi");
+}
+
+// ---- key order: the defects a stream with sorted or re-serialized keys showed
+
+// The reorderer the property tests rely on: members trade places at every depth, separators
+// and whitespace stay put, objects with a repeated key and invalid JSON are left alone.
+TEST(KeyOrder, TheReordererMovesMembersAndKeepsEveryByte) {
+  const std::string doc = R"({"b":1, "a":{"d":[{"y":2,"x":3}],"c":"\u0041"} ,"e":null})";
+  EXPECT_EQ(test::reorder_keys(doc, test::key_order::sorted),
+            R"({"a":{"c":"\u0041","d":[{"x":3,"y":2}]}, "b":1 ,"e":null})");
+  EXPECT_EQ(test::reorder_keys(doc, test::key_order::reversed),
+            R"({"e":null, "a":{"c":"\u0041","d":[{"x":3,"y":2}]} ,"b":1})");
+  EXPECT_EQ(test::reorder_keys(R"({"a":1,"\u0061":2})", test::key_order::reversed),
+            R"({"a":1,"\u0061":2})");
+  EXPECT_EQ(test::reorder_keys(R"({"b":1,"a":tru})", test::key_order::sorted),
+            R"({"b":1,"a":tru})");
+  EXPECT_EQ(
+      test::reorder_stream_keys("event: x\r\ndata: {\"b\":1,\"a\":2}\r\n\r\n: {\"b\":1,\"a\":2}\n",
+                                test::key_order::sorted),
+      "event: x\r\ndata: {\"a\":2,\"b\":1}\r\n\r\n: {\"b\":1,\"a\":2}\n");
+}
+
+// A Responses stream whose "type" comes after "delta" and "response" (Go's sorted maps, re-
+// serializing gateways) lost every token, the usage and the finish reason.
+TEST(KeyOrder, ResponsesEventsWithTheTypeLast) {
+  const std::string s =
+      "event: response.output_text.delta\ndata: "
+      R"({"content_index":0,"delta":"Hel","item_id":"msg_1","output_index":0,"sequence_number":4,"type":"response.output_text.delta"})"
+      "\n\n"
+      "event: response.output_text.delta\ndata: "
+      R"({"delta":"lo","type":"response.output_text.delta"})"
+      "\n\n"
+      "event: response.completed\ndata: "
+      R"({"response":{"id":"resp_1","status":"completed","usage":{"input_tokens":13,"input_tokens_details":{"cached_tokens":4},"output_tokens":2,"output_tokens_details":{"reasoning_tokens":0}}},"sequence_number":9,"type":"response.completed"})"
+      "\n\n";
+  EXPECT_EQ(decode(s, provider::openai_responses),
+            "content=Hello|reasoning=|tool=|finish(completed)|in=13 out=2 reasoning=0 cached=4 "
+            "write=-1 cache_fields=1|provider=openai-responses");
+  // Without the path's help the stream is still recognized, with Python's ", " / ": " spacing.
+  const std::string python =
+      "data: {\"delta\": \"Hi\", \"type\": \"response.output_text.delta\"}\n\n";
+  EXPECT_EQ(decode(python, provider::unknown),
+            "content=Hi|reasoning=|tool=||in=-1 out=1 reasoning=0 cached=-1 write=-1 "
+            "cache_fields=0|provider=openai-responses");
+}
+
+// A TGI stream whose last event has "generated_text" before "token" counted the answer twice.
+TEST(KeyOrder, TgiLastEventWithTheGeneratedTextFirst) {
+  const std::string s =
+      R"(data:{"generated_text":null,"token":{"id":1,"text":"Hel","special":false},"details":null})"
+      "\n\n"
+      R"(data:{"details":{"finish_reason":"length","generated_tokens":2,"input_length":5},"generated_text":"Hello","index":2,"token":{"id":2,"logprob":-1,"special":false,"text":"lo"}})"
+      "\n\n";
+  EXPECT_EQ(decode(s, provider::tgi),
+            "content=Hello|reasoning=|tool=|finish(length)|in=5 out=2 reasoning=0 cached=-1 "
+            "write=-1 cache_fields=0|provider=tgi");
+  // A non-streamed /generate body is its generated_text.
+  EXPECT_EQ(decode(R"({"details":{"generated_tokens":1},"generated_text":"Hi"})", provider::tgi,
+                   "application/json"),
+            "content=Hi|reasoning=|tool=||in=-1 out=1 reasoning=0 cached=-1 write=-1 "
+            "cache_fields=0|provider=tgi");
+}
+
+// An Anthropic non-streamed message with "content" before "type", a message_delta with the
+// usage first, and an error event with "type" after its "error".
+TEST(KeyOrder, AnthropicWholeMessageAndEventsWithTheTypeLast) {
+  EXPECT_EQ(
+      decode(
+          R"({"content":[{"thinking":"Hmm.","type":"thinking"},{"text":"Hi!","type":"text"}],"stop_reason":"end_turn","type":"message","usage":{"cache_read_input_tokens":8,"input_tokens":2,"output_tokens":5}})",
+          provider::anthropic, "application/json"),
+      "content=Hi!|reasoning=Hmm.|tool=|finish(end_turn)|in=10 out=5 reasoning=1 cached=8 "
+      "write=-1 cache_fields=1|provider=anthropic");
+  EXPECT_EQ(
+      decode(
+          "event: message_delta\ndata: "
+          R"({"usage":{"output_tokens":7},"delta":{"stop_sequence":null,"stop_reason":"max_tokens"},"type":"message_delta"})"
+          "\n\nevent: error\ndata: "
+          R"({"error":{"message":"Overloaded","type":"overloaded_error"},"type":"error"})"
+          "\n\n",
+          provider::anthropic),
+      "content=|reasoning=|tool=|finish(max_tokens)error(overloaded_error,Overloaded)|in=-1 "
+      "out=7 reasoning=0 cached=-1 write=-1 cache_fields=0|provider=anthropic");
+}
+
+// vLLM versions that send "reasoning" and "reasoning_content" with the same text: one token.
+// DeepSeek's two cached fields: prompt_tokens_details wins whatever comes first.  An "error":
+// null is no error; a code without a type names the error.
+TEST(KeyOrder, OneMeaningForFieldsThatSayTheSame) {
+  EXPECT_EQ(
+      decode(
+          "data: {\"choices\":[{\"delta\":{\"reasoning\":\"r\",\"reasoning_content\":\"r\"}}]}\n\n"
+          "data: {\"error\":null,\"choices\":[],\"usage\":{\"prompt_cache_hit_tokens\":3,"
+          "\"prompt_tokens\":9,\"prompt_tokens_details\":{\"cached_tokens\":4}}}\n\n"
+          "data: {\"error\":{\"code\":\"overloaded\",\"message\":\"busy\"}}\n\n",
+          provider::openai_chat),
+      "content=|reasoning=r|tool=|error(overloaded,busy)|in=9 out=1 reasoning=1 cached=4 "
+      "write=-1 cache_fields=1|provider=openai-chat");
+}
+
+// ---- several choices (n > 1)
+
+// Two choices interleaved: each one's text and tokens stay apart (the transcript's "choice 1"),
+// `index` may come after the delta, and each choice has its own <think> span.
+TEST(Choices, InterleavedChoicesKeepTheirTexts) {
+  const std::string s =
+      R"(data: {"choices":[{"index":0,"delta":{"content":"<think>a"}}]})"
+      "\n\n"
+      R"(data: {"choices":[{"delta":{"content":"x"},"index":1}]})"
+      "\n\n"
+      R"(data: {"choices":[{"index":0,"delta":{"content":"</think>A"}}]})"
+      "\n\n"
+      R"(data: {"choices":[{"index":1,"delta":{"content":"y"},"finish_reason":"length"},{"index":0,"delta":{"content":"B"},"finish_reason":"stop"}]})"
+      "\n\n"
+      R"(data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":5}})"
+      "\n\ndata: [DONE]\n\n";
+  EXPECT_EQ(decode(s, provider::openai_chat),
+            "content=xAyB|reasoning=a|tool=|finish@1(length)finish(stop)|in=4 out=5 reasoning=1 "
+            "cached=-1 write=-1 cache_fields=0|provider=openai-chat|choice 1=content:x|content:y|");
+}
+
+// The shape fast path keeps the choice a chunk's text belongs to.
+TEST(Choices, ChunksReadByTheirShapeKeepTheirChoice) {
+  std::string s;
+  for (int i = 0; i < 6; ++i)
+    s += R"(data: {"id":"c","choices":[{"index":)" + std::to_string(i / 3) +
+         R"(,"delta":{"content":"t)" + std::to_string(i) + R"("}}]})" + "\n\n";
+  EXPECT_EQ(decode(s, provider::openai_chat),
+            "content=t0t1t2t3t4t5|reasoning=|tool=||in=-1 out=6 reasoning=0 cached=-1 write=-1 "
+            "cache_fields=0|provider=openai-chat|choice 1=content:t3|content:t4|content:t5|");
 }
 
 // ---- robustness

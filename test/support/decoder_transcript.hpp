@@ -3,6 +3,7 @@
 // reasons, parse errors, usage, detected provider).  Shared by the decoder unit tests and the
 // decoder fuzz targets; header-only and free of GoogleTest so the fuzzers can use it.
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "parsers/stream_decoder.hpp"
@@ -10,26 +11,31 @@
 namespace tokentap::test {
 
 struct decoder_transcript : parsers::decoder_handler {
-  std::string text[3];
+  std::string text[3];                             ///< every choice's, in the order reported
+  std::map<std::uint32_t, std::string> by_choice;  ///< choices past the first: "channel:text|…"
   std::string log;
   std::string sequence;  ///< every call in order, token boundaries included (not in describe())
   std::uint64_t tokens[3] = {0, 0, 0};
   bool empty_token = false;  ///< a token event without text (never allowed)
 
-  void on_token(parsers::channel ch, std::string_view t, std::int64_t) noexcept override {
+  void on_token(parsers::channel ch, std::string_view t, std::int64_t,
+                std::uint32_t choice) noexcept override {
     if (t.empty()) empty_token = true;
     text[static_cast<int>(ch)] += t;
     ++tokens[static_cast<int>(ch)];
-    sequence += "token(" + std::string(to_string(ch)) + "," + std::string(t) + ")";
+    const std::string at = choice == 0 ? "" : "@" + std::to_string(choice);
+    if (choice != 0) by_choice[choice] += std::string(to_string(ch)) + ":" + std::string(t) + "|";
+    sequence += "token" + at + "(" + std::string(to_string(ch)) + "," + std::string(t) + ")";
   }
   void on_stream_error(std::string_view type, std::string_view msg,
                        std::int64_t) noexcept override {
     log += "error(" + std::string(type) + "," + std::string(msg) + ")";
     sequence += "error(" + std::string(type) + "," + std::string(msg) + ")";
   }
-  void on_finish_reason(std::string_view r) noexcept override {
-    log += "finish(" + std::string(r) + ")";
-    sequence += "finish(" + std::string(r) + ")";
+  void on_finish_reason(std::string_view r, std::uint32_t choice) noexcept override {
+    const std::string at = choice == 0 ? "" : "@" + std::to_string(choice);
+    log += "finish" + at + "(" + std::string(r) + ")";
+    sequence += "finish" + at + "(" + std::string(r) + ")";
   }
   void on_parse_error(parsers::parse_stage s, std::int64_t) noexcept override {
     log += "parse_error(" + std::string(to_string(s)) + ")";
@@ -44,7 +50,14 @@ struct decoder_transcript : parsers::decoder_handler {
            " cached=" + std::to_string(u.cached_input_tokens) +
            " write=" + std::to_string(u.cache_write_tokens) +
            " cache_fields=" + (u.cache_fields ? "1" : "0") +
-           "|provider=" + std::string(to_string(d.detected_provider()));
+           "|provider=" + std::string(to_string(d.detected_provider())) + choices();
+  }
+
+  /// "" when every token was choice 0's, else each later choice's tokens.
+  std::string choices() const {
+    std::string out;
+    for (const auto& [i, t] : by_choice) out += "|choice " + std::to_string(i) + "=" + t;
+    return out;
   }
 };
 
