@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "parsers/json_scratch.hpp"
 
@@ -97,7 +100,8 @@ std::string_view intern_role(std::string_view r) {
 }
 
 // Collects conversation elements as they are found; finish() orders them (tools, system, then
-// messages, wherever those keys appear in the body) and builds digests and the canonical text.
+// `messages`, then Responses `input`, wherever those keys appear in the body) and builds digests
+// and the canonical text.
 // Element texts are hashed as they are read: the body is copied once (into the parser's padded
 // buffer), and element texts only when the canonical text is asked for.
 struct collector {
@@ -110,7 +114,7 @@ struct collector {
   collector(const inspect_options& o, request_info& i) : opts(o), info(i) {}
   const inspect_options& opts;
   request_info& info;
-  std::vector<element> tools, system, messages;
+  std::vector<element> tools, system, messages, input;  // input: Responses API
   // The element being read.
   stream_hash h;
   std::size_t n = 0;
@@ -137,9 +141,12 @@ struct collector {
     if (e && e != simdjson::INCORRECT_TYPE) malformed = true;
     return e != simdjson::SUCCESS;
   }
-  void add(std::string_view role) {
+  void add(std::string_view role, std::vector<element>* list = nullptr) {
     if (!wanted()) return;
-    auto& to = role == "tools" ? tools : role == "system" ? system : messages;
+    auto& to = role == "tools"    ? tools
+               : role == "system" ? system
+               : list != nullptr  ? *list
+                                  : messages;
     element e{role, 0, static_cast<std::uint32_t>(n), opts.canonical ? text : std::string()};
     // hash of role and text, without materializing "role \x1f text"
     const auto th = h.final();
@@ -150,7 +157,7 @@ struct collector {
   void finish() {
     if (!wanted()) return;
     std::uint64_t chain = fnv_basis, before = 0;
-    for (auto* list : {&tools, &system, &messages}) {
+    for (auto* list : {&tools, &system, &messages, &input}) {
       for (const auto& e : *list) {
         message_digest d;
         d.role = e.role;
@@ -205,88 +212,90 @@ std::size_t collect_text(simdjson::ondemand::value v, collector& c) {
       if (c.malformed) break;
       continue;
     }
+    // A part's text, content and thinking, in that order whatever the order of its keys.
+    std::string_view texts[3];
+    bool has[3] = {false, false, false};
     for (auto field : o) {
       std::string_view key;
       if (c.bad(field.unescaped_key().get(key))) break;
-      if ((key == "text" || key == "content" || key == "thinking") &&
-          !field.value().get_string().get(s)) {
-        if (!c.first_part) c.append("\n");
-        c.append(s);
-        total += s.size();
-        c.first_part = false;
+      const int slot = key == "text" ? 0 : key == "content" ? 1 : key == "thinking" ? 2 : -1;
+      if (slot >= 0 && !field.value().get_string().get(s)) {
+        texts[slot] = s;
+        has[slot] = true;
       }
+    }
+    for (int i = 0; i < 3; ++i) {
+      if (!has[i]) continue;
+      if (!c.first_part) c.append("\n");
+      c.append(texts[i]);
+      total += texts[i].size();
+      c.first_part = false;
     }
   }
   return total;
 }
 
-// A whitespace-free rendering of a JSON value with strings unescaped (tool definitions).
-void canonical_json(simdjson::ondemand::value v, collector& out, int depth) {
+// A whitespace-free rendering of a JSON value with strings unescaped and object members sorted
+// by key (tool definitions: the same tools serialized by another client, or by the same one after
+// a re-serializing gateway, are the same prefix).  False: the value is not valid JSON.
+bool canonical_json(simdjson::ondemand::value v, std::string& out, int depth) {
   namespace od = simdjson::ondemand;
   od::json_type t;
-  if (depth > 32) return;
-  if (v.type().get(t)) {
-    out.malformed = true;
-    return;
-  }
+  if (depth > 32) return true;
+  if (v.type().get(t)) return false;
   switch (t) {
     case od::json_type::object: {
       od::object o;
-      if (v.get_object().get(o)) {
-        out.malformed = true;
-        return;
-      }
-      out.append("{");
+      if (v.get_object().get(o)) return false;
+      std::vector<std::pair<std::string, std::string>> members;
       for (auto field : o) {
         std::string_view key;
         od::value fv;
-        if (field.unescaped_key().get(key) || field.value().get(fv)) {
-          out.malformed = true;
-          return;
-        }
-        out.append(key);
-        out.append(":");
-        canonical_json(fv, out, depth + 1);
-        out.append(",");
+        if (field.unescaped_key().get(key) || field.value().get(fv)) return false;
+        auto& m = members.emplace_back(std::string(key), std::string());
+        if (!canonical_json(fv, m.second, depth + 1)) return false;
       }
-      out.append("}");
-      return;
+      std::stable_sort(members.begin(), members.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      out += '{';
+      for (const auto& [key, value] : members) out.append(key).append(":").append(value) += ',';
+      out += '}';
+      return true;
     }
     case od::json_type::array: {
       od::array a;
-      if (v.get_array().get(a)) {
-        out.malformed = true;
-        return;
-      }
-      out.append("[");
+      if (v.get_array().get(a)) return false;
+      out += '[';
       for (auto item : a) {
         od::value iv;
-        if (item.get(iv)) {
-          out.malformed = true;
-          return;
-        }
-        canonical_json(iv, out, depth + 1);
-        out.append(",");
+        if (item.get(iv) || !canonical_json(iv, out, depth + 1)) return false;
+        out += ',';
       }
-      out.append("]");
-      return;
+      out += ']';
+      return true;
     }
     case od::json_type::string: {
       std::string_view s;
-      if (v.get_string().get(s))
-        out.malformed = true;
-      else
-        out.append(s);
-      return;
+      if (v.get_string().get(s)) return false;
+      out.append(s);
+      return true;
     }
-    default:
-      out.append(v.raw_json_token());
-      return;
+    default: {
+      // A number, true, false or null: its token runs to the next structural character, so it
+      // may carry the whitespace before it.
+      auto token = v.raw_json_token();
+      while (!token.empty() && (token.back() == ' ' || token.back() == '\t' ||
+                                token.back() == '\n' || token.back() == '\r'))
+        token.remove_suffix(1);
+      out.append(token);
+      return true;
+    }
   }
 }
 
 // Counts elements of a `messages` / `input` array and their text.
-void read_messages(od::value v, request_info& info, collector& c) {
+void read_messages(od::value v, request_info& info, collector& c,
+                   std::vector<collector::element>& list) {
   od::json_type t;
   if (c.bad(v.type().get(t))) return;
   if (t == od::json_type::string) {  // Responses `input` may be a plain string
@@ -296,7 +305,7 @@ void read_messages(od::value v, request_info& info, collector& c) {
       info.prompt_chars += s.size();
       c.begin();
       c.append(s);
-      c.add("user");
+      c.add("user", &list);
     }
     return;
   }
@@ -324,7 +333,7 @@ void read_messages(od::value v, request_info& info, collector& c) {
         if (!c.bad(field.value().get_string().get(r))) role = intern_role(r);
       }
     }
-    c.add(role);
+    c.add(role, &list);
     if (c.malformed) break;
   }
 }
@@ -371,6 +380,7 @@ request_info request_inspector::inspect(std::string_view body, inspect_options o
     info.error = err == simdjson::INCORRECT_TYPE ? "body is not a JSON object" : "invalid JSON";
     return info;
   }
+  int max_tokens_rank = 3;  // of the max_tokens field taken: lower wins
   for (auto field : root) {
     std::string_view key;
     if (field.unescaped_key().get(key)) {
@@ -395,20 +405,27 @@ request_info request_inspector::inspect(std::string_view body, inspect_options o
         if (!f.unescaped_key().get(k) && k == "include_usage")
           info.include_usage = is_true(f.value());
       }
-    } else if (key == "max_tokens" || key == "max_completion_tokens" ||
+    } else if (key == "max_completion_tokens" || key == "max_tokens" ||
                key == "max_output_tokens") {
+      // Several: OpenAI's newer name wins, as in vLLM and OpenAI (whatever the keys' order).
+      const int rank = key == "max_completion_tokens" ? 0 : key == "max_tokens" ? 1 : 2;
       std::int64_t n = 0;
-      if (!v.get_int64().get(n)) info.max_tokens = n;
+      if (!v.get_int64().get(n) && rank <= max_tokens_rank) {
+        info.max_tokens = n;
+        max_tokens_rank = rank;
+      }
     } else if (key == "messages" || key == "input") {
-      read_messages(v, info, c);
+      read_messages(v, info, c, key == "messages" ? c.messages : c.input);
     } else if (key == "system") {
       info.messages += 1;
       c.begin();
       info.prompt_chars += collect_text(v, c);
       c.add("system");
     } else if (key == "tools" && (opts.digests || opts.canonical)) {
+      std::string tools;
+      if (!canonical_json(v, tools, 0)) c.malformed = true;
       c.begin();
-      canonical_json(v, c, 0);
+      c.append(tools);
       c.add("tools");
     } else if (key == "prompt") {
       c.begin();

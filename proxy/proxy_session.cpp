@@ -1143,7 +1143,8 @@ class proxy_session final : public session_base,
   steady_timer relay_timer_{client_.get_executor()};
   beast::flat_buffer buf_;
   std::string peer_ = "unknown";
-  parsers::request_inspector inspector_{1u << 20};
+  // Whole conversations, however long (limits.max_request_body_bytes bounds what was read).
+  parsers::request_inspector inspector_{shared_.cfg.limits.max_request_body_bytes};
 };
 
 }  // namespace

@@ -6,9 +6,12 @@
 //    string tokens must agree with the unescaping path);
 //  - chars_before is the running sum of chars, and the canonical text has exactly one
 //    "role \x1f text \x1e" per digest;
-//  - a reused inspector (the proxy keeps one per session) gives what a fresh one gives.
+//  - a reused inspector (the proxy keeps one per session) gives what a fresh one gives;
+//  - the body with its keys reordered (sorted, reversed, shuffled) gives the same fields,
+//    digests and canonical text.
 #include "parsers/request_inspector.hpp"
 #include "test/fuzz/fuzz_common.hpp"
+#include "test/support/json_keys.hpp"
 
 using namespace tokentap;
 using parsers::inspect_options;
@@ -73,5 +76,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto r = reused.inspect(body, inspect_options{true, false});
   same_basics(a, r);
   same_digests(b, r);
+
+  const auto reordered = test::reorder_keys(body, static_cast<test::key_order>(size % 3), size);
+  if (reordered != body) {
+    parsers::request_inspector other;
+    const auto o = other.inspect(reordered, inspect_options{true, true});
+    FUZZ_CHECK(o.error.empty());
+    same_basics(c, o);
+    same_digests(c, o);
+    FUZZ_CHECK(o.canonical == c.canonical);
+  }
   return 0;
 }

@@ -214,6 +214,28 @@ TEST(Cache, SlowPrefillPerUncachedTokenIsAnAnomaly) {
   EXPECT_TRUE(has(ev, R"("samples":5)")) << ev;
 }
 
+// A conversation past 1 MiB (~750 k tokens here) is inspected whole: its record has the model
+// and the cache events its digests explain (an edit deep in its history).
+TEST(Cache, LongConversationsAreInspected) {
+  cache_stack c([](config::config& cfg) { cfg.cache.min_prefix_tokens = 100; });
+  std::vector<std::string> history{msg("system", system_prompt)};
+  for (int i = 0; i < 60; ++i) {
+    history.push_back(msg("user", "q" + std::to_string(i) + std::string(25000, 'u')));
+    history.push_back(msg("assistant", "a" + std::to_string(i) + std::string(25000, 'a')));
+  }
+  history.push_back(msg("user", "next"));
+  const auto first = convo(history);
+  ASSERT_GT(first.size(), 2u << 20);
+  c.send(first);
+  history[101] = msg("user", "edited" + std::string(25000, 'u'));
+  history.push_back(msg("assistant", "sure"));
+  history.push_back(msg("user", "more"));
+  const auto record = c.send(convo(history));
+  EXPECT_NE(record.find(R"("model":"sim-small")"), std::string::npos) << record.substr(0, 400);
+  const auto ev = cache_events(record);
+  EXPECT_TRUE(has(ev, R"("event":"prefix_divergence","at_message":101,"role":"user")")) << ev;
+}
+
 TEST(Cache, AnotherTenantsIdenticalPromptMatchesNothing) {
   cache_stack c({}, 1.0);
   const auto body = convo({msg("system", system_prompt), msg("user", "shared words")});

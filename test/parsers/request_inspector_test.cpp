@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "test/support/alloc_count.hpp"
+#include "test/support/json_keys.hpp"
+
 namespace tokentap::parsers {
 namespace {
 
@@ -87,9 +90,6 @@ TEST(RequestInspector, BadInputIsReportedNotThrown) {
   EXPECT_EQ(in.inspect(R"({"model":"ok"})").model, "ok");
 }
 
-}  // namespace
-}  // namespace tokentap::parsers
-
 namespace tokentap::parsers {
 namespace {
 
@@ -151,6 +151,131 @@ TEST(RequestInspectorDigests, AnthropicSystemAndToolsComeFirstWherever) {
   EXPECT_EQ(a[0].role, "tools");
   EXPECT_EQ(a[1].role, "system");
   EXPECT_EQ(a[2].chain, b[2].chain);
+}
+
+}  // namespace
+}  // namespace tokentap::parsers
+
+// ---- key order: a request reads the same whatever the order of its keys
+
+std::string describe(const request_info& i) {
+  std::string out = "model=" + i.model + " stream=" + std::to_string(i.stream) +
+                    " usage=" + std::to_string(i.include_usage) +
+                    " reasoning=" + std::to_string(i.reasoning) +
+                    " max=" + (i.max_tokens ? std::to_string(*i.max_tokens) : "-") +
+                    " messages=" + std::to_string(i.messages) +
+                    " chars=" + std::to_string(i.prompt_chars) + " error=" + std::string(i.error);
+  for (const auto& d : i.digests)
+    out += " [" + std::string(d.role) + " " + std::to_string(d.hash) + " " +
+           std::to_string(d.chain) + " " + std::to_string(d.chars) + " " +
+           std::to_string(d.chars_before) + "]";
+  return out + " canonical=" + i.canonical;
+}
+
+const char* const key_order_bodies[] = {
+    // OpenAI chat with tools (nested definitions), parts, usage option and both max fields.
+    R"({"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"max_tokens":10,"max_completion_tokens":77,)"
+    R"("tools":[{"type":"function","function":{"name":"get","description":"d","parameters":{"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]}},"required":["city"]}}}],)"
+    R"("messages":[{"role":"system","content":"be brief"},{"content":[{"text":"hello","type":"text"},{"type":"image_url","image_url":{"url":"x"}}],"role":"user"},)"
+    R"({"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"sunny"}]})",
+    // Anthropic with system blocks, thinking, a thinking block in history.
+    R"({"model":"claude-x","max_tokens":4096,"thinking":{"budget_tokens":1024,"type":"enabled"},"system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}],)"
+    R"("messages":[{"role":"user","content":"abc"},{"role":"assistant","content":[{"signature":"s","thinking":"hmm","type":"thinking"},{"type":"text","text":"ok"}]}]})",
+    // Responses API: input items and instructions-like fields.
+    R"({"model":"o4","reasoning":{"effort":"low"},"max_output_tokens":50,"input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}],"stream":false})",
+};
+
+TEST(RequestInspectorKeyOrder, EveryFieldAndDigestIsTheSameInAnyKeyOrder) {
+  for (const char* body : key_order_bodies) {
+    for (const auto opts :
+         {inspect_options{}, inspect_options{.digests = true, .canonical = true}}) {
+      request_inspector in;
+      const auto want = describe(in.inspect(body, opts));
+      EXPECT_EQ(want.find("error= "), want.find("error=")) << want;  // no error
+      for (const auto order :
+           {test::key_order::sorted, test::key_order::reversed, test::key_order::shuffled}) {
+        for (std::uint64_t seed = 1; seed <= (order == test::key_order::shuffled ? 5u : 1u);
+             ++seed) {
+          const auto reordered = test::reorder_keys(body, order, seed);
+          ASSERT_EQ(reordered.size(), std::string_view(body).size());
+          EXPECT_EQ(describe(in.inspect(reordered, opts)), want) << reordered;
+        }
+      }
+    }
+  }
+}
+
+// Which max_tokens field counts does not depend on which comes first; `messages` and Responses'
+// `input` keep one order in the digests.
+TEST(RequestInspectorKeyOrder, PrecedenceBetweenFieldsThatSayTheSame) {
+  request_inspector in;
+  EXPECT_EQ(in.inspect(R"({"max_tokens":5,"max_completion_tokens":7})").max_tokens, 7);
+  EXPECT_EQ(in.inspect(R"({"max_completion_tokens":7,"max_tokens":5})").max_tokens, 7);
+  EXPECT_EQ(in.inspect(R"({"max_output_tokens":9,"max_tokens":5})").max_tokens, 5);
+  const auto a = in.inspect(R"({"messages":[{"role":"user","content":"m"}],"input":"i"})",
+                            {.digests = true, .canonical = true});
+  const auto b = in.inspect(R"({"input":"i","messages":[{"role":"user","content":"m"}]})",
+                            {.digests = true, .canonical = true});
+  EXPECT_EQ(a.canonical, b.canonical);
+  EXPECT_EQ(a.canonical, "user\x1fm\x1euser\x1fi\x1e");
+}
+
+// Found by fuzz_request_inspector (regressions/request_inspector-whitespace-after-number-in-tools):
+// a number's raw token carries the whitespace after it, so reordered tool definitions hashed
+// differently.  The canonical form has none, whatever the spacing or the order.
+TEST(RequestInspectorKeyOrder, ToolDefinitionsHashTheSameWhateverTheirSpacingAndOrder) {
+  request_inspector in;
+  const auto a = in.inspect(R"({"tools":[{"a":1 , "b":true , "c":null }]})", {.digests = true});
+  const auto b = in.inspect(R"({"tools":[{"c":null,"b":true,"a":1}]})", {.digests = true});
+  ASSERT_EQ(a.digests.size(), 1u);
+  ASSERT_EQ(b.digests.size(), 1u);
+  EXPECT_EQ(a.digests[0].hash, b.digests[0].hash);
+  EXPECT_EQ(a.digests[0].chars, b.digests[0].chars);
+}
+
+// ---- long conversations
+
+std::string conversation(std::size_t messages, std::size_t chars_each) {
+  std::string body = R"({"model":"m","stream":true,"messages":[{"role":"system","content":"sys"})";
+  const std::string text(chars_each, 'w');
+  for (std::size_t i = 0; i < messages; ++i)
+    body += std::string(R"(,{"role":")") + (i % 2 ? "assistant" : "user") + R"(","content":")" +
+            text + R"("})";
+  return body + "]}";
+}
+
+// A conversation past 1 MiB (~250 k tokens: where context truncation and prefix-cache misses
+// happen) is inspected whole, up to the inspector's limit.
+TEST(RequestInspectorLongConversations, SixteenMebibytesAreInspected) {
+  const auto body = conversation(4096, 4100);
+  ASSERT_GT(body.size(), 16u << 20);
+  request_inspector in(32u << 20);
+  const auto info = in.inspect(body, {.digests = true});
+  EXPECT_TRUE(info.error.empty()) << info.error;
+  EXPECT_EQ(info.model, "m");
+  EXPECT_EQ(info.messages, 4097u);
+  EXPECT_EQ(info.digests.size(), 4097u);
+  request_inspector small(body.size() - 1);
+  EXPECT_EQ(small.inspect(body).error, "body too large to inspect");
+}
+
+// Inspecting allocates nothing per message without digests, and with them only the digest rows
+// (vectors that double: a few more allocations for 16x the messages, not 15x more).
+TEST(RequestInspectorLongConversations, NoAllocationPerMessageBeyondTheDigests) {
+  if (!test::allocations_counted()) GTEST_SKIP() << "allocations are not counted in this build";
+  const auto small = conversation(256, 64), large = conversation(4096, 64);
+  request_inspector in;
+  const auto count = [&](const std::string& body, inspect_options opts) {
+    in.inspect(body, opts);  // the thread's parser grows once
+    const auto before = test::thread_allocations();
+    const auto info = in.inspect(body, opts);
+    EXPECT_TRUE(info.error.empty());
+    return test::thread_allocations() - before;
+  };
+  EXPECT_EQ(count(large, {}), count(small, {}));
+  const auto with_small = count(small, {.digests = true});
+  const auto with_large = count(large, {.digests = true});
+  EXPECT_LE(with_large, with_small + 2 * 5) << with_small;  // log2(16) more doublings, 2 vectors
 }
 
 }  // namespace
