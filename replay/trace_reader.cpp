@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <optional>
 
 namespace tokentap::replay {
 
@@ -165,14 +166,16 @@ std::optional<record> parse_record(const std::string& line) {
     } else if (k == "events") {
       elements(v, [&](od::value e) {
         recorded_read rr;
+        std::optional<std::string> b64;
         fields(e, [&](std::string_view ek, od::value ev) {
           if (ek == "t_us")
             rr.t_us = integer(ev);
           else if (ek == "raw")
             rr.bytes = str(ev);
           else if (ek == "raw_b64")
-            rr.bytes = json::base64_decode(str(ev));
+            b64 = json::base64_decode(str(ev));
         });
+        if (b64) rr.bytes = std::move(*b64);
         r.events.push_back(std::move(rr));
       });
     } else if (k == "steps") {
@@ -190,6 +193,8 @@ std::optional<record> parse_record(const std::string& line) {
         });
         r.steps.push_back(std::move(s));
       });
+    } else if (k == "choices") {
+      r.choices = integer(v);
     } else if (k == "redundant_tokens") {
       r.redundant_tokens = integer(v);
     } else if (k == "cache") {

@@ -42,6 +42,7 @@ struct record {
   // usage (-1 = absent)
   std::int64_t input_tokens = -1, output_tokens = -1, reasoning_tokens = -1,
                cached_input_tokens = -1;
+  std::int64_t choices = -1;  ///< choices that answered (n > 1); -1 in records before it
   std::vector<step_record> steps;
   std::int64_t redundant_tokens = 0;
   std::vector<cache_event> cache;
@@ -59,7 +60,8 @@ read_result read_traces(const std::vector<std::string>& files);
 /// RFC 3339 "YYYY-MM-DDTHH:MM:SS.uuuuuuZ" (the traces' `start`) as µs since the epoch, or -1.
 std::int64_t parse_rfc3339_us(const std::string& s);
 
-/// Parses one line; nullopt when it is not a valid version-1 record.
+/// Parses one line; nullopt when it is not a valid version-1 record.  The order of a record's
+/// keys does not matter; an event with both `raw` and `raw_b64` is its `raw_b64` bytes.
 std::optional<record> parse_record(const std::string& line);
 
 }  // namespace tokentap::replay

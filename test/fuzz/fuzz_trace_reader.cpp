@@ -2,10 +2,14 @@
 //  - any line: parsing is deterministic and a parsed record's start_us agrees with its `start`;
 //  - round trip: reads written the way the trace writer writes them (JSON string when the read
 //    is valid UTF-8, base64 otherwise) come back byte-exact, and so do method and path;
-//  - base64 encoding then decoding is the identity.
+//  - base64 encoding then decoding is the identity;
+//  - a line with its keys reordered reads as the same record (header lists compared as sets:
+//    a JSON object's member order carries no meaning).
 #include "parsers/json_out.hpp"
 #include "replay/trace_reader.hpp"
 #include "test/fuzz/fuzz_common.hpp"
+#include "test/support/json_keys.hpp"
+#include "test/support/trace_record_text.hpp"
 
 using namespace tokentap;
 
@@ -18,6 +22,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(a->start_us == replay::parse_rfc3339_us(a->start));
     FUZZ_CHECK(a->events.size() == b->events.size());
     FUZZ_CHECK(a->method == b->method && !a->method.empty());
+    const auto reordered = test::reorder_keys(line, static_cast<test::key_order>(size % 3), size);
+    const auto c = replay::parse_record(reordered);
+    FUZZ_CHECK(c.has_value());
+    FUZZ_CHECK(test::describe(*c) == test::describe(*a));
   }
 
   // Round trip: the input, cut at NUL bytes, is a path and a list of reads.
