@@ -12,24 +12,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR=${BUILD_DIR:-build}
-PACKAGES=(build-essential cmake ninja-build pkg-config libboost-dev libsimdjson-dev
-          prometheus-cpp-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libyaml-cpp-dev libjemalloc-dev curl ca-certificates openssl
-          prometheus chromium   # promtool + a real Prometheus, headless Chromium: metrics and dashboard tests
-          clang libclang-rt-14-dev)  # libFuzzer targets (test/fuzz)
+# What the build needs (the test libraries too: the one build directory configures both).
+BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config libboost-dev libsimdjson-dev
+                prometheus-cpp-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
+                libyaml-cpp-dev libjemalloc-dev curl ca-certificates openssl)
+# What only the tests need.
+TEST_PACKAGES=(prometheus chromium   # promtool + a real Prometheus, headless Chromium: metrics and dashboard tests
+               clang libclang-rt-14-dev)  # libFuzzer targets (test/fuzz)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# install_deps PACKAGE...: installs those that are missing.
 install_deps() {
   local missing=()
-  for p in "${PACKAGES[@]}"; do
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
-  # Node.js runs the official SDK client tests; keep a Node that is already there.
-  command -v node >/dev/null || missing+=(nodejs)
-  command -v npm >/dev/null || missing+=(npm)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "==> installing: ${missing[*]}"
     as_root apt-get update -qq
@@ -37,23 +37,28 @@ install_deps() {
   fi
 }
 
+# build DIR [CMAKE_ARGS...]: configures and builds everything, or only $TARGET when it is set.
 build() {
   local dir=${1:-$BUILD_DIR}
   shift || true
-  echo "==> building in $dir"
+  echo "==> building ${TARGET:-everything} in $dir"
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
-  cmake --build "$dir" -j "$(nproc)"
+  cmake --build "$dir" -j "$(nproc)" ${TARGET:+--target "$TARGET"}
 }
 
 case "${1:-}" in
   demo)
     shift
-    install_deps
-    build
+    install_deps "${BUILD_PACKAGES[@]}"
+    TARGET=tokentap build   # the binary alone: the first start does not wait for the tests
     exec "$BUILD_DIR/tokentap" demo "$@"
     ;;
   test)
-    install_deps
+    # Node.js runs the official SDK client tests; keep a Node that is already there.
+    node_packages=()
+    command -v node >/dev/null || node_packages+=(nodejs)
+    command -v npm >/dev/null || node_packages+=(npm)
+    install_deps "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}" "${node_packages[@]}"
     build
     echo "==> installing the SDK test clients (npm ci)"
     (cd test/node && npm ci --no-audit --no-fund --loglevel=error)

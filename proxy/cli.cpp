@@ -2,13 +2,18 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include <boost/asio/signal_set.hpp>
@@ -56,6 +61,7 @@ commands:
   sim            run the simulated inference server (OpenAI + Anthropic compatible)
   demo           simulator + proxy + generated load, all in one process
   replay serve   answer requests with recorded responses, with their original timing
+  replay send    re-issue recorded requests to a server, and compare its timing with the record
   analyze        summarize trace files
   check-config   validate a YAML config file
 
@@ -121,7 +127,11 @@ chat, Anthropic messages with thinking, reasoning models, a few faults).  Ctrl-C
   --sim-listen HOST:PORT   simulator address (default 127.0.0.1:8081)
   --concurrency N          simulated clients (default 16)
   --duration-s N           stop after N seconds (default: run until Ctrl-C)
+  --trace-dir DIR          where the trace records go (default: a new directory under $TMPDIR
+                           or /tmp, named at start; at most 8 files of 16 MiB are kept)
   --log-level LEVEL        (default warn: the access log of the load would drown the summary)
+
+On stop it prints the 'tokentap analyze' and 'tokentap replay serve' commands for its traces.
 )";
 
 constexpr const char* replay_help = R"(usage: tokentap replay serve --trace FILE [FILE...] [flags]
@@ -144,7 +154,8 @@ replay serve:
 An upstream that answers each request with a recorded response from the trace files: status,
 headers and body byte for byte, each recorded read sent at its recorded offset.
 
-  --trace FILE             trace file (JSON Lines from --trace-dir); more files may follow
+  --trace FILE|DIR         trace file (JSON Lines from --trace-dir), or a directory of them;
+                           more may follow
   --listen HOST:PORT       (default 127.0.0.1:8082)
   --speed X                timing multiplier: 2 = twice as fast (default 1)
   --match body|sequence    body: by a hash of method, path and body (default); sequence: in
@@ -152,7 +163,7 @@ headers and body byte for byte, each recorded read sent at its recorded offset.
 )";
 
 constexpr const char* analyze_help =
-    R"(usage: tokentap analyze FILE... [--format text|json] [--by model|route|provider]
+    R"(usage: tokentap analyze FILE|DIR... [--format text|json] [--by model|route|provider]
        tokentap analyze --compare A B [--format text|json]
        tokentap analyze FILE... --export csv|aiperf
 
@@ -163,7 +174,7 @@ timestamp, input_length, output_length).
 
 Counts, outcome mix, TTFT / answer TTFT / end-to-end / ITL / overhead percentiles, tokens, cache
 hit ratio and events, reasoning steps per response and the redundant-token share, slowest requests.
-Malformed or truncated lines are skipped with a warning.
+A directory stands for its .jsonl files.  Malformed or truncated lines are skipped with a warning.
 )";
 
 bool want_help(const std::vector<std::string>& args) {
@@ -399,12 +410,44 @@ int cmd_sim(const std::vector<std::string>& args) {
   return 0;
 }
 
+// The demo's trace directory: the one given (created if missing), else a new one named after the
+// time under $TMPDIR (or /tmp).
+std::string demo_trace_dir(const std::optional<std::string>& given) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (given) {
+    fs::create_directories(*given, ec);
+    if (ec || !fs::is_directory(*given)) throw usage_error{"--trace-dir: cannot create " + *given};
+    return *given;
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  const auto t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  const auto dir = (fs::path(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") /
+                    ("tokentap-demo-" + std::string(stamp) + "-" + std::to_string(::getpid())))
+                       .string();
+  fs::create_directories(dir, ec);
+  if (ec) throw usage_error{"cannot create the trace directory " + dir + ": " + ec.message()};
+  return dir;
+}
+
+// This binary's path, for the commands the demo prints.
+std::string self_path() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("tokentap") : p.string();
+}
+
 int cmd_demo(const std::vector<std::string>& args) {
   if (want_help(args)) return std::cout << demo_help, 0;
-  auto f =
-      flags::parse("demo", args,
-                   {"listen", "admin", "sim-listen", "concurrency", "duration-s", "log-level"}, {});
+  auto f = flags::parse(
+      "demo", args,
+      {"listen", "admin", "sim-listen", "concurrency", "duration-s", "trace-dir", "log-level"}, {});
   apply_log_level(f, "warn");
+  const auto trace_dir = demo_trace_dir(f.get("trace-dir"));
   const auto sim_addr = address_flag(f, "sim-listen", {"127.0.0.1", 8081});
   sim::server_options so;
   so.host = sim_addr.host;
@@ -426,6 +469,9 @@ int cmd_demo(const std::vector<std::string>& args) {
   cfg.cache.ttl = std::chrono::seconds(20);
   cfg.cache.min_prefix_tokens = 256;
   cfg.cache.context_windows = {{"sim-chat", 2500}};
+  cfg.trace.dir = trace_dir;
+  cfg.trace.max_file_bytes = 16u << 20;
+  cfg.trace.max_files = 8;
   config::set_single_upstream(
       cfg, "http://" + sim_addr.host + ":" + std::to_string(sim_server.endpoint().port()));
   config::validate(cfg);
@@ -441,7 +487,8 @@ int cmd_demo(const std::vector<std::string>& args) {
       "  simulator  http://%s:%u   (OpenAI + Anthropic compatible)\n"
       "  proxy      %s   <- send your requests here\n"
       "  dashboard  %s/dashboard   <- open this in a browser\n"
-      "  metrics    %s/metrics  (Prometheus)   %s/api/stats  (JSON)\n\n"
+      "  metrics    %s/metrics  (Prometheus)   %s/api/stats  (JSON)\n"
+      "  traces     %s   (one JSON line per exchange)\n\n"
       "try it:\n"
       "  curl -N %s/v1/chat/completions -H 'content-type: application/json' \\\n"
       "    -d "
@@ -450,7 +497,7 @@ int cmd_demo(const std::vector<std::string>& args) {
       "generated load: %s clients, mixed OpenAI/Anthropic, streamed/plain, reasoning, faults.\n"
       "Ctrl-C stops everything.\n\n",
       version_string, sim_addr.host.c_str(), sim_server.endpoint().port(), base.c_str(),
-      admin.c_str(), admin.c_str(), admin.c_str(), base.c_str(),
+      admin.c_str(), admin.c_str(), admin.c_str(), trace_dir.c_str(), base.c_str(),
       f.get("concurrency").value_or("16").c_str());
   std::fflush(stdout);
 
@@ -518,14 +565,36 @@ int cmd_demo(const std::vector<std::string>& args) {
                       sim_server.join();
                     },
                     duration);
-  std::printf("demo stopped\n");
+  const auto self = self_path();
+  std::printf(
+      "demo stopped\n\n"
+      "its traces are in %s:\n"
+      "  %s analyze %s                 # latency, cache and step summary\n"
+      "  %s replay serve --trace %s    # answer again with the recorded timing\n",
+      trace_dir.c_str(), self.c_str(), trace_dir.c_str(), self.c_str(), trace_dir.c_str());
   return 0;
 }
 
+// The trace files named by --trace and the arguments; a directory stands for its *.jsonl files
+// (in name order: the writer's names sort in creation order).
 std::vector<std::string> trace_files(const flags& f) {
-  std::vector<std::string> files;
-  if (auto t = f.get("trace")) files.push_back(*t);
-  for (const auto& p : f.positional()) files.push_back(p);
+  namespace fs = std::filesystem;
+  std::vector<std::string> named, files;
+  if (auto t = f.get("trace")) named.push_back(*t);
+  for (const auto& p : f.positional()) named.push_back(p);
+  for (const auto& n : named) {
+    std::error_code ec;
+    if (!fs::is_directory(n, ec)) {
+      files.push_back(n);
+      continue;
+    }
+    std::vector<std::string> in_dir;
+    for (const auto& e : fs::directory_iterator(n, ec))
+      if (e.path().extension() == ".jsonl") in_dir.push_back(e.path().string());
+    if (in_dir.empty()) throw usage_error{n + ": no .jsonl trace files in this directory"};
+    std::sort(in_dir.begin(), in_dir.end());
+    files.insert(files.end(), in_dir.begin(), in_dir.end());
+  }
   if (files.empty()) throw usage_error{"no trace file given"};
   return files;
 }

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <thread>
@@ -48,7 +49,9 @@ TEST(Binary, VersionAndHelp) {
 #endif
   r = run({"--help"});
   EXPECT_EQ(r.status, 0);
-  EXPECT_NE(r.out.find("proxy"), std::string::npos);
+  for (const char* cmd :
+       {"proxy", "sim", "demo", "replay serve", "replay send", "analyze", "check-config"})
+    EXPECT_NE(r.out.find(std::string("\n  ") + cmd + " "), std::string::npos) << cmd << r.out;
   for (const char* cmd : {"proxy", "sim", "demo"}) {
     r = run({cmd, "--help"});
     EXPECT_EQ(r.status, 0) << cmd;
@@ -263,16 +266,40 @@ TEST(Binary, GracePeriodBoundsShutdown) {
 }
 
 TEST(Binary, DemoRunsSimulatorProxyAndLoad) {
-  const auto r = run({"demo", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--sim-listen",
-                      "127.0.0.1:0", "--duration-s", "6", "--concurrency", "8"},
-                     std::chrono::seconds(30));
+  const auto traces = temp_dir() + "/demo-traces";
+  const auto r =
+      run({"demo", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--sim-listen",
+           "127.0.0.1:0", "--duration-s", "6", "--concurrency", "8", "--trace-dir", traces},
+          std::chrono::seconds(30));
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("send your requests here"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("/dashboard"), std::string::npos);
+  EXPECT_NE(r.out.find("traces     " + traces), std::string::npos) << r.out;
   const auto k = r.out.find("requests ok=");
   ASSERT_NE(k, std::string::npos) << r.out;
   EXPECT_GT(std::stoi(r.out.substr(k + 12)), 0) << r.out;
   EXPECT_NE(r.out.find("demo stopped"), std::string::npos);
+  // On stop it names the commands for its traces, and they work.
+  EXPECT_NE(r.out.find(tokentap_binary() + " analyze " + traces), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(tokentap_binary() + " replay serve --trace " + traces), std::string::npos)
+      << r.out;
+  const auto analyzed = run({"analyze", traces, "--format", "json"});
+  EXPECT_EQ(analyzed.status, 0) << analyzed.err;
+  EXPECT_NE(analyzed.out.find("\"requests\""), std::string::npos) << analyzed.out;
+}
+
+// Without --trace-dir the demo names a new directory of its own.
+TEST(Binary, DemoNamesItsTraceDirectory) {
+  const auto tmp = temp_dir();
+  process p({"demo", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--sim-listen",
+             "127.0.0.1:0", "--duration-s", "2", "--concurrency", "2"},
+            {{"TMPDIR", tmp}});
+  const auto line = p.wait_for_line("  traces     ", std::chrono::seconds(15));
+  ASSERT_FALSE(line.empty()) << p.err();
+  const auto dir = line.substr(13, line.find(' ', 13) - 13);
+  EXPECT_EQ(dir.rfind(tmp + "/tokentap-demo-", 0), 0u) << dir;
+  EXPECT_EQ(p.wait(std::chrono::seconds(20)), 0);
+  EXPECT_TRUE(std::filesystem::is_directory(dir));
 }
 
 }  // namespace

@@ -18,7 +18,8 @@ std::string tokentap_binary() {
   return TOKENTAP_BINARY;
 }
 
-process::process(std::vector<std::string> args) {
+process::process(std::vector<std::string> args,
+                 const std::vector<std::pair<std::string, std::string>>& env) {
   args.insert(args.begin(), tokentap_binary());
   int out[2], err[2];
   if (pipe(out) || pipe(err)) throw std::runtime_error("pipe failed");
@@ -31,7 +32,19 @@ process::process(std::vector<std::string> args) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ) != 0)
+  // This process's environment, with `env` set over it.
+  std::vector<std::string> vars;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view v(*e);
+    bool replaced = false;
+    for (const auto& [name, _] : env) replaced = replaced || v.starts_with(name + "=");
+    if (!replaced) vars.emplace_back(v);
+  }
+  for (const auto& [name, value] : env) vars.push_back(name + "=" + value);
+  std::vector<char*> envp;
+  for (auto& v : vars) envp.push_back(v.data());
+  envp.push_back(nullptr);
+  if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data()) != 0)
     throw std::runtime_error("cannot start " + args[0]);
   posix_spawn_file_actions_destroy(&fa);
   close(out[1]);

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tokentap::test {
@@ -13,7 +14,9 @@ std::string tokentap_binary();
 
 class process {
  public:
-  explicit process(std::vector<std::string> args);
+  /// Starts the binary with `args`, and `env` set over this process's environment.
+  explicit process(std::vector<std::string> args,
+                   const std::vector<std::pair<std::string, std::string>>& env = {});
   ~process();
   /// Reads stdout lines until one starts with `prefix`; returns it ("" on EOF or timeout).
   std::string wait_for_line(const std::string& prefix, std::chrono::milliseconds timeout);
