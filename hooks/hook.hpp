@@ -156,21 +156,38 @@ class hook_factory {
   virtual std::unique_ptr<hook> create() = 0;
 };
 
-/// Hook factories by name.  The built-in hooks ("timing", "trace") are registered by
-/// `builtin_hooks()`; later issues add theirs (steps, cache, metrics) the same way.
+/// What a hook adds to the stream summary for the hooks after it, and what it takes from it:
+/// names of pieces of the summary ("timing", "steps", "cache_events").
+struct hook_contract {
+  std::vector<std::string> provides;
+  std::vector<std::string> needs;  ///< a configuration without a hook providing it is refused
+  std::vector<std::string> reads;  ///< used when a configured hook provides it
+};
+
+/// Hook factories by name, with their contracts.  A configuration lists hooks in any order: they
+/// run after the hooks whose pieces they need or read, otherwise as listed.
 class hook_registry {
  public:
   using maker = std::function<std::shared_ptr<hook_factory>(const config::config&)>;
-  void add(std::string name, maker m) { makers_[std::move(name)] = std::move(m); }
-  /// Throws config::config_error for an unknown name in `cfg.hooks` or a name listed twice (a
-  /// hook runs once per stream); builds nothing.
-  void check(const config::config& cfg) const;
-  /// Builds the factories for `cfg.hooks`, in order, after check() (start-up only).
+  void add(std::string name, maker m, hook_contract c = {}) {
+    makers_[std::move(name)] = {std::move(m), std::move(c)};
+  }
+  /// The configured hooks in the order they run.  Throws config::config_error, with a one-line
+  /// reason, for an unknown name, a name listed twice (a hook runs once per stream), a piece
+  /// needed that no configured hook provides, or hooks that need each other.
+  std::vector<std::string> order(const config::config& cfg) const;
+  /// order(), for its errors.
+  void check(const config::config& cfg) const { (void)order(cfg); }
+  /// Builds the factories in order() (start-up only).
   std::vector<std::shared_ptr<hook_factory>> build(const config::config& cfg) const;
   std::vector<std::string> names() const;
 
  private:
-  std::map<std::string, maker, std::less<>> makers_;
+  struct entry {
+    maker make;
+    hook_contract contract;
+  };
+  std::map<std::string, entry, std::less<>> makers_;
 };
 
 class metrics_registry;

@@ -295,23 +295,65 @@ std::unique_ptr<stream_tap> hook_chain_factory::create() {
   return std::make_unique<chain>(max_event_bytes_, std::move(hooks), stats_);
 }
 
-void hook_registry::check(const config::config& cfg) const {
-  for (auto it = cfg.hooks.begin(); it != cfg.hooks.end(); ++it) {
+std::vector<std::string> hook_registry::order(const config::config& cfg) const {
+  const auto& listed = cfg.hooks;
+  for (auto it = listed.begin(); it != listed.end(); ++it) {
     if (!makers_.contains(*it)) {
       std::string known;
       for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
       throw config::config_error("unknown hook '" + *it + "' (available: " + known + ")");
     }
-    if (std::find(cfg.hooks.begin(), it, *it) != it)
+    if (std::find(listed.begin(), it, *it) != it)
       throw config::config_error("hook '" + *it + "' is listed twice");
   }
+  const auto contract = [&](const std::string& name) -> const hook_contract& {
+    return makers_.find(name)->second.contract;
+  };
+  const auto provider = [&](const std::string& piece) -> const std::string* {
+    for (const auto& h : listed) {
+      const auto& p = contract(h).provides;
+      if (std::find(p.begin(), p.end(), piece) != p.end()) return &h;
+    }
+    return nullptr;
+  };
+  // What each hook must run after: the providers of what it needs (which must be there) and of
+  // what it reads.
+  std::map<std::string, std::vector<std::string>> after;
+  for (const auto& h : listed) {
+    auto& a = after[h];
+    for (const auto& piece : contract(h).needs) {
+      const auto* p = provider(piece);
+      if (p == nullptr)
+        throw config::config_error("hook '" + h + "' needs the " + piece +
+                                   " that no configured hook provides (add the hook that does)");
+      if (*p != h) a.push_back(*p);
+    }
+    for (const auto& piece : contract(h).reads)
+      if (const auto* p = provider(piece); p != nullptr && *p != h) a.push_back(*p);
+  }
+  // Stable: each round takes the first listed hook whose predecessors all run before it.
+  std::vector<std::string> out;
+  std::vector<std::string> left(listed.begin(), listed.end());
+  while (!left.empty()) {
+    const auto ready = std::find_if(left.begin(), left.end(), [&](const std::string& h) {
+      const auto& a = after[h];
+      return std::all_of(a.begin(), a.end(), [&](const std::string& p) {
+        return std::find(out.begin(), out.end(), p) != out.end();
+      });
+    });
+    if (ready == left.end())
+      throw config::config_error("hooks '" + left.front() + "' and '" +
+                                 after[left.front()].front() + "' need each other");
+    out.push_back(*ready);
+    left.erase(ready);
+  }
+  return out;
 }
 
 std::vector<std::shared_ptr<hook_factory>> hook_registry::build(const config::config& cfg) const {
-  check(cfg);
   std::vector<std::shared_ptr<hook_factory>> out;
-  for (const auto& name : cfg.hooks)
-    if (auto f = makers_.find(name)->second(cfg)) out.push_back(std::move(f));
+  for (const auto& name : order(cfg))
+    if (auto f = makers_.find(name)->second.make(cfg)) out.push_back(std::move(f));
   return out;
 }
 
@@ -323,31 +365,43 @@ std::vector<std::string> hook_registry::names() const {
 
 hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics) {
   hook_registry r;
-  r.add("metrics", [metrics](const config::config&) -> std::shared_ptr<hook_factory> {
-    if (!metrics) return nullptr;
-    return std::make_shared<metrics_hook_factory>(metrics);
-  });
-  r.add("cache", [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
-    return std::make_shared<cache_hook_factory>(cfg);
-  });
-  r.add("steps", [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
-    return std::make_shared<steps_hook_factory>(cfg.steps);
-  });
-  r.add("timing", [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
-    return std::make_shared<timing_hook_factory>(cfg.timing);
-  });
-  r.add("trace", [metrics](const config::config& cfg) -> std::shared_ptr<hook_factory> {
-    if (cfg.trace.dir.empty()) return nullptr;  // no --trace-dir: tracing off
-    auto f = std::make_shared<trace_hook_factory>(cfg.trace);
-    if (metrics) {
-      metrics->add_counter_source("tokentap_trace_records_total", "Trace records written",
-                                  [w = f->writer_ptr()] { return w->stats().records.load(); });
-      metrics->add_counter_source("tokentap_trace_dropped_total",
-                                  "Trace records dropped (queue full or disk error)",
-                                  [w = f->writer_ptr()] { return w->stats().dropped.load(); });
-    }
-    return f;
-  });
+  r.add("metrics",
+        [metrics](const config::config&) -> std::shared_ptr<hook_factory> {
+          if (!metrics) return nullptr;
+          return std::make_shared<metrics_hook_factory>(metrics);
+        },
+        {.provides = {}, .needs = {"timing"}, .reads = {"steps", "cache_events"}});
+  r.add(
+      "cache",
+      [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
+        return std::make_shared<cache_hook_factory>(cfg);
+      },
+      {.provides = {"cache_events"}, .needs = {"timing"}, .reads = {}});  // TTFT: prefill anomalies
+  r.add("steps",
+        [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
+          return std::make_shared<steps_hook_factory>(cfg.steps);
+        },
+        {.provides = {"steps"}, .needs = {}, .reads = {}});
+  r.add("timing",
+        [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
+          return std::make_shared<timing_hook_factory>(cfg.timing);
+        },
+        {.provides = {"timing"}, .needs = {}, .reads = {}});
+  r.add(
+      "trace",
+      [metrics](const config::config& cfg) -> std::shared_ptr<hook_factory> {
+        if (cfg.trace.dir.empty()) return nullptr;  // no --trace-dir: tracing off
+        auto f = std::make_shared<trace_hook_factory>(cfg.trace);
+        if (metrics) {
+          metrics->add_counter_source("tokentap_trace_records_total", "Trace records written",
+                                      [w = f->writer_ptr()] { return w->stats().records.load(); });
+          metrics->add_counter_source("tokentap_trace_dropped_total",
+                                      "Trace records dropped (queue full or disk error)",
+                                      [w = f->writer_ptr()] { return w->stats().dropped.load(); });
+        }
+        return f;
+      },
+      {.provides = {}, .needs = {"timing"}, .reads = {"steps", "cache_events"}});
   return r;
 }
 

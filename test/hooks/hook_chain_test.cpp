@@ -606,6 +606,40 @@ TEST(HookRegistry, UnknownHookNamesAreConfigErrors) {
   }
 }
 
+// A configuration lists hooks in any order: each runs after the hooks whose findings it uses
+// (the metrics hook after timing, which fills the TTFT it exports; the trace hook after all).
+// One that needs a finding no configured hook provides is refused with the reason — before,
+// `hooks: [metrics, timing]` started and exported no TTFT.
+TEST(HookRegistry, AnyOrderRunsInDependencyOrderAndMissingNeedsAreRefused) {
+  config::config cfg;
+  const auto order = [&](std::vector<std::string> hooks) {
+    cfg.hooks = std::move(hooks);
+    return builtin_hooks().order(cfg);
+  };
+  using v = std::vector<std::string>;
+  EXPECT_EQ(order({"metrics", "timing"}), (v{"timing", "metrics"}));
+  EXPECT_EQ(order({"trace", "metrics", "cache", "steps", "timing"}),
+            (v{"steps", "timing", "cache", "trace", "metrics"}));
+  EXPECT_EQ(order({"timing", "steps", "cache", "metrics", "trace"}),
+            (v{"timing", "steps", "cache", "metrics", "trace"}));
+  EXPECT_EQ(order({"steps"}), (v{"steps"}));
+  EXPECT_EQ(order({}), v{});
+  for (const char* alone : {"metrics", "trace", "cache"}) {
+    try {
+      order({"steps", alone});
+      FAIL() << alone << " without timing was accepted";
+    } catch (const config::config_error& e) {
+      EXPECT_EQ(std::string(e.what()), "hook '" + std::string(alone) +
+                                           "' needs the timing that no configured hook provides "
+                                           "(add the hook that does)");
+    }
+  }
+  // The chain runs them in that order: the metrics hook listed first still sees the TTFT.
+  cfg.hooks = {"metrics", "timing"};
+  const auto built = builtin_hooks().build(cfg);  // no metrics registry: metrics is skipped
+  EXPECT_EQ(built.size(), 1u);
+}
+
 TEST(Quantiles, NearestRank) {
   std::vector<double> v;
   for (int i = 100; i >= 1; --i) v.push_back(i);

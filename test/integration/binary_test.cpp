@@ -97,7 +97,19 @@ TEST(Binary, CheckConfig) {
                                           "hooks: [timing, metrics, timing]\n";
     std::ofstream(dir + "/nohook.yaml") << "upstreams:\n  vllm: {url: http://127.0.0.1:8000}\n"
                                            "hooks: [timing, tracing]\n";
+    std::ofstream(dir + "/needs.yaml") << "upstreams:\n  vllm: {url: http://127.0.0.1:8000}\n"
+                                          "hooks: [metrics, steps]\n";
+    std::ofstream(dir + "/reversed.yaml") << "upstreams:\n  vllm: {url: http://127.0.0.1:8000}\n"
+                                             "hooks: [trace, metrics, cache, steps, timing]\n";
   }
+  // Hooks in any order are fine; one whose needs no hook provides is refused, in one line.
+  auto needs = run({"check-config", dir + "/reversed.yaml"});
+  EXPECT_EQ(needs.status, 0) << needs.err;
+  needs = run({"check-config", dir + "/needs.yaml"});
+  EXPECT_EQ(needs.status, 2);
+  EXPECT_NE(needs.err.find("needs.yaml: hook 'metrics' needs the timing"), std::string::npos)
+      << needs.err;
+  EXPECT_EQ(lines(needs.err), 1);
   auto r = run({"check-config", dir + "/good.yaml"});
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("ok"), std::string::npos);
