@@ -1,0 +1,46 @@
+// The layers the layout promises (DESIGN.md §2), checked on the sources: the parsers are pure —
+// fed byte spans, no I/O, no Boost — and include nothing of a layer above them.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace tokentap::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every `#include` of the files under `dir` (relative to the source root), as "file: include".
+std::vector<std::string> includes_under(const std::string& dir) {
+  std::vector<std::string> out;
+  const std::regex include(R"(^\s*#\s*include\s*([<"][^>"]+[>"]))");
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(TOKENTAP_SOURCE_DIR) / dir)) {
+    const auto ext = e.path().extension();
+    if (ext != ".cpp" && ext != ".hpp" && ext != ".h") continue;
+    std::ifstream in(e.path());
+    std::smatch m;
+    for (std::string line; std::getline(in, line);)
+      if (std::regex_search(line, m, include))
+        out.push_back(fs::relative(e.path(), TOKENTAP_SOURCE_DIR).string() + ": " + m[1].str());
+  }
+  return out;
+}
+
+TEST(Layering, ParsersIncludeNoBoostNoIoAndNoHigherLayer) {
+  const auto found = includes_under("parsers");
+  ASSERT_GT(found.size(), 20u);  // the walk saw the parsers
+  // The standard library, simdjson, x86 intrinsics, and the parsers themselves.
+  const std::regex allowed(
+      R"(: (<[a-z_]+>|<simdjson\.h>|<[a-z]mmintrin\.h>|"parsers/[a-z_]+\.hpp"))");
+  const std::regex io(R"(<(fstream|iostream|thread|mutex|sys/.*|unistd\.h|fcntl\.h)>)");
+  for (const auto& f : found) {
+    EXPECT_TRUE(std::regex_search(f, allowed)) << f;
+    EXPECT_FALSE(std::regex_search(f, io)) << f;
+  }
+}
+
+}  // namespace
+}  // namespace tokentap::test
