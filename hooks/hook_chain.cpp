@@ -94,7 +94,6 @@ class alignas(64) chain final : public stream_tap,
     summary_.first_content_ns = first_content_ns_;
     summary_.last_token_ns = last_token_ns_;
     flush_samples(end_ns);
-    stats_->tokens.fetch_add(tokens, std::memory_order_relaxed);
     // A provider error inside an otherwise complete 2xx stream is the stream's outcome (an error
     // body on a 4xx/5xx answer is just that answer: recorded in `error`, outcome unchanged).
     const bool provider_error = !summary_.error_type.empty() || !summary_.error_message.empty();

@@ -16,7 +16,6 @@ struct chain_stats {
   std::atomic<std::uint64_t> hook_failures{0};      ///< a hook threw and was disabled for a stream
   std::atomic<std::uint64_t> parse_errors[3] = {};  ///< by parsers::parse_stage
   std::atomic<std::uint64_t> stream_errors{0};      ///< provider errors inside 200 streams
-  std::atomic<std::uint64_t> tokens{0};             ///< token events of ended streams
 };
 
 class hook_chain_factory final : public tap_factory {

@@ -448,9 +448,8 @@ void metrics_registry::fold(series& s, fold_batch& b) {
   b.overhead_keys.clear();
 }
 
-void metrics_registry::finish(series& s, const request_view*, const stream_summary& sum,
-                              const std::string& model, const std::string& route,
-                              std::uint64_t steps) {
+void metrics_registry::finish(series& s, const stream_summary& sum, const std::string& model,
+                              const std::string& route, std::uint64_t steps) {
   const auto& t = sum.timing;
   const auto& u = sum.usage;
   const auto cache = cache_class(u);
@@ -769,7 +768,7 @@ class metrics_hook final : public hook {
   void on_stream_end(stream_summary& sum) override {
     if (!series_) return;
     reg_->fold(*series_, batch_);
-    reg_->finish(*series_, nullptr, sum, model_, route_, sum.steps.size());
+    reg_->finish(*series_, sum, model_, route_, sum.steps.size());
     series_active().Decrement();
     series_ = nullptr;
   }

@@ -19,7 +19,8 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
   // What the proxy answers or loses on its own, before or outside any tapped stream.
   shared_->metrics->add_counter_source(
       "tokentap_rejected_requests_total",
-      "Requests the proxy answered itself: malformed (400), head or body too large (431, 413)",
+      "Requests the proxy answered itself: malformed (400), no route (404), head or body too "
+      "large (431, 413)",
       [s = shared_.get()] { return s->stats.rejected_requests.load(std::memory_order_relaxed); });
   shared_->metrics->add_counter_source(
       "tokentap_client_disconnects_total", "Clients that left in the middle of an exchange",

@@ -22,13 +22,11 @@ class upstream_pool;
 
 /// Counters the tests and (issue 4) the metrics read.  Relaxed atomics: monotonic counts only.
 struct proxy_stats {
-  std::atomic<std::uint64_t> requests{0};            ///< exchanges answered (any status)
   std::atomic<std::uint64_t> upstream_connects{0};   ///< new upstream connections made
   std::atomic<std::uint64_t> upstream_reuses{0};     ///< exchanges on a pooled connection
-  std::atomic<std::uint64_t> upstream_retries{0};    ///< stale pooled connection, retried fresh
   std::atomic<std::uint64_t> upstream_errors{0};     ///< connect/tls/timeout/reset/protocol
   std::atomic<std::uint64_t> client_disconnects{0};  ///< clients gone mid-exchange
-  std::atomic<std::uint64_t> rejected_requests{0};   ///< 400/413/431 answered by the proxy
+  std::atomic<std::uint64_t> rejected_requests{0};   ///< 400/404/413/431 answered by the proxy
   std::atomic<std::uint64_t> active_streams{0};      ///< exchanges in flight
 };
 

@@ -229,6 +229,7 @@ class proxy_session final : public session_base,
     const auto path = target.substr(0, target.find('?'));
     ex.route = config::match_route(shared_.cfg, path);
     if (!ex.route) {
+      shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
       co_await send_error(ex, 404, "no_route", "no route matches " + log_safe(path, 256));
       co_return ex.client_keep_alive && !draining_;
     }
@@ -262,7 +263,6 @@ class proxy_session final : public session_base,
     ex.client_keep_alive = req.keep_alive();
     ex.target_redacted = redact_target(req.target());
     if (timeouts().total.count() > 0) ex.deadline = ex.start + timeouts().total;
-    shared_.stats.requests.fetch_add(1, std::memory_order_relaxed);
   }
 
   void start_tap(exchange& ex) {
@@ -393,10 +393,7 @@ class proxy_session final : public session_base,
       const auto r =
           co_await conn->visit([&](auto& s) { return exchange_on(s, *conn, ex, may_retry); });
       upstream_ = nullptr;
-      if (r == attempt_result::retry) {
-        shared_.stats.upstream_retries.fetch_add(1, std::memory_order_relaxed);
-        continue;  // the stale connection is dropped here
-      }
+      if (r == attempt_result::retry) continue;  // the stale connection is dropped here
       if (ex.upstream_reusable && !draining_) pool.give_back(index, std::move(conn));
       co_return;
     }

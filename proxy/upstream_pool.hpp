@@ -76,7 +76,6 @@ class upstream_pool {
   awaitable<std::unique_ptr<upstream_connection>> connect(std::size_t index, error_code& ec,
                                                           connect_failure& why);
 
-  std::size_t idle_count(std::size_t index) const { return idle_[index].size(); }
   /// Drops every idle connection (shutdown).
   void clear() {
     for (auto& q : idle_) q.clear();

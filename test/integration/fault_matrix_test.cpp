@@ -571,6 +571,20 @@ TEST_F(FaultMatrix, OversizedHeadersAre431) {
   still_serves();
 }
 
+TEST_F(FaultMatrix, NoRouteIs404AndCounted) {
+  const double before = counter("tokentap_rejected_requests_total");
+  const int upstream_before = upstream_->requests;
+  request_options o;
+  o.target = "/nowhere/v1/chat/completions";
+  o.body = chat_body(true);
+  const auto r = fetch(proxy_->proxy, o);
+  EXPECT_EQ(r.status, 404u);
+  EXPECT_NE(r.body.find("no_route"), std::string::npos) << r.body;
+  EXPECT_EQ(upstream_->requests, upstream_before);
+  EXPECT_EQ(counter("tokentap_rejected_requests_total"), before + 1);
+  still_serves();
+}
+
 TEST_F(FaultMatrix, MalformedRequestIs400) {
   const double before = counter("tokentap_rejected_requests_total");
   const int upstream_before = upstream_->requests;
