@@ -14,8 +14,7 @@
 // stream's first read, so an idle stream holds none) that the next read is compared with; it
 // and the log's next line are listed with the stream's hot lines (trace_hook), so they are being
 // fetched while the read's system calls run.  Plain stores: with non-temporal ones the next
-// locked instruction (Asio's reactor mutex) waited until they reached memory (BENCHMARKS.md,
-// round 20).
+// locked instruction (Asio's reactor mutex) waited until they reached memory (BENCHMARKS.md).
 //
 // A read that is one chat chunk shaped like the stream's last one (parsers::read_shape: what the
 // decoder compared it with anyway) is logged without comparing at all: its bytes outside the

@@ -10,7 +10,7 @@
 
 namespace tokentap::hooks {
 
-/// Counters of the interception layer (read by tests and, with issue 4, by the metrics).
+/// Counters of the interception layer (read by the tests and the metrics).
 struct chain_stats {
   std::atomic<std::uint64_t> streams{0};
   std::atomic<std::uint64_t> hook_failures{0};      ///< a hook threw and was disabled for a stream

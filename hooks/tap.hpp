@@ -4,8 +4,8 @@
 // The proxy forwards every upstream read to the client first and only then hands the same bytes,
 // with when they arrived, were read and were written (monotonic), to a per-exchange `stream_tap`.
 // Taps observe; they can never alter, delay or stop the forwarded stream.  Every method is
-// noexcept: a tap that fails must contain its failure (issue 3 builds the hook chain on this
-// interface).
+// noexcept: a tap that fails must contain its failure (the hook chain, hooks/hook_chain.hpp, is
+// the tap the proxy runs).
 #include <cstdint>
 #include <memory>
 #include <span>

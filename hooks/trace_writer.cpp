@@ -153,7 +153,7 @@ void trace_writer::run() {
   // tenth of an I/O thread's share; a writer that falls behind fills its queue, and records are
   // dropped and counted).  With the writer at the I/O threads' priority, each record it woke up
   // for could cut into the I/O thread's time: added latency P99 at 1,000 streams 2.5–4.7 ms with
-  // everything on against 0.9–2.6 ms so (BENCHMARKS.md, round 10).  Refused changes (a
+  // everything on against 0.9–2.6 ms so (BENCHMARKS.md).  Refused changes (a
   // sandbox's seccomp) leave the thread as it was.
   tid_.store(static_cast<int>(::gettid()), std::memory_order_release);
   sched_param sp{};

@@ -1,7 +1,7 @@
 #pragma once
 // Where a stream's state lies that its next event touches first, gathered after an event while
-// that state is in the cache, so that the relay can prefetch it when the next read is ready
-// (issue 8).  With hundreds of open streams an event finds its stream's state out of cache, and
+// that state is in the cache, so that the relay can prefetch it when the next read is ready.
+// With hundreds of open streams an event finds its stream's state out of cache, and
 // the pieces are reached through one another (relay → tap → hooks → parsers), so each miss
 // waited for the one before: ~10 of them one after the other per event.  Prefetched together
 // before the read's system calls, they arrive while the kernel works.

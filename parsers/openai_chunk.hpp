@@ -1,9 +1,8 @@
 #pragma once
 // A fast path for the payload that dominates streaming traffic: one OpenAI chat completion chunk,
 // `{"id":…,"choices":[{"index":0,"delta":{"content":"…"},"finish_reason":null}],…}`, read in
-// one pass without simdjson.  For the simulator's 250-byte chunk simdjson's stage 1 and the
-// on-demand walk over every field cost ~3.2 k instructions, this reader ~1.9 k (BENCHMARKS.md,
-// round 7).
+// one pass without simdjson, in about 60 % of the instructions simdjson's stage 1 and on-demand
+// walk take for the simulator's 250-byte chunk (BENCHMARKS.md, parsing).
 //
 // It reads strict JSON (RFC 8259) and says no — read() returns false — to anything it is not
 // certain the simdjson decoder (stream_decoder.cpp, decode_openai) reads the same way: invalid

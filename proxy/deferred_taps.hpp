@@ -1,5 +1,5 @@
 #pragma once
-// Tap work that lets reads go first (issue 8, round 10).
+// Tap work that lets reads go first.
 #include <atomic>
 #include <cstdint>
 

@@ -1,5 +1,5 @@
 #pragma once
-// Reads that believe a short read (issue 8): the relay's upstream reads skip the `recv` that
+// Reads that believe a short read: the relay's upstream reads skip the `recv` that
 // would only fail with EAGAIN.
 //
 // Asio performs every socket read speculatively: it calls `recv` when the read starts and waits

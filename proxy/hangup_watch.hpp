@@ -1,6 +1,6 @@
 #pragma once
 // Tells when an upstream connection's peer closed or reset it, for reads that believe a short
-// read (proxy/drain_read.hpp; issue 8).
+// read (proxy/drain_read.hpp).
 #include <cstdint>
 #include <memory>
 

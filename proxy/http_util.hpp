@@ -23,10 +23,9 @@ bool is_hop_by_hop(std::string_view name) noexcept;
 ///
 /// The proxy writes its two heads (the upstream request, the client's response head) itself, in
 /// one buffer, straight from the parsed fields: Beast's serializer walked a concatenation of a
-/// buffer per field through generic buffer-sequence iterators (~15–20 k instructions per head;
-/// issue 8, round 25), and copying the fields into a Beast field list first cost an allocation
-/// and a free per field (~19 per request; round 26).  The bytes are the ones Beast wrote for the
-/// messages the proxy used to build (the tests build those and compare).
+/// buffer per field through generic buffer-sequence iterators, and copying the fields into a Beast
+/// field list first cost an allocation and a free per field (BENCHMARKS.md).  The bytes are the
+/// ones Beast wrote for the messages the proxy used to build (the tests build those and compare).
 void append_end_to_end(std::string& out, const http::fields& src,
                        std::initializer_list<std::string_view> skip = {});
 

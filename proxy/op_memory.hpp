@@ -1,5 +1,5 @@
 #pragma once
-// Memory for an object's one pending asynchronous operation (issue 8, round 19).
+// Memory for an object's one pending asynchronous operation.
 #include <cstddef>
 #include <new>
 

@@ -1,6 +1,6 @@
 #pragma once
 // The reverse proxy: listener + admin listener on a server_runtime, one upstream pool per I/O
-// thread, and the tap factory that issue 3's interception plugs into.
+// thread, and the tap factory the hook chain plugs into.
 #include <atomic>
 #include <memory>
 #include <string>
@@ -20,7 +20,7 @@ namespace tokentap::proxy {
 
 class upstream_pool;
 
-/// Counters the tests and (issue 4) the metrics read.  Relaxed atomics: monotonic counts only.
+/// Counters the tests and the metrics read.  Relaxed atomics: monotonic counts only.
 struct proxy_stats {
   std::atomic<std::uint64_t> upstream_connects{0};   ///< new upstream connections made
   std::atomic<std::uint64_t> upstream_reuses{0};     ///< exchanges on a pooled connection
