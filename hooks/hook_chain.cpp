@@ -134,7 +134,7 @@ class alignas(64) chain final : public stream_tap,
       last = t_ns;
       last_token_ns_ = t_ns;
     }
-    if (choice != 0 || choices_) ++choice_state(choice).tokens;
+    if (choice != 0) ++choice_state(choice).tokens;
     const token_event ev{ch, text, t_ns, streamed_, choice};
     each(token_, [&](hook& h) { h.on_token(ev); });
   }
@@ -150,7 +150,6 @@ class alignas(64) chain final : public stream_tap,
 
   void on_finish_reason(std::string_view reason, std::uint32_t choice) noexcept override {
     summary_.finish_reason.assign(reason.substr(0, 64));
-    finished_ = true;
     if (choice != 0 || choices_) choice_state(choice).finish.assign(reason.substr(0, 64));
   }
 
@@ -168,8 +167,8 @@ class alignas(64) chain final : public stream_tap,
   // What the chain keeps per choice once a second choice (n > 1) has answered; until then the
   // stream's own fields are the first choice's (most streams never get here).
   struct per_choice {
-    mono_ns last = -1;  // the choice's last streamed token
-    std::uint64_t tokens = 0;
+    mono_ns last = -1;         // the choice's last streamed token
+    std::uint64_t tokens = 0;  // counted for the other choices; the first's is what is left
     std::string finish;
   };
   struct choices_state {
@@ -180,16 +179,9 @@ class alignas(64) chain final : public stream_tap,
   per_choice& choice_state(std::uint32_t choice) {
     if (!choices_) {
       choices_ = std::make_unique<choices_state>();
+      // Every token and finish reason so far was the first choice's.
       auto& first = choices_->slots[0];
       first.last = last_token_ns_;
-      // Every token and finish reason so far was the first choice's (the decoder counted the
-      // one being reported, which is another choice's).
-      std::uint64_t so_far = 0;
-      if (decoder_)
-        for (auto c :
-             {parsers::channel::content, parsers::channel::reasoning, parsers::channel::tool})
-          so_far += decoder_->token_events(c);
-      first.tokens = so_far > 0 ? so_far - 1 : 0;
       first.finish = summary_.finish_reason;
     }
     choices_->highest = std::max(choices_->highest, choice);
@@ -198,11 +190,14 @@ class alignas(64) chain final : public stream_tap,
 
   void summarize_choices(std::uint64_t tokens) {
     if (!choices_) {
-      summary_.choices = tokens > 0 || finished_ ? 1 : 0;
+      summary_.choices = tokens > 0 || !summary_.finish_reason.empty() ? 1 : 0;
       return;
     }
     summary_.choices = choices_->highest + 1;
     const auto n = std::min(summary_.choices, parsers::tracked_choices);
+    std::uint64_t others = 0;
+    for (std::uint32_t i = 1; i < n; ++i) others += choices_->slots[i].tokens;
+    choices_->slots[0].tokens = tokens - others;
     for (std::uint32_t i = 0; i < n; ++i) {
       auto& c = choices_->slots[i];
       if (c.tokens == 0 && c.finish.empty()) continue;
@@ -267,7 +262,6 @@ class alignas(64) chain final : public stream_tap,
   std::size_t max_event_bytes_;
   std::shared_ptr<chain_stats> stats_;
   std::unique_ptr<choices_state> choices_;  // made when a second choice answers
-  bool finished_ = false;                   // a finish reason was reported
   stream_summary summary_;
 };
 

@@ -282,7 +282,7 @@ bool canonical_json(simdjson::ondemand::value v, std::string& out, int depth) {
     }
     default: {
       // A number, true, false or null: its token runs to the next structural character, so it
-      // may carry the whitespace before it.
+      // may carry the whitespace after it.
       auto token = v.raw_json_token();
       while (!token.empty() && (token.back() == ' ' || token.back() == '\t' ||
                                 token.back() == '\n' || token.back() == '\r'))

@@ -1,4 +1,4 @@
-// Framing throughput (issue 3 target: >= 1 GB/s on one core).  A realistic OpenAI chat stream is
+// Framing throughput (target: >= 1 GB/s on one core).  A realistic OpenAI chat stream is
 // fed in upstream-read-sized pieces; the handler touches each event so nothing is optimized away.
 #include <benchmark/benchmark.h>
 
@@ -93,8 +93,7 @@ void BM_NdjsonFraming(benchmark::State& state) {
 }
 BENCHMARK(BM_NdjsonFraming);
 
-// Decoding (framing + JSON + channel routing), in chunk decodes per second (issue 3 target: >= 3
-// M/s).
+// Decoding (framing + JSON + channel routing), in chunk decodes per second (target: >= 3 M/s).
 struct token_counter : parsers::decoder_handler {
   std::size_t tokens = 0, bytes = 0;
   void on_token(parsers::channel, std::string_view t, std::int64_t,
@@ -205,7 +204,7 @@ void BM_DecodeAnthropic(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeAnthropic);
 
-// Step tagging throughput in tokens per second (issue 5 target: >= 10 M/s on one core).
+// Step tagging throughput in tokens per second (target: >= 10 M/s on one core).
 // Arg 0: the simulator's reasoning text (56-word vocabulary: pathological for the redundancy
 // index, every trigram recurs); arg 1: the same sentence structure over a 5,000-word vocabulary.
 std::vector<std::string> reasoning_tokens(bool wide_vocabulary) {

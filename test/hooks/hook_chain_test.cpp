@@ -870,7 +870,7 @@ TEST(TraceWriter, RotatesBySizeAndKeepsTheNewestFiles) {
 }
 
 // The writer is background work: it must not preempt the I/O threads when it wakes, and takes a
-// smaller share of a contended core (round 10 of issue 8: the added latency P99 halved).
+// smaller share of a contended core (BENCHMARKS.md: it halved the added latency P99).
 TEST(TraceWriter, RunsAsBackgroundWork) {
   config::trace_config cfg;
   cfg.dir = test::temp_dir() + "/traces";

@@ -41,7 +41,7 @@ TEST(Binary, VersionAndHelp) {
   EXPECT_EQ(r.status, 0);
   EXPECT_EQ(r.out.rfind("tokentap ", 0), 0u);
   // The allocator the binary runs on: jemalloc when the build linked it (CMakeLists.txt), which
-  // is what a request's CPU cost was measured with (BENCHMARKS.md, round 29).
+  // is what a request's CPU cost was measured with (BENCHMARKS.md).
 #if defined(TOKENTAP_EXPECT_JEMALLOC)
   EXPECT_NE(r.out.find("\nallocator: jemalloc "), std::string::npos) << r.out;
 #else

@@ -1,6 +1,6 @@
-// The fault matrix (issue 9): the real `tokentap` binary between real sockets, one fault per case.
+// The fault matrix: the real `tokentap` binary between real sockets, one fault per case.
 // Every case asserts what the client got (the forwarded bytes intact, or the failure reported the
-// issue-2 way: an HTTP error with a JSON body before the head, a truncated response after it), the
+// proxy's way: an HTTP error with a JSON body before the head, a truncated response after it), the
 // trace record's outcome, the counters on /metrics, and that the proxy then still serves a normal
 // request.
 //
