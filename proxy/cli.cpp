@@ -575,26 +575,12 @@ int cmd_demo(const std::vector<std::string>& args) {
   return 0;
 }
 
-// The trace files named by --trace and the arguments; a directory stands for its *.jsonl files
-// (in name order: the writer's names sort in creation order).
+// The trace files (or directories of them: replay::read_traces) named by --trace and the
+// arguments.
 std::vector<std::string> trace_files(const flags& f) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> named, files;
-  if (auto t = f.get("trace")) named.push_back(*t);
-  for (const auto& p : f.positional()) named.push_back(p);
-  for (const auto& n : named) {
-    std::error_code ec;
-    if (!fs::is_directory(n, ec)) {
-      files.push_back(n);
-      continue;
-    }
-    std::vector<std::string> in_dir;
-    for (const auto& e : fs::directory_iterator(n, ec))
-      if (e.path().extension() == ".jsonl") in_dir.push_back(e.path().string());
-    if (in_dir.empty()) throw usage_error{n + ": no .jsonl trace files in this directory"};
-    std::sort(in_dir.begin(), in_dir.end());
-    files.insert(files.end(), in_dir.begin(), in_dir.end());
-  }
+  std::vector<std::string> files;
+  if (auto t = f.get("trace")) files.push_back(*t);
+  for (const auto& p : f.positional()) files.push_back(p);
   if (files.empty()) throw usage_error{"no trace file given"};
   return files;
 }

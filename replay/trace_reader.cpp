@@ -4,8 +4,10 @@
 
 #include "parsers/json_out.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 
@@ -210,12 +212,35 @@ std::optional<record> parse_record(const std::string& line) {
   return r;
 }
 
-read_result read_traces(const std::vector<std::string>& files) {
+namespace {
+
+// The files a path names: itself, or a directory's *.jsonl files in name order (the writer's
+// names sort in creation order).
+std::vector<std::string> files_of(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return {path};
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(path, ec))
+    if (e.path().extension() == ".jsonl") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+read_result read_traces(const std::vector<std::string>& paths) {
   read_result out;
   auto warn = [&](std::string w) {
     ++out.skipped;
     if (out.warnings.size() < 20) out.warnings.push_back(std::move(w));
   };
+  std::vector<std::string> files;
+  for (const auto& p : paths) {
+    const auto named = files_of(p);
+    if (named.empty()) warn(p + ": no .jsonl trace files in this directory");
+    files.insert(files.end(), named.begin(), named.end());
+  }
   for (const auto& f : files) {
     std::ifstream in(f);
     if (!in) {

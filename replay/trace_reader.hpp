@@ -54,8 +54,9 @@ struct read_result {
   std::vector<std::string> warnings;  ///< one per skipped line (first few), for the user
 };
 
-/// Reads every file; a file that cannot be opened is a warning too.
-read_result read_traces(const std::vector<std::string>& files);
+/// Reads every file; a directory stands for its *.jsonl files in name order.  A file that cannot
+/// be opened, or a directory without trace files, is a warning too.
+read_result read_traces(const std::vector<std::string>& paths);
 
 /// RFC 3339 "YYYY-MM-DDTHH:MM:SS.uuuuuuZ" (the traces' `start`) as µs since the epoch, or -1.
 std::int64_t parse_rfc3339_us(const std::string& s);

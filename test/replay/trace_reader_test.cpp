@@ -3,6 +3,10 @@
 #include "replay/trace_reader.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "test/support/json_keys.hpp"
 #include "test/support/trace_record_text.hpp"
@@ -64,6 +68,28 @@ TEST(TraceReader, RawAndBase64InOneEventIsTheBase64) {
     ASSERT_EQ(r->events.size(), 1u);
     EXPECT_EQ(r->events[0].bytes, "\xff");
   }
+}
+
+// A directory stands for its .jsonl files, in name order; one without any is a warning.
+TEST(TraceReader, ADirectoryIsItsTraceFilesInNameOrder) {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / ("trace_reader_test-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "empty");
+  const auto with_id = [](const std::string& id) {
+    std::string line = full_record;
+    return line.replace(line.find("00000000deadbeef"), 16, id);
+  };
+  std::ofstream(dir / "tokentap-2.jsonl") << with_id("second") << "\n";
+  std::ofstream(dir / "tokentap-1.jsonl") << with_id("first") << "\n";
+  std::ofstream(dir / "notes.txt") << "not a trace\n";
+  const auto r = read_traces({dir.string(), (dir / "empty").string()});
+  ASSERT_EQ(r.records.size(), 2u);
+  EXPECT_EQ(r.records[0].id, "first");
+  EXPECT_EQ(r.records[1].id, "second");
+  EXPECT_EQ(r.skipped, 1u);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_NE(r.warnings[0].find("no .jsonl trace files"), std::string::npos) << r.warnings[0];
+  fs::remove_all(dir);
 }
 
 }  // namespace
