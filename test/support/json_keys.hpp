@@ -38,7 +38,7 @@ class reorderer {
     return ws(p) == end_;
   }
 
-  /// The leading whitespace of the document is part of its text: run() keeps it.
+  /// The whitespace before the document (run() writes what follows it).
   std::string_view lead() const { return {s_, static_cast<std::size_t>(ws(s_) - s_)}; }
 
  private:
