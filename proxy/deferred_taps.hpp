@@ -6,7 +6,6 @@
 #include <boost/asio/post.hpp>
 
 #include "proxy/net.hpp"
-#include "proxy/op_memory.hpp"
 
 namespace tokentap::proxy {
 
@@ -34,9 +33,8 @@ class deferred_step {
 // its read: a backlog) queues its tap work here instead; each drain runs a few steps and posts
 // itself behind whatever the reactor has queued since.  A queued stream has no read pending (its
 // next read follows its tap), so the queue never holds more than one step per stream.  One per
-// io_context (an Asio service): its shutdown releases steps still queued.  Nothing here
-// allocates: the queue is linked through the steps, and the one drain posted at a time lives in
-// the service's own op_memory.
+// io_context (an Asio service): its shutdown releases steps still queued.  The queue is linked
+// through the steps: queueing allocates nothing.
 class deferred_taps final : public net::execution_context::service {
  public:
   static inline net::execution_context::id id;
@@ -78,10 +76,8 @@ class deferred_taps final : public net::execution_context::service {
   std::uint64_t behind() const noexcept { return behind_.load(std::memory_order_relaxed); }
 
  private:
-  // The posted drain: its operation is allocated in drain_mem_ (one is posted at a time).
+  // The posted drain (one is posted at a time).
   struct drain_call {
-    using allocator_type = op_allocator<void>;
-    allocator_type get_allocator() const noexcept { return allocator_type(&self->drain_mem_); }
     void operator()() const { self->drain(ex); }
     deferred_taps* self;
     io_executor ex;
@@ -107,8 +103,7 @@ class deferred_taps final : public net::execution_context::service {
       net::post(ex, drain_call{this, ex});  // behind the reads queued meanwhile
   }
 
-  // A drain still posted is destroyed by the scheduler's shutdown, which runs after this one
-  // and before any service is destroyed: drain_mem_ is still there to take its block back.
+  // A drain still posted is destroyed unrun by the scheduler's shutdown, after this one.
   void shutdown() override {
     while (head_ != nullptr) pop()->discard();  // popped first: discard releases the step
   }
@@ -116,7 +111,6 @@ class deferred_taps final : public net::execution_context::service {
   deferred_step* head_ = nullptr;  // the queue, oldest first, linked through the steps
   deferred_step* tail_ = nullptr;
   bool posted_ = false;
-  op_memory drain_mem_;
   std::atomic<std::uint64_t> deferred_{0};
   std::atomic<std::uint64_t> ran_{0};  // steps begun by drain()
   std::atomic<std::uint64_t> behind_{0};

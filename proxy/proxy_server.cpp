@@ -5,7 +5,6 @@
 #include "hooks/metrics.hpp"
 #include "proxy/admin.hpp"
 #include "proxy/deferred_taps.hpp"
-#include "proxy/hangup_watch.hpp"
 #include "proxy/proxy_session.hpp"
 #include "proxy/tls.hpp"
 #include "proxy/upstream_pool.hpp"
@@ -132,10 +131,6 @@ std::uint64_t proxy_server::deferred_taps_waiting() {
 std::uint64_t proxy_server::reads_behind() {
   return sum_over_workers<proxy::deferred_taps>(runtime_,
                                                 [](proxy::deferred_taps& d) { return d.behind(); });
-}
-
-std::uint64_t proxy_server::hangups() {
-  return sum_over_workers<hangup_watch>(runtime_, [](hangup_watch& w) { return w.hangups(); });
 }
 
 }  // namespace tokentap::proxy

@@ -68,9 +68,6 @@ class proxy_server {
   /// receive stamp to tell (TLS) — so their completion went through the executor rather than
   /// the tap running at once (proxy_session.cpp, relay_op), all I/O threads.
   std::uint64_t reads_behind();
-  /// Upstream connections the hangup watch saw closed or reset by their peer
-  /// (proxy/hangup_watch.hpp), all I/O threads.
-  std::uint64_t hangups();
   /// The tap factory in use (a hooks::hook_chain_factory unless one was passed in), or nullptr.
   hooks::tap_factory* taps() const noexcept { return shared_->taps.get(); }
   hooks::metrics_registry& metrics() const noexcept { return *shared_->metrics; }

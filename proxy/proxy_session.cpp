@@ -28,9 +28,7 @@
 #include "parsers/http_body.hpp"
 #include "parsers/request_inspector.hpp"
 #include "proxy/deferred_taps.hpp"
-#include "proxy/drain_read.hpp"
 #include "proxy/http_util.hpp"
-#include "proxy/op_memory.hpp"
 #include "proxy/proxy_server.hpp"
 #include "proxy/rx_stamp.hpp"
 #include "proxy/upstream_pool.hpp"
@@ -587,7 +585,7 @@ class proxy_session final : public session_base,
   void watch_client() {
     watching_ = true;
     client_gone_ = false;
-    client_.socket().async_wait(tcp::socket::wait_read,
+    client_.socket().async_wait(tcp_socket::wait_read,
                                 [self = shared_from_this(), gen = ++watch_gen_](error_code ec) {
                                   self->on_client_readable(ec, gen);
                                 });
@@ -681,12 +679,7 @@ class proxy_session final : public session_base,
       }
       s_.set_relay_deadline(s_.upstream_deadline_, s_.bounded(ex_, s_.timeouts().idle, now));
       if constexpr (std::is_same_v<Upstream, tcp_socket>) {
-        if (conn_.watched) {  // a short read drained the socket: no `recv` just to see EAGAIN
-          up_.async_read_some(
-              drain_buffer(s_.relay_buf_.get(), s_.relay_size_, &rx_real_ns_, &hot_),
-              step<&relay_op::on_read>(this));
-          return;
-        }
+        if (conn_.stamped) return stamped_read();
       }
       up_.async_read_some(net::buffer(s_.relay_buf_.get(), s_.relay_size_),
                           step<&relay_op::on_read>(this));
@@ -697,17 +690,11 @@ class proxy_session final : public session_base,
     // pending at a time and owns itself.  Move-only: the one copy that Asio holds releases the
     // op if it is destroyed without being called — an io_context going away with the op's read
     // or write pending (a hard stop) — instead of leaking it and the coroutine frames it resumes.
-    // Asio allocates that operation in the op itself (op_memory): Asio frees it before it calls
-    // or destroys the handler, so the block outlives it.  The block's address is kept apart from
-    // op_, which a moved-from step no longer has (Asio may ask it for the allocator).
     template <void (relay_op::*F)(error_code, std::size_t)>
     class step {
      public:
-      using allocator_type = op_allocator<void>;
-
-      explicit step(relay_op* op, std::size_t n = 0) noexcept
-          : op_(op), mem_(&op->op_mem_), n_(n) {}
-      step(step&& o) noexcept : op_(std::exchange(o.op_, nullptr)), mem_(o.mem_), n_(o.n_) {}
+      explicit step(relay_op* op, std::size_t n = 0) noexcept : op_(op), n_(n) {}
+      step(step&& o) noexcept : op_(std::exchange(o.op_, nullptr)), n_(o.n_) {}
       step& operator=(step&&) = delete;
       ~step() {
         if (op_ != nullptr) op_->abandon();
@@ -717,13 +704,48 @@ class proxy_session final : public session_base,
       }
       void operator()() { (std::exchange(op_, nullptr)->*F)({}, n_); }  // posted
 
-      allocator_type get_allocator() const noexcept { return allocator_type(mem_); }
-
      private:
       relay_op* op_;
-      op_memory* mem_;
       std::size_t n_;  // a posted call's byte count
     };
+
+    // Reads that carry the kernel's receive time of their bytes (a plain-TCP upstream whose
+    // socket stamps them, SO_TIMESTAMPNS): Asio's reads call `recv`, which drops the stamp, so the
+    // relay waits for the socket to be readable (`async_wait`) and reads with `recvmsg`, which
+    // returns it with the bytes.  A wait re-arms the descriptor in the reactor, so data or a
+    // hangup that arrived before it is reported at once.  After a read that filled the buffer
+    // more is likely waiting, and the next read tries at once (through the executor: a fast
+    // upstream must not grow the stack).  What this costs against a plain read:
+    // docs/perf-decisions.md, "Kernel receive stamps".
+    void stamped_read() {
+      if (stamped_full_) {
+        net::post(up_.get_executor(), step<&relay_op::on_readable>(this));
+        return;
+      }
+      wait_readable();
+    }
+
+    void wait_readable() {
+      up_.async_wait(tcp_socket::wait_read, step<&relay_op::on_readable>(this));
+    }
+
+    void on_readable(error_code ec, std::size_t) {
+      if constexpr (std::is_same_v<Upstream, tcp_socket>) {
+        std::size_t got = 0;
+        if (!ec) {
+          // What the handling of these bytes touches first, fetched while the kernel copies them.
+          hot_.prefetch();
+          iovec iov{s_.relay_buf_.get(), s_.relay_size_};
+          if (!recv_stamped(up_.native_handle(), &iov, 1, 0, got, ec, rx_real_ns_)) {
+            stamped_full_ = false;  // nothing there (yet): wait for it
+            wait_readable();
+            return;
+          }
+        }
+        stamped_full_ = !ec && got == s_.relay_size_;
+        on_read(ec, got);
+      }
+    }
 
     // The buffer Beast read the response head into is not read again while the body streams
     // (the relay reads into its own): once it holds no body bytes, its block (512 bytes or
@@ -737,8 +759,8 @@ class proxy_session final : public session_base,
     void abandon() noexcept { delete this; }
 
     void on_read(error_code ec, std::size_t got) {
-      // Reads that did not prefetch the next event's state themselves (drain_buffer): now, so
-      // that it arrives during the write.
+      // Reads that did not prefetch the next event's state themselves (stamped reads do): now,
+      // so that it arrives during the write.
       if (!prefetching_reads()) hot_.prefetch();
       s_.upstream_deadline_ = no_deadline;  // idle counts only while a read waits
       if (ec && s_.upstream_timed_out_) ec = beast::error::timeout;
@@ -879,16 +901,15 @@ class proxy_session final : public session_base,
       next(from_mono(sent_ns_));
     }
 
-    // Whether reads are drain_buffer reads, which prefetch hot_ when the socket is ready.
+    // Whether reads are stamped reads, which prefetch hot_ when the socket is ready.
     bool prefetching_reads() const noexcept {
-      if constexpr (drain_reads_prefetch && std::is_same_v<Upstream, tcp_socket>)
-        return conn_.watched;
+      if constexpr (std::is_same_v<Upstream, tcp_socket>) return conn_.stamped;
       return false;
     }
 
     // What the next read's handling touches first, listed while it is in the cache: this op,
     // the exchange, the body decoder, the session's relay fields, then the tap's state
-    // (stream_tap::add_hot_lines).  Prefetched when the next read is ready (drain_buffer; for
+    // (stream_tap::add_hot_lines).  Prefetched when the next read is ready (stamped reads; for
     // other reads at the start of on_read).
     void note_hot_lines() noexcept {
       hot_.clear();
@@ -948,11 +969,12 @@ class proxy_session final : public session_base,
     error_code read_ec_;
     std::int64_t read_ns_ = 0;
     std::int64_t sent_ns_ = 0;  // the kernel took the bytes (the tap's `written`)
-    // The kernel received them (wall clock): written by every read of a watched connection
-    // that returns bytes (-1: no stamp); stays -1 for the others (TLS, early body bytes).
+    // The kernel received them (wall clock): written by every stamped read that returns bytes
+    // (-1: no stamp); stays -1 for the others (TLS, early body bytes).
     std::int64_t rx_real_ns_ = -1;
-    std::int64_t rx_wait_ns_ = -1;       // arrival → read done (-1: unknown), with a tap only
-    std::int64_t arrived_ns_ = 0;        // the tap's `arrived` (read_ns_ when unknown)
+    bool stamped_full_ = false;     // the last stamped read filled the buffer: try the next at once
+    std::int64_t rx_wait_ns_ = -1;  // arrival → read done (-1: unknown), with a tap only
+    std::int64_t arrived_ns_ = 0;   // the tap's `arrived` (read_ns_ when unknown)
     deferred_taps* deferred_ = nullptr;  // looked up at first use (taps_service)
     std::size_t got_ = 0;                // bytes read (framing included)
     std::size_t n_ = 0;                  // payload bytes among them
@@ -960,7 +982,6 @@ class proxy_session final : public session_base,
     chunk_header hdr_;
     std::array<net::const_buffer, 3> bufs_{};
     parsers::hot_lines hot_;  // for the next read (note_hot_lines)
-    op_memory op_mem_;        // the pending read's, write's or posted call's (step)
   };
 
   template <class Upstream>

@@ -1,10 +1,11 @@
 #pragma once
 // Socket reads that also return when the kernel received the bytes (SO_TIMESTAMPNS).  Linux.
 //
-// The relay reads the upstream with them (proxy/drain_read.hpp) to tell whether its I/O thread
-// is behind — bytes that waited in the socket while other handlers ran — without a clock read or
-// a trip through the executor per event; the load generator (sim/rx_stamped_reader.hpp) to
-// measure latency to the client's socket rather than to when the client got round to reading.
+// The relay reads a plain-TCP upstream with them (proxy_session.cpp, relay_op::stamped_read):
+// tokens are timed by when their bytes reached the proxy, not by when its thread got round to
+// reading them, and the relay tells whether its I/O thread is behind — bytes that waited in the
+// socket while other handlers ran — without a trip through the executor per event.  The load
+// generator (sim/rx_stamped_reader.hpp) measures latency to the client's socket with them.
 // A recvmsg with the stamp costs what a recv does here (1.4–1.5 µs per 300-byte read on
 // loopback, both; measured).
 #include <sys/socket.h>

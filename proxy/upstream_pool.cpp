@@ -6,7 +6,6 @@
 
 #include <boost/asio/ssl/host_name_verification.hpp>
 
-#include "proxy/hangup_watch.hpp"
 #include "proxy/rx_stamp.hpp"
 
 namespace tokentap::proxy {
@@ -16,22 +15,6 @@ upstream_connection::upstream_connection(io_executor ex)
 
 upstream_connection::upstream_connection(io_executor ex, net::ssl::context& ctx)
     : stream_(std::in_place_type<tls_stream>, ex, ctx) {}
-
-void upstream_connection::hung_up() noexcept {
-  peer_closed = true;
-  auto& sock = lowest().socket();
-  if (!sock.is_open()) return;
-  if (idle) {
-    // Closed at once (not left in CLOSE_WAIT until the pool next looks at it, which drops it).
-    error_code ignored;
-    sock.close(ignored);
-    return;
-  }
-  // Registering an operation that does not try first makes the reactor re-arm the descriptor
-  // (EPOLL_CTL_MOD), and the kernel then reports its readiness again: a read that drained the
-  // socket and now waits for an edge runs.  The wait itself ends when the socket is closed.
-  sock.async_wait(tcp::socket::wait_error, [](error_code) {});
-}
 
 tcp_stream& upstream_connection::lowest() noexcept {
   return std::visit([](auto& s) -> tcp_stream& { return beast::get_lowest_layer(s); }, stream_);
@@ -60,7 +43,7 @@ namespace {
 bool still_usable(upstream_connection& c) {
   if (c.buffer.size() != 0) return false;
   auto& sock = c.lowest().socket();
-  if (!sock.is_open()) return false;  // (also once the hangup watch saw the peer close it)
+  if (!sock.is_open()) return false;
   char byte;
   const auto n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
@@ -96,7 +79,7 @@ std::unique_ptr<upstream_connection> upstream_pool::take(std::size_t index) {
 void upstream_pool::give_back(std::size_t index, std::unique_ptr<upstream_connection> c) {
   auto& q = idle_[index];
   const auto max = cfg_.upstreams[index].max_idle;
-  if (max == 0 || c->peer_closed) return;
+  if (max == 0) return;
   c->idle = true;
   c->idle_since = clock::now();
   ++c->exchanges;
@@ -132,9 +115,8 @@ awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(std::size
   }
   tcp_layer.socket().set_option(tcp::no_delay(true), ec);  // tokens are small: no Nagle delay
   ec = {};
-  if (!conn->is_tls()) conn->watched = net::use_service<hangup_watch>(ioc_).watch(*conn);
-  // (Refused, the reads carry no stamp: the relay then posts every completion, as for TLS.)
-  if (conn->watched) enable_rx_stamps(tcp_layer.socket().native_handle());
+  // (Refused, the reads carry no stamp: the relay then reads as for TLS, timed at read time.)
+  if (!conn->is_tls()) conn->stamped = enable_rx_stamps(tcp_layer.socket().native_handle());
   if (conn->is_tls()) {
     co_await conn->visit([&](auto& s) -> awaitable<void> {
       using S = std::decay_t<decltype(s)>;

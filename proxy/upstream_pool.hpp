@@ -34,21 +34,13 @@ class upstream_connection {
     return std::visit(std::forward<F>(f), stream_);
   }
 
-  /// The peer closed or reset the connection (hangup_watch): it is never reused.  An idle one is
-  /// closed at once; while the connection is in use its socket is re-armed in the reactor, so
-  /// that a read waiting on it runs and sees the end of file or the reset.
-  void hung_up() noexcept;
-
   beast::flat_buffer buffer;
   clock::time_point idle_since{};
-  unsigned exchanges = 0;    ///< completed exchanges on this connection
-  bool idle = false;         ///< in the pool
-  bool peer_closed = false;  ///< see hung_up()
-  /// Watched for hangups (plain TCP, and the watch could be set up): its reads may then believe
-  /// a short read (proxy/drain_read.hpp), and their bytes carry the kernel's receive time
-  /// (SO_TIMESTAMPNS: the relay's backlog check, proxy_session.cpp).  Never move the stream of a
-  /// watched connection: the watch refers to this object until the socket is closed.
-  bool watched = false;
+  unsigned exchanges = 0;  ///< completed exchanges on this connection
+  bool idle = false;       ///< in the pool
+  /// The kernel stamps what this socket receives (plain TCP, SO_TIMESTAMPNS accepted): the
+  /// relay's reads return each read's arrival time with its bytes (proxy_session.cpp).
+  bool stamped = false;
 
  private:
   std::variant<plain_stream, tls_stream> stream_;

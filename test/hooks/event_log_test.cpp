@@ -136,9 +136,8 @@ TEST(EventLog, ReadsLikeTheLastOneTakeOnlyTheirDifference) {
 // What a stream's log allocates on the I/O thread: its chunks — each as large as those before
 // it together, so their number grows with the log's logarithm — and the kept read (a few times as
 // it grows), nothing per read.  The chunks are linked through their own first bytes: a list of
-// them kept beside (a vector) took 3–4 allocations more per stream, growing (BENCHMARKS.md,
-// round 21).
-TEST(EventLog, AllocatesItsChunksAndTheKeptReadOnly) {
+// them kept beside (a vector) would take 3–4 allocations more per stream, growing.
+TEST(EventLogPerf, AllocatesItsChunksAndTheKeptReadOnly) {
   if (!test::allocations_counted()) GTEST_SKIP() << "the sanitizer's runtime owns operator new";
   std::vector<std::pair<std::int64_t, std::string>> in;
   for (int i = 0; i < 400; ++i) in.emplace_back(i * 20'000, sse_chunk(i % 3 == 0 ? " token" : "s"));

@@ -358,7 +358,7 @@ TEST(HookChain, PerEventCallsGoOnlyToHooksThatDeclareThem) {
 // prefetches): the chain's own fields, the hooks it calls at every read or token — not those
 // it calls only per stream or per batch of samples, nor one disabled after it threw — and the
 // decoder.
-TEST(HookChain, HotLinesAreTheChainThePerEventHooksAndTheDecoder) {
+TEST(HookChainPerf, HotLinesAreTheChainThePerEventHooksAndTheDecoder) {
   struct marking : hook {
     explicit marking(unsigned calls) : calls_(calls) {}
     unsigned per_event() const noexcept override { return calls_; }
@@ -421,7 +421,7 @@ TEST(HookChain, HotLinesAreTheChainThePerEventHooksAndTheDecoder) {
 // and the decoder's — leave room in the list for the relay's own five runs (its op, the
 // exchange, the body decoder, the session's relay fields, the client socket; listed first):
 // a full list silently drops whatever comes last (the decoder's).
-TEST(HookChain, EveryBuiltinHooksHotLinesFitTheListBesideTheRelays) {
+TEST(HookChainPerf, EveryBuiltinHooksHotLinesFitTheListBesideTheRelays) {
   constexpr std::size_t relay_runs = 5;
   config::config cfg;
   cfg.trace.dir = test::temp_dir();

@@ -12,8 +12,8 @@
 namespace tokentap::hooks {
 namespace {
 
-// The rolling median as it was computed per request before round 26: the window copied, the
-// element at size / 2 selected.
+// The rolling median the plain way, as the oracle: the window copied, the element at size / 2
+// selected.
 struct reference_window {
   std::deque<double> q;
   std::pair<double, std::size_t> sample(double ms) {

@@ -266,10 +266,10 @@ TEST(JsonOut, NumbersWithoutPrintf) {
   EXPECT_EQ(s, "0null9223372036854775807");
 }
 
-// RFC 3339 from the time's own arithmetic is what gmtime_r and printf give (the trace's `start`
-// was so written until round 26): the epoch, leap days, centuries (1900 and 2100 are not leap
-// years, 2000 is), the last microsecond of a day and of a year, times before 1970 (floored: the
-// day before at 23:59:59.999999), and a spread of random times up to year 9999.
+// RFC 3339 from the time's own arithmetic is what gmtime_r and printf give: the epoch, leap days,
+// centuries (1900 and 2100 are not leap years, 2000 is), the last microsecond of a day and of a
+// year, times before 1970 (floored: the day before at 23:59:59.999999), and a spread of random
+// times up to year 9999.
 std::string reference_rfc3339(std::int64_t us) {
   std::int64_t secs = us / 1000000, frac = us % 1000000;
   if (frac < 0) {

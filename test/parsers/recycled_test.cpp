@@ -106,7 +106,7 @@ std::pair<std::uint64_t, std::uint64_t> allocations_without_and_with_a_block(Mak
   return {fresh, thread_allocations() - before};
 }
 
-TEST(Recycled, StreamDecodersAndStepTaggersReuseTheirState) {
+TEST(RecycledPerf, StreamDecodersAndStepTaggersReuseTheirState) {
   SKIP_UNLESS_COUNTED();
   const auto [decoder_fresh, decoder_reused] = allocations_without_and_with_a_block([] {
     return std::make_unique<parsers::stream_decoder>(parsers::provider::openai_chat,

@@ -261,7 +261,7 @@ TEST(RequestInspectorLongConversations, SixteenMebibytesAreInspected) {
 
 // Inspecting allocates nothing per message without digests, and with them only the digest rows
 // (vectors that double: a few more allocations for 16x the messages, not 15x more).
-TEST(RequestInspectorLongConversations, NoAllocationPerMessageBeyondTheDigests) {
+TEST(RequestInspectorPerf, NoAllocationPerMessageBeyondTheDigests) {
   if (!test::allocations_counted()) GTEST_SKIP() << "allocations are not counted in this build";
   const auto small = conversation(256, 64), large = conversation(4096, 64);
   request_inspector in;

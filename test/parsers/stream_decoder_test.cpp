@@ -547,7 +547,7 @@ TEST(DecoderRobustness, ProviderIsRecognizedFromTheStreamWhenThePathSaysNothing)
 // What the next chat chunk touches (stream_decoder::add_hot_lines, prefetched by the relay with
 // hundreds of streams open): three lines of the decoder's state — its own per-event fields and
 // the SSE parser's, and the last chunk's shape — besides the shape's bytes.
-TEST(StreamDecoderHotLines, AChatChunkTouchesThreeLinesOfStateBesideTheShapesBytes) {
+TEST(StreamDecoderPerf, AChatChunkTouchesThreeLinesOfStateBesideTheShapesBytes) {
   const std::string chunk =
       R"(data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1761564674,"model":"m","choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}]})"
       "\n\n";

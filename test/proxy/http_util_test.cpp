@@ -109,7 +109,7 @@ std::string beast_head(const http::header<IsRequest>& h) {
   return out;
 }
 
-// What the proxy sent upstream before round 26: a Beast message built from the client's request
+// The oracle for the request head: a Beast message built from the client's request
 // (its end-to-end fields copied, then Host, X-Forwarded-For, X-Forwarded-Proto, Accept-Encoding,
 // Content-Length set), written by Beast.  `kept` lists the client's fields that survive, in order.
 std::string old_upstream_head(const http::request_header<>& client,
@@ -195,7 +195,7 @@ TEST(HttpUtil, UpstreamRequestHeadIsTheOneBeastWroteForTheBuiltMessage) {
             "X-Forwarded-Proto: http\r\nAccept-Encoding: identity\r\n\r\n");
 }
 
-// What the proxy answered the client with before round 26, built the same way: the upstream's
+// The oracle for the response head, built the same way: the upstream's
 // status and surviving fields (`kept`), then its own, written by Beast.
 std::string old_client_head(const http::response_header<>& up,
                             const std::vector<std::pair<std::string, std::string>>& kept,
