@@ -1,15 +1,19 @@
 #pragma once
-// Hooks: per-stream observers of an intercepted exchange, Envoy-filter style.
+// Hooks: per-stream extensions of an intercepted exchange, Envoy-filter style, in two phases.
 //
 //  - A `hook_factory` is built once from the (immutable) configuration and shared by every I/O
 //    thread; it owns whatever is expensive (metric handles, the trace writer).
-//  - For each exchange the chain asks every enabled factory, in configured order, for a cheap
+//  - For each exchange the chain asks every enabled factory, in dependency order, for a cheap
 //    per-stream `hook`.  Every callback has a pass-through default, so a hook overrides only what
 //    it needs (and says, through per_event(), whether it has on_body / on_token: the chain
 //    calls only those at every event).
-//  - Hooks observe.  They run after the bytes were forwarded and cannot alter or delay them.  A
-//    hook that throws is disabled for the rest of that stream and counted; the other hooks and
-//    the forwarding go on.
+//  - Request phase (`on_request_phase`), before anything is forwarded: each hook in order
+//    returns proceed or stop, and through `request_callbacks` may answer locally, add upstream
+//    headers, rewrite the body (hooks that say so: rewrites_body) and hand the router a key.
+//  - Stream phase, after forwarding started: hooks observe.  They run after the bytes were
+//    forwarded and cannot alter or delay them.
+//  - A hook that throws is disabled for the rest of that stream and counted; the other hooks and
+//    the forwarding go on (in the request phase: as if it had said proceed).
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -122,9 +126,37 @@ struct stream_summary {
   std::vector<std::pair<std::string, std::string>> cache_events;
 };
 
+/// A request-phase hook's verdict: let the request go on to the next hook and upstream, or stop
+/// here (having answered it through request_callbacks::local_reply).
+enum class request_status { proceed, stop };
+
+/// What a hook may do to the request before it is forwarded.  Valid only during the call.
+class request_callbacks {
+ public:
+  /// Answers the client with `status` and a provider-shaped JSON error; nothing is forwarded.
+  /// The hook then returns request_status::stop.
+  virtual void local_reply(unsigned status, std::string_view type, std::string_view message) = 0;
+  /// An extra header on the local reply (e.g. `retry-after`).
+  virtual void add_reply_header(std::string_view name, std::string_view value) = 0;
+  /// Adds a header to the upstream request, replacing a field of that name.  Refused (false) for
+  /// the fields the proxy owns: hop-by-hop and framing fields, Host.
+  virtual bool set_upstream_header(std::string_view name, std::string_view value) = 0;
+  /// Replaces the request body.  Refused (false) unless the hook says rewrites_body().
+  virtual bool replace_body(std::string body) = 0;
+  /// The request's key for the router: requests with one key prefer one endpoint.
+  virtual void set_route_key(std::string_view key) = 0;
+};
+
 class hook {
  public:
   virtual ~hook() = default;
+  /// The request phase (see the top of this file); the request view's body is the client's.
+  virtual request_status on_request_phase(const request_view&, request_callbacks&) {
+    return request_status::proceed;
+  }
+  /// Whether this hook may rewrite request bodies (request_callbacks::replace_body).
+  virtual bool rewrites_body() const noexcept { return false; }
+  /// The request as forwarded (after every hook's request phase) or as answered locally.
   virtual void on_request(const request_view&) {}
   virtual void on_response_head(const response_view&) {}
   /// One forwarded upstream read (raw body bytes) and its times (stream_tap::on_body).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cctype>
 #include <memory>
 #include <optional>
 
@@ -17,6 +18,86 @@
 namespace tokentap::hooks {
 
 namespace {
+
+// Fields a hook may not set on the upstream request: the proxy owns the connection, the framing
+// and the Host.
+bool proxy_owned_field(std::string_view name) noexcept {
+  static constexpr std::string_view owned[] = {
+      "connection",         "keep-alive", "proxy-connection", "te",   "trailer",
+      "transfer-encoding",  "upgrade",    "content-length",   "host", "proxy-authenticate",
+      "proxy-authorization"};
+  for (auto o : owned) {
+    if (o.size() != name.size()) continue;
+    bool same = true;
+    for (std::size_t i = 0; i < o.size() && same; ++i)
+      same = (name[i] >= 'A' && name[i] <= 'Z' ? name[i] + ('a' - 'A') : name[i]) == o[i];
+    if (same) return true;
+  }
+  return false;
+}
+
+// RFC 9110 field names are tokens; values carry no CR, LF or NUL (no header injection).
+bool valid_field(std::string_view name, std::string_view value) noexcept {
+  if (name.empty()) return false;
+  for (unsigned char c : name) {
+    const bool tchar =
+        (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+        std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
+    if (!tchar) return false;
+  }
+  for (unsigned char c : value)
+    if (c == '\r' || c == '\n' || c == 0) return false;
+  return true;
+}
+
+// The request phase's callbacks: write into the exchange's request_decision.
+class request_phase final : public request_callbacks {
+ public:
+  explicit request_phase(request_decision& d) noexcept : d_(d) {}
+  bool may_rewrite = false;  // the hook being called says rewrites_body()
+
+  void local_reply(unsigned status, std::string_view type, std::string_view message) override {
+    d_.stop = true;
+    d_.status = status >= 400 && status <= 599 ? status : 500;
+    d_.error_type.assign(type);
+    d_.error_message.assign(message);
+  }
+  void add_reply_header(std::string_view name, std::string_view value) override {
+    if (valid_field(name, value) && !proxy_owned_field(name) &&
+        d_.reply_headers.size() < max_fields)
+      d_.reply_headers.push_back({std::string(name), std::string(value)});
+  }
+  bool set_upstream_header(std::string_view name, std::string_view value) override {
+    if (!valid_field(name, value) || proxy_owned_field(name)) return false;
+    for (auto& f : d_.upstream_headers) {
+      if (f.name.size() == name.size() &&
+          std::equal(f.name.begin(), f.name.end(), name.begin(), [](char a, char b) {
+            return std::tolower(static_cast<unsigned char>(a)) ==
+                   std::tolower(static_cast<unsigned char>(b));
+          })) {
+        f.value.assign(value);
+        return true;
+      }
+    }
+    if (d_.upstream_headers.size() >= max_fields) return false;
+    d_.upstream_headers.push_back({std::string(name), std::string(value)});
+    return true;
+  }
+  bool replace_body(std::string body) override {
+    if (!may_rewrite) return false;
+    d_.body = std::move(body);
+    return true;
+  }
+  void set_route_key(std::string_view key) override {
+    d_.route_key.assign(key.substr(0, max_route_key));
+  }
+
+  static constexpr std::size_t max_fields = 32;      // per request, all hooks together
+  static constexpr std::size_t max_route_key = 256;  // bytes
+
+ private:
+  request_decision& d_;
+};
 
 class alignas(64) chain final : public stream_tap,
                                 public parsers::decoder_handler,
@@ -33,7 +114,38 @@ class alignas(64) chain final : public stream_tap,
     }
   }
 
-  // ---- stream_tap (called by the proxy after forwarding)
+  // ---- stream_tap: the request phase (called by the proxy before forwarding)
+
+  void decide(const request_view& r, request_decision& d) noexcept override {
+    request_phase callbacks(d);
+    for (std::size_t i = 0; i < hooks_.size(); ++i) {
+      if ((disabled_ >> i) & 1) continue;
+      callbacks.may_rewrite = hooks_[i]->rewrites_body();
+      request_status status = request_status::proceed;
+      try {
+        status = hooks_[i]->on_request_phase(r, callbacks);
+      } catch (const std::exception& e) {
+        disable(i, e.what());
+      } catch (...) {
+        disable(i, "unknown exception");
+      }
+      if (status == request_status::stop && d.stop) {
+        summary_.status = d.status;
+        return;
+      }
+      // A stop without a reply, or a reply without a stop: the hook's intent is unclear, and
+      // the request goes on (fail open); its reply, if any, is dropped.
+      if (d.stop) {
+        d.stop = false;
+        d.status = 0;
+        d.error_type.clear();
+        d.error_message.clear();
+        d.reply_headers.clear();
+      }
+    }
+  }
+
+  // ---- stream_tap: the stream phase (called by the proxy after forwarding)
 
   void on_request(const request_view& r) noexcept override {
     summary_.start_ns = r.start_ns;

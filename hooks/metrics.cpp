@@ -469,8 +469,8 @@ void metrics_registry::finish(series& s, const stream_summary& sum, const std::s
   if (!sum.upstream_error_reason.empty()) {
     for (int i = 0; i < 6; ++i)
       if (sum.upstream_error_reason == error_reasons[static_cast<std::size_t>(i)]) reason = i;
-  } else if (sum.status >= 500) {
-    reason = 4;
+  } else if (sum.status >= 500 && sum.outcome != stream_outcome::rejected) {
+    reason = 4;  // (a 5xx a hook answered with is not the upstream's)
   } else if (sum.outcome == stream_outcome::stream_error) {
     reason = 5;
   } else if (sum.outcome == stream_outcome::upstream_reset) {

@@ -16,6 +16,8 @@ std::string_view to_string(stream_outcome o) noexcept {
       return "timeout";
     case stream_outcome::stream_error:
       return "stream_error";
+    case stream_outcome::rejected:
+      return "rejected";
   }
   return "unknown";
 }

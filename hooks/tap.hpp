@@ -1,15 +1,20 @@
 #pragma once
 // The seam where stream interception attaches to the relay loop.
 //
-// The proxy forwards every upstream read to the client first and only then hands the same bytes,
-// with when they arrived, were read and were written (monotonic), to a per-exchange `stream_tap`.
-// Taps observe; they can never alter, delay or stop the forwarded stream.  Every method is
-// noexcept: a tap that fails must contain its failure (the hook chain, hooks/hook_chain.hpp, is
-// the tap the proxy runs).
+// Two phases.  Before anything is forwarded the proxy asks the tap to decide on the request
+// (`decide`): go on, or answer locally; add upstream headers, rewrite the body, hand the router a
+// key.  After that the proxy forwards every upstream read to the client first and only then hands
+// the same bytes, with when they arrived, were read and were written (monotonic), to the tap: it
+// observes, and can never alter, delay or stop the forwarded stream.  Every method is noexcept: a
+// tap that fails must contain its failure (the hook chain, hooks/hook_chain.hpp, is the tap the
+// proxy runs).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "parsers/hot_lines.hpp"
 #include "parsers/request_inspector.hpp"
@@ -31,6 +36,7 @@ enum class stream_outcome {
   upstream_reset,     ///< the upstream connection broke mid-response
   timeout,            ///< a configured timeout fired
   stream_error,       ///< the upstream reported an error inside the stream
+  rejected,           ///< the request phase answered locally: nothing was forwarded
 };
 
 std::string_view to_string(stream_outcome o) noexcept;
@@ -83,10 +89,34 @@ struct body_times {
   const parsers::read_shape* shape = nullptr;
 };
 
+/// What the request phase decided for one exchange (stream_tap::decide); the proxy applies it
+/// before anything is sent upstream.
+struct request_decision {
+  struct field {
+    std::string name, value;
+  };
+  /// Answer locally with `status` and a provider-shaped error (`error_type`, `error_message`)
+  /// plus `reply_headers`; nothing is forwarded.
+  bool stop = false;
+  unsigned status = 0;
+  std::string error_type, error_message;
+  std::vector<field> reply_headers;
+  /// Added to the upstream request, replacing a field of the same name.
+  std::vector<field> upstream_headers;
+  /// The request body to forward instead of the client's.
+  std::optional<std::string> body;
+  /// For the router: requests with the same key prefer the same endpoint.
+  std::string route_key;
+};
+
 /// Per-exchange observer.  Called on the exchange's I/O thread, never concurrently.
 class stream_tap {
  public:
   virtual ~stream_tap() = default;
+  /// The request phase: called once, before on_request, with the client's request (headers
+  /// redacted, body as received).
+  virtual void decide(const request_view&, request_decision&) noexcept {}
+  /// The request as forwarded (after the request phase), or as answered locally.
   virtual void on_request(const request_view&) noexcept {}
   virtual void on_response_head(const response_view&) noexcept {}
   /// One forwarded upstream read, after its bytes were written to the client.  The span is

@@ -11,7 +11,8 @@
 
 namespace tokentap::proxy {
 
-proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factory> taps)
+proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factory> taps,
+                           std::function<void(hooks::hook_registry&)> more_hooks)
     : runtime_(cfg.threads), shared_(std::make_unique<proxy_shared>()) {
   shared_->cfg = std::move(cfg);
   shared_->metrics = std::make_shared<hooks::metrics_registry>(shared_->cfg);
@@ -25,7 +26,9 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
       "tokentap_client_disconnects_total", "Clients that left in the middle of an exchange",
       [s = shared_.get()] { return s->stats.client_disconnects.load(std::memory_order_relaxed); });
   if (!taps) {
-    auto factories = hooks::builtin_hooks(shared_->metrics).build(shared_->cfg);
+    auto registry = hooks::builtin_hooks(shared_->metrics);
+    if (more_hooks) more_hooks(registry);
+    auto factories = registry.build(shared_->cfg);
     if (!factories.empty())
       taps = std::make_shared<hooks::hook_chain_factory>(shared_->cfg, std::move(factories));
   }

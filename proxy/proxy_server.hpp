@@ -2,6 +2,7 @@
 // The reverse proxy: listener + admin listener on a server_runtime, one upstream pool per I/O
 // thread, and the tap factory the hook chain plugs into.
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,10 @@ namespace tokentap::hooks {
 class metrics_registry;
 }
 #include "proxy/server_runtime.hpp"
+
+namespace tokentap::hooks {
+class hook_registry;
+}
 
 namespace tokentap::proxy {
 
@@ -45,8 +50,10 @@ struct proxy_shared {
 class proxy_server {
  public:
   /// Validates TLS settings (throws std::runtime_error with a one-line reason).  Without an
-  /// explicit tap factory, the hooks named in `cfg.hooks` are built from the registry.
-  explicit proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factory> taps = nullptr);
+  /// explicit tap factory, the hooks named in `cfg.hooks` are built from the registry: the
+  /// built-in hooks, plus what `more_hooks` registers (hooks of an embedding program, tests).
+  explicit proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factory> taps = nullptr,
+                        std::function<void(hooks::hook_registry&)> more_hooks = {});
   ~proxy_server();
 
   /// Binds the proxy and admin listeners and starts the I/O threads.  Throws on bind failure.

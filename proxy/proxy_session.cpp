@@ -88,6 +88,7 @@ struct exchange {
   bool stream_requested = false;
   std::vector<parsers::message_digest> conversation;
   std::uint64_t tenant = 0;
+  std::string route_key;  // from the request phase, for the router
   bool head = false;
   bool client_keep_alive = false;
   unsigned client_version = 11;
@@ -233,6 +234,13 @@ class proxy_session final : public session_base,
     }
 
     inspect(req, ex);
+    if (shared_.taps) ex.tap = shared_.taps->create();
+    if (ex.tap) {
+      hooks::request_decision d;
+      request_phase(req, ex, d);
+      if (d.stop) co_return co_await answer_locally(std::move(req), ex, d);
+      apply(d, req, ex);
+    }
     build_upstream_request(std::move(req), ex);
     start_tap(ex);
 
@@ -263,16 +271,53 @@ class proxy_session final : public session_base,
     if (timeouts().total.count() > 0) ex.deadline = ex.start + timeouts().total;
   }
 
+  hooks::request_view request_view_of(const exchange& ex, std::string_view body,
+                                      std::span<const hooks::header_view> headers) const {
+    const auto& up = shared_.cfg.upstreams[ex.route->upstream_index];
+    return {ex.method, ex.target_redacted, ex.route->name,
+            up.name,   ex.model,           ex.stream_requested,
+            body,      to_ns(ex.start),    ex.wall_start_us,
+            headers,   ex.conversation,    ex.tenant};
+  }
+
+  // The hooks' request phase, on the client's request (its headers redacted).
+  void request_phase(const http::request<http::string_body>& req, const exchange& ex,
+                     hooks::request_decision& d) const {
+    const auto headers = redacted_headers(req);
+    ex.tap->decide(request_view_of(ex, req.body(), headers), d);
+  }
+
+  // What the request phase decided, applied to the request before its upstream head is built.
+  static void apply(hooks::request_decision& d, http::request<http::string_body>& req,
+                    exchange& ex) {
+    for (const auto& f : d.upstream_headers) req.set(f.name, f.value);
+    if (d.body) req.body() = std::move(*d.body);
+    ex.route_key = std::move(d.route_key);
+  }
+
+  // A hook stopped the request: it is answered here and nothing is forwarded.  The hooks see it
+  // as a request (the client's) that ended `rejected` with the reply's status — without its
+  // conversation: no provider saw it, so no prompt cache holds it.
+  awaitable<bool> answer_locally(http::request<http::string_body> req, exchange& ex,
+                                 hooks::request_decision& d) {
+    shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
+    ex.conversation = {};
+    {
+      const auto headers = redacted_headers(req);
+      ex.tap->on_request(request_view_of(ex, req.body(), headers));
+    }
+    req = {};
+    co_await send_error(ex, d.status, d.error_type, std::move(d.error_message), d.reply_headers);
+    ex.outcome = stream_outcome::rejected;
+    ex.tap->on_stream_end(ex.outcome, mono_now_ns());
+    access_log(ex);
+    co_return ex.response_complete&& ex.client_keep_alive && !draining_;
+  }
+
   void start_tap(exchange& ex) {
-    if (shared_.taps) ex.tap = shared_.taps->create();
     if (ex.tap) {
-      const auto& up = shared_.cfg.upstreams[ex.route->upstream_index];
       const auto headers = redacted_headers(ex.request_head);
-      hooks::request_view view{ex.method,       ex.target_redacted, ex.route->name,
-                               up.name,         ex.model,           ex.stream_requested,
-                               ex.request_body, to_ns(ex.start),    ex.wall_start_us,
-                               headers,         ex.conversation,    ex.tenant};
-      ex.tap->on_request(view);
+      ex.tap->on_request(request_view_of(ex, ex.request_body, headers));
     }
     // The hooks took what they need from the digests; an open stream should not pin them.
     ex.conversation = {};
@@ -560,8 +605,10 @@ class proxy_session final : public session_base,
   // ---------------------------------------------------------------- responses of our own
 
   awaitable<void> send_error(exchange& ex, unsigned status, std::string_view type,
-                             std::string message) {
+                             std::string message,
+                             std::span<const hooks::request_decision::field> extra = {}) {
     http::response<http::string_body> res{static_cast<http::status>(status), ex.client_version};
+    for (const auto& f : extra) res.set(f.name, f.value);
     res.set(http::field::content_type, "application/json");
     res.set(http::field::cache_control, "no-store");
     res.body() = error_body(status, type, message);

@@ -94,6 +94,10 @@ void canned_upstream::serve(int fd) {
       }
       in.append(buf, static_cast<std::size_t>(n));
     }
+    {
+      std::lock_guard lk(mu_);
+      received_.push_back({head, in.substr(head_end + 4, length)});
+    }
     in.erase(0, head_end + 4 + length);
     ++requests;
     const auto sp1 = head.find(' '), sp2 = head.find(' ', sp1 + 1);

@@ -30,6 +30,16 @@ class canned_upstream {
   std::uint16_t port() const noexcept { return port_; }
   std::atomic<int> requests{0};
 
+  /// A request as it arrived: its head (without the blank line) and body.
+  struct request {
+    std::string head, body;
+  };
+  /// Every request so far, in arrival order.
+  std::vector<request> received() {
+    std::lock_guard lk(mu_);
+    return received_;
+  }
+
  private:
   void serve(int fd);
   std::map<std::string, canned_response> responses_;
@@ -39,6 +49,7 @@ class canned_upstream {
   std::thread acceptor_;
   std::mutex mu_;
   std::vector<std::thread> connections_;
+  std::vector<request> received_;  // (mu_)
 };
 
 /// The `key=HOST:PORT` endpoint of the binary's `ready …` line ("" when absent).

@@ -13,7 +13,8 @@ config::config test_config(const std::string& upstream_url) {
 }
 
 stack::stack(std::function<void(config::config&)> tweak, sim::server_options sim_opts,
-             std::shared_ptr<hooks::tap_factory> taps) {
+             std::shared_ptr<hooks::tap_factory> taps,
+             std::function<void(hooks::hook_registry&)> more_hooks) {
   sim_opts.host = "127.0.0.1";
   sim_opts.port = 0;
   sim = std::make_unique<sim::server>(sim_opts);
@@ -21,7 +22,7 @@ stack::stack(std::function<void(config::config&)> tweak, sim::server_options sim
   auto cfg = test_config("http://127.0.0.1:" + std::to_string(sim->endpoint().port()));
   if (tweak) tweak(cfg);
   config::validate(cfg);
-  proxy = std::make_unique<proxy::proxy_server>(cfg, std::move(taps));
+  proxy = std::make_unique<proxy::proxy_server>(cfg, std::move(taps), std::move(more_hooks));
   proxy->start();
 }
 

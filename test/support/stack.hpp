@@ -12,7 +12,8 @@ namespace tokentap::test {
 struct stack {
   /// `tweak` adjusts the proxy config (timeouts, limits) before the proxy starts.
   explicit stack(std::function<void(config::config&)> tweak = {}, sim::server_options sim_opts = {},
-                 std::shared_ptr<hooks::tap_factory> taps = {});
+                 std::shared_ptr<hooks::tap_factory> taps = {},
+                 std::function<void(hooks::hook_registry&)> more_hooks = {});
 
   tcp::endpoint proxy_ep() const { return proxy->endpoint(); }
   tcp::endpoint sim_ep() const { return sim->endpoint(); }
