@@ -62,9 +62,8 @@ class RequestPhase : public ::testing::Test {
             },
             {}, nullptr,
             [](hooks::hook_registry& r) {
-              r.add("gatekeeper", [](const config::config&) {
-                return std::make_shared<gatekeeper_factory>();
-              });
+              r.add("gatekeeper",
+                    [](const config::config&) { return std::make_shared<gatekeeper_factory>(); });
             }) {}
 
   canned_upstream upstream_;
