@@ -596,9 +596,10 @@ TEST(Relay, AHardStopReleasesTheRelayStepsStillPending) {
 // An upstream that ends its response by hanging up right after the last event — the FIN or RST
 // in the same moment as the data, as a server does that closes after writing: a hangup that
 // came with the data raises no edge of its own, so a read that waits for the next edge without
-// trying first would wait for the idle timeout.  Scripted for one connection: the head, the first event alone
-// 30 ms later (the proxy's read waits for it), then — 50 ms on, while the proxy's only thread
-// sleeps in the slow tap of that event — the last event and the hangup together.
+// trying first would wait for the idle timeout.  Scripted for one connection: the head, the
+// first event alone 30 ms later (the proxy's read waits for it), then — 50 ms on, while the
+// proxy's only thread sleeps in the slow tap of that event — the last event and the hangup
+// together.
 class last_event_then_hangup {
  public:
   explicit last_event_then_hangup(bool rst) {
