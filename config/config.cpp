@@ -56,14 +56,25 @@ host_port address(const YAML::Node& n, std::string_view key) {
 }
 
 void read_upstream(const std::string& name, const YAML::Node& n, upstream_config& up) {
-  check_keys(n, {"url", "tls_verify", "ca_file", "max_idle_connections", "idle_connection_ttl_ms"},
+  check_keys(n,
+             {"url", "endpoints", "tls_verify", "ca_file", "max_idle_connections",
+              "idle_connection_ttl_ms"},
              "upstream '" + name + "'");
   up.name = name;
-  if (!n["url"]) fail(n, "upstream '" + name + "' needs a url");
-  std::string err;
-  auto u = parse_url(scalar<std::string>(n["url"], "url"), err);
-  if (!u) fail(n["url"], "upstream '" + name + "': " + err);
-  up.target = *u;
+  if (!n["url"] == !n["endpoints"]) fail(n, "upstream '" + name + "' needs a url or endpoints");
+  const auto add = [&](const YAML::Node& v) {
+    std::string err;
+    auto u = parse_url(scalar<std::string>(v, "url"), err);
+    if (!u) fail(v, "upstream '" + name + "': " + err);
+    up.endpoints.push_back(std::move(*u));
+  };
+  if (n["url"]) {
+    add(n["url"]);
+  } else {
+    if (!n["endpoints"].IsSequence() || n["endpoints"].size() == 0)
+      fail(n["endpoints"], "upstream '" + name + "': endpoints must be a list of URLs");
+    for (const auto& e : n["endpoints"]) add(e);
+  }
   if (n["tls_verify"]) up.tls_verify = scalar<bool>(n["tls_verify"], "tls_verify");
   if (n["ca_file"]) up.ca_file = scalar<std::string>(n["ca_file"], "ca_file");
   if (n["max_idle_connections"])
@@ -318,7 +329,7 @@ void set_single_upstream(config& cfg, const std::string& url_text) {
   if (!u) throw config_error("--upstream: " + err);
   upstream_config up;
   up.name = "default";
-  up.target = *u;
+  up.endpoints = {*u};
   cfg.upstreams = {up};
   cfg.routes = {route_config{"default", "/", "default", 0}};
 }
@@ -330,6 +341,16 @@ void validate(config& cfg) {
   std::set<std::string> names;
   for (const auto& up : cfg.upstreams) {
     if (!names.insert(up.name).second) throw config_error("duplicate upstream '" + up.name + "'");
+    if (up.endpoints.empty()) throw config_error("upstream '" + up.name + "' has no endpoint");
+    for (const auto& e : up.endpoints)
+      if (e.tls != up.endpoints.front().tls)
+        throw config_error("upstream '" + up.name + "' mixes http:// and https:// endpoints");
+    // Balancing, failover and health checks over several endpoints are not built yet: one
+    // endpoint per upstream until they are (an upstream per endpoint meanwhile).
+    if (up.endpoints.size() > 1)
+      throw config_error("upstream '" + up.name + "': " + std::to_string(up.endpoints.size()) +
+                         " endpoints; this version balances none yet — give one endpoint per "
+                         "upstream");
   }
   if (cfg.upstreams.empty())
     throw config_error("no upstream: pass --upstream URL or configure upstreams");

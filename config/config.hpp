@@ -22,13 +22,15 @@ class config_error : public std::runtime_error {
   static std::string one_line(const std::string& s);
 };
 
+/// An upstream is a cluster (DESIGN.md §10): a name, its endpoints, and how they are used.
+/// `url:` in the file is the one-endpoint form of `endpoints:`.
 struct upstream_config {
   std::string name;
-  url target;
-  bool tls_verify = true;     ///< verify the certificate chain and host name (system store)
-  std::string ca_file;        ///< extra PEM bundle to trust, empty = system store only
-  std::size_t max_idle = 64;  ///< idle keep-alive connections kept per I/O thread
-  ms idle_ttl{4000};          ///< drop idle connections older than this (uvicorn closes at 5 s)
+  std::vector<url> endpoints;  ///< at least one; all http:// or all https://
+  bool tls_verify = true;      ///< verify the certificate chain and host name (system store)
+  std::string ca_file;         ///< extra PEM bundle to trust, empty = system store only
+  std::size_t max_idle = 64;   ///< idle keep-alive connections kept per I/O thread
+  ms idle_ttl{4000};           ///< drop idle connections older than this (uvicorn closes at 5 s)
 };
 
 struct route_config {

@@ -325,8 +325,10 @@ int cmd_proxy(const std::vector<std::string>& args) {
   for (const auto& r : server.cfg().routes) {
     const auto& up = server.cfg().upstreams[r.upstream_index];
     // (An unverified TLS upstream gets its own warning from the server.)
-    TT_LOG(info) << "route " << r.name << ": " << r.prefix << " -> " << up.name << " ("
-                 << up.target.to_string() << ")";
+    std::string endpoints;
+    for (const auto& e : up.endpoints) endpoints += (endpoints.empty() ? "" : ", ") + e.to_string();
+    TT_LOG(info) << "route " << r.name << ": " << r.prefix << " -> " << up.name << " (" << endpoints
+                 << ")";
   }
   // Machine-readable readiness line for scripts and tests (ports may be ephemeral).
   std::printf("ready proxy=%s:%u admin=%s:%u\n", server.endpoint().address().to_string().c_str(),

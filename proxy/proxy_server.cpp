@@ -4,6 +4,7 @@
 #include "hooks/hook_chain.hpp"
 #include "hooks/metrics.hpp"
 #include "proxy/admin.hpp"
+#include "proxy/cluster.hpp"
 #include "proxy/deferred_taps.hpp"
 #include "proxy/proxy_session.hpp"
 #include "proxy/tls.hpp"
@@ -34,19 +35,20 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
   }
   shared_->taps = std::move(taps);
   shared_->runtime = &runtime_;
+  std::size_t endpoints = 0;
   for (const auto& up : shared_->cfg.upstreams) {
-    if (up.target.tls && !up.tls_verify)
+    const bool https = up.endpoints.front().tls;
+    if (https && !up.tls_verify)
       TT_LOG(warn) << "upstream " << up.name
                    << ": TLS certificate verification is OFF (tls_verify: false); anyone on the "
                       "path can impersonate it";
-    shared_->tls.push_back(up.target.tls ? tls::make_client_context(up.tls_verify, up.ca_file)
-                                         : nullptr);
-    shared_->host_headers.push_back(up.target.host_header());
+    shared_->clusters.push_back(std::make_unique<cluster>(
+        up, endpoints, https ? tls::make_client_context(up.tls_verify, up.ca_file) : nullptr));
+    endpoints += up.endpoints.size();
   }
-  for (unsigned i = 0; i < runtime_.size(); ++i) {
+  for (unsigned i = 0; i < runtime_.size(); ++i)
     shared_->pools.push_back(
-        std::make_unique<upstream_pool>(runtime_.at(i).ioc, shared_->cfg, shared_->tls));
-  }
+        std::make_unique<upstream_pool>(runtime_.at(i).ioc, shared_->cfg, endpoints));
 }
 
 proxy_server::~proxy_server() {

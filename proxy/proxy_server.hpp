@@ -23,6 +23,7 @@ class hook_registry;
 
 namespace tokentap::proxy {
 
+class cluster;
 class upstream_pool;
 
 /// Counters the tests and the metrics read.  Relaxed atomics: monotonic counts only.
@@ -38,8 +39,8 @@ struct proxy_stats {
 /// Everything sessions share; immutable after start except the atomics and per-worker pools.
 struct proxy_shared {
   config::config cfg;
-  std::vector<std::shared_ptr<net::ssl::context>> tls;  ///< per upstream, nullptr for http://
-  std::vector<std::string> host_headers;  ///< per upstream, its `Host` value (made once)
+  /// Per configured upstream, in order (a route's upstream_index names one).
+  std::vector<std::unique_ptr<cluster>> clusters;
   std::vector<std::unique_ptr<upstream_pool>> pools;  ///< per worker
   std::shared_ptr<hooks::tap_factory> taps;
   std::shared_ptr<hooks::metrics_registry> metrics;

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <random>
 
@@ -27,6 +28,7 @@
 #include "hooks/tap.hpp"
 #include "parsers/http_body.hpp"
 #include "parsers/request_inspector.hpp"
+#include "proxy/cluster.hpp"
 #include "proxy/deferred_taps.hpp"
 #include "proxy/http_util.hpp"
 #include "proxy/proxy_server.hpp"
@@ -88,7 +90,10 @@ struct exchange {
   bool stream_requested = false;
   std::vector<parsers::message_digest> conversation;
   std::uint64_t tenant = 0;
-  std::string route_key;  // from the request phase, for the router
+  std::string route_key;                  // from the request phase, for the router
+  cluster* upstream_cluster = nullptr;    // the route's upstream
+  endpoint* upstream_endpoint = nullptr;  // its endpoint the router chose
+  active_exchange in_flight;              // counted on that endpoint while the exchange lasts
   bool head = false;
   bool client_keep_alive = false;
   unsigned client_version = 11;
@@ -241,6 +246,15 @@ class proxy_session final : public session_base,
       if (d.stop) co_return co_await answer_locally(std::move(req), ex, d);
       apply(d, req, ex);
     }
+    if (!choose_endpoint(ex)) {
+      shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
+      co_await send_error(
+          ex, 503, "no_upstream_endpoint",
+          "no endpoint of upstream '" + ex.upstream_cluster->cfg().name + "' can take the request");
+      if (ex.tap) ex.tap->on_stream_end(stream_outcome::upstream_error, mono_now_ns());
+      access_log(ex);
+      co_return ex.client_keep_alive && !draining_;
+    }
     build_upstream_request(std::move(req), ex);
     start_tap(ex);
 
@@ -285,6 +299,16 @@ class proxy_session final : public session_base,
                      hooks::request_decision& d) const {
     const auto headers = redacted_headers(req);
     ex.tap->decide(request_view_of(ex, req.body(), headers), d);
+  }
+
+  // The router: the route's cluster, and the endpoint its balancer picks.  False: none can take
+  // the request.
+  bool choose_endpoint(exchange& ex) {
+    ex.upstream_cluster = shared_.clusters[ex.route->upstream_index].get();
+    ex.upstream_endpoint = ex.upstream_cluster->pick({.route_key = ex.route_key});
+    if (ex.upstream_endpoint == nullptr) return false;
+    ex.in_flight.reset(ex.upstream_endpoint);
+    return true;
   }
 
   // What the request phase decided, applied to the request before its upstream head is built.
@@ -379,9 +403,9 @@ class proxy_session final : public session_base,
 
   // Consumes the client's request (its fields are not kept for the life of the stream).
   void build_upstream_request(http::request<http::string_body> req, exchange& ex) {
-    const auto index = ex.route->upstream_index;
-    forwarded_request f{shared_.cfg.upstreams[index].target.base_path, shared_.host_headers[index],
-                        peer_, shared_.cfg.identity_encoding, std::nullopt};
+    const auto& e = *ex.upstream_endpoint;
+    forwarded_request f{e.target.base_path, e.host_header, peer_, shared_.cfg.identity_encoding,
+                        std::nullopt};
     // The body was read whole (bounded by max_request_body_bytes): sent with a Content-Length.
     if (!req.body().empty() || req.method() == http::verb::post ||
         req.method() == http::verb::put || req.method() == http::verb::patch)
@@ -394,15 +418,16 @@ class proxy_session final : public session_base,
   // ---------------------------------------------------------------- upstream side
 
   awaitable<void> forward(exchange& ex) {
-    const auto index = ex.route->upstream_index;
+    const auto& c = *ex.upstream_cluster;
+    const auto& e = *ex.upstream_endpoint;
     auto& pool = *shared_.pools[owner().index];
     for (int attempt = 0;; ++attempt) {
-      auto conn = pool.take(index);
+      auto conn = pool.take(c, e);
       ex.reused_connection = conn != nullptr;
       if (!conn) {
         error_code ec;
         connect_failure why{};
-        conn = co_await pool.connect(index, ec, why);
+        conn = co_await pool.connect(c, e, ec, why);
         if (client_gone_) {
           ex.outcome = stream_outcome::client_disconnect;
           co_return;
@@ -417,8 +442,8 @@ class proxy_session final : public session_base,
                                                                         : "connect",
                                       502);
           }
-          const auto& up = shared_.cfg.upstreams[index];
-          TT_LOG(warn) << "upstream " << up.name << " (" << up.target.to_string()
+          const auto& up = c.cfg();
+          TT_LOG(warn) << "upstream " << up.name << " (" << e.target.to_string()
                        << "): " << to_string(why) << " failed: " << ec.message();
           co_await send_error(
               ex, 502,
@@ -437,7 +462,7 @@ class proxy_session final : public session_base,
           co_await conn->visit([&](auto& s) { return exchange_on(s, *conn, ex, may_retry); });
       upstream_ = nullptr;
       if (r == attempt_result::retry) continue;  // the stale connection is dropped here
-      if (ex.upstream_reusable && !draining_) pool.give_back(index, std::move(conn));
+      if (ex.upstream_reusable && !draining_) pool.give_back(c, e, std::move(conn));
       co_return;
     }
   }

@@ -6,6 +6,7 @@
 
 #include <boost/asio/ssl/host_name_verification.hpp>
 
+#include "proxy/cluster.hpp"
 #include "proxy/rx_stamp.hpp"
 
 namespace tokentap::proxy {
@@ -57,55 +58,57 @@ bool is_ip_literal(const std::string& host) {
 
 }  // namespace
 
-upstream_pool::upstream_pool(net::io_context& ioc, const config::config& cfg,
-                             const std::vector<std::shared_ptr<net::ssl::context>>& tls)
-    : ioc_(ioc), cfg_(cfg), tls_(tls), idle_(cfg.upstreams.size()) {}
+upstream_pool::upstream_pool(net::io_context& ioc, const config::config& cfg, std::size_t endpoints)
+    : ioc_(ioc), cfg_(cfg), idle_(endpoints) {}
 
-std::unique_ptr<upstream_connection> upstream_pool::take(std::size_t index) {
-  auto& q = idle_[index];
-  const auto ttl = cfg_.upstreams[index].idle_ttl;
+std::unique_ptr<upstream_connection> upstream_pool::take(const cluster& c, const endpoint& e) {
+  auto& q = idle_[e.id];
+  const auto ttl = c.cfg().idle_ttl;
   const auto now = clock::now();
   while (!q.empty()) {
-    auto c = std::move(q.back());  // most recently used first: warmest, least likely closed
+    auto conn = std::move(q.back());  // most recently used first: warmest, least likely closed
     q.pop_back();
-    if (now - c->idle_since < ttl && still_usable(*c)) {
-      c->idle = false;
-      return c;
+    if (now - conn->idle_since < ttl && still_usable(*conn)) {
+      conn->idle = false;
+      return conn;
     }
   }
   return nullptr;
 }
 
-void upstream_pool::give_back(std::size_t index, std::unique_ptr<upstream_connection> c) {
-  auto& q = idle_[index];
-  const auto max = cfg_.upstreams[index].max_idle;
+void upstream_pool::give_back(const cluster& c, const endpoint& e,
+                              std::unique_ptr<upstream_connection> conn) {
+  auto& q = idle_[e.id];
+  const auto max = c.cfg().max_idle;
   if (max == 0) return;
-  c->idle = true;
-  c->idle_since = clock::now();
-  ++c->exchanges;
+  conn->idle = true;
+  conn->idle_since = clock::now();
+  ++conn->exchanges;
   // Expired connections leave as soon as there is traffic, not only when they are next taken.
-  const auto ttl = cfg_.upstreams[index].idle_ttl;
-  while (!q.empty() && c->idle_since - q.front()->idle_since >= ttl) q.pop_front();
+  const auto ttl = c.cfg().idle_ttl;
+  while (!q.empty() && conn->idle_since - q.front()->idle_since >= ttl) q.pop_front();
   if (q.size() >= max) q.pop_front();  // drop the oldest
-  q.push_back(std::move(c));
+  q.push_back(std::move(conn));
 }
 
-awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(std::size_t index,
+awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(const cluster& c,
+                                                                       const endpoint& e,
                                                                        error_code& ec,
                                                                        connect_failure& why) {
-  const auto& up = cfg_.upstreams[index];
+  const auto& up = c.cfg();
+  const auto& target = e.target;
   const auto deadline = clock::now() + cfg_.timeouts.connect;
   why = connect_failure::none;
 
   tcp_resolver resolver(ioc_);
   auto results =
-      co_await resolver.async_resolve(up.target.host, std::to_string(up.target.port), use_ec(ec));
+      co_await resolver.async_resolve(target.host, std::to_string(target.port), use_ec(ec));
   if (ec) {
     why = connect_failure::resolve;
     co_return nullptr;
   }
-  auto conn = tls_[index] ? std::make_unique<upstream_connection>(ioc_.get_executor(), *tls_[index])
-                          : std::make_unique<upstream_connection>(ioc_.get_executor());
+  auto conn = c.tls() ? std::make_unique<upstream_connection>(ioc_.get_executor(), *c.tls())
+                      : std::make_unique<upstream_connection>(ioc_.get_executor());
   auto& tcp_layer = conn->lowest();
   tcp_layer.expires_at(deadline);
   co_await tcp_layer.async_connect(results, use_ec(ec));
@@ -121,12 +124,12 @@ awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(std::size
     co_await conn->visit([&](auto& s) -> awaitable<void> {
       using S = std::decay_t<decltype(s)>;
       if constexpr (std::is_same_v<S, upstream_connection::tls_stream>) {
-        if (!is_ip_literal(up.target.host) &&
-            !SSL_set_tlsext_host_name(s.native_handle(), up.target.host.c_str())) {
+        if (!is_ip_literal(target.host) &&
+            !SSL_set_tlsext_host_name(s.native_handle(), target.host.c_str())) {
           ec = error_code(static_cast<int>(::ERR_get_error()), net::error::get_ssl_category());
           co_return;
         }
-        if (up.tls_verify) s.set_verify_callback(net::ssl::host_name_verification(up.target.host));
+        if (up.tls_verify) s.set_verify_callback(net::ssl::host_name_verification(target.host));
         tcp_layer.expires_at(deadline);
         co_await s.async_handshake(net::ssl::stream_base::client, use_ec(ec));
       }

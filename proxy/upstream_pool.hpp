@@ -50,23 +50,27 @@ class upstream_connection {
 enum class connect_failure { none, resolve, connect, timeout, tls };
 std::string_view to_string(connect_failure f) noexcept;
 
+class cluster;
+struct endpoint;
+
+/// Keep-alive connections per endpoint, for one I/O thread.
 class upstream_pool {
  public:
-  /// `tls` holds one client context per upstream (nullptr for http:// upstreams).
-  upstream_pool(net::io_context& ioc, const config::config& cfg,
-                const std::vector<std::shared_ptr<net::ssl::context>>& tls);
+  /// `endpoints`: how many endpoints the clusters have together (their ids run below it).
+  upstream_pool(net::io_context& ioc, const config::config& cfg, std::size_t endpoints);
 
-  /// A healthy idle connection to upstream `index`, or nullptr.  Connections past their idle TTL
-  /// or already closed by the peer are discarded here.
-  std::unique_ptr<upstream_connection> take(std::size_t index);
+  /// A healthy idle connection to endpoint `e` of `c`, or nullptr.  Connections past their idle
+  /// TTL or already closed by the peer are discarded here.
+  std::unique_ptr<upstream_connection> take(const cluster& c, const endpoint& e);
 
   /// Returns a connection whose last exchange completed cleanly and may be reused.
-  void give_back(std::size_t index, std::unique_ptr<upstream_connection> c);
+  void give_back(const cluster& c, const endpoint& e, std::unique_ptr<upstream_connection> conn);
 
-  /// Opens a new connection (TCP connect, then TLS handshake with SNI and host verification),
-  /// bounded by the connect timeout.  On failure `ec` and `why` are set and nullptr returned.
-  awaitable<std::unique_ptr<upstream_connection>> connect(std::size_t index, error_code& ec,
-                                                          connect_failure& why);
+  /// Opens a new connection to `e` (TCP connect, then TLS handshake with SNI and host
+  /// verification for https:// endpoints), bounded by the connect timeout.  On failure `ec` and
+  /// `why` are set and nullptr returned.
+  awaitable<std::unique_ptr<upstream_connection>> connect(const cluster& c, const endpoint& e,
+                                                          error_code& ec, connect_failure& why);
 
   /// Drops every idle connection (shutdown).
   void clear() {
@@ -76,8 +80,7 @@ class upstream_pool {
  private:
   net::io_context& ioc_;
   const config::config& cfg_;
-  const std::vector<std::shared_ptr<net::ssl::context>>& tls_;
-  std::vector<std::deque<std::unique_ptr<upstream_connection>>> idle_;
+  std::vector<std::deque<std::unique_ptr<upstream_connection>>> idle_;  // by endpoint id
 };
 
 }  // namespace tokentap::proxy

@@ -105,7 +105,7 @@ TEST(Relay, RequestHeadersFollowProxyRules) {
 }
 
 TEST(Relay, BasePathOfTheUpstreamIsPrepended) {
-  stack s([](config::config& cfg) { cfg.upstreams[0].target.base_path = "/sim"; });
+  stack s([](config::config& cfg) { cfg.upstreams[0].endpoints.at(0).base_path = "/sim"; });
   request_options o;
   o.method = "GET";
   o.target = "/echo";

@@ -1,0 +1,95 @@
+#pragma once
+// Upstreams as clusters (DESIGN.md §10): each configured upstream is a set of endpoints, and a
+// load balancer chooses one for each request.  The router maps a request's route to its cluster
+// and asks the cluster's balancer; balancing policies implement `load_balancer` and nothing else.
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/ssl/context.hpp>
+
+#include "config/config.hpp"
+
+namespace tokentap::proxy {
+
+/// One address of a cluster, with what the proxy derives from it once.
+struct endpoint {
+  std::size_t id = 0;  ///< index among the endpoints of every cluster (the pools' key)
+  config::url target;
+  std::string host_header;  ///< its `Host` value
+  std::string label;        ///< host:port, as metrics and logs name it
+  /// Exchanges in flight on it, all I/O threads (relaxed: a balancing hint, not an account).
+  std::atomic<std::uint32_t> active{0};
+};
+
+/// What a balancer may consider for one request.
+struct pick_context {
+  std::string_view route_key;  ///< from the hooks' request phase; empty: none
+};
+
+class cluster;
+
+/// Chooses an endpoint of a cluster for one request.  Called from every I/O thread at once.
+class load_balancer {
+ public:
+  virtual ~load_balancer() = default;
+  /// nullptr: no endpoint can take the request.
+  virtual endpoint* pick(cluster& c, const pick_context& ctx) noexcept = 0;
+};
+
+/// Least outstanding requests by the power of two choices: two endpoints drawn at random, the
+/// one with fewer exchanges in flight wins (ties: the first drawn).  One endpoint: that one.
+class least_request_balancer final : public load_balancer {
+ public:
+  endpoint* pick(cluster& c, const pick_context& ctx) noexcept override;
+};
+
+/// An upstream at run time.  Immutable after start but for the endpoints' counters.
+class cluster {
+ public:
+  /// `first_id`: the id of its first endpoint (ids run on over the clusters in order).
+  cluster(const config::upstream_config& cfg, std::size_t first_id,
+          std::shared_ptr<boost::asio::ssl::context> tls,
+          std::unique_ptr<load_balancer> balancer = std::make_unique<least_request_balancer>());
+
+  const config::upstream_config& cfg() const noexcept { return *cfg_; }
+  std::vector<std::unique_ptr<endpoint>>& endpoints() noexcept { return endpoints_; }
+  const std::vector<std::unique_ptr<endpoint>>& endpoints() const noexcept { return endpoints_; }
+  /// The client TLS context of its https:// endpoints; nullptr for http://.
+  boost::asio::ssl::context* tls() const noexcept { return tls_.get(); }
+
+  endpoint* pick(const pick_context& ctx) noexcept { return balancer_->pick(*this, ctx); }
+
+ private:
+  const config::upstream_config* cfg_;
+  std::vector<std::unique_ptr<endpoint>> endpoints_;
+  std::shared_ptr<boost::asio::ssl::context> tls_;
+  std::unique_ptr<load_balancer> balancer_;
+};
+
+/// Marks an exchange in flight on an endpoint for as long as it lives.
+class active_exchange {
+ public:
+  active_exchange() = default;
+  explicit active_exchange(endpoint* e) noexcept : e_(e) {
+    if (e_) e_->active.fetch_add(1, std::memory_order_relaxed);
+  }
+  active_exchange(const active_exchange&) = delete;
+  active_exchange& operator=(const active_exchange&) = delete;
+  ~active_exchange() { reset(nullptr); }
+  /// Now counted on `e` instead.
+  void reset(endpoint* e) noexcept {
+    if (e_) e_->active.fetch_sub(1, std::memory_order_relaxed);
+    e_ = e;
+    if (e_) e_->active.fetch_add(1, std::memory_order_relaxed);
+  }
+
+ private:
+  endpoint* e_ = nullptr;
+};
+
+}  // namespace tokentap::proxy
