@@ -740,8 +740,9 @@ class metrics_hook final : public hook {
   void on_request(const request_view& r) override {
     route_ = std::string(r.route);
     model_ = reg_->model_label(r.model);
-    const auto provider = parsers::provider_from_path(r.target.substr(0, r.target.find('?')));
-    series_ = &reg_->resolve(route_, model_, parsers::to_string(provider));
+    path_provider_ =
+        parsers::to_string(parsers::provider_from_path(r.target.substr(0, r.target.find('?'))));
+    series_ = &reg_->resolve(route_, model_, path_provider_);
     series_active().Increment();
     last_fold_ = r.start_ns;
   }
@@ -765,10 +766,17 @@ class metrics_hook final : public hook {
 
   unsigned per_event() const noexcept override { return sample_calls; }
 
+  // The request's counters and histograms go to the series of the provider the stream turned out
+  // to speak (the summary's, as in the trace record): a path that names no provider is
+  // `unknown` only until the decoder recognised the stream.  Until then — the in-flight gauge,
+  // the gaps folded while a long stream runs — the path's provider is all there is.
   void on_stream_end(stream_summary& sum) override {
     if (!series_) return;
-    reg_->fold(*series_, batch_);
-    reg_->finish(*series_, sum, model_, route_, sum.steps.size());
+    auto* final_series = series_;
+    if (const auto provider = parsers::to_string(sum.provider); provider != path_provider_)
+      final_series = &reg_->resolve(route_, model_, provider);
+    reg_->fold(*final_series, batch_);
+    reg_->finish(*final_series, sum, model_, route_, sum.steps.size());
     series_active().Decrement();
     series_ = nullptr;
   }
@@ -791,6 +799,7 @@ class metrics_hook final : public hook {
   metrics_registry::fold_batch batch_;
   metrics_registry::series* series_ = nullptr;
   std::string route_, model_;
+  std::string_view path_provider_;  // (a static name)
   mono_ns last_fold_ = 0;
 };
 

@@ -16,6 +16,7 @@
 #include <simdjson.h>
 #include <boost/asio/ip/address.hpp>
 
+#include "test/support/canned_upstream.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/metrics_text.hpp"
 #include "test/support/process.hpp"
@@ -115,6 +116,43 @@ TEST(Metrics, ExactCountsAndSumsFromRealTraffic) {
   EXPECT_EQ(metric_sum(m, "tokentap_reasoning_step_duration_seconds_count", base), steps);
   const auto [rc, out] = promtool_check(text);
   EXPECT_EQ(rc, 0) << "promtool check metrics: " << out;
+}
+
+// `provider` means in the metrics what it means in the trace record: the format the stream
+// turned out to speak.  A path that names no provider (a gateway's own route) gets the decoder's
+// recognition, not `unknown`.
+TEST(Metrics, ProviderIsTheStreamsAsInTheTrace) {
+  canned_upstream up({{"/gateway/run",
+                       {"text/event-stream",
+                        {"data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,"
+                         "\"delta\":{\"content\":\"hi\"}}]}\n\n",
+                         "data: [DONE]\n\n"}}}});
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tokentap-provider-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  stack s([&](config::config& cfg) {
+    config::set_single_upstream(cfg, "http://127.0.0.1:" + std::to_string(up.port()));
+    cfg.hooks = {"timing", "metrics", "trace"};
+    cfg.trace.dir = dir.string();
+  });
+  request_options o;
+  o.target = "/gateway/run";
+  o.body = chat_body(true);
+  ASSERT_EQ(fetch(s.proxy_ep(), o).status, 200);
+  wait_requests(s.proxy->admin_endpoint(), 1);
+  const auto m = parse_metrics(scrape(s.proxy->admin_endpoint()));
+  EXPECT_EQ(metric_sum(m, "tokentap_requests_total", {{"provider", "openai-chat"}}), 1);
+  EXPECT_EQ(metric_sum(m, "tokentap_requests_total", {{"provider", "unknown"}}), 0);
+  std::string record;
+  for (int i = 0; i < 200 && record.empty(); ++i) {
+    for (const auto& f : std::filesystem::directory_iterator(dir)) {
+      std::ifstream in(f.path());
+      std::getline(in, record);
+    }
+    if (record.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(record.find(R"("provider":"openai-chat")"), std::string::npos) << record;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Metrics, ModelLabelCardinalityIsBounded) {
