@@ -42,5 +42,19 @@ TEST(Layering, ParsersIncludeNoBoostNoIoAndNoHigherLayer) {
   }
 }
 
+// Dependencies point one way: config and hooks know nothing of sockets (no Boost, no proxy/),
+// and nothing but the binary includes app/ (main and the subcommands sit on top).
+TEST(Layering, DependenciesPointDownAndTheAppIsOnTop) {
+  const std::regex boost_or_proxy(R"(: (<boost/|"proxy/|"sim/|"replay/|"app/))");
+  for (const char* lower : {"config", "hooks"}) {
+    const auto found = includes_under(lower);
+    ASSERT_GT(found.size(), 5u) << lower;
+    for (const auto& f : found) EXPECT_FALSE(std::regex_search(f, boost_or_proxy)) << f;
+  }
+  const std::regex app(R"(: "app/)");
+  for (const char* below : {"parsers", "config", "hooks", "proxy", "sim", "replay"})
+    for (const auto& f : includes_under(below)) EXPECT_FALSE(std::regex_search(f, app)) << f;
+}
+
 }  // namespace
 }  // namespace tokentap::test

@@ -1,6 +1,6 @@
 #include <csignal>
 
-#include "proxy/cli.hpp"
+#include "app/cli.hpp"
 
 int main(int argc, char** argv) {
   // A client that disconnects must surface as EPIPE on the write, never kill the process.
@@ -8,5 +8,5 @@ int main(int argc, char** argv) {
   // A full trace file system or a file-size limit makes write() fail (traces dropped and
   // counted) instead of killing the proxy.
   std::signal(SIGXFSZ, SIG_IGN);
-  return tokentap::cli::run(argc, argv);
+  return tokentap::app::run(argc, argv);
 }

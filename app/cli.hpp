@@ -1,12 +1,12 @@
 #pragma once
-// Command-line front end: `tokentap <subcommand> [flags]` (DESIGN.md §3).
+// The binary's command-line front end: `tokentap <subcommand> [flags]` (DESIGN.md §3).
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace tokentap::cli {
+namespace tokentap::app {
 
 /// A usage error: printed as one line, exit status 2.
 struct usage_error {
@@ -36,4 +36,4 @@ class flags {
 
 int run(int argc, char** argv);
 
-}  // namespace tokentap::cli
+}  // namespace tokentap::app

@@ -1,4 +1,4 @@
-#include "proxy/cli.hpp"
+#include "app/cli.hpp"
 
 #include <unistd.h>
 
@@ -35,7 +35,7 @@
 extern "C" int mallctl(const char* name, void* oldp, std::size_t* oldlenp, void* newp,
                        std::size_t newlen) __attribute__((weak));
 
-namespace tokentap::cli {
+namespace tokentap::app {
 
 namespace {
 
@@ -791,4 +791,4 @@ int run(int argc, char** argv) {
   }
 }
 
-}  // namespace tokentap::cli
+}  // namespace tokentap::app
