@@ -448,6 +448,20 @@ void metrics_registry::fold(series& s, fold_batch& b) {
   b.overhead_keys.clear();
 }
 
+void metrics_registry::count_local_reply(std::string_view route, unsigned code) {
+  std::lock_guard lk(mu_);
+  auto key = std::make_pair(std::string(route), code);
+  auto it = local_replies_.find(key);
+  if (it == local_replies_.end()) {
+    auto& c = fam_->requests.Add({{"route", key.first},
+                                  {"model", "unknown"},
+                                  {"provider", "unknown"},
+                                  {"code", std::to_string(code)}});
+    it = local_replies_.emplace(std::move(key), &c).first;
+  }
+  it->second->Increment();
+}
+
 void metrics_registry::finish(series& s, const stream_summary& sum, const std::string& model,
                               const std::string& route, std::uint64_t steps) {
   const auto& t = sum.timing;

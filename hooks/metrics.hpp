@@ -15,6 +15,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "config/config.hpp"
@@ -99,6 +101,12 @@ class metrics_registry {
   void add_counter_source(const std::string& name, const std::string& help,
                           std::function<std::uint64_t()> read);
 
+  /// A request the proxy answered itself before any hook saw it (malformed, no route, too
+  /// large): counted in tokentap_requests_total{code} with model and provider `unknown`, under
+  /// its route's name ("" when none matched).  Routes and codes are few: the series stay
+  /// bounded.
+  void count_local_reply(std::string_view route, unsigned code);
+
   // Called by the metrics hook (see metrics.cpp).
   struct fold_batch;
   void fold(series& s, fold_batch& b);
@@ -125,6 +133,7 @@ class metrics_registry {
     std::uint64_t seen = 0;
   };
   std::vector<counter_source> sources_;
+  std::map<std::pair<std::string, unsigned>, prometheus::Counter*> local_replies_;  // (mu_)
   struct families;
   std::unique_ptr<families> fam_;
   std::chrono::steady_clock::time_point started_;

@@ -1,5 +1,7 @@
 #include "proxy/proxy_server.hpp"
 
+#include <algorithm>
+
 #include "config/log.hpp"
 #include "hooks/hook_chain.hpp"
 #include "hooks/metrics.hpp"
@@ -30,6 +32,9 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
     auto registry = hooks::builtin_hooks(shared_->metrics);
     if (more_hooks) more_hooks(registry);
     auto factories = registry.build(shared_->cfg);
+    const auto& hooks = shared_->cfg.hooks;
+    shared_->count_local_replies =
+        !factories.empty() && std::find(hooks.begin(), hooks.end(), "metrics") != hooks.end();
     if (!factories.empty())
       taps = std::make_shared<hooks::hook_chain_factory>(shared_->cfg, std::move(factories));
   }

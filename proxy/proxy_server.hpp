@@ -44,6 +44,8 @@ struct proxy_shared {
   std::vector<std::unique_ptr<upstream_pool>> pools;  ///< per worker
   std::shared_ptr<hooks::tap_factory> taps;
   std::shared_ptr<hooks::metrics_registry> metrics;
+  /// The metrics hook runs: the proxy's own answers are counted among the requests too.
+  bool count_local_replies = false;
   proxy_stats stats;
   server_runtime* runtime = nullptr;
 };

@@ -25,6 +25,7 @@
 
 #include "config/config.hpp"
 #include "config/log.hpp"
+#include "hooks/metrics.hpp"
 #include "hooks/tap.hpp"
 #include "parsers/http_body.hpp"
 #include "parsers/request_inspector.hpp"
@@ -247,11 +248,19 @@ class proxy_session final : public session_base,
       apply(d, req, ex);
     }
     if (!choose_endpoint(ex)) {
-      shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
+      // (No balancing policy refuses a request yet: with one endpoint per upstream there is
+      // always one to pick.)
+      shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
+      ex.outcome = stream_outcome::upstream_error;
+      if (ex.tap) {
+        const auto headers = redacted_headers(req);
+        ex.tap->on_request(request_view_of(ex, req.body(), headers));
+        ex.tap->on_upstream_error("connect", 503);
+      }
       co_await send_error(
           ex, 503, "no_upstream_endpoint",
           "no endpoint of upstream '" + ex.upstream_cluster->cfg().name + "' can take the request");
-      if (ex.tap) ex.tap->on_stream_end(stream_outcome::upstream_error, mono_now_ns());
+      if (ex.tap) ex.tap->on_stream_end(ex.outcome, mono_now_ns());
       access_log(ex);
       co_return ex.client_keep_alive && !draining_;
     }
@@ -643,6 +652,9 @@ class proxy_session final : public session_base,
     res.keep_alive(keep);
     res.prepare_payload();
     ex.status = status;
+    // An answer no hook saw (the request was not read, or matched no route): counted here.
+    if (!ex.tap && shared_.count_local_replies)
+      shared_.metrics->count_local_reply(ex.route ? std::string_view(ex.route->name) : "", status);
     error_code ec;
     client_.expires_after(timeouts().client_write);
     co_await http::async_write(client_, res, use_ec(ec));

@@ -571,8 +571,11 @@ TEST_F(FaultMatrix, OversizedHeadersAre431) {
   still_serves();
 }
 
+// The proxy's own answers are counted twice over: among its rejections, and among the requests
+// by code (route "" when none matched, model and provider `unknown`).
 TEST_F(FaultMatrix, NoRouteIs404AndCounted) {
   const double before = counter("tokentap_rejected_requests_total");
+  const double by_code = counter("tokentap_requests_total", {{"code", "404"}, {"route", ""}});
   const int upstream_before = upstream_->requests;
   request_options o;
   o.target = "/nowhere/v1/chat/completions";
@@ -582,11 +585,13 @@ TEST_F(FaultMatrix, NoRouteIs404AndCounted) {
   EXPECT_NE(r.body.find("no_route"), std::string::npos) << r.body;
   EXPECT_EQ(upstream_->requests, upstream_before);
   EXPECT_EQ(counter("tokentap_rejected_requests_total"), before + 1);
+  EXPECT_EQ(counter("tokentap_requests_total", {{"code", "404"}, {"route", ""}}), by_code + 1);
   still_serves();
 }
 
 TEST_F(FaultMatrix, MalformedRequestIs400) {
   const double before = counter("tokentap_rejected_requests_total");
+  const double by_code = counter("tokentap_requests_total", {{"code", "400"}});
   const int upstream_before = upstream_->requests;
   connection c(proxy_->proxy);
   c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost x\r\n\r\n");
@@ -595,6 +600,7 @@ TEST_F(FaultMatrix, MalformedRequestIs400) {
   EXPECT_NE(r.body.find("\"error\""), std::string::npos);
   EXPECT_EQ(upstream_->requests, upstream_before);
   EXPECT_EQ(counter("tokentap_rejected_requests_total"), before + 1);
+  EXPECT_EQ(counter("tokentap_requests_total", {{"code", "400"}}), by_code + 1);
   still_serves();
 }
 
