@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "parsers/json_out.hpp"
+#include "parsers/stream_decoder.hpp"
 
 namespace tokentap::proxy {
 
@@ -192,12 +193,29 @@ bool is_streaming_content_type(std::string_view ct) noexcept {
          starts("application/jsonl") || starts("application/json-seq");
 }
 
-std::string error_body(unsigned status, std::string_view type, std::string_view message) {
-  std::string out = R"({"error":{"type":")";
-  json::append_escaped(out, type);
-  out += R"(","message":")";
-  json::append_escaped(out, message);
-  out += R"(","code":)" + std::to_string(status) + R"(,"source":"tokentap"}})";
+std::string error_body(unsigned status, std::string_view type, std::string_view message,
+                       std::string_view path) {
+  const auto provider = parsers::provider_from_path(path);
+  std::string out;
+  if (provider == parsers::provider::anthropic) {
+    out = R"({"type":"error","error":{"type":")";
+    json::append_escaped(out, type);
+    out += R"(","message":")";
+    json::append_escaped(out, message);
+    out += R"(","source":"tokentap"}})";
+  } else if (provider == parsers::provider::ollama || provider == parsers::provider::tgi) {
+    out = R"({"error":")";
+    json::append_escaped(out, message);
+    out += R"(","error_type":")";
+    json::append_escaped(out, type);
+    out += R"(","source":"tokentap"})";
+  } else {
+    out = R"({"error":{"type":")";
+    json::append_escaped(out, type);
+    out += R"(","message":")";
+    json::append_escaped(out, message);
+    out += R"(","code":)" + std::to_string(status) + R"(,"source":"tokentap"}})";
+  }
   out.push_back('\n');
   return out;
 }

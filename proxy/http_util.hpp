@@ -82,8 +82,13 @@ std::string redact_target(std::string_view target);
 /// `text/event-stream` or NDJSON: a streamed body that must not be buffered by anyone.
 bool is_streaming_content_type(std::string_view content_type) noexcept;
 
-/// `{"error":{"type":…,"message":…,"code":status,"source":"tokentap"}}` — shaped like the
-/// providers' own errors so SDKs surface the message.
-std::string error_body(unsigned status, std::string_view type, std::string_view message);
+/// The body of an answer the proxy gives itself, shaped like the errors of the provider that
+/// `path` (the request's, without its query) speaks, so that its SDK surfaces type and message:
+///  - Anthropic: `{"type":"error","error":{"type":…,"message":…,"source":"tokentap"}}`;
+///  - Ollama, TGI: `{"error":message,"error_type":type,"source":"tokentap"}`;
+///  - OpenAI and compatible servers, and unknown paths:
+///    `{"error":{"type":…,"message":…,"code":status,"source":"tokentap"}}`.
+std::string error_body(unsigned status, std::string_view type, std::string_view message,
+                       std::string_view path = {});
 
 }  // namespace tokentap::proxy

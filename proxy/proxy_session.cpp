@@ -645,7 +645,8 @@ class proxy_session final : public session_base,
     for (const auto& f : extra) res.set(f.name, f.value);
     res.set(http::field::content_type, "application/json");
     res.set(http::field::cache_control, "no-store");
-    res.body() = error_body(status, type, message);
+    const std::string_view target = ex.target_redacted;
+    res.body() = error_body(status, type, message, target.substr(0, target.find('?')));
     const bool keep = ex.client_keep_alive && status < 500 && status != 400 && status != 413 &&
                       status != 431 && !draining_;
     ex.client_keep_alive = keep;

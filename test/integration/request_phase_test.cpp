@@ -99,6 +99,18 @@ TEST_F(RequestPhase, AHookAnswersLocallyAndNothingIsForwarded) {
   EXPECT_EQ(by_code, 1);
 }
 
+// The local answer speaks the path's provider: an Anthropic client gets Anthropic's error shape.
+TEST_F(RequestPhase, TheLocalAnswerIsShapedForThePathsProvider) {
+  request_options o;
+  o.target = "/v1/messages";
+  o.body = R"({"model":"blocked","max_tokens":16,"messages":[{"role":"user","content":"hi"}]})";
+  const auto r = fetch(stack_.proxy_ep(), o);
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(r.body.rfind(R"({"type":"error","error":{"type":"rate_limit_exceeded",)", 0), 0u)
+      << r.body;
+  EXPECT_EQ(upstream_.requests.load(), 0);
+}
+
 TEST_F(RequestPhase, UpstreamHeadersAndARewrittenBodyReachTheUpstream) {
   request_options o;
   o.body = chat_body(true, "hello", true, "sim-small");

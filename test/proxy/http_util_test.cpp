@@ -90,6 +90,25 @@ TEST(HttpUtil, ErrorBodyIsValidJsonWithEscapes) {
   EXPECT_NE(body.find(R"(can't \"reach\"\n\u0001 it)"), std::string::npos) << body;
 }
 
+// Each provider's SDK finds type and message where it looks for them.
+TEST(HttpUtil, ErrorBodiesAreShapedLikeTheProvidersOfThePath) {
+  const auto anthropic = error_body(429, "rate_limit_error", "slow down", "/v1/messages");
+  EXPECT_EQ(anthropic,
+            R"({"type":"error","error":{"type":"rate_limit_error","message":"slow down",)"
+            R"("source":"tokentap"}})"
+            "\n");
+  const auto ollama = error_body(503, "overloaded", "busy", "/api/chat");
+  EXPECT_EQ(ollama, R"({"error":"busy","error_type":"overloaded","source":"tokentap"})"
+                    "\n");
+  EXPECT_EQ(error_body(503, "overloaded", "busy", "/generate_stream"), ollama);
+  const auto openai = error_body(404, "no_route", "none", "/v1/chat/completions");
+  EXPECT_EQ(openai, R"({"error":{"type":"no_route","message":"none","code":404,)"
+                    R"("source":"tokentap"}})"
+                    "\n");
+  EXPECT_EQ(error_body(404, "no_route", "none", "/somewhere"), openai);
+  EXPECT_EQ(error_body(404, "no_route", "none"), openai);
+}
+
 // What Beast's own serializer writes for the head of a message with these start line and fields.
 template <bool IsRequest>
 std::string beast_head(const http::header<IsRequest>& h) {
