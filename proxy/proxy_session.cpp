@@ -823,8 +823,10 @@ class proxy_session final : public session_base,
           iovec iov{s_.relay_buf_.get(), s_.relay_size_};
           if (!recv_stamped(up_.native_handle(), &iov, 1, 0, got, ec, rx_real_ns_)) {
             stamped_full_ = false;  // nothing there (yet): wait for it
-            wait_readable();
-            return;
+            // Unless the deadline fired while this try was posted: its cancel found no wait to
+            // end, and a wait now would have no deadline.
+            if (!s_.upstream_timed_out_) return wait_readable();
+            ec = net::error::operation_aborted;  // (on_read reports it as the timeout)
           }
         }
         stamped_full_ = !ec && got == s_.relay_size_;
