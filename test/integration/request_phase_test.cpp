@@ -3,9 +3,14 @@
 // the body that the upstream then receives.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "hooks/hook.hpp"
 #include "test/support/canned_upstream.hpp"
@@ -58,7 +63,8 @@ class RequestPhase : public ::testing::Test {
             [this](config::config& cfg) {
               config::set_single_upstream(cfg,
                                           "http://127.0.0.1:" + std::to_string(upstream_.port()));
-              cfg.hooks = {"metrics", "gatekeeper", "timing"};  // any order: checked, reordered
+              cfg.hooks = {"metrics", "gatekeeper", "timing", "trace"};  // any order: reordered
+              cfg.trace.dir = trace_dir_.string();
             },
             {}, nullptr,
             [](hooks::hook_registry& r) {
@@ -66,6 +72,23 @@ class RequestPhase : public ::testing::Test {
                     [](const config::config&) { return std::make_shared<gatekeeper_factory>(); });
             }) {}
 
+  ~RequestPhase() override { std::filesystem::remove_all(trace_dir_); }
+
+  // The trace records written so far, a line each.
+  std::vector<std::string> records() const {
+    std::vector<std::string> out;
+    if (!std::filesystem::exists(trace_dir_)) return out;
+    for (const auto& f : std::filesystem::directory_iterator(trace_dir_)) {
+      std::ifstream in(f.path());
+      for (std::string line; std::getline(in, line);) out.push_back(line);
+    }
+    return out;
+  }
+
+  const std::filesystem::path trace_dir_ =
+      std::filesystem::temp_directory_path() /
+      ("tokentap-request-phase-" + std::to_string(::getpid()) + "-" +
+       ::testing::UnitTest::GetInstance()->current_test_info()->name());
   canned_upstream upstream_;
   stack stack_;
 };
@@ -97,6 +120,19 @@ TEST_F(RequestPhase, AHookAnswersLocallyAndNothingIsForwarded) {
   }
   EXPECT_EQ(rejected, 1);
   EXPECT_EQ(by_code, 1);
+
+  // The trace has both: the rejected one with its status and no response.
+  std::vector<std::string> lines;
+  for (int i = 0; i < 200 && lines.size() < 2; ++i) {
+    lines = records();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(lines.size(), 2u);
+  const auto rejected_line =
+      lines[0].find(R"("outcome":"rejected")") != std::string::npos ? lines[0] : lines[1];
+  EXPECT_NE(rejected_line.find(R"("outcome":"rejected")"), std::string::npos) << rejected_line;
+  EXPECT_NE(rejected_line.find(R"("status":429)"), std::string::npos) << rejected_line;
+  EXPECT_NE(rejected_line.find(R"("model":"blocked")"), std::string::npos) << rejected_line;
 }
 
 // The local answer speaks the path's provider: an Anthropic client gets Anthropic's error shape.
