@@ -72,8 +72,6 @@ class RequestPhase : public ::testing::Test {
                     [](const config::config&) { return std::make_shared<gatekeeper_factory>(); });
             }) {}
 
-  ~RequestPhase() override { std::filesystem::remove_all(trace_dir_); }
-
   // The trace records written so far, a line each.
   std::vector<std::string> records() const {
     std::vector<std::string> out;
@@ -85,10 +83,17 @@ class RequestPhase : public ::testing::Test {
     return out;
   }
 
-  const std::filesystem::path trace_dir_ =
-      std::filesystem::temp_directory_path() /
-      ("tokentap-request-phase-" + std::to_string(::getpid()) + "-" +
-       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  // Removed after the proxy (declared before it): its trace writer may still be writing there.
+  struct temp_dir : std::filesystem::path {
+    using std::filesystem::path::path;
+    ~temp_dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(*this, ec);
+    }
+  };
+  const temp_dir trace_dir_{std::filesystem::temp_directory_path() /
+                            ("tokentap-request-phase-" + std::to_string(::getpid()) + "-" +
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name())};
   canned_upstream upstream_;
   stack stack_;
 };
