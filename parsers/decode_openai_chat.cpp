@@ -1,0 +1,165 @@
+// OpenAI chat completions chunks (and llama.cpp, whose native /completion shares the walk):
+// the one-pass reader first (openai_chunk.hpp), simdjson for what it declines.
+#include "parsers/decoder_impl.hpp"
+
+namespace tokentap::parsers {
+
+bool stream_decoder::impl::chat_chunk(std::string_view payload, std::int64_t t_ns) {
+  auto& reader = thread_chunk_reader();
+  if (!reader.read(payload, &chunk_shape)) return false;
+  if (chunk_shape.fits_last()) {
+    fit_doc = payload.data();
+    fit_size = static_cast<std::uint32_t>(payload.size());  // <= max_bytes
+  }
+  using field = openai_chunk_reader::field;
+  for (const auto& part : reader.parts()) {
+    switch (part.what) {
+      case field::content:
+        content(part.text, t_ns, part.choice);
+        break;
+      case field::reasoning:
+        token(channel::reasoning, part.text, t_ns, part.choice);
+        break;
+      case field::tool_arguments:
+        token(channel::tool, part.text, t_ns, part.choice);
+        break;
+      case field::finish_reason:
+        h->on_finish_reason(part.text, part.choice);
+        break;
+    }
+  }
+  return true;
+}
+
+std::uint32_t stream_decoder::impl::choice_index(od::value v) {
+  std::int64_t i = 0;
+  if (v.get_int64().get(i) || i < 0 || i > 0x7fffffff) return 0;
+  return static_cast<std::uint32_t>(i);
+}
+
+void stream_decoder::impl::read_delta(od::value v, choice_parts& c, int source) {
+  fields(v, [&](std::string_view k, od::value dv) {
+    if (k == "content") {
+      c.content[source] = str(dv);
+    } else if (k == "reasoning_content") {
+      c.reasoning_content[source] = str(dv);
+    } else if (k == "reasoning") {
+      c.reasoning[source] = str(dv);
+    } else if (k == "tool_calls") {
+      auto& range = c.tools[source];
+      range[0] = static_cast<std::uint32_t>(tool_texts.size());
+      elements(dv, [&](od::value call) {
+        fields(call, [&](std::string_view fk, od::value fv) {
+          if (fk == "function") {
+            fields(fv, [&](std::string_view ak, od::value av) {
+              if (ak == "arguments") tool_texts.push_back(str(av));
+            });
+          }
+        });
+      });
+      range[1] = static_cast<std::uint32_t>(tool_texts.size());
+    }
+  });
+}
+
+void stream_decoder::impl::emit_choice(const choice_parts& c, std::int64_t t_ns) {
+  const auto i = c.index;
+  for (int source = 0; source < 2; ++source) {
+    const auto r = c.reasoning_content[source];
+    token(channel::reasoning, r.empty() ? c.reasoning[source] : r, t_ns, i);
+  }
+  for (const auto text : c.content) content(text, t_ns, i);
+  for (const auto& range : c.tools)
+    for (auto j = range[0]; j < range[1]; ++j) token(channel::tool, tool_texts[j], t_ns, i);
+  finish_reason(c.finish, i);
+}
+
+void stream_decoder::impl::openai_usage(od::value u) {
+  std::int64_t details_cached = -1, hit = -1;
+  fields(u, [&](std::string_view k, od::value v) {
+    if (k == "prompt_tokens")
+      input = num(v);
+    else if (k == "completion_tokens")
+      output = num(v);
+    else if (k == "prompt_tokens_details") {
+      fields(v, [&](std::string_view k2, od::value v2) {
+        if (k2 == "cached_tokens") details_cached = num(v2);
+      });
+    } else if (k == "completion_tokens_details") {
+      fields(v, [&](std::string_view k2, od::value v2) {
+        if (k2 == "reasoning_tokens") reasoning = num(v2);
+      });
+    } else if (k == "prompt_cache_hit_tokens") {  // DeepSeek (which sends both)
+      hit = num(v);
+    }
+  });
+  const auto n = details_cached >= 0 ? details_cached : hit;
+  if (n >= 0) {
+    cached = n;
+    cache_fields = true;
+  }
+}
+
+void stream_decoder::impl::llamacpp_timings(od::value t) {
+  fields(t, [&](std::string_view k, od::value v) {
+    if (k == "prompt_n")
+      timings_prompt = num(v);
+    else if (k == "cache_n")
+      timings_cache = num(v);
+    else if (k == "predicted_n")
+      timings_predicted = num(v);
+  });
+  if (prov == provider::openai_chat) prov = provider::llamacpp;
+}
+
+bool stream_decoder::impl::decode_openai(od::value root, std::int64_t t_ns) {
+  choice_list.clear();
+  tool_texts.clear();
+  std::string_view top_content, stop_type;
+  std::int64_t tokens_cached = -1;
+  error_views err;
+  const bool ok = fields(root, [&](std::string_view k, od::value v) {
+    if (k == "choices") {
+      choice_list.clear();
+      tool_texts.clear();
+      elements(v, [&](od::value choice) {
+        auto& c = choice_list.emplace_back();
+        fields(choice, [&](std::string_view ck, od::value cv) {
+          if (ck == "delta")
+            read_delta(cv, c, 0);
+          else if (ck == "message")
+            read_delta(cv, c, 1);
+          else if (ck == "text")
+            c.content[2] = str(cv);
+          else if (ck == "finish_reason")
+            c.finish = str(cv);
+          else if (ck == "index")
+            c.index = choice_index(cv);
+        });
+      });
+    } else if (k == "usage") {
+      openai_usage(v);
+    } else if (k == "error") {
+      err = error_of(v);
+    } else if (k == "timings") {
+      llamacpp_timings(v);
+    } else if (k == "tokens_cached") {
+      tokens_cached = num(v);
+    } else if (k == "content") {  // native /completion (llama.cpp)
+      top_content = str(v);
+    } else if (k == "stop_type") {
+      stop_type = str(v);
+    }
+  });
+  if (!ok || json_error) return false;
+  if (tokens_cached >= 0 && timings_cache < 0) timings_cache = tokens_cached;
+  for (const auto& c : choice_list) emit_choice(c, t_ns);
+  if (prov == provider::llamacpp) {
+    content(top_content, t_ns);
+    if (stop_type != "none") finish_reason(stop_type);
+  }
+  report(err, t_ns);
+  return true;
+}
+
+}  // namespace tokentap::parsers
