@@ -12,7 +12,7 @@ cluster::cluster(const config::upstream_config& cfg, std::size_t first_id,
                  std::unique_ptr<load_balancer> balancer)
     : cfg_(&cfg), tls_(std::move(tls)), balancer_(std::move(balancer)) {
   for (const auto& u : cfg.endpoints) {
-    auto e = std::make_unique<endpoint>();
+    auto e = std::make_shared<endpoint>();
     e->id = first_id + endpoints_.size();
     e->target = u;
     e->host_header = u.host_header();

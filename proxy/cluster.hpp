@@ -16,8 +16,9 @@
 
 namespace tokentap::proxy {
 
-/// One address of a cluster, with what the proxy derives from it once.
-struct endpoint {
+/// One address of a cluster, with what the proxy derives from it once.  Shared: an exchange that
+/// counts on it keeps it alive (a hard stop destroys pending sessions after the clusters).
+struct endpoint : std::enable_shared_from_this<endpoint> {
   std::size_t id = 0;  ///< index among the endpoints of every cluster (the pools' key)
   config::url target;
   std::string host_header;  ///< its `Host` value
@@ -57,8 +58,8 @@ class cluster {
           std::unique_ptr<load_balancer> balancer = std::make_unique<least_request_balancer>());
 
   const config::upstream_config& cfg() const noexcept { return *cfg_; }
-  std::vector<std::unique_ptr<endpoint>>& endpoints() noexcept { return endpoints_; }
-  const std::vector<std::unique_ptr<endpoint>>& endpoints() const noexcept { return endpoints_; }
+  std::vector<std::shared_ptr<endpoint>>& endpoints() noexcept { return endpoints_; }
+  const std::vector<std::shared_ptr<endpoint>>& endpoints() const noexcept { return endpoints_; }
   /// The client TLS context of its https:// endpoints; nullptr for http://.
   boost::asio::ssl::context* tls() const noexcept { return tls_.get(); }
 
@@ -66,7 +67,7 @@ class cluster {
 
  private:
   const config::upstream_config* cfg_;
-  std::vector<std::unique_ptr<endpoint>> endpoints_;
+  std::vector<std::shared_ptr<endpoint>> endpoints_;
   std::shared_ptr<boost::asio::ssl::context> tls_;
   std::unique_ptr<load_balancer> balancer_;
 };
@@ -75,21 +76,19 @@ class cluster {
 class active_exchange {
  public:
   active_exchange() = default;
-  explicit active_exchange(endpoint* e) noexcept : e_(e) {
-    if (e_) e_->active.fetch_add(1, std::memory_order_relaxed);
-  }
+  explicit active_exchange(endpoint* e) noexcept { reset(e); }
   active_exchange(const active_exchange&) = delete;
   active_exchange& operator=(const active_exchange&) = delete;
   ~active_exchange() { reset(nullptr); }
   /// Now counted on `e` instead.
   void reset(endpoint* e) noexcept {
     if (e_) e_->active.fetch_sub(1, std::memory_order_relaxed);
-    e_ = e;
+    e_ = e != nullptr ? e->shared_from_this() : nullptr;
     if (e_) e_->active.fetch_add(1, std::memory_order_relaxed);
   }
 
  private:
-  endpoint* e_ = nullptr;
+  std::shared_ptr<endpoint> e_;
 };
 
 }  // namespace tokentap::proxy
