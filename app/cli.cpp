@@ -21,7 +21,7 @@
 #include "config/config.hpp"
 #include "config/log.hpp"
 #include "hooks/hook.hpp"
-#include "proxy/net.hpp"
+#include "net/net.hpp"
 #include "proxy/proxy_server.hpp"
 #include "replay/analyze.hpp"
 #include "replay/replay_send.hpp"
@@ -207,9 +207,9 @@ void run_until_stopped(const std::function<void()>& on_first,
                        const std::function<void()>& on_second,
                        const std::function<void()>& wait_done,
                        std::optional<double> timeout_s = std::nullopt) {
-  net::io_context ioc(1);
-  auto guard = net::make_work_guard(ioc);
-  net::signal_set signals(ioc, SIGINT, SIGTERM);
+  asio::io_context ioc(1);
+  auto guard = asio::make_work_guard(ioc);
+  asio::signal_set signals(ioc, SIGINT, SIGTERM);
   int count = 0;
   std::function<void(error_code, int)> on_signal = [&](error_code ec, int sig) {
     if (ec) return;
@@ -223,7 +223,7 @@ void run_until_stopped(const std::function<void()>& on_first,
     signals.async_wait(on_signal);
   };
   signals.async_wait(on_signal);
-  net::steady_timer timer(ioc);
+  asio::steady_timer timer(ioc);
   if (timeout_s) {
     timer.expires_after(std::chrono::milliseconds(static_cast<long>(*timeout_s * 1000)));
     timer.async_wait([&](error_code ec) {
@@ -232,7 +232,7 @@ void run_until_stopped(const std::function<void()>& on_first,
   }
   std::thread waiter([&] {
     wait_done();
-    net::post(ioc, [&] {
+    asio::post(ioc, [&] {
       error_code ignored;
       signals.cancel(ignored);
       timer.cancel();

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "proxy/net.hpp"
-#include "proxy/server_runtime.hpp"
+#include "net/net.hpp"
+#include "net/server_runtime.hpp"
 
 namespace tokentap::admin {
 
@@ -38,6 +38,6 @@ struct site {
 bool authorized(std::string_view authorization, std::string_view token) noexcept;
 
 /// Serves one accepted admin connection.
-void start_admin_session(tcp_socket socket, worker& w, std::shared_ptr<const site> s);
+void start_admin_session(tcp_socket socket, net::worker& w, std::shared_ptr<const site> s);
 
 }  // namespace tokentap::admin

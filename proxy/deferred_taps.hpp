@@ -5,7 +5,7 @@
 
 #include <boost/asio/post.hpp>
 
-#include "proxy/net.hpp"
+#include "net/net.hpp"
 
 namespace tokentap::proxy {
 
@@ -35,12 +35,12 @@ class deferred_step {
 // next read follows its tap), so the queue never holds more than one step per stream.  One per
 // io_context (an Asio service): its shutdown releases steps still queued.  The queue is linked
 // through the steps: queueing allocates nothing.
-class deferred_taps final : public net::execution_context::service {
+class deferred_taps final : public asio::execution_context::service {
  public:
-  static inline net::execution_context::id id;
+  static inline asio::execution_context::id id;
   static constexpr int per_drain = 16;
 
-  explicit deferred_taps(net::execution_context& ctx) : service(ctx) {}
+  explicit deferred_taps(asio::execution_context& ctx) : service(ctx) {}
 
   void push(deferred_step* step, io_executor ex) {
     // Counted here, on the io_context's own thread: not a cache line shared by the I/O threads
@@ -50,7 +50,7 @@ class deferred_taps final : public net::execution_context::service {
     tail_ = step;
     if (!posted_) {
       posted_ = true;
-      net::post(ex, drain_call{this, ex});
+      asio::post(ex, drain_call{this, ex});
     }
   }
 
@@ -100,7 +100,7 @@ class deferred_taps final : public net::execution_context::service {
     if (head_ == nullptr)
       posted_ = false;
     else
-      net::post(ex, drain_call{this, ex});  // behind the reads queued meanwhile
+      asio::post(ex, drain_call{this, ex});  // behind the reads queued meanwhile
   }
 
   // A drain still posted is destroyed unrun by the scheduler's shutdown, after this one.

@@ -5,8 +5,7 @@
 #include <array>
 #include <charconv>
 
-#include "parsers/json_out.hpp"
-#include "parsers/stream_decoder.hpp"
+#include "net/http_rules.hpp"
 
 namespace tokentap::proxy {
 
@@ -34,15 +33,6 @@ void for_each_token(std::string_view v, F&& f) {
 
 }  // namespace
 
-bool is_hop_by_hop(std::string_view name) noexcept {
-  static constexpr std::array<std::string_view, 9> names = {
-      "connection", "keep-alive",        "proxy-connection", "proxy-authenticate", "te",
-      "trailer",    "transfer-encoding", "upgrade",          "proxy-authorization"};
-  for (auto n : names)
-    if (iequals(n, name)) return true;
-  return false;
-}
-
 void append_field(std::string& out, std::string_view name, std::string_view value) {
   out.append(name.data(), name.size()).append(": ", 2);
   out.append(value.data(), value.size()).append("\r\n", 2);
@@ -53,7 +43,7 @@ void append_end_to_end(std::string& out, const http::fields& src,
   const auto connection = src[http::field::connection];
   for (const auto& f : src) {
     const auto name = f.name_string();
-    if (is_hop_by_hop(name)) continue;
+    if (net::is_hop_by_hop(name)) continue;
     bool skipped = false;
     for (auto s : skip)
       if (iequals(s, name)) skipped = true;
@@ -131,7 +121,7 @@ void append_client_response_head(std::string& out, const http::response_header<>
   out.reserve(out.size() + upstream.reason().size() + 120 + fields_size(upstream));
   append_status_line(out, version, upstream.result_int(), upstream.reason());
   // The proxy's own X-Accel-Buffering replaces an upstream's (Beast's set() did so, at the end).
-  const bool streaming = is_streaming_content_type(upstream[http::field::content_type]);
+  const bool streaming = net::is_streaming_content_type(upstream[http::field::content_type]);
   if (streaming) {
     append_end_to_end(out, upstream, {"content-length", "x-accel-buffering"});
     append_field(out, "X-Accel-Buffering", "no");
@@ -148,76 +138,6 @@ void append_client_response_head(std::string& out, const http::response_header<>
   else if (version < 11 && keep_alive)
     append_field(out, "Connection", "keep-alive");
   out.append("\r\n", 2);
-}
-
-bool is_secret_header(std::string_view name) noexcept {
-  static constexpr std::array<std::string_view, 7> names = {
-      "authorization", "x-api-key",           "api-key",       "cookie",
-      "set-cookie",    "proxy-authorization", "x-goog-api-key"};
-  for (auto n : names)
-    if (iequals(n, name)) return true;
-  return false;
-}
-
-std::string redact_target(std::string_view target) {
-  const auto q = target.find('?');
-  if (q == std::string_view::npos) return std::string(target);
-  std::string out(target.substr(0, q + 1));
-  std::string_view query = target.substr(q + 1);
-  bool first = true;
-  while (true) {
-    const auto amp = query.find('&');
-    const auto param = query.substr(0, amp);
-    const auto eq = param.find('=');
-    const auto name = param.substr(0, eq);
-    if (!first) out.push_back('&');
-    first = false;
-    if (eq != std::string_view::npos &&
-        (iequals(name, "key") || iequals(name, "api_key") || iequals(name, "api-key") ||
-         iequals(name, "access_token"))) {
-      out.append(name).append("=[redacted]");
-    } else {
-      out.append(param);
-    }
-    if (amp == std::string_view::npos) break;
-    query.remove_prefix(amp + 1);
-  }
-  return out;
-}
-
-bool is_streaming_content_type(std::string_view ct) noexcept {
-  auto starts = [&](std::string_view p) {
-    return ct.size() >= p.size() && iequals(ct.substr(0, p.size()), p);
-  };
-  return starts("text/event-stream") || starts("application/x-ndjson") ||
-         starts("application/jsonl") || starts("application/json-seq");
-}
-
-std::string error_body(unsigned status, std::string_view type, std::string_view message,
-                       std::string_view path) {
-  const auto provider = parsers::provider_from_path(path);
-  std::string out;
-  if (provider == parsers::provider::anthropic) {
-    out = R"({"type":"error","error":{"type":")";
-    json::append_escaped(out, type);
-    out += R"(","message":")";
-    json::append_escaped(out, message);
-    out += R"(","source":"tokentap"}})";
-  } else if (provider == parsers::provider::ollama || provider == parsers::provider::tgi) {
-    out = R"({"error":")";
-    json::append_escaped(out, message);
-    out += R"(","error_type":")";
-    json::append_escaped(out, type);
-    out += R"(","source":"tokentap"})";
-  } else {
-    out = R"({"error":{"type":")";
-    json::append_escaped(out, type);
-    out += R"(","message":")";
-    json::append_escaped(out, message);
-    out += R"(","code":)" + std::to_string(status) + R"(,"source":"tokentap"}})";
-  }
-  out.push_back('\n');
-  return out;
 }
 
 }  // namespace tokentap::proxy

@@ -1,6 +1,6 @@
 #pragma once
-// Header rules of a reverse proxy (RFC 9110 §7.6.1 hop-by-hop fields), secret redaction and the
-// JSON error bodies the proxy answers with when it cannot forward.
+// The proxy's two heads, written straight from the parsed fields: the request it forwards
+// upstream and the response head it sends the client (the field rules are net/http_rules.hpp).
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -14,9 +14,6 @@
 namespace tokentap::proxy {
 
 namespace http = boost::beast::http;
-
-/// Connection-specific fields never forwarded (plus any named in the `Connection` field).
-bool is_hop_by_hop(std::string_view name) noexcept;
 
 /// Appends `name: value` CRLF for every end-to-end field of `src`, in order: not hop-by-hop, not
 /// named by src's `Connection` header, not named in `skip` (case-insensitive).
@@ -71,24 +68,5 @@ void for_each_head_field(std::string_view head, F&& f) {
       f(line.substr(0, colon), line.substr(colon + 2));
   }
 }
-
-/// Headers whose values are secrets and never reach a log, trace or label.
-bool is_secret_header(std::string_view name) noexcept;
-
-/// The request target with the values of `key`, `api_key`, `api-key` and `access_token` query
-/// parameters replaced by `[redacted]`.
-std::string redact_target(std::string_view target);
-
-/// `text/event-stream` or NDJSON: a streamed body that must not be buffered by anyone.
-bool is_streaming_content_type(std::string_view content_type) noexcept;
-
-/// The body of an answer the proxy gives itself, shaped like the errors of the provider that
-/// `path` (the request's, without its query) speaks, so that its SDK surfaces type and message:
-///  - Anthropic: `{"type":"error","error":{"type":…,"message":…,"source":"tokentap"}}`;
-///  - Ollama, TGI: `{"error":message,"error_type":type,"source":"tokentap"}`;
-///  - OpenAI and compatible servers, and unknown paths:
-///    `{"error":{"type":…,"message":…,"code":status,"source":"tokentap"}}`.
-std::string error_body(unsigned status, std::string_view type, std::string_view message,
-                       std::string_view path = {});
 
 }  // namespace tokentap::proxy

@@ -5,11 +5,11 @@
 #include "config/log.hpp"
 #include "hooks/hook_chain.hpp"
 #include "hooks/metrics.hpp"
+#include "net/tls.hpp"
 #include "proxy/admin.hpp"
 #include "proxy/cluster.hpp"
 #include "proxy/deferred_taps.hpp"
 #include "proxy/proxy_session.hpp"
-#include "proxy/tls.hpp"
 #include "proxy/upstream_pool.hpp"
 
 namespace tokentap::proxy {
@@ -48,7 +48,7 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
                    << ": TLS certificate verification is OFF (tls_verify: false); anyone on the "
                       "path can impersonate it";
     shared_->clusters.push_back(std::make_unique<cluster>(
-        up, endpoints, https ? tls::make_client_context(up.tls_verify, up.ca_file) : nullptr));
+        up, endpoints, https ? net::tls_client_context(up.tls_verify, up.ca_file) : nullptr));
     endpoints += up.endpoints.size();
   }
   for (unsigned i = 0; i < runtime_.size(); ++i)
@@ -66,8 +66,8 @@ void proxy_server::start() {
   auto* shared = shared_.get();
   endpoint_ = runtime_.listen(
       cfg.listen.host, cfg.listen.port,
-      [shared](tcp_socket s, worker& w) { start_proxy_session(std::move(s), w, *shared); },
-      cfg.limits.max_connections, listener_role::traffic, cfg.reuse_port);
+      [shared](tcp_socket s, net::worker& w) { start_proxy_session(std::move(s), w, *shared); },
+      cfg.limits.max_connections, net::listener_role::traffic, cfg.reuse_port);
 
   auto site = std::make_shared<admin::site>();
   site->bearer_token = cfg.admin_token;
@@ -97,10 +97,10 @@ void proxy_server::start() {
   std::shared_ptr<const admin::site> admin_site = std::move(site);
   admin_endpoint_ = runtime_.listen(
       cfg.admin.host, cfg.admin.port,
-      [admin_site](tcp_socket s, worker& w) {
+      [admin_site](tcp_socket s, net::worker& w) {
         admin::start_admin_session(std::move(s), w, admin_site);
       },
-      1024, listener_role::control);
+      1024, net::listener_role::control);
   runtime_.start();
 }
 
@@ -119,11 +119,11 @@ void proxy_server::join() {
 // A per-io_context counter of an Asio service, summed over the I/O threads (0 where the service
 // was never made).
 template <class Service, class Count>
-static std::uint64_t sum_over_workers(server_runtime& rt, Count count) {
+static std::uint64_t sum_over_workers(net::server_runtime& rt, Count count) {
   std::uint64_t n = 0;
   for (unsigned i = 0; i < rt.size(); ++i) {
     auto& ioc = rt.at(i).ioc;
-    if (net::has_service<Service>(ioc)) n += count(net::use_service<Service>(ioc));
+    if (asio::has_service<Service>(ioc)) n += count(asio::use_service<Service>(ioc));
   }
   return n;
 }

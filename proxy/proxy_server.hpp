@@ -15,7 +15,7 @@
 namespace tokentap::hooks {
 class metrics_registry;
 }
-#include "proxy/server_runtime.hpp"
+#include "net/server_runtime.hpp"
 
 namespace tokentap::hooks {
 class hook_registry;
@@ -47,7 +47,7 @@ struct proxy_shared {
   /// The metrics hook runs: the proxy's own answers are counted among the requests too.
   bool count_local_replies = false;
   proxy_stats stats;
-  server_runtime* runtime = nullptr;
+  net::server_runtime* runtime = nullptr;
 };
 
 class proxy_server {
@@ -85,7 +85,7 @@ class proxy_server {
 
  private:
   // The runtime outlives the shared state: pools and sessions hold sockets of its io_contexts.
-  server_runtime runtime_;
+  net::server_runtime runtime_;
   std::unique_ptr<proxy_shared> shared_;
   tcp::endpoint endpoint_, admin_endpoint_;
 };

@@ -27,13 +27,14 @@
 #include "config/log.hpp"
 #include "hooks/metrics.hpp"
 #include "hooks/tap.hpp"
+#include "net/http_rules.hpp"
+#include "net/rx_stamp.hpp"
 #include "parsers/http_body.hpp"
 #include "parsers/request_inspector.hpp"
 #include "proxy/cluster.hpp"
 #include "proxy/deferred_taps.hpp"
 #include "proxy/http_util.hpp"
 #include "proxy/proxy_server.hpp"
-#include "proxy/rx_stamp.hpp"
 #include "proxy/upstream_pool.hpp"
 
 namespace tokentap::proxy {
@@ -43,17 +44,17 @@ namespace {
 using hooks::stream_outcome;
 
 bool is_disconnect(const error_code& ec) {
-  return ec == net::error::eof || ec == net::error::connection_reset ||
-         ec == net::error::broken_pipe || ec == net::error::operation_aborted ||
-         ec == net::error::not_connected || ec == net::error::bad_descriptor ||
+  return ec == asio::error::eof || ec == asio::error::connection_reset ||
+         ec == asio::error::broken_pipe || ec == asio::error::operation_aborted ||
+         ec == asio::error::not_connected || ec == asio::error::bad_descriptor ||
          ec == http::error::end_of_stream;
 }
 
 // Errors on a reused keep-alive connection that mean "the upstream closed it while idle": the
 // request never reached a live server, so one retry on a fresh connection is safe.
 bool is_stale_connection(const error_code& ec) {
-  return ec == http::error::end_of_stream || ec == net::error::eof ||
-         ec == net::error::connection_reset || ec == net::error::broken_pipe;
+  return ec == http::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
 }
 
 double ms_between(clock::time_point a, clock::time_point b) {
@@ -121,8 +122,8 @@ class chunk_header {
     } while (n != 0);
     begin_ = i;
   }
-  net::const_buffer buffer() const noexcept {
-    return net::buffer(buf_ + begin_, sizeof buf_ - begin_);
+  asio::const_buffer buffer() const noexcept {
+    return asio::buffer(buf_ + begin_, sizeof buf_ - begin_);
   }
 
  private:
@@ -130,11 +131,11 @@ class chunk_header {
   std::size_t begin_ = sizeof buf_;  // an offset, not a pointer: copies stay valid
 };
 
-class proxy_session final : public session_base,
+class proxy_session final : public net::session_base,
                             public std::enable_shared_from_this<proxy_session> {
  public:
-  proxy_session(tcp_socket socket, worker& w, proxy_shared& shared)
-      : session_base(w), shared_(shared), client_(std::move(socket)) {
+  proxy_session(tcp_socket socket, net::worker& w, proxy_shared& shared)
+      : net::session_base(w), shared_(shared), client_(std::move(socket)) {
     error_code ec;
     const auto ep = client_.socket().remote_endpoint(ec);
     if (!ec) peer_ = ep.address().to_string();
@@ -197,7 +198,7 @@ class proxy_session final : public session_base,
     if (parser.get()[http::field::expect] == "100-continue" && !parser.is_done()) {
       static constexpr std::string_view cont = "HTTP/1.1 100 Continue\r\n\r\n";
       error_code wec;
-      co_await net::async_write(client_, net::buffer(cont), use_ec(wec));
+      co_await asio::async_write(client_, asio::buffer(cont), use_ec(wec));
       if (wec) co_return false;
     }
     if (!parser.is_done()) {
@@ -290,7 +291,7 @@ class proxy_session final : public session_base,
     ex.head = req.method() == http::verb::head;
     ex.client_version = req.version();
     ex.client_keep_alive = req.keep_alive();
-    ex.target_redacted = redact_target(req.target());
+    ex.target_redacted = net::redact_target(req.target());
     if (timeouts().total.count() > 0) ex.deadline = ex.start + timeouts().total;
   }
 
@@ -492,9 +493,9 @@ class proxy_session final : public session_base,
     lowest.expires_at(bounded(ex, timeouts().upstream_header));
     {
       // The head in one buffer, the body as it is: one gathered write.
-      const std::array<net::const_buffer, 2> request{net::buffer(ex.request_head),
-                                                     net::buffer(ex.request_body)};
-      co_await net::async_write(up, request, use_ec(ec));
+      const std::array<asio::const_buffer, 2> request{asio::buffer(ex.request_head),
+                                                      asio::buffer(ex.request_body)};
+      co_await asio::async_write(up, request, use_ec(ec));
     }
     if (ec) {
       if (may_retry && !client_gone_ && is_stale_connection(ec)) co_return attempt_result::retry;
@@ -567,7 +568,7 @@ class proxy_session final : public session_base,
     // End of body: the terminating chunk (chunked) or nothing (content-length, or close).
     if (chunked) {
       client_.expires_after(timeouts().client_write);
-      co_await net::async_write(client_, net::buffer(last_chunk, 5), use_ec(ec));
+      co_await asio::async_write(client_, asio::buffer(last_chunk, 5), use_ec(ec));
     }
     client_.expires_never();
     if (ec) {
@@ -599,7 +600,7 @@ class proxy_session final : public session_base,
     append_client_response_head(head, ures, ex.client_version, framed_length, chunked,
                                 ex.client_keep_alive);
     client_.expires_after(timeouts().client_write);
-    co_await net::async_write(client_, net::buffer(head), use_ec(ec));
+    co_await asio::async_write(client_, asio::buffer(head), use_ec(ec));
     co_return chunked;
   }
 
@@ -646,7 +647,7 @@ class proxy_session final : public session_base,
     res.set(http::field::content_type, "application/json");
     res.set(http::field::cache_control, "no-store");
     const std::string_view target = ex.target_redacted;
-    res.body() = error_body(status, type, message, target.substr(0, target.find('?')));
+    res.body() = net::error_body(status, type, message, target.substr(0, target.find('?')));
     const bool keep = ex.client_keep_alive && status < 500 && status != 400 && status != 413 &&
                       status != 431 && !draining_;
     ex.client_keep_alive = keep;
@@ -685,7 +686,7 @@ class proxy_session final : public session_base,
   }
 
   void on_client_readable(error_code ec, std::uint64_t gen) {
-    if (gen != watch_gen_ || !watching_ || ec == net::error::operation_aborted) return;
+    if (gen != watch_gen_ || !watching_ || ec == asio::error::operation_aborted) return;
     watching_ = false;
     if (!ec) {
       char byte;
@@ -739,7 +740,7 @@ class proxy_session final : public session_base,
       early_ = conn_.buffer.size() > 0;
       release_head_buffer();
       if (body_.done()) {  // Content-Length: 0.  Completed through the executor, never inline.
-        net::post(up_.get_executor(), step<&relay_op::body_done>(this));
+        asio::post(up_.get_executor(), step<&relay_op::body_done>(this));
         return;
       }
       note_hot_lines();
@@ -755,18 +756,18 @@ class proxy_session final : public session_base,
         // the first reads.  Completed through the executor, never inline.
         auto& early = conn_.buffer;
         const auto n =
-            net::buffer_copy(net::buffer(s_.relay_buf_.get(), s_.relay_size_), early.data());
+            asio::buffer_copy(asio::buffer(s_.relay_buf_.get(), s_.relay_size_), early.data());
         early.consume(n);
         early_ = early.size() > 0;
         release_head_buffer();
-        net::post(up_.get_executor(), step<&relay_op::on_read>(this, n));
+        asio::post(up_.get_executor(), step<&relay_op::on_read>(this, n));
         return;
       }
       s_.set_relay_deadline(s_.upstream_deadline_, s_.bounded(ex_, s_.timeouts().idle, now));
       if constexpr (std::is_same_v<Upstream, tcp_socket>) {
         if (conn_.stamped) return stamped_read();
       }
-      up_.async_read_some(net::buffer(s_.relay_buf_.get(), s_.relay_size_),
+      up_.async_read_some(asio::buffer(s_.relay_buf_.get(), s_.relay_size_),
                           step<&relay_op::on_read>(this));
     }
 
@@ -804,7 +805,7 @@ class proxy_session final : public session_base,
     // docs/perf-decisions.md, "Kernel receive stamps".
     void stamped_read() {
       if (stamped_full_) {
-        net::post(up_.get_executor(), step<&relay_op::on_readable>(this));
+        asio::post(up_.get_executor(), step<&relay_op::on_readable>(this));
         return;
       }
       wait_readable();
@@ -821,12 +822,12 @@ class proxy_session final : public session_base,
           // What the handling of these bytes touches first, fetched while the kernel copies them.
           hot_.prefetch();
           iovec iov{s_.relay_buf_.get(), s_.relay_size_};
-          if (!recv_stamped(up_.native_handle(), &iov, 1, 0, got, ec, rx_real_ns_)) {
+          if (!net::recv_stamped(up_.native_handle(), &iov, 1, 0, got, ec, rx_real_ns_)) {
             stamped_full_ = false;  // nothing there (yet): wait for it
             // Unless the deadline fired while this try was posted: its cancel found no wait to
             // end, and a wait now would have no deadline.
             if (!s_.upstream_timed_out_) return wait_readable();
-            ec = net::error::operation_aborted;  // (on_read reports it as the timeout)
+            ec = asio::error::operation_aborted;  // (on_read reports it as the timeout)
           }
         }
         stamped_full_ = !ec && got == s_.relay_size_;
@@ -865,7 +866,7 @@ class proxy_session final : public session_base,
       if (body_.failed() != bad::none) {
         ec = body_.failed() == bad::trailers_too_long ? http::error::header_limit
                                                       : http::error::bad_chunk;
-      } else if (ec == net::error::eof) {
+      } else if (ec == asio::error::eof) {
         ec = body_.close() ? error_code{} : error_code(http::error::partial_message);
       }
       read_ec_ = ec;
@@ -875,9 +876,9 @@ class proxy_session final : public session_base,
       const char* data = s_.relay_buf_.get() + at_;
       if (chunked_) {
         hdr_.set(n_);
-        bufs_ = {hdr_.buffer(), net::buffer(data, n_), net::buffer(crlf, 2)};
+        bufs_ = {hdr_.buffer(), asio::buffer(data, n_), asio::buffer(crlf, 2)};
       } else {
-        bufs_ = {net::buffer(data, n_), net::const_buffer(), net::const_buffer()};
+        bufs_ = {asio::buffer(data, n_), asio::const_buffer(), asio::const_buffer()};
       }
       // The write is tried here, on the non-blocking socket (what Asio's write would do first
       // too), so that `sent_ns_` is when the kernel took the bytes: the tap's `written` time and
@@ -888,7 +889,7 @@ class proxy_session final : public session_base,
       sent_ns_ = 0;
       if (s_.client_nonblocking_) {
         error_code ec;
-        const auto total = net::buffer_size(bufs_);
+        const auto total = asio::buffer_size(bufs_);
         const auto sent = client.write_some(bufs_, ec);
         if (!ec && sent == total) {
           sent_ns_ = mono_now_ns();
@@ -902,13 +903,13 @@ class proxy_session final : public session_base,
             return tap_then_next();
           }
           taps_service().count_behind();
-          net::post(up_.get_executor(), step<&relay_op::on_write>(this, sent));
+          asio::post(up_.get_executor(), step<&relay_op::on_write>(this, sent));
           return;
         }
         if (!ec) consume(sent);  // (an error is reported again by the write below)
       }
       s_.set_relay_deadline(s_.write_deadline_, now + s_.timeouts().client_write);
-      net::async_write(client, bufs_, step<&relay_op::on_write>(this));
+      asio::async_write(client, bufs_, step<&relay_op::on_write>(this));
     }
 
     // When the bytes just read reached the socket, from the kernel's receive stamp (wall
@@ -918,7 +919,7 @@ class proxy_session final : public session_base,
     // read a few ns apart); a wait the wall clock cannot vouch for — it stepped between the
     // stamp and now — leaves the read time.
     void arrival(std::int64_t previous) {
-      const auto waited = realtime_ns() - rx_real_ns_;
+      const auto waited = net::realtime_ns() - rx_real_ns_;
       if (waited < 0 || waited > max_rx_wait_ns) return;
       rx_wait_ns_ = waited;
       arrived_ns_ = std::max(read_ns_ - waited, previous);
@@ -969,7 +970,7 @@ class proxy_session final : public session_base,
 
     deferred_taps& taps_service() {
       if (deferred_ == nullptr)
-        deferred_ = &net::use_service<deferred_taps>(up_.get_executor().context());
+        deferred_ = &asio::use_service<deferred_taps>(up_.get_executor().context());
       return *deferred_;
     }
 
@@ -1067,19 +1068,19 @@ class proxy_session final : public session_base,
     std::size_t n_ = 0;                  // payload bytes among them
     std::size_t at_ = 0;                 // where in the relay buffer they start
     chunk_header hdr_;
-    std::array<net::const_buffer, 3> bufs_{};
+    std::array<asio::const_buffer, 3> bufs_{};
     parsers::hot_lines hot_;  // for the next read (note_hot_lines)
   };
 
   template <class Upstream>
   awaitable<bool> relay(Upstream& up, upstream_connection& conn, exchange& ex,
                         parsers::http_body_decoder& body, bool chunked) {
-    return net::async_initiate<const net::use_awaitable_t<io_executor>&, void(bool)>(
+    return asio::async_initiate<const asio::use_awaitable_t<io_executor>&, void(bool)>(
         [self = this, up = &up, conn = &conn, ex = &ex, body = &body, chunked](auto handler) {
           using op = relay_op<Upstream, std::decay_t<decltype(handler)>>;
           (new op(*self, *up, *conn, *ex, *body, chunked, std::move(handler)))->start(clock::now());
         },
-        net::use_awaitable_t<io_executor>{});
+        asio::use_awaitable_t<io_executor>{});
   }
 
   // ---------------------------------------------------------------- relay timeouts
@@ -1115,7 +1116,7 @@ class proxy_session final : public session_base,
     relay_timer_at_ = at;
     relay_timer_.expires_at(at);  // a wait in progress ends with operation_aborted
     relay_timer_.async_wait([self = shared_from_this(), gen = ++relay_gen_](error_code ec) {
-      if (ec != net::error::operation_aborted && gen == self->relay_gen_) self->on_relay_timer();
+      if (ec != asio::error::operation_aborted && gen == self->relay_gen_) self->on_relay_timer();
     });
   }
 
@@ -1176,7 +1177,7 @@ class proxy_session final : public session_base,
 
   // A header as the taps see it: a secret's value replaced (it never reaches a hook).
   static hooks::header_view redacted(std::string_view name, std::string_view value) noexcept {
-    return {name, is_secret_header(name) ? std::string_view("[redacted]") : value};
+    return {name, net::is_secret_header(name) ? std::string_view("[redacted]") : value};
   }
 
   // The request head's fields, as views for the taps.
@@ -1254,10 +1255,10 @@ class proxy_session final : public session_base,
 
 }  // namespace
 
-void start_proxy_session(tcp_socket socket, worker& w, proxy_shared& shared) {
+void start_proxy_session(tcp_socket socket, net::worker& w, proxy_shared& shared) {
   auto s = std::make_shared<proxy_session>(std::move(socket), w, shared);
-  net::co_spawn(w.ioc, proxy_session::run(std::move(s)),
-                [](std::exception_ptr e) { log_escaped_exception(e, "proxy session"); });
+  asio::co_spawn(w.ioc, proxy_session::run(std::move(s)),
+                 [](std::exception_ptr e) { log_escaped_exception(e, "proxy session"); });
 }
 
 }  // namespace tokentap::proxy

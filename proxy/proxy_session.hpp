@@ -3,8 +3,8 @@
 #include <cstddef>
 #include <memory>
 
-#include "proxy/net.hpp"
-#include "proxy/server_runtime.hpp"
+#include "net/net.hpp"
+#include "net/server_runtime.hpp"
 
 namespace tokentap::proxy {
 
@@ -22,6 +22,6 @@ inline constexpr unsigned relay_buffer_doublings = [] {
 }();
 
 /// Starts serving an accepted client connection on its worker's thread.
-void start_proxy_session(tcp_socket socket, worker& w, proxy_shared& shared);
+void start_proxy_session(tcp_socket socket, net::worker& w, proxy_shared& shared);
 
 }  // namespace tokentap::proxy

@@ -6,15 +6,15 @@
 
 #include <boost/asio/ssl/host_name_verification.hpp>
 
+#include "net/rx_stamp.hpp"
 #include "proxy/cluster.hpp"
-#include "proxy/rx_stamp.hpp"
 
 namespace tokentap::proxy {
 
 upstream_connection::upstream_connection(io_executor ex)
     : stream_(std::in_place_type<plain_stream>, ex) {}
 
-upstream_connection::upstream_connection(io_executor ex, net::ssl::context& ctx)
+upstream_connection::upstream_connection(io_executor ex, asio::ssl::context& ctx)
     : stream_(std::in_place_type<tls_stream>, ex, ctx) {}
 
 tcp_stream& upstream_connection::lowest() noexcept {
@@ -52,13 +52,14 @@ bool still_usable(upstream_connection& c) {
 
 bool is_ip_literal(const std::string& host) {
   error_code ec;
-  net::ip::make_address(host, ec);
+  asio::ip::make_address(host, ec);
   return !ec;
 }
 
 }  // namespace
 
-upstream_pool::upstream_pool(net::io_context& ioc, const config::config& cfg, std::size_t endpoints)
+upstream_pool::upstream_pool(asio::io_context& ioc, const config::config& cfg,
+                             std::size_t endpoints)
     : ioc_(ioc), cfg_(cfg), idle_(endpoints) {}
 
 std::unique_ptr<upstream_connection> upstream_pool::take(const cluster& c, const endpoint& e) {
@@ -119,19 +120,19 @@ awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(const clu
   tcp_layer.socket().set_option(tcp::no_delay(true), ec);  // tokens are small: no Nagle delay
   ec = {};
   // (Refused, the reads carry no stamp: the relay then reads as for TLS, timed at read time.)
-  if (!conn->is_tls()) conn->stamped = enable_rx_stamps(tcp_layer.socket().native_handle());
+  if (!conn->is_tls()) conn->stamped = net::enable_rx_stamps(tcp_layer.socket().native_handle());
   if (conn->is_tls()) {
     co_await conn->visit([&](auto& s) -> awaitable<void> {
       using S = std::decay_t<decltype(s)>;
       if constexpr (std::is_same_v<S, upstream_connection::tls_stream>) {
         if (!is_ip_literal(target.host) &&
             !SSL_set_tlsext_host_name(s.native_handle(), target.host.c_str())) {
-          ec = error_code(static_cast<int>(::ERR_get_error()), net::error::get_ssl_category());
+          ec = error_code(static_cast<int>(::ERR_get_error()), asio::error::get_ssl_category());
           co_return;
         }
-        if (up.tls_verify) s.set_verify_callback(net::ssl::host_name_verification(target.host));
+        if (up.tls_verify) s.set_verify_callback(asio::ssl::host_name_verification(target.host));
         tcp_layer.expires_at(deadline);
-        co_await s.async_handshake(net::ssl::stream_base::client, use_ec(ec));
+        co_await s.async_handshake(asio::ssl::stream_base::client, use_ec(ec));
       }
     });
     if (ec) {

@@ -11,7 +11,7 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "config/config.hpp"
-#include "proxy/net.hpp"
+#include "net/net.hpp"
 
 namespace tokentap::proxy {
 
@@ -23,7 +23,7 @@ class upstream_connection {
   using tls_stream = beast::ssl_stream<tcp_stream>;
 
   explicit upstream_connection(io_executor ex);
-  upstream_connection(io_executor ex, net::ssl::context& ctx);
+  upstream_connection(io_executor ex, asio::ssl::context& ctx);
 
   tcp_stream& lowest() noexcept;
   bool is_tls() const noexcept { return std::holds_alternative<tls_stream>(stream_); }
@@ -57,7 +57,7 @@ struct endpoint;
 class upstream_pool {
  public:
   /// `endpoints`: how many endpoints the clusters have together (their ids run below it).
-  upstream_pool(net::io_context& ioc, const config::config& cfg, std::size_t endpoints);
+  upstream_pool(asio::io_context& ioc, const config::config& cfg, std::size_t endpoints);
 
   /// A healthy idle connection to endpoint `e` of `c`, or nullptr.  Connections past their idle
   /// TTL or already closed by the peer are discarded here.
@@ -78,7 +78,7 @@ class upstream_pool {
   }
 
  private:
-  net::io_context& ioc_;
+  asio::io_context& ioc_;
   const config::config& cfg_;
   std::vector<std::deque<std::unique_ptr<upstream_connection>>> idle_;  // by endpoint id
 };

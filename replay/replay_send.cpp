@@ -15,9 +15,9 @@
 #include <boost/beast/http.hpp>
 
 #include "hooks/hook_chain.hpp"
+#include "net/http_rules.hpp"
+#include "net/net.hpp"
 #include "parsers/json_out.hpp"
-#include "proxy/http_util.hpp"
-#include "proxy/net.hpp"
 #include "replay/analyze.hpp"
 
 namespace tokentap::replay {
@@ -46,7 +46,7 @@ struct capture_factory : hooks::hook_factory {
 
 // Headers a replayed request keeps: no secrets (they were redacted), nothing connection-specific.
 bool replayable(std::string_view name, std::string_view value) {
-  if (value == "[redacted]" || proxy::is_hop_by_hop(name)) return false;
+  if (value == "[redacted]" || net::is_hop_by_hop(name)) return false;
   for (std::string_view skip :
        {"host", "content-length", "x-forwarded-for", "x-forwarded-proto", "accept-encoding"})
     if (beast::iequals(name, skip)) return false;
@@ -54,7 +54,7 @@ bool replayable(std::string_view name, std::string_view value) {
 }
 
 awaitable<void> send_one(const record& r, const send_options& o, measured& m) {
-  auto ex = co_await net::this_coro::executor;
+  auto ex = co_await asio::this_coro::executor;
   error_code ec;
   tcp_resolver resolver(ex);
   auto results = co_await resolver.async_resolve(o.host, std::to_string(o.port), use_ec(ec));
@@ -134,7 +134,7 @@ send_result send(const std::vector<record>& records, const send_options& o) {
   send_result res;
   res.replayed.resize(records.size());
   for (std::size_t i = 0; i < records.size(); ++i) res.replayed[i].id = records[i].id;
-  net::io_context ioc(1);
+  asio::io_context ioc(1);
   std::size_t done = 0;
   std::mutex mu;
   auto finished = [&] {
@@ -152,7 +152,7 @@ send_result send(const std::vector<record>& records, const send_options& o) {
     // A closed loop: N clients, each taking the next recorded request when done.
     auto next = std::make_shared<std::size_t>(0);
     for (unsigned c = 0; c < o.concurrency; ++c) {
-      net::co_spawn(
+      asio::co_spawn(
           ioc,
           [&, next]() -> awaitable<void> {
             while (*next < records.size()) {
@@ -161,7 +161,7 @@ send_result send(const std::vector<record>& records, const send_options& o) {
               finished();
             }
           },
-          net::detached);
+          asio::detached);
     }
   } else {
     // The recorded arrival pattern (scaled by speed), or a fixed rate.
@@ -176,11 +176,11 @@ send_result send(const std::vector<record>& records, const send_options& o) {
       else if (first >= 0)
         offset_ms = static_cast<double>(std::max<std::int64_t>(0, records[i].start_us - first)) /
                     1000.0 / o.speed;
-      net::co_spawn(
+      asio::co_spawn(
           ioc,
           // t0 by value: this block ends before ioc.run() runs the coroutines (found by ASan).
           [&, i, offset_ms, t0]() -> awaitable<void> {
-            steady_timer t(co_await net::this_coro::executor);
+            steady_timer t(co_await asio::this_coro::executor);
             t.expires_at(t0 +
                          std::chrono::microseconds(static_cast<std::int64_t>(offset_ms * 1000)));
             error_code ec;
@@ -188,7 +188,7 @@ send_result send(const std::vector<record>& records, const send_options& o) {
             co_await send_one(records[i], o, res.replayed[i]);
             finished();
           },
-          net::detached);
+          asio::detached);
     }
   }
   ioc.run();

@@ -1,10 +1,11 @@
 #include "replay/replay_server.hpp"
 
-#include <boost/asio/write.hpp>
-#include <boost/beast/http.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/message.hpp>
 
-#include "config/log.hpp"
-#include "proxy/http_util.hpp"
+#include "net/http_rules.hpp"
+#include "net/http_server.hpp"
 
 namespace tokentap::replay {
 
@@ -30,90 +31,48 @@ std::string hex(std::uint64_t v) {
   return buf;
 }
 
-class replay_session final : public session_base,
-                             public std::enable_shared_from_this<replay_session> {
- public:
-  replay_session(tcp_socket s, worker& w, replay_server& srv, double speed)
-      : session_base(w), stream_(std::move(s)), server_(srv), speed_(speed) {}
-
-  static awaitable<void> run(std::shared_ptr<replay_session> self) {
-    error_code ec;
-    beast::flat_buffer buf;
-    while (!self->draining_) {
-      http::request_parser<http::string_body> parser;
-      parser.body_limit(64u << 20);
-      self->idle_ = true;
-      self->stream_.expires_after(std::chrono::seconds(120));
-      co_await http::async_read(self->stream_, buf, parser, use_ec(ec));
-      self->idle_ = false;
-      if (ec) break;
-      self->stream_.expires_never();
-      auto req = parser.release();
-      const bool keep = co_await self->answer(req);
-      if (!keep || !req.keep_alive()) break;
-    }
-    error_code ignored;
-    self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    self->stream_.close();
+// One recorded response, at its recorded pace (scaled by `speed`).
+awaitable<bool> answer(net::http_connection<tcp_stream>& c, net::http_request& req,
+                       replay_server& server, double speed) {
+  const auto start = clock::now();
+  std::uint64_t hash = 0;
+  const record* r = server.match(req.method_string(), req.target(), req.body(), hash);
+  if (!r) {
+    co_return co_await c.reply(req, 404,
+                               net::error_body(404, "no_recorded_response",
+                                               "no recorded request matches hash " + hex(hash) +
+                                                   " (" + std::string(req.method_string()) + " " +
+                                                   net::redact_target(req.target()) + ")"));
   }
-
-  void drain() noexcept override {
-    draining_ = true;
-    if (idle_) stream_.close();
+  auto at = [&](double ms) {
+    return start + std::chrono::microseconds(static_cast<std::int64_t>(ms * 1000.0 / speed));
+  };
+  steady_timer timer(c.stream().get_executor());
+  c.waiting_on(&timer);
+  struct unregister {
+    net::http_connection<tcp_stream>& c;
+    ~unregister() { c.waiting_on(nullptr); }
+  } guard{c};
+  error_code ec;
+  // The head when the upstream sent it, then each read at its recorded offset.
+  timer.expires_at(at(std::max(0.0, r->upstream_headers_ms)));
+  co_await timer.async_wait(use_ec(ec));
+  if (c.closed()) co_return false;
+  http::response<http::empty_body> res{static_cast<http::status>(r->status), req.version()};
+  for (const auto& [name, value] : r->response_headers) {
+    if (net::is_hop_by_hop(name) || beast::iequals(name, "content-length")) continue;
+    res.insert(name, value);
   }
-  void force_close() noexcept override { stream_.close(); }
-
- private:
-  awaitable<bool> answer(http::request<http::string_body>& req) {
-    const auto start = clock::now();
-    std::uint64_t hash = 0;
-    const record* r = server_.match(req.method_string(), req.target(), req.body(), hash);
-    error_code ec;
-    if (!r) {
-      http::response<http::string_body> res{http::status::not_found, req.version()};
-      res.set(http::field::content_type, "application/json");
-      res.body() = proxy::error_body(404, "no_recorded_response",
-                                     "no recorded request matches hash " + hex(hash) + " (" +
-                                         std::string(req.method_string()) + " " +
-                                         proxy::redact_target(req.target()) + ")");
-      res.keep_alive(req.keep_alive());
-      res.prepare_payload();
-      co_await http::async_write(stream_, res, use_ec(ec));
-      co_return !ec;
-    }
-    auto at = [&](double ms) {
-      return start + std::chrono::microseconds(static_cast<std::int64_t>(ms * 1000.0 / speed_));
-    };
-    steady_timer timer(stream_.get_executor());
-    // The head when the upstream sent it, then each read at its recorded offset.
-    timer.expires_at(at(std::max(0.0, r->upstream_headers_ms)));
+  if (!co_await c.write_chunked_head(req, res)) co_return false;
+  for (const auto& e : r->events) {
+    timer.expires_at(at(static_cast<double>(e.t_us) / 1000.0));
     co_await timer.async_wait(use_ec(ec));
-    http::response<http::empty_body> res{static_cast<http::status>(r->status), req.version()};
-    for (const auto& [name, value] : r->response_headers) {
-      if (proxy::is_hop_by_hop(name) || beast::iequals(name, "content-length")) continue;
-      res.insert(name, value);
-    }
-    res.chunked(true);
-    res.keep_alive(req.keep_alive());
-    http::response_serializer<http::empty_body> sr{res};
-    co_await http::async_write_header(stream_, sr, use_ec(ec));
-    if (ec) co_return false;
-    for (const auto& e : r->events) {
-      timer.expires_at(at(static_cast<double>(e.t_us) / 1000.0));
-      co_await timer.async_wait(use_ec(ec));
-      if (e.bytes.empty()) continue;
-      co_await net::async_write(stream_, http::make_chunk(net::buffer(e.bytes)), use_ec(ec));
-      if (ec) co_return false;
-    }
-    co_await net::async_write(stream_, http::make_chunk_last(), use_ec(ec));
-    co_return !ec;
+    if (c.closed()) co_return false;
+    if (e.bytes.empty()) continue;
+    if (!co_await c.write_chunk(e.bytes)) co_return false;
   }
-
-  tcp_stream stream_;
-  replay_server& server_;
-  double speed_;
-  bool idle_ = true, draining_ = false;
-};
+  co_return co_await c.write_last_chunk() && res.keep_alive();
+}
 
 }  // namespace
 
@@ -141,7 +100,7 @@ const record* replay_server::match(std::string_view method, std::string_view tar
     served_++;
     return &records_[sequence_++ % records_.size()];
   }
-  const auto path = proxy::redact_target(target);
+  const auto path = net::redact_target(target);
   hash = request_hash(method, path, body);
   auto it = by_hash_.find(hash);
   if (it == by_hash_.end()) it = by_hash_.find(request_hash(method, path, "\x01nobody"));
@@ -154,12 +113,13 @@ const record* replay_server::match(std::string_view method, std::string_view tar
 }
 
 void replay_server::start() {
-  endpoint_ = runtime_.listen(opts_.host, opts_.port, [this](tcp_socket s, worker& w) {
+  endpoint_ = runtime_.listen(opts_.host, opts_.port, [this](tcp_socket s, net::worker& w) {
     error_code ignored;
     s.set_option(tcp::no_delay(true), ignored);
-    auto session = std::make_shared<replay_session>(std::move(s), w, *this, opts_.speed);
-    net::co_spawn(w.ioc, replay_session::run(std::move(session)),
-                  [](std::exception_ptr e) { log_escaped_exception(e, "replay session"); });
+    net::serve_http(std::move(s), w, {},
+                    [this](net::http_connection<tcp_stream>& c, net::http_request& req) {
+                      return answer(c, req, *this, opts_.speed);
+                    });
   });
   runtime_.start();
 }

@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "proxy/server_runtime.hpp"
+#include "net/server_runtime.hpp"
 #include "replay/trace_reader.hpp"
 
 namespace tokentap::replay {
@@ -49,7 +49,7 @@ class replay_server {
   std::unordered_map<std::uint64_t, std::size_t> next_;                  // per hash, cycling
   std::size_t sequence_ = 0;
   std::atomic<std::uint64_t> served_{0};
-  server_runtime runtime_;
+  net::server_runtime runtime_;
   tcp::endpoint endpoint_;
 };
 

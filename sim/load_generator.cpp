@@ -28,7 +28,7 @@ constexpr std::size_t max_samples = 100000;
 
 load_generator::load_generator(load_options opts) : opts_(std::move(opts)) {
   for (unsigned i = 0; i < std::max(1u, opts_.threads); ++i)
-    iocs_.push_back(std::make_unique<net::io_context>(1));
+    iocs_.push_back(std::make_unique<asio::io_context>(1));
 }
 
 load_generator::~load_generator() {
@@ -38,8 +38,8 @@ load_generator::~load_generator() {
 void load_generator::start() {
   for (unsigned c = 0; c < opts_.concurrency; ++c) {
     auto& ioc = *iocs_[c % iocs_.size()];
-    net::co_spawn(ioc, client(c),
-                  [](std::exception_ptr e) { log_escaped_exception(e, "load client"); });
+    asio::co_spawn(ioc, client(c),
+                   [](std::exception_ptr e) { log_escaped_exception(e, "load client"); });
   }
   for (auto& ioc : iocs_) threads_.emplace_back([&ioc] { ioc->run(); });
 }
@@ -59,7 +59,7 @@ void load_generator::wait() {
 }
 
 awaitable<void> load_generator::client(unsigned id) {
-  auto ex = co_await net::this_coro::executor;
+  auto ex = co_await asio::this_coro::executor;
   std::mt19937_64 rng(opts_.seed * 7919 + id);
   tcp_resolver resolver(ex);
   std::optional<tcp_stream> stream;

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "proxy/net.hpp"
+#include "net/net.hpp"
 
 namespace tokentap::sim {
 
@@ -66,7 +66,7 @@ class load_generator {
   awaitable<void> client(unsigned id);
   load_options opts_;
   load_totals totals_;
-  std::vector<std::unique_ptr<net::io_context>> iocs_;
+  std::vector<std::unique_ptr<asio::io_context>> iocs_;
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
 };

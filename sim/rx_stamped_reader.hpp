@@ -11,8 +11,8 @@
 #include <boost/asio/compose.hpp>
 #include <boost/asio/post.hpp>
 
-#include "proxy/net.hpp"
-#include "proxy/rx_stamp.hpp"
+#include "net/net.hpp"
+#include "net/rx_stamp.hpp"
 
 namespace tokentap::sim {
 
@@ -26,7 +26,7 @@ class rx_stamped_reader {
   using executor_type = tcp_socket::executor_type;
 
   explicit rx_stamped_reader(tcp_socket& s) : s_(s) {
-    stamps_ = proxy::enable_rx_stamps(s_.native_handle());
+    stamps_ = net::enable_rx_stamps(s_.native_handle());
   }
   executor_type get_executor() { return s_.get_executor(); }
   /// False when the kernel refused SO_TIMESTAMPNS: last_rx_ns() then stays -1.
@@ -39,7 +39,7 @@ class rx_stamped_reader {
 
   template <class MutableBuffers, class Handler>
   auto async_read_some(const MutableBuffers& buffers, Handler&& handler) {
-    return net::async_compose<Handler, void(error_code, std::size_t)>(
+    return asio::async_compose<Handler, void(error_code, std::size_t)>(
         read_op<MutableBuffers>{*this, buffers}, handler, s_);
   }
 
@@ -60,8 +60,8 @@ class rx_stamped_reader {
       }
       if (waited) return self.complete(ec, n);
       // Read at once, within the initiating function: complete through the executor.
-      net::post(r.s_.get_executor(),
-                [self = std::move(self), ec, n]() mutable { self.complete(ec, n); });
+      asio::post(r.s_.get_executor(),
+                 [self = std::move(self), ec, n]() mutable { self.complete(ec, n); });
     }
   };
 
@@ -70,21 +70,21 @@ class rx_stamped_reader {
   bool receive(const MutableBuffers& buffers, std::size_t& n, error_code& ec) {
     iovec iov[8];
     int count = 0;
-    for (auto it = net::buffer_sequence_begin(buffers);
-         it != net::buffer_sequence_end(buffers) && count < 8; ++it) {
-      const net::mutable_buffer b(*it);
+    for (auto it = asio::buffer_sequence_begin(buffers);
+         it != asio::buffer_sequence_end(buffers) && count < 8; ++it) {
+      const asio::mutable_buffer b(*it);
       if (b.size() == 0) continue;
       iov[count++] = {b.data(), b.size()};
     }
     if (count == 0) return true;  // nothing asked: done, 0 bytes
     std::int64_t rx_real = -1;
-    if (!proxy::recv_stamped(s_.native_handle(), iov, count, 0, n, ec, rx_real)) return false;
+    if (!net::recv_stamped(s_.native_handle(), iov, count, 0, n, ec, rx_real)) return false;
     last_rx_ns_ = -1;
     if (stamps_ && rx_real >= 0) {
       // The kernel stamps with the wall clock; the simulator with the monotonic one.
       timespec mono;
       ::clock_gettime(CLOCK_MONOTONIC, &mono);
-      last_rx_ns_ = rx_real - (proxy::realtime_ns() - proxy::ns_of(mono));
+      last_rx_ns_ = rx_real - (net::realtime_ns() - net::ns_of(mono));
     }
     return true;
   }

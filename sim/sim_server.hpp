@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "proxy/server_runtime.hpp"
+#include "net/server_runtime.hpp"
 #include "sim/generator.hpp"
 #include "sim/prefix_cache.hpp"
 
@@ -53,7 +53,7 @@ class server {
   server_options opts_;
   std::shared_ptr<server_stats> stats_;
   std::unique_ptr<impl> impl_;
-  server_runtime runtime_;
+  net::server_runtime runtime_;
   tcp::endpoint endpoint_;
 };
 

@@ -17,7 +17,7 @@
 namespace tokentap::test {
 namespace {
 
-namespace net = boost::asio;
+namespace asio = boost::asio;
 
 std::string error_type(const response& r) {
   // {"error":{"type":"…", …}}
@@ -59,9 +59,9 @@ TEST(Failure, RefusedUpstreamIs502WithinTheConnectTimeout) {
 TEST(Failure, UnreachableUpstreamIs502AfterTheConnectTimeout) {
   // A listener whose accept queue is full and never drained: further SYNs are dropped, so the
   // connect hangs exactly like an unreachable host's would.
-  net::io_context ioc;
+  asio::io_context ioc;
   tcp::acceptor blackhole(ioc, tcp::v4());
-  blackhole.bind(tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+  blackhole.bind(tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   blackhole.listen(0);
   // Raw non-blocking connects: they fill the queue without waiting for it.
   std::vector<int> fillers;
@@ -171,7 +171,7 @@ TEST(Failure, ClientDisconnectMidStreamClosesTheUpstreamWithin100ms) {
   c.send_raw(raw);
   char buf[512];
   boost::system::error_code ec;
-  c.socket().read_some(net::buffer(buf), ec);  // the head (and maybe the first event) arrived
+  c.socket().read_some(asio::buffer(buf), ec);  // the head (and maybe the first event) arrived
   ASSERT_FALSE(ec);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const double closed_at = now_ms();
@@ -285,7 +285,7 @@ TEST(Failure, SlowlorisIsCutOffAtTheHeaderTimeout) {
   double cut_at = 0;
   for (char ch : head) {  // ~2.4 s at one byte per 40 ms: far longer than the 500 ms allowed
     boost::system::error_code ec;
-    net::write(c.socket(), net::buffer(&ch, 1), ec);
+    asio::write(c.socket(), asio::buffer(&ch, 1), ec);
     if (ec) {
       cut_at = now_ms() - t0;
       break;

@@ -18,10 +18,10 @@ namespace {
 using namespace std::chrono_literals;
 
 struct socket_pair {
-  net::io_context ioc;
+  asio::io_context ioc;
   tcp_socket client{ioc.get_executor()}, server{ioc.get_executor()};
   socket_pair() {
-    tcp::acceptor acc(ioc, {net::ip::make_address("127.0.0.1"), 0});
+    tcp::acceptor acc(ioc, {asio::ip::make_address("127.0.0.1"), 0});
     client.connect(acc.local_endpoint());
     acc.accept(server);
   }
@@ -32,7 +32,7 @@ std::string read_once(socket_pair& p, sim::rx_stamped_reader& r, error_code& ec)
   std::string got(64, '\0');
   std::size_t n = 0;
   bool done = false;
-  r.async_read_some(net::buffer(got), [&](error_code e, std::size_t k) {
+  r.async_read_some(asio::buffer(got), [&](error_code e, std::size_t k) {
     ec = e;
     n = k;
     done = true;
@@ -49,7 +49,7 @@ std::string read_once(socket_pair& p, sim::rx_stamped_reader& r, error_code& ec)
 // for them): bytes that arrive before it ran carry no stamp.  Sends probes until one is stamped.
 void until_stamping(socket_pair& p, sim::rx_stamped_reader& r) {
   for (int i = 0; i < 500; ++i) {
-    net::write(p.server, net::buffer(std::string("p")));
+    asio::write(p.server, asio::buffer(std::string("p")));
     error_code ec;
     ASSERT_EQ(read_once(p, r, ec), "p");
     if (r.last_rx_ns() >= 0) return;
@@ -64,7 +64,7 @@ TEST(RxStampedReader, StampIsWhenTheBytesArrivedNotWhenTheyWereRead) {
   ASSERT_TRUE(r.stamps());
   until_stamping(p, r);
   const auto before = mono_now_ns();
-  net::write(p.server, net::buffer(std::string("hello")));
+  asio::write(p.server, asio::buffer(std::string("hello")));
   const auto after = mono_now_ns();
   std::this_thread::sleep_for(40ms);  // the client is late to read
   error_code ec;
@@ -84,7 +84,7 @@ TEST(RxStampedReader, WaitsForBytesThenStampsThem) {
   std::thread writer([&] {
     std::this_thread::sleep_for(30ms);  // the read is waiting by then
     sent = mono_now_ns();
-    net::write(p.server, net::buffer(std::string("late")));
+    asio::write(p.server, asio::buffer(std::string("late")));
   });
   error_code ec;
   const auto got = read_once(p, r, ec);
@@ -96,7 +96,7 @@ TEST(RxStampedReader, WaitsForBytesThenStampsThem) {
 
   p.server.close();  // then the end of the stream
   EXPECT_EQ(read_once(p, r, ec), "");
-  EXPECT_EQ(ec, net::error::eof);
+  EXPECT_EQ(ec, asio::error::eof);
 }
 
 TEST(LoadGenerator, ReportsArrivalAndReadLatencyPerStampedEvent) {

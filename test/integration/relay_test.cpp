@@ -620,12 +620,12 @@ class last_event_then_hangup {
     const timeval limit{10, 0};  // never outlive a broken test
     ::setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
     std::string in;
-    net::read_until(s, net::dynamic_buffer(in), "\r\n\r\n", ec);
+    asio::read_until(s, asio::dynamic_buffer(in), "\r\n\r\n", ec);
     // Until close (FIN) or chunked (RST: the client must see a truncated response).
     const std::string head =
         std::string("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n") +
         (rst ? "Transfer-Encoding: chunked\r\n\r\n" : "Connection: close\r\n\r\n");
-    net::write(s, net::buffer(head), ec);
+    asio::write(s, asio::buffer(head), ec);
     const auto framed = [rst](const std::string& e) {
       if (!rst) return e;
       char size[16];
@@ -633,21 +633,21 @@ class last_event_then_hangup {
       return size + e + "\r\n";
     };
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    net::write(s, net::buffer(framed(event(0))), ec);
+    asio::write(s, asio::buffer(framed(event(0))), ec);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    net::write(s, net::buffer(framed(event(1))), ec);
+    asio::write(s, asio::buffer(framed(event(1))), ec);
     if (rst) {
-      s.set_option(net::socket_base::linger(true, 0), ec);
+      s.set_option(asio::socket_base::linger(true, 0), ec);
       s.close(ec);
       return;
     }
     s.shutdown(tcp::socket::shutdown_send, ec);
     char sink[4096];  // the request's body, then the proxy's close
-    while (!ec) s.read_some(net::buffer(sink), ec);
+    while (!ec) s.read_some(asio::buffer(sink), ec);
   }
 
-  net::io_context ioc_;
-  tcp::acceptor acceptor_{ioc_, {net::ip::make_address("127.0.0.1"), 0}};
+  asio::io_context ioc_;
+  tcp::acceptor acceptor_{ioc_, {asio::ip::make_address("127.0.0.1"), 0}};
   std::thread thread_;
 };
 

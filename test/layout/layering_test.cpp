@@ -43,16 +43,26 @@ TEST(Layering, ParsersIncludeNoBoostNoIoAndNoHigherLayer) {
 }
 
 // Dependencies point one way: config and hooks know nothing of sockets (no Boost, no proxy/),
-// and nothing but the binary includes app/ (main and the subcommands sit on top).
+// net knows nothing above it, and nothing but the binary includes app/ (main and the
+// subcommands sit on top).
 TEST(Layering, DependenciesPointDownAndTheAppIsOnTop) {
-  const std::regex boost_or_proxy(R"(: (<boost/|"proxy/|"sim/|"replay/|"app/))");
+  const std::regex boost_or_proxy(R"(: (<boost/|"net/|"proxy/|"sim/|"replay/|"app/))");
   for (const char* lower : {"config", "hooks"}) {
     const auto found = includes_under(lower);
     ASSERT_GT(found.size(), 5u) << lower;
     for (const auto& f : found) EXPECT_FALSE(std::regex_search(f, boost_or_proxy)) << f;
   }
+  // net (runtime, TLS, the shared HTTP server connection) knows nothing of what runs on it; the
+  // simulator and replay run on net, not on the proxy.
+  const auto in_net = includes_under("net");
+  ASSERT_GT(in_net.size(), 5u);
+  const std::regex above_net(R"(: "(proxy|hooks|sim|replay|app)/)");
+  for (const auto& f : in_net) EXPECT_FALSE(std::regex_search(f, above_net)) << f;
+  const std::regex proxy(R"(: "proxy/)");
+  for (const char* beside : {"sim", "replay"})
+    for (const auto& f : includes_under(beside)) EXPECT_FALSE(std::regex_search(f, proxy)) << f;
   const std::regex app(R"(: "app/)");
-  for (const char* below : {"parsers", "config", "hooks", "proxy", "sim", "replay"})
+  for (const char* below : {"parsers", "config", "hooks", "net", "proxy", "sim", "replay"})
     for (const auto& f : includes_under(below)) EXPECT_FALSE(std::regex_search(f, app)) << f;
 }
 

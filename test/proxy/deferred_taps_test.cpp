@@ -27,14 +27,14 @@ struct step final : deferred_step {
 };
 
 TEST(DeferredTaps, RunInOrderAFewPerDrainWithReadsQueuedMeanwhileFirst) {
-  net::io_context ioc(1);
-  auto& q = net::use_service<deferred_taps>(ioc);
+  asio::io_context ioc(1);
+  auto& q = asio::use_service<deferred_taps>(ioc);
   std::vector<std::string> log;
   std::vector<std::unique_ptr<step>> steps;
   for (int i = 0; i < 40; ++i) {
     // The first step's work lets a read complete (the reactor queues it behind the drain).
     auto also = i == 0
-                    ? std::function<void()>([&] { net::post(ioc, [&] { log.push_back("read"); }); })
+                    ? std::function<void()>([&] { asio::post(ioc, [&] { log.push_back("read"); }); })
                     : std::function<void()>();
     steps.push_back(std::make_unique<step>(log, std::to_string(i), also));
     q.push(steps.back().get(), ioc.get_executor());
@@ -60,8 +60,8 @@ TEST(DeferredTaps, StepsStillQueuedAtShutdownAreReleasedNotRun) {
   std::vector<std::string> log;
   step a(log, "a"), b(log, "b");
   {
-    net::io_context ioc(1);
-    auto& q = net::use_service<deferred_taps>(ioc);
+    asio::io_context ioc(1);
+    auto& q = asio::use_service<deferred_taps>(ioc);
     q.push(&a, ioc.get_executor());
     q.push(&b, ioc.get_executor());
   }  // never run

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "parsers/request_inspector.hpp"
+#include "net/http_rules.hpp"
 
 namespace tokentap::proxy {
 namespace {
@@ -56,57 +56,6 @@ TEST(HttpUtil, HeadFieldsComeBackAsTheyWereWritten) {
   EXPECT_EQ(fields_of(head), want);
   EXPECT_TRUE(fields_of("GET / HTTP/1.1\r\n\r\n").empty());
   EXPECT_TRUE(fields_of("").empty());
-}
-
-TEST(HttpUtil, RedactsKeysInQueries) {
-  EXPECT_EQ(redact_target("/v1/models?key=AIzaSECRET&alt=sse"),
-            "/v1/models?key=[redacted]&alt=sse");
-  EXPECT_EQ(redact_target("/x?API_KEY=s1&api-key=s2&access_token=s3&keys=ok"),
-            "/x?API_KEY=[redacted]&api-key=[redacted]&access_token=[redacted]&keys=ok");
-  EXPECT_EQ(redact_target("/plain"), "/plain");
-  EXPECT_EQ(redact_target("/x?flag&key="), "/x?flag&key=[redacted]");
-}
-
-TEST(HttpUtil, SecretHeaders) {
-  for (const char* h : {"Authorization", "x-api-key", "API-Key", "Cookie", "set-cookie",
-                        "Proxy-Authorization", "X-Goog-Api-Key"})
-    EXPECT_TRUE(is_secret_header(h)) << h;
-  EXPECT_FALSE(is_secret_header("x-request-id"));
-}
-
-TEST(HttpUtil, StreamingContentTypes) {
-  EXPECT_TRUE(is_streaming_content_type("text/event-stream; charset=utf-8"));
-  EXPECT_TRUE(is_streaming_content_type("Application/X-NDJSON"));
-  EXPECT_FALSE(is_streaming_content_type("application/json"));
-  EXPECT_FALSE(is_streaming_content_type(""));
-}
-
-TEST(HttpUtil, ErrorBodyIsValidJsonWithEscapes) {
-  const auto body = error_body(502, "upstream_connect_error", "can't \"reach\"\n\x01 it");
-  parsers::request_inspector in;
-  const auto info = in.inspect(body);
-  EXPECT_TRUE(info.error.empty()) << body;
-  EXPECT_NE(body.find(R"("code":502)"), std::string::npos);
-  EXPECT_NE(body.find(R"(can't \"reach\"\n\u0001 it)"), std::string::npos) << body;
-}
-
-// Each provider's SDK finds type and message where it looks for them.
-TEST(HttpUtil, ErrorBodiesAreShapedLikeTheProvidersOfThePath) {
-  const auto anthropic = error_body(429, "rate_limit_error", "slow down", "/v1/messages");
-  EXPECT_EQ(anthropic,
-            R"({"type":"error","error":{"type":"rate_limit_error","message":"slow down",)"
-            R"("source":"tokentap"}})"
-            "\n");
-  const auto ollama = error_body(503, "overloaded", "busy", "/api/chat");
-  EXPECT_EQ(ollama, R"({"error":"busy","error_type":"overloaded","source":"tokentap"})"
-                    "\n");
-  EXPECT_EQ(error_body(503, "overloaded", "busy", "/generate_stream"), ollama);
-  const auto openai = error_body(404, "no_route", "none", "/v1/chat/completions");
-  EXPECT_EQ(openai, R"({"error":{"type":"no_route","message":"none","code":404,)"
-                    R"("source":"tokentap"}})"
-                    "\n");
-  EXPECT_EQ(error_body(404, "no_route", "none", "/somewhere"), openai);
-  EXPECT_EQ(error_body(404, "no_route", "none"), openai);
 }
 
 // What Beast's own serializer writes for the head of a message with these start line and fields.
@@ -225,7 +174,8 @@ std::string old_client_head(const http::response_header<>& up,
   res.reason(up.reason());
   res.version(version);
   for (const auto& [name, value] : kept) res.insert(name, value);
-  if (is_streaming_content_type(up[http::field::content_type])) res.set("X-Accel-Buffering", "no");
+  if (net::is_streaming_content_type(up[http::field::content_type]))
+    res.set("X-Accel-Buffering", "no");
   if (length)
     res.content_length(*length);
   else if (chunked)

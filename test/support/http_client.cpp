@@ -11,7 +11,7 @@
 namespace tokentap::test {
 
 namespace http = boost::beast::http;
-namespace net = boost::asio;
+namespace asio = boost::asio;
 
 namespace {
 
@@ -52,7 +52,7 @@ void connection::close() {
 
 void connection::send_raw(const std::string& bytes) {
   boost::system::error_code ec;
-  net::write(socket_, net::buffer(bytes), ec);
+  asio::write(socket_, asio::buffer(bytes), ec);
 }
 
 response connection::read_response(std::chrono::milliseconds timeout, bool head) {
@@ -104,7 +104,7 @@ std::string connection::read_raw_until_close(std::chrono::milliseconds timeout) 
   char b[16384];
   for (;;) {
     boost::system::error_code ec;
-    const auto n = socket_.read_some(net::buffer(b), ec);
+    const auto n = socket_.read_some(asio::buffer(b), ec);
     out.append(b, n);
     if (ec) break;
   }
@@ -153,8 +153,8 @@ std::vector<std::string> sse_data(const std::string& body) {
 }
 
 std::uint16_t closed_port() {
-  net::io_context ioc;
-  tcp::acceptor a(ioc, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+  asio::io_context ioc;
+  tcp::acceptor a(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   const auto port = a.local_endpoint().port();
   a.close();
   return port;

@@ -19,9 +19,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "proxy/net.hpp"
+#include "net/net.hpp"
 
-namespace tokentap {
+namespace tokentap::net {
 
 class server_runtime;
 struct worker;
@@ -64,8 +64,8 @@ struct worker {
   // Every descriptor of this worker is registered and used on its thread only (accepted sockets
   // arrive as bare descriptors, see listener::on_accepted), so the reactor runs without
   // per-descriptor locks; the scheduler and registration stay locked (other threads post here).
-  net::io_context ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
-  std::optional<net::executor_work_guard<net::io_context::executor_type>> guard;
+  asio::io_context ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
 };
 
 class server_runtime {
@@ -127,4 +127,4 @@ class server_runtime {
   std::thread watchdog_;
 };
 
-}  // namespace tokentap
+}  // namespace tokentap::net

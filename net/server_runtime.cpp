@@ -1,4 +1,4 @@
-#include "proxy/server_runtime.hpp"
+#include "net/server_runtime.hpp"
 
 #include <unistd.h>
 
@@ -7,17 +7,18 @@
 #include "config/log.hpp"
 
 namespace tokentap {
+namespace net {
 
 struct server_runtime::listener : std::enable_shared_from_this<listener> {
-  listener(server_runtime& rt, net::io_context& ioc, std::size_t max, listener_role r)
+  listener(server_runtime& rt, asio::io_context& ioc, std::size_t max, listener_role r)
       : runtime(rt), acceptor(ioc), max_connections(max), role(r) {}
   server_runtime& runtime;
-  net::basic_socket_acceptor<tcp, io_executor> acceptor;
+  asio::basic_socket_acceptor<tcp, io_executor> acceptor;
   std::size_t max_connections;
   listener_role role;
 
   void close() {
-    net::post(acceptor.get_executor(), [self = shared_from_this()] {
+    asio::post(acceptor.get_executor(), [self = shared_from_this()] {
       error_code ignored;
       self->acceptor.close(ignored);
     });
@@ -29,7 +30,7 @@ struct server_runtime::listener : std::enable_shared_from_this<listener> {
   // worker the socket travels as a bare descriptor and is registered there.
   void hand_over(tcp_socket s, worker& w) {
     if (&w.ioc == &acceptor.get_executor().context()) {
-      net::post(w.ioc, [fn = on_accept, s = std::move(s), &w]() mutable { fn(std::move(s), w); });
+      asio::post(w.ioc, [fn = on_accept, s = std::move(s), &w]() mutable { fn(std::move(s), w); });
       return;
     }
     error_code ec;
@@ -39,7 +40,7 @@ struct server_runtime::listener : std::enable_shared_from_this<listener> {
       s.close(ec);
       return;
     }
-    net::post(w.ioc, [fn = on_accept, proto = protocol, fd, &w] {
+    asio::post(w.ioc, [fn = on_accept, proto = protocol, fd, &w] {
       tcp_socket sock(w.ioc);
       error_code aec;
       sock.assign(proto, fd, aec);
@@ -63,7 +64,7 @@ struct server_runtime::listener : std::enable_shared_from_this<listener> {
   }
 
   void on_accepted(error_code ec, tcp_socket s) {
-    if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
     if (ec) {
       // EMFILE and friends: log, back off briefly so we do not spin, keep accepting.
       TT_LOG(warn) << "accept failed: " << ec.message();
@@ -122,15 +123,15 @@ tcp::endpoint server_runtime::listen(const std::string& host, std::uint16_t port
                                      listener_role role, bool reuse_port) {
   auto l = std::make_shared<listener>(*this, workers_[0]->ioc, max_connections, role);
   l->on_accept = std::move(on_accept);
-  const auto addr = net::ip::make_address(host);
+  const auto addr = asio::ip::make_address(host);
   tcp::endpoint ep(addr, port);
   l->protocol = ep.protocol();
   l->acceptor.open(ep.protocol());
   l->acceptor.set_option(tcp::acceptor::reuse_address(true));
   if (reuse_port)
-    l->acceptor.set_option(net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>(true));
+    l->acceptor.set_option(asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>(true));
   l->acceptor.bind(ep);
-  l->acceptor.listen(net::socket_base::max_listen_connections);
+  l->acceptor.listen(asio::socket_base::max_listen_connections);
   listeners_.push_back(l);
   l->do_accept();
   return l->acceptor.local_endpoint();
@@ -163,7 +164,7 @@ void server_runtime::session_gone(listener_role role) {
 
 void server_runtime::force_close_all(bool traffic_only) {
   for (auto& w : workers_) {
-    net::post(w->ioc, [wp = w.get(), traffic_only] {
+    asio::post(w->ioc, [wp = w.get(), traffic_only] {
       // force_close may destroy sessions, which erases from the set: iterate over a copy.
       std::vector<session_base*> copy(wp->sessions.begin(), wp->sessions.end());
       for (auto* s : copy)
@@ -177,7 +178,7 @@ void server_runtime::finish() {
   if (finished_.exchange(true)) return;
   for (auto& l : listeners_) l->close();
   for (auto& w : workers_) {
-    net::post(w->ioc, [wp = w.get()] {
+    asio::post(w->ioc, [wp = w.get()] {
       std::vector<session_base*> copy(wp->sessions.begin(), wp->sessions.end());
       for (auto* s : copy)
         if (wp->sessions.count(s)) s->force_close();
@@ -213,7 +214,7 @@ void server_runtime::shutdown(std::chrono::milliseconds grace) {
   for (auto& l : listeners_)
     if (l->role == listener_role::traffic) l->close();
   for (auto& w : workers_) {
-    net::post(w->ioc, [this, wp = w.get()] {
+    asio::post(w->ioc, [this, wp = w.get()] {
       wp->draining = true;
       std::vector<session_base*> copy(wp->sessions.begin(), wp->sessions.end());
       for (auto* s : copy)
@@ -234,6 +235,8 @@ void server_runtime::join() {
   }
   if (watchdog.joinable()) watchdog.join();
 }
+
+}  // namespace net
 
 void log_escaped_exception(std::exception_ptr e, const char* what) noexcept {
   if (!e) return;

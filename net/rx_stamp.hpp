@@ -20,7 +20,7 @@
 #include <boost/asio/error.hpp>
 #include <boost/system/error_code.hpp>
 
-namespace tokentap::proxy {
+namespace tokentap::net {
 
 inline std::int64_t ns_of(const timespec& t) noexcept {
   return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
@@ -78,4 +78,4 @@ inline bool recv_stamped(int fd, iovec* iov, int count, int flags, std::size_t& 
   return true;
 }
 
-}  // namespace tokentap::proxy
+}  // namespace tokentap::net

@@ -1,6 +1,6 @@
 #pragma once
 // Namespace aliases and the Boost headers every networking file needs.  Beast and Asio are
-// compiled once (proxy/beast_impl.cpp); this header only declares.
+// compiled once (net/beast_impl.cpp); this header only declares.
 #include <utility>  // must precede asio: Boost 1.74's awaitable.hpp uses std::exchange unqualified
 
 #include <boost/asio/awaitable.hpp>
@@ -16,9 +16,9 @@
 
 namespace tokentap {
 
-namespace net = boost::asio;
+namespace asio = boost::asio;
 namespace beast = boost::beast;
-using tcp = net::ip::tcp;
+using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 using clock = std::chrono::steady_clock;
 
@@ -26,18 +26,18 @@ using clock = std::chrono::steady_clock;
 // directly instead of the type-erased `any_io_executor` Asio defaults to: the callgrind profile
 // spent ~10 % of the proxy's instructions constructing, copying and querying `any_io_executor`s
 // (every co_await and every I/O operation's work tracking).  Use these types on the data path.
-using io_executor = net::io_context::executor_type;
+using io_executor = asio::io_context::executor_type;
 template <class T>
-using awaitable = net::awaitable<T, io_executor>;
+using awaitable = asio::awaitable<T, io_executor>;
 using tcp_socket = tcp::socket::rebind_executor<io_executor>::other;
 using tcp_resolver = tcp::resolver::rebind_executor<io_executor>::other;
-using steady_timer = net::steady_timer::rebind_executor<io_executor>::other;
+using steady_timer = asio::steady_timer::rebind_executor<io_executor>::other;
 using tcp_stream = beast::basic_stream<tcp, io_executor>;
 
 /// Completion token for coroutines that reports errors through `ec` instead of throwing:
 /// nothing on the data path throws.
 inline auto use_ec(error_code& ec) {
-  return net::redirect_error(net::use_awaitable_t<io_executor>{}, ec);
+  return asio::redirect_error(asio::use_awaitable_t<io_executor>{}, ec);
 }
 
 /// Monotonic time in nanoseconds (the timestamps handed to taps).

@@ -1,12 +1,12 @@
-#include "proxy/tls.hpp"
+#include "net/tls.hpp"
 
 #include <stdexcept>
 
-namespace tokentap::tls {
+namespace tokentap::net {
 
 namespace ssl = boost::asio::ssl;
 
-std::shared_ptr<ssl::context> make_client_context(bool verify, const std::string& ca_file) {
+std::shared_ptr<ssl::context> tls_client_context(bool verify, const std::string& ca_file) {
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
   boost::system::error_code ec;
   ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
@@ -26,8 +26,8 @@ std::shared_ptr<ssl::context> make_client_context(bool verify, const std::string
   return ctx;
 }
 
-std::shared_ptr<ssl::context> make_server_context(const std::string& cert_file,
-                                                  const std::string& key_file) {
+std::shared_ptr<ssl::context> tls_server_context(const std::string& cert_file,
+                                                 const std::string& key_file) {
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
   boost::system::error_code ec;
   ctx->use_certificate_chain_file(cert_file, ec);
@@ -37,4 +37,4 @@ std::shared_ptr<ssl::context> make_server_context(const std::string& cert_file,
   return ctx;
 }
 
-}  // namespace tokentap::tls
+}  // namespace tokentap::net
