@@ -153,7 +153,7 @@ class cache_hook final : public hook {
 
   unsigned per_event() const noexcept override { return 0; }
 
-  void on_stream_end(stream_summary& s) override {
+  void fill(stream_info& s) override {
     const auto& cfg = tracker_->cfg();
     const auto& u = s.usage;
     // Provider-reported events.

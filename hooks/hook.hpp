@@ -11,7 +11,8 @@
 //    returns proceed or stop, and through `request_callbacks` may answer locally, add upstream
 //    headers, rewrite the body (hooks that say so: rewrites_body) and hand the router a key.
 //  - Stream phase, after forwarding started: hooks observe.  They run after the bytes were
-//    forwarded and cannot alter or delay them.
+//    forwarded and cannot alter or delay them.  At the end, the hooks that provide a piece of
+//    the `stream_info` fill it (`fill`), then every hook reads it whole (`on_stream_end`).
 //  - A hook that throws is disabled for the rest of that stream and counted; the other hooks and
 //    the forwarding go on (in the request phase: as if it had said proceed).
 #include <cstdint>
@@ -89,9 +90,11 @@ struct timing_summary {
   std::vector<double> itl_values_ms;  ///< the first timing.exact_samples gaps, in order (traces)
 };
 
-/// What the chain knows when an exchange ends.  Hooks earlier in the chain may add to it (the
-/// timing hook fills `timing`) for hooks later in the chain (the trace hook records it).
-struct stream_summary {
+/// What is known of an exchange when it ends.  The chain owns it and fills what it measured
+/// itself (status, outcome, provider, usage, token times, errors); hooks that provide a piece
+/// (hook_contract::provides: "timing", "steps", "cache_events") fill theirs in hook::fill, in
+/// dependency order; then every hook reads the whole of it in hook::on_stream_end.
+struct stream_info {
   stream_outcome outcome = stream_outcome::ok;
   parsers::provider provider = parsers::provider::unknown;
   parsers::usage_counts usage;
@@ -116,13 +119,14 @@ struct stream_summary {
   // first streamed content token, and every token event (streamed or not).
   mono_ns first_token_ns = -1, last_token_ns = -1, first_content_ns = -1;
   std::uint64_t token_events = 0;
-  timing_summary timing;
-  // Filled by the steps hook.
+  timing_summary timing;  ///< filled by the timing hook ("timing")
+  // Filled by the steps hook ("steps").
   std::vector<parsers::step> steps;
   std::vector<mono_ns> step_end_ns;  ///< when each step ended (the next one's start)
   parsers::channel steps_channel = parsers::channel::reasoning;
   std::uint64_t redundant_tokens = 0;
-  /// Filled by the cache hook: event names and their evidence (a JSON object each).
+  /// Filled by the cache hook ("cache_events"): event names and their evidence (a JSON object
+  /// each).
   std::vector<std::pair<std::string, std::string>> cache_events;
 };
 
@@ -165,20 +169,18 @@ class hook {
   /// Timing samples since the last call, oldest first (see `sample`); `now_ns`: the time of
   /// the event that completed the batch.  Every sample reaches the hook before on_stream_end.
   virtual void on_samples(std::span<const sample>, mono_ns now_ns) {}
-  virtual void on_stream_end(stream_summary&) {}
-  /// on_stream_end for the chain's last hook: nothing reads the summary after it, so it may take
-  /// what it keeps (the trace hook's record) instead of copying it.  By default on_stream_end.
-  virtual void on_stream_end_last(stream_summary&& s) { on_stream_end(s); }
+  /// The stream ended: a hook that provides a piece of the stream_info (its hook_contract)
+  /// fills it here.  Called in dependency order, before any hook's on_stream_end; a hook fills
+  /// only the pieces it declared.
+  virtual void fill(stream_info&) {}
+  /// The stream ended, and `info` is complete.
+  virtual void on_stream_end(const stream_info&) {}
 
   /// The per-event callbacks this hook implements: the chain calls only those at every event
   /// (a call to an empty default still loads the hook's vtable line, cold with many streams),
   /// and collects samples only for hooks that take them.
   enum per_event_calls : unsigned { body_calls = 1, token_calls = 2, sample_calls = 4 };
   virtual unsigned per_event() const noexcept { return body_calls | token_calls; }
-
-  /// Adds where the state lies that this hook's next per-event call touches first
-  /// (stream_tap::add_hot_lines); by default the hook's first cache line.
-  virtual void add_hot_lines(parsers::hot_lines& l) const noexcept { l.add(this); }
 };
 
 class hook_factory {

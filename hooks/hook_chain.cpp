@@ -9,6 +9,7 @@
 
 #include "config/log.hpp"
 #include "hooks/cache_hook.hpp"
+#include "hooks/hot_state.hpp"
 #include "hooks/metrics.hpp"
 #include "hooks/steps_hook.hpp"
 #include "hooks/timing_hook.hpp"
@@ -99,18 +100,25 @@ class request_phase final : public request_callbacks {
   request_decision& d_;
 };
 
+// A stream's hook and, for a built-in one, where its per-event state lies (hot_state.hpp).
+struct chain_entry {
+  std::unique_ptr<hooks::hook> hook;
+  const hot_state* hot = nullptr;
+};
+
 class alignas(64) chain final : public stream_tap,
                                 public parsers::decoder_handler,
                                 public parsers::recycled<chain> {
  public:
-  chain(std::size_t max_event_bytes, std::vector<std::unique_ptr<hook>> hooks,
+  chain(std::size_t max_event_bytes, std::vector<chain_entry> hooks,
         std::shared_ptr<chain_stats> stats)
       : hooks_(std::move(hooks)), max_event_bytes_(max_event_bytes), stats_(std::move(stats)) {
     for (std::size_t i = 0; i < hooks_.size(); ++i) {
       const auto bit = std::uint64_t{1} << i;
-      if (hooks_[i]->per_event() & hook::body_calls) body_ |= bit;
-      if (hooks_[i]->per_event() & hook::token_calls) token_ |= bit;
-      if (hooks_[i]->per_event() & hook::sample_calls) sampled_ |= bit;
+      const auto calls = hooks_[i].hook->per_event();
+      if (calls & hook::body_calls) body_ |= bit;
+      if (calls & hook::token_calls) token_ |= bit;
+      if (calls & hook::sample_calls) sampled_ |= bit;
     }
   }
 
@@ -120,17 +128,17 @@ class alignas(64) chain final : public stream_tap,
     request_phase callbacks(d);
     for (std::size_t i = 0; i < hooks_.size(); ++i) {
       if ((disabled_ >> i) & 1) continue;
-      callbacks.may_rewrite = hooks_[i]->rewrites_body();
+      callbacks.may_rewrite = hooks_[i].hook->rewrites_body();
       request_status status = request_status::proceed;
       try {
-        status = hooks_[i]->on_request_phase(r, callbacks);
+        status = hooks_[i].hook->on_request_phase(r, callbacks);
       } catch (const std::exception& e) {
         disable(i, e.what());
       } catch (...) {
         disable(i, "unknown exception");
       }
       if (status == request_status::stop && d.stop) {
-        summary_.status = d.status;
+        info_.status = d.status;
         return;
       }
       // A stop without a reply, or a reply without a stop: the hook's intent is unclear, and
@@ -148,16 +156,16 @@ class alignas(64) chain final : public stream_tap,
   // ---- stream_tap: the stream phase (called by the proxy after forwarding)
 
   void on_request(const request_view& r) noexcept override {
-    summary_.start_ns = r.start_ns;
-    summary_.wall_start_us = r.wall_start_us;
+    info_.start_ns = r.start_ns;
+    info_.wall_start_us = r.wall_start_us;
     flushed_ns_ = r.start_ns;
     provider_ = parsers::provider_from_path(r.target.substr(0, r.target.find('?')));
     each(all(), [&](hook& h) { h.on_request(r); });
   }
 
   void on_response_head(const response_view& r) noexcept override {
-    summary_.status = r.status;
-    summary_.head_ns = r.t_ns;
+    info_.status = r.status;
+    info_.head_ns = r.t_ns;
     // A compressed body is passed through untouched and not decoded.
     if (r.content_encoding.empty() || r.content_encoding == "identity")
       decoder_.emplace(provider_, r.content_type, max_event_bytes_);
@@ -183,41 +191,40 @@ class alignas(64) chain final : public stream_tap,
   }
 
   void on_upstream_error(std::string_view reason, unsigned status) noexcept override {
-    summary_.upstream_error_reason.assign(reason);
-    if (summary_.status == 0) summary_.status = status;
+    info_.upstream_error_reason.assign(reason);
+    if (info_.status == 0) info_.status = status;
   }
 
   void on_stream_end(stream_outcome outcome, mono_ns end_ns) noexcept override {
     std::uint64_t tokens = 0;  // every on_token call: the decoder counts them by channel
     if (decoder_) {
       decoder_->finish(end_ns, *this);
-      summary_.usage = decoder_->usage();
-      summary_.provider = decoder_->detected_provider();
+      info_.usage = decoder_->usage();
+      info_.provider = decoder_->detected_provider();
       for (auto c :
            {parsers::channel::content, parsers::channel::reasoning, parsers::channel::tool})
         tokens += decoder_->token_events(c);
     } else {
-      summary_.provider = provider_;
+      info_.provider = provider_;
     }
-    summary_.end_ns = end_ns;
-    summary_.token_events = tokens;
+    info_.end_ns = end_ns;
+    info_.token_events = tokens;
     summarize_choices(tokens);
-    summary_.first_token_ns = first_token_ns_;
-    summary_.first_content_ns = first_content_ns_;
-    summary_.last_token_ns = last_token_ns_;
+    info_.first_token_ns = first_token_ns_;
+    info_.first_content_ns = first_content_ns_;
+    info_.last_token_ns = last_token_ns_;
     flush_samples(end_ns);
     // A provider error inside an otherwise complete 2xx stream is the stream's outcome (an error
     // body on a 4xx/5xx answer is just that answer: recorded in `error`, outcome unchanged).
-    const bool provider_error = !summary_.error_type.empty() || !summary_.error_message.empty();
-    summary_.outcome = outcome == stream_outcome::ok && provider_error && summary_.status < 300
-                           ? stream_outcome::stream_error
-                           : outcome;
-    // The last hook may take the summary: the trace hook (last by default) keeps it for its
-    // record without copying its vectors and strings.
-    const auto live = all() & ~disabled_;
-    const auto last = live == 0 ? 0 : std::uint64_t{1} << (63 - std::countl_zero(live));
-    each(live & ~last, [&](hook& h) { h.on_stream_end(summary_); });
-    each(last, [&](hook& h) { h.on_stream_end_last(std::move(summary_)); });
+    const bool provider_error = !info_.error_type.empty() || !info_.error_message.empty();
+    info_.outcome = outcome == stream_outcome::ok && provider_error && info_.status < 300
+                        ? stream_outcome::stream_error
+                        : outcome;
+    // The providers fill their pieces in dependency order (the registry's), then every hook
+    // reads the whole.
+    each(all(), [&](hook& h) { h.fill(info_); });
+    const stream_info& info = info_;
+    each(all(), [&](hook& h) { h.on_stream_end(info); });
   }
 
   // The chain's per-event fields, the next sample's slot, the hooks called at every read or
@@ -226,8 +233,14 @@ class alignas(64) chain final : public stream_tap,
     l.add_range(this, &samples_);
     if (sampled_) l.add(&samples_[n_samples_ < samples_.size() ? n_samples_ : 0], sizeof(sample));
     l.add(hooks_.data(), hooks_.size() * sizeof hooks_[0]);
-    for (auto m = (body_ | token_) & ~disabled_; m != 0; m &= m - 1)
-      hooks_[static_cast<std::size_t>(std::countr_zero(m))]->add_hot_lines(l);
+    for (auto m = (body_ | token_) & ~disabled_; m != 0; m &= m - 1) {
+      const auto& e = hooks_[static_cast<std::size_t>(std::countr_zero(m))];
+      if (e.hot) {
+        e.hot->add_hot_lines(l);
+      } else {
+        l.add(e.hook.get());  // a hook from elsewhere: its object's first line
+      }
+    }
     if (decoder_) decoder_->add_hot_lines(l);
   }
 
@@ -254,19 +267,19 @@ class alignas(64) chain final : public stream_tap,
   void on_stream_error(std::string_view type, std::string_view message,
                        std::int64_t) noexcept override {
     stats_->stream_errors.fetch_add(1, std::memory_order_relaxed);
-    if (summary_.error_type.empty() && summary_.error_message.empty()) {
-      summary_.error_type.assign(type.empty() ? "error" : type);
-      summary_.error_message.assign(message.substr(0, 1024));
+    if (info_.error_type.empty() && info_.error_message.empty()) {
+      info_.error_type.assign(type.empty() ? "error" : type);
+      info_.error_message.assign(message.substr(0, 1024));
     }
   }
 
   void on_finish_reason(std::string_view reason, std::uint32_t choice) noexcept override {
-    summary_.finish_reason.assign(reason.substr(0, 64));
+    info_.finish_reason.assign(reason.substr(0, 64));
     if (choice != 0 || choices_) choice_state(choice).finish.assign(reason.substr(0, 64));
   }
 
   void on_parse_error(parsers::parse_stage stage, std::int64_t) noexcept override {
-    ++summary_.parse_errors[static_cast<int>(stage)];
+    ++info_.parse_errors[static_cast<int>(stage)];
     stats_->parse_errors[static_cast<int>(stage)].fetch_add(1, std::memory_order_relaxed);
   }
 
@@ -294,7 +307,7 @@ class alignas(64) chain final : public stream_tap,
       // Every token and finish reason so far was the first choice's.
       auto& first = choices_->slots[0];
       first.last = last_token_ns_;
-      first.finish = summary_.finish_reason;
+      first.finish = info_.finish_reason;
     }
     choices_->highest = std::max(choices_->highest, choice);
     return choices_->slots[std::min(choice, parsers::tracked_choices - 1)];
@@ -302,18 +315,18 @@ class alignas(64) chain final : public stream_tap,
 
   void summarize_choices(std::uint64_t tokens) {
     if (!choices_) {
-      summary_.choices = tokens > 0 || !summary_.finish_reason.empty() ? 1 : 0;
+      info_.choices = tokens > 0 || !info_.finish_reason.empty() ? 1 : 0;
       return;
     }
-    summary_.choices = choices_->highest + 1;
-    const auto n = std::min(summary_.choices, parsers::tracked_choices);
+    info_.choices = choices_->highest + 1;
+    const auto n = std::min(info_.choices, parsers::tracked_choices);
     std::uint64_t others = 0;
     for (std::uint32_t i = 1; i < n; ++i) others += choices_->slots[i].tokens;
     choices_->slots[0].tokens = tokens - others;
     for (std::uint32_t i = 0; i < n; ++i) {
       auto& c = choices_->slots[i];
       if (c.tokens == 0 && c.finish.empty()) continue;
-      summary_.by_choice.push_back({i, c.tokens, std::move(c.finish)});
+      info_.by_choice.push_back({i, c.tokens, std::move(c.finish)});
     }
   }
 
@@ -339,7 +352,7 @@ class alignas(64) chain final : public stream_tap,
     for (auto m = which & ~disabled_; m != 0; m &= m - 1) {
       const auto i = static_cast<std::size_t>(std::countr_zero(m));
       try {
-        f(*hooks_[i]);
+        f(*hooks_[i].hook);
       } catch (const std::exception& e) {
         disable(i, e.what());
       } catch (...) {
@@ -360,12 +373,12 @@ class alignas(64) chain final : public stream_tap,
   // Bit i stands for hooks_[i] (at most 64 hooks): those with on_body / on_token / on_samples,
   // those that threw and are skipped.
   std::uint64_t body_ = 0, token_ = 0, sampled_ = 0, disabled_ = 0;
-  mono_ns last_token_ns_ = -1;  // summary_.last_token_ns until the end (the first two below too)
+  mono_ns last_token_ns_ = -1;  // info_.last_token_ns until the end (the first two below too)
   std::uint8_t n_samples_ = 0;
   bool streamed_ = false;
   parsers::provider provider_ = parsers::provider::unknown;
   // second line
-  std::vector<std::unique_ptr<hook>> hooks_;
+  std::vector<chain_entry> hooks_;
   std::optional<parsers::stream_decoder> decoder_;  // a pointer to its state
   mono_ns first_token_ns_ = -1, first_content_ns_ = -1;
   mono_ns flushed_ns_ = 0;
@@ -374,7 +387,7 @@ class alignas(64) chain final : public stream_tap,
   std::size_t max_event_bytes_;
   std::shared_ptr<chain_stats> stats_;
   std::unique_ptr<choices_state> choices_;  // made when a second choice answers
-  stream_summary summary_;
+  stream_info info_;
 };
 
 }  // namespace
@@ -387,12 +400,15 @@ hook_chain_factory::hook_chain_factory(const config::config& cfg,
 
 std::unique_ptr<stream_tap> hook_chain_factory::create() {
   stats_->streams.fetch_add(1, std::memory_order_relaxed);
-  std::vector<std::unique_ptr<hook>> hooks;
+  std::vector<chain_entry> hooks;
   hooks.reserve(factories_.size());
   for (auto& f : factories_) {
     if (hooks.size() == max_hooks) break;
     try {
-      if (auto h = f->create()) hooks.push_back(std::move(h));
+      if (auto h = f->create()) {
+        const auto* hot = dynamic_cast<const hot_state*>(h.get());
+        hooks.push_back({std::move(h), hot});
+      }
     } catch (...) {
       stats_->hook_failures.fetch_add(1, std::memory_order_relaxed);
     }

@@ -462,7 +462,7 @@ void metrics_registry::count_local_reply(std::string_view route, unsigned code) 
   it->second->Increment();
 }
 
-void metrics_registry::finish(series& s, const stream_summary& sum, const std::string& model,
+void metrics_registry::finish(series& s, const stream_info& sum, const std::string& model,
                               const std::string& route, std::uint64_t steps) {
   const auto& t = sum.timing;
   const auto& u = sum.usage;
@@ -784,7 +784,7 @@ class metrics_hook final : public hook {
   // to speak (the summary's, as in the trace record): a path that names no provider is
   // `unknown` only until the decoder recognised the stream.  Until then — the in-flight gauge,
   // the gaps folded while a long stream runs — the path's provider is all there is.
-  void on_stream_end(stream_summary& sum) override {
+  void on_stream_end(const stream_info& sum) override {
     if (!series_) return;
     auto* final_series = series_;
     if (const auto provider = parsers::to_string(sum.provider); provider != path_provider_)

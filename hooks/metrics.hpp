@@ -110,8 +110,8 @@ class metrics_registry {
   // Called by the metrics hook (see metrics.cpp).
   struct fold_batch;
   void fold(series& s, fold_batch& b);
-  void finish(series& s, const stream_summary& sum, const std::string& model,
-              const std::string& route, std::uint64_t steps);
+  void finish(series& s, const stream_info& sum, const std::string& model, const std::string& route,
+              std::uint64_t steps);
 
   const bucket_config& buckets() const noexcept { return buckets_; }
 

@@ -2,11 +2,13 @@
 
 #include <optional>
 
+#include "hooks/hot_state.hpp"
+
 namespace tokentap::hooks {
 
 namespace {
 
-class steps_hook final : public hook {
+class steps_hook final : public hook, public hot_state {
  public:
   steps_hook(const std::shared_ptr<const parsers::step_tagger::compiled>& t, std::size_t max_steps)
       : triggers_(t), max_steps_(max_steps), content_(t, max_steps) {}
@@ -32,7 +34,7 @@ class steps_hook final : public hook {
     (reasoned_ ? *reasoning_ : content_).add_hot_lines(l);
   }
 
-  void on_stream_end(stream_summary& s) override {
+  void fill(stream_info& s) override {
     const bool reasoning = reasoned_;
     auto& tagger = reasoning ? *reasoning_ : content_;
     tagger.finish();

@@ -113,7 +113,7 @@ class timing_hook final : public hook {
 
   unsigned per_event() const noexcept override { return sample_calls; }
 
-  void on_stream_end(stream_summary& s) override {
+  void fill(stream_info& s) override {
     auto& t = s.timing;
     const auto first = s.first_token_ns, last = s.last_token_ns;
     if (s.head_ns > 0) t.upstream_headers_ms = ms(s.start_ns, s.head_ns);

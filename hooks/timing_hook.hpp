@@ -1,6 +1,6 @@
 #pragma once
 // The timing hook: stamps every token event with the monotonic time its bytes were read from the
-// upstream and derives the exchange's latency figures (stream_summary::timing).
+// upstream and derives the exchange's latency figures (stream_info::timing).
 #include "hooks/hook.hpp"
 
 namespace tokentap::hooks {

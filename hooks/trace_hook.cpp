@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hooks/hot_state.hpp"
 #include "parsers/json_out.hpp"
 #include "parsers/recycled.hpp"
 
@@ -131,7 +132,7 @@ struct record_texts {
 struct finished_stream : record_texts {
   bool bodies = false;
   bool truncated = false;
-  stream_summary s;
+  stream_info s;
 
   // Everything before the events.
   void head(std::string& r) const {
@@ -333,7 +334,9 @@ constexpr unsigned text_tag(parsers::channel ch, std::uint32_t choice) {
 }
 static_assert(text_tag(parsers::channel::reasoning, ~0u) < 256);
 
-class alignas(64) trace_hook final : public hook, public parsers::recycled<trace_hook> {
+class alignas(64) trace_hook final : public hook,
+                                     public hot_state,
+                                     public parsers::recycled<trace_hook> {
  public:
   trace_hook(const config::trace_config& cfg, std::shared_ptr<trace_writer> w)
       : budget_(static_cast<std::uint32_t>(  // 4 GiB at most: a record is one JSON line
@@ -408,16 +411,14 @@ class alignas(64) trace_hook final : public hook, public parsers::recycled<trace
   }
 
   // The record is rendered on the writer's thread (trace_writer::record::render): ~40 k
-  // instructions per stream that the I/O thread no longer spends while other streams wait.  The
-  // summary is copied when hooks after this one still read it, taken when this is the last.
-  void on_stream_end(stream_summary& s) override { finish(stream_summary(s)); }
-  void on_stream_end_last(stream_summary&& s) override { finish(std::move(s)); }
+  // instructions per stream that the I/O thread no longer spends while other streams wait.
+  void on_stream_end(const stream_info& s) override { finish(s); }
 
  private:
-  void finish(stream_summary s) {
+  void finish(const stream_info& s) {
     events_.seal();
-    auto f = std::make_shared<finished_stream>(finished_stream{
-        std::move(t_), cfg_.bodies, events_truncated_ || text_truncated_, std::move(s)});
+    auto f = std::make_shared<finished_stream>(
+        finished_stream{std::move(t_), cfg_.bodies, events_truncated_ || text_truncated_, s});
     trace_writer::record rec;
     rec.events = std::move(events_);
     rec.render = [f = std::move(f)](std::string& head, std::string& tail, const event_log& log) {

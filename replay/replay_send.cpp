@@ -30,7 +30,7 @@ namespace {
 struct capture_factory : hooks::hook_factory {
   struct capture : hooks::hook {
     explicit capture(measured& m) : m_(m) {}
-    void on_stream_end(hooks::stream_summary& s) override {
+    void on_stream_end(const hooks::stream_info& s) override {
       m_.ttft_ms = s.timing.ttft_ms;
       m_.ttft_answer_ms = s.timing.ttft_answer_ms;
       m_.e2e_ms = s.timing.e2e_ms;

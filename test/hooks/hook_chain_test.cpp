@@ -17,6 +17,7 @@
 #include <random>
 #include <thread>
 
+#include "hooks/hot_state.hpp"
 #include "hooks/timing_hook.hpp"
 #include "hooks/trace_hook.hpp"
 #include "hooks/trace_writer.hpp"
@@ -32,23 +33,18 @@ std::string chunk(std::string_view delta_field, std::string_view text) {
          std::string(text) + "\"}}]}\n\n";
 }
 
-// Captures the summary as the last hook in the chain sees it.
+// Captures the stream_info as a hook sees it at the stream's end.
 struct capture_factory : hook_factory {
   struct capture : hook {
     explicit capture(capture_factory& f) : f_(f) {}
     void on_token(const token_event& e) override {
       f_.tokens.emplace_back(std::string(e.text), e.t_ns);
     }
-    void on_stream_end(stream_summary& s) override { f_.summary = s; }
-    void on_stream_end_last(stream_summary&& s) override {
-      f_.last = true;
-      on_stream_end(s);
-    }
+    void on_stream_end(const stream_info& s) override { f_.summary = s; }
     capture_factory& f_;
   };
   std::unique_ptr<hook> create() override { return std::make_unique<capture>(*this); }
-  stream_summary summary;
-  bool last = false;  // it was the last hook: on_stream_end_last
+  stream_info summary;
   std::vector<std::pair<std::string, mono_ns>> tokens;
 };
 
@@ -69,6 +65,17 @@ struct keeping_factory : hook_factory {
     return h;
   }
   unsigned calls;
+  H* made = nullptr;
+};
+
+// Makes default-constructed hooks of type H and keeps the last one made.
+template <class H>
+struct plain_factory : hook_factory {
+  std::unique_ptr<hook> create() override {
+    auto h = std::make_unique<H>();
+    made = h.get();
+    return h;
+  }
   H* made = nullptr;
 };
 
@@ -484,7 +491,7 @@ TEST(HookChain, PerEventCallsGoOnlyToHooksThatDeclareThem) {
     void on_request(const request_view&) override { ++requests; }
     void on_body(std::string_view, const hooks::body_times&) override { ++bodies; }
     void on_token(const token_event&) override { ++tokens; }
-    void on_stream_end(stream_summary&) override { ++ends; }
+    void on_stream_end(const stream_info&) override { ++ends; }
     unsigned calls_;
     int requests = 0, bodies = 0, tokens = 0, ends = 0;
   };
@@ -517,7 +524,7 @@ TEST(HookChain, PerEventCallsGoOnlyToHooksThatDeclareThem) {
 // it calls only per stream or per batch of samples, nor one disabled after it threw — and the
 // decoder.
 TEST(HookChainPerf, HotLinesAreTheChainThePerEventHooksAndTheDecoder) {
-  struct marking : hook {
+  struct marking : hook, hot_state {
     explicit marking(unsigned calls) : calls_(calls) {}
     unsigned per_event() const noexcept override { return calls_; }
     void on_token(const token_event&) override {
@@ -534,8 +541,13 @@ TEST(HookChainPerf, HotLinesAreTheChainThePerEventHooksAndTheDecoder) {
   auto samples = std::make_shared<factory>(hook::sample_calls);
   auto none = std::make_shared<factory>(0);
   auto failing = std::make_shared<factory>(hook::token_calls);
+  // A hook from elsewhere knows nothing of hot lines: its object's first line is listed.
+  struct plain : hook {
+    unsigned per_event() const noexcept override { return token_calls; }
+  };
+  auto other = std::make_shared<plain_factory<plain>>();
   config::config cfg;
-  hook_chain_factory f(cfg, {none, body, samples, tokens, failing});
+  hook_chain_factory f(cfg, {none, body, samples, tokens, failing, other});
   auto tap = f.create();
   failing->made->throws = true;
   auto listed = [&](const void* p) {
@@ -561,6 +573,7 @@ TEST(HookChainPerf, HotLinesAreTheChainThePerEventHooksAndTheDecoder) {
   EXPECT_TRUE(listed(&failing->made->marker));
   EXPECT_FALSE(listed(&samples->made->marker));
   EXPECT_FALSE(listed(&none->made->marker));
+  EXPECT_TRUE(listed(other->made));
   const auto before_decoder = count();
   tap->on_response_head({200, "text/event-stream", "", 1, {}});
   const auto with_decoder = count();
@@ -658,7 +671,7 @@ TEST(HookChain, SamplesReachTheHooksThatTakeThemInBatches) {
       batches.push_back({b.size(), now});
       got.insert(got.end(), b.begin(), b.end());
     }
-    void on_stream_end(stream_summary& s) override {
+    void on_stream_end(const stream_info& s) override {
       ended = true;
       summary = s;
     }
@@ -666,7 +679,7 @@ TEST(HookChain, SamplesReachTheHooksThatTakeThemInBatches) {
     bool ended = false;
     std::vector<std::pair<std::size_t, mono_ns>> batches;
     std::vector<sample> got;
-    stream_summary summary;
+    stream_info summary;
   };
   using factory = keeping_factory<sampling>;
   auto takes = std::make_shared<factory>(hook::sample_calls);
@@ -865,10 +878,45 @@ TEST(TraceHook, BodiesCanBeSwitchedOff) {
   EXPECT_NE(lines[0].find("\"events\":[{\"t_us\":"), std::string::npos);
 }
 
-// The chain's last hook takes the summary (on_stream_end_last) — the trace hook, last by
-// default, keeps it for its record without copying it.  Where hooks come after the trace hook
-// they still see it whole, and the record is the same either way.
-TEST(TraceHook, TheLastHookTakesTheSummaryHooksAfterTheTraceStillSeeItWhole) {
+// At the stream's end every provider fills its piece before any hook reads the info: a hook
+// listed before the provider of what it reads sees the piece too, and providers fill in
+// dependency order (the second provider reads what the first filled).
+TEST(HookChain, ProvidersFillTheInfoBeforeAnyHookReadsIt) {
+  struct filler : hook {
+    void fill(stream_info& s) override { s.timing.stalls = 7; }
+  };
+  struct second : hook {
+    void fill(stream_info& s) override { s.redundant_tokens = s.timing.stalls + 1; }
+  };
+  struct reader : hook {
+    void on_stream_end(const stream_info& s) override {
+      stalls = s.timing.stalls;
+      redundant = s.redundant_tokens;
+    }
+    std::uint64_t stalls = 0, redundant = 0;
+  };
+  auto r = std::make_shared<plain_factory<reader>>();
+  hook_registry reg;
+  reg.add("reader", [&](const config::config&) { return r; }, {.reads = {"timing"}});
+  reg.add("second", [](const config::config&) { return std::make_shared<plain_factory<second>>(); },
+          {.provides = {"steps"}, .needs = {"timing"}});
+  reg.add("filler", [](const config::config&) { return std::make_shared<plain_factory<filler>>(); },
+          {.provides = {"timing"}});
+  config::config cfg;
+  cfg.hooks = {"second", "reader", "filler"};
+  EXPECT_EQ(reg.order(cfg), (std::vector<std::string>{"filler", "second", "reader"}));
+  cfg.hooks = {"reader", "second", "filler"};
+  hook_chain_factory f(cfg, reg.build(cfg));
+  auto tap = f.create();
+  tap->on_request(request(0));
+  tap->on_stream_end(stream_outcome::ok, 4);
+  EXPECT_EQ(r->made->stalls, 7u);
+  EXPECT_EQ(r->made->redundant, 8u);
+}
+
+// Hooks before and after the trace hook see the whole stream_info, and the record is the same
+// either way.
+TEST(TraceHook, HooksBeforeAndAfterTheTraceSeeTheWholeInfoAndTheRecordIsTheSame) {
   std::string record[2];
   for (const bool trace_last : {true, false}) {
     config::config cfg;
@@ -883,7 +931,6 @@ TEST(TraceHook, TheLastHookTakesTheSummaryHooksAfterTheTraceStillSeeItWhole) {
       hook_chain_factory f(cfg, hooks);
       stream_two_tokens(f);
     }  // the writer flushes on destruction
-    EXPECT_EQ(cap->last, !trace_last);
     // What the timing hook added, as the capture saw it: one gap between the two tokens.
     EXPECT_EQ(cap->summary.timing.itl.count, 1u);
     EXPECT_EQ(cap->summary.timing.itl_values_ms.size(), 1u);

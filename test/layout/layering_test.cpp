@@ -66,5 +66,17 @@ TEST(Layering, DependenciesPointDownAndTheAppIsOnTop) {
     for (const auto& f : includes_under(below)) EXPECT_FALSE(std::regex_search(f, app)) << f;
 }
 
+// The hot-line prefetch is private to the relay and the built-in chain: the public hook
+// interface does not know it, and no layer outside hooks/ includes the built-in hooks' side.
+TEST(Layering, ThePrefetchSeamStaysInsideTheHooks) {
+  const std::regex hot_state(R"(: "hooks/hot_state\.hpp")");
+  for (const char* outside : {"parsers", "config", "net", "proxy", "sim", "replay", "app"})
+    for (const auto& f : includes_under(outside))
+      EXPECT_FALSE(std::regex_search(f, hot_state)) << f;
+  for (const auto& f : includes_under("hooks"))
+    if (f.starts_with("hooks/hook.hpp:") || f.starts_with("hooks/tap.hpp:"))
+      EXPECT_FALSE(std::regex_search(f, hot_state)) << f;
+}
+
 }  // namespace
 }  // namespace tokentap::test
