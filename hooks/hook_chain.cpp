@@ -174,20 +174,14 @@ class alignas(64) chain final : public stream_tap,
     each(all(), [&](hook& h) { h.on_response_head(r); });
   }
 
-  // The decoder first, so that the hooks' on_body learns whether the read was a chat chunk
-  // shaped like the last one (body_times::shape: the trace then logs it without comparing it
-  // with its copy of the last read).  Nothing else depends on the order: the hooks see the
-  // reads and the tokens, each in order, with their times.
+  // The decoder first (its tokens reach the hooks' on_token), then the hooks' on_body: each
+  // sees the reads and the tokens in order, with their times.
   void on_body(std::span<const char> bytes, const body_times& t) noexcept override {
     const std::string_view b(bytes.data(), bytes.size());
     // The proxy's own work (DESIGN.md §4: read done → written); tokens are timed by arrival.
     if (sampled_) add_sample({sample::overhead, t.written - t.read}, t.written);
     if (decoder_) decoder_->feed(b, t.arrived, *this);
-    if (body_ == 0) return;
-    parsers::read_shape shape;
-    body_times with = t;
-    if (decoder_ && decoder_->last_read_shape(b, shape)) with.shape = &shape;
-    each(body_, [&](hook& h) { h.on_body(b, with); });
+    each(body_, [&](hook& h) { h.on_body(b, t); });
   }
 
   void on_upstream_error(std::string_view reason, unsigned status) noexcept override {

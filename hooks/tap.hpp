@@ -19,10 +19,6 @@
 #include "parsers/hot_lines.hpp"
 #include "parsers/request_inspector.hpp"
 
-namespace tokentap::parsers {
-struct read_shape;
-}
-
 namespace tokentap::hooks {
 
 /// Nanoseconds on a monotonic clock (std::chrono::steady_clock).
@@ -84,9 +80,6 @@ struct body_times {
   mono_ns arrived = 0;
   mono_ns read = 0;     ///< the proxy's read of them completed
   mono_ns written = 0;  ///< the kernel took them for the client (written >= read)
-  /// For hooks (set by the hook chain, whose decoder was fed the read before its hooks see it):
-  /// the read was one chat chunk shaped like the last one, or null.
-  const parsers::read_shape* shape = nullptr;
 };
 
 /// What the request phase decided for one exchange (stream_tap::decide); the proxy applies it

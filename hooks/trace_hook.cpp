@@ -379,10 +379,7 @@ class alignas(64) trace_hook final : public hook,
     // The bytes as they are, at their arrival (what `replay serve` reproduces: the upstream's
     // timing, not the proxy's); the writer escapes them (trace_writer::record).
     const auto t_us = (t.arrived - start_ns_) / 1000;
-    if (t.shape != nullptr)
-      events_.append_shaped(t_us, bytes, *t.shape);
-    else
-      events_.append(t_us, bytes);
+    events_.append(t_us, bytes);
     budget_ -= static_cast<std::uint32_t>(bytes.size() + 32);
   }
 
@@ -401,8 +398,7 @@ class alignas(64) trace_hook final : public hook,
   }
 
   // What the next read touches: this object's first line, the log's copy of the last read
-  // (compared with it; none after a shaped read) and the log's next line (an entry's header and
-  // a token's difference).
+  // (compared with it) and the log's next line (an entry's header and a token's difference).
   void add_hot_lines(parsers::hot_lines& l) const noexcept override {
     l.add(this);
     const auto last = events_.last_read();

@@ -615,28 +615,20 @@ TEST(HookChainPerf, EveryBuiltinHooksHotLinesFitTheListBesideTheRelays) {
   tap->on_stream_end(stream_outcome::ok, t);
 }
 
-// The decoder is fed a read before the hooks see it: a read's tokens reach the hooks first, and
-// its on_body says whether it was one chat chunk shaped like the last one (body_times::shape,
-// which the trace logs without comparing) — exactly, and only then.
-TEST(HookChain, HooksSeeAReadAfterItsTokensAndWhetherItWasShaped) {
+// The decoder is fed a read before the hooks see it: a read's tokens reach the hooks first, then
+// its on_body with the read's bytes and times.
+TEST(HookChain, HooksSeeAReadAfterItsTokens) {
   struct observing : hook {
     explicit observing(unsigned) {}
     void on_token(const token_event& e) override { tokens.emplace_back(e.text); }
     void on_body(std::string_view bytes, const body_times& t) override {
       tokens_before.push_back(tokens.size());
-      shaped.push_back(t.shape != nullptr);
-      if (t.shape != nullptr) {
-        const auto& s = *t.shape;
-        ASSERT_LE(s.doc_at + s.doc_size, bytes.size());
-        const auto doc = bytes.substr(s.doc_at, s.doc_size);
-        const auto suffix = s.shape.size() - s.prefix;
-        EXPECT_EQ(doc.substr(0, s.prefix), s.shape.substr(0, s.prefix));
-        EXPECT_EQ(doc.substr(doc.size() - suffix), s.shape.substr(s.prefix));
-      }
+      reads.emplace_back(bytes);
+      arrived.push_back(t.arrived);
     }
-    std::vector<std::string> tokens;
+    std::vector<std::string> tokens, reads;
     std::vector<std::size_t> tokens_before;
-    std::vector<bool> shaped;
+    std::vector<mono_ns> arrived;
   };
   auto made = std::make_shared<keeping_factory<observing>>(0);
   config::config cfg;
@@ -656,7 +648,8 @@ TEST(HookChain, HooksSeeAReadAfterItsTokensAndWhetherItWasShaped) {
   const auto& h = *made->made;
   EXPECT_EQ(h.tokens, (std::vector<std::string>{"a", "b", "c", "d"}));
   EXPECT_EQ(h.tokens_before, (std::vector<std::size_t>{1, 2, 4, 4}));
-  EXPECT_EQ(h.shaped, (std::vector<bool>{true, true, false, false}));
+  EXPECT_EQ(h.reads, reads);
+  EXPECT_EQ(h.arrived, (std::vector<mono_ns>{ms, 2 * ms, 3 * ms, 4 * ms}));
 }
 
 // Samples are measured once by the chain and reach every hook that takes them exactly once, in
@@ -897,11 +890,12 @@ TEST(HookChain, ProvidersFillTheInfoBeforeAnyHookReadsIt) {
   };
   auto r = std::make_shared<plain_factory<reader>>();
   hook_registry reg;
-  reg.add("reader", [&](const config::config&) { return r; }, {.reads = {"timing"}});
+  reg.add("reader", [&](const config::config&) { return r; },
+          {.provides = {}, .needs = {}, .reads = {"timing"}});
   reg.add("second", [](const config::config&) { return std::make_shared<plain_factory<second>>(); },
-          {.provides = {"steps"}, .needs = {"timing"}});
+          {.provides = {"steps"}, .needs = {"timing"}, .reads = {}});
   reg.add("filler", [](const config::config&) { return std::make_shared<plain_factory<filler>>(); },
-          {.provides = {"timing"}});
+          {.provides = {"timing"}, .needs = {}, .reads = {}});
   config::config cfg;
   cfg.hooks = {"second", "reader", "filler"};
   EXPECT_EQ(reg.order(cfg), (std::vector<std::string>{"filler", "second", "reader"}));
