@@ -14,7 +14,6 @@
 #include "hooks/steps_hook.hpp"
 #include "hooks/timing_hook.hpp"
 #include "hooks/trace_hook.hpp"
-#include "parsers/recycled.hpp"
 
 namespace tokentap::hooks {
 
@@ -106,9 +105,7 @@ struct chain_entry {
   const hot_state* hot = nullptr;
 };
 
-class alignas(64) chain final : public stream_tap,
-                                public parsers::decoder_handler,
-                                public parsers::recycled<chain> {
+class alignas(64) chain final : public stream_tap, public parsers::decoder_handler {
  public:
   chain(std::size_t max_event_bytes, std::vector<chain_entry> hooks,
         std::shared_ptr<chain_stats> stats)

@@ -10,7 +10,6 @@
 
 #include "hooks/hot_state.hpp"
 #include "parsers/json_out.hpp"
-#include "parsers/recycled.hpp"
 
 namespace tokentap::hooks {
 
@@ -334,9 +333,7 @@ constexpr unsigned text_tag(parsers::channel ch, std::uint32_t choice) {
 }
 static_assert(text_tag(parsers::channel::reasoning, ~0u) < 256);
 
-class alignas(64) trace_hook final : public hook,
-                                     public hot_state,
-                                     public parsers::recycled<trace_hook> {
+class alignas(64) trace_hook final : public hook, public hot_state {
  public:
   trace_hook(const config::trace_config& cfg, std::shared_ptr<trace_writer> w)
       : budget_(static_cast<std::uint32_t>(  // 4 GiB at most: a record is one JSON line

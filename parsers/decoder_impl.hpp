@@ -14,7 +14,6 @@
 
 #include "parsers/json_scratch.hpp"
 #include "parsers/openai_chunk.hpp"
-#include "parsers/recycled.hpp"
 #include "parsers/sse_parser.hpp"
 #include "parsers/stream_decoder.hpp"
 
@@ -109,9 +108,7 @@ struct decoder_tag;
 // decoder hands out within the same decode() call).
 openai_chunk_reader& thread_chunk_reader();
 
-struct alignas(64) stream_decoder::impl : sse_handler,
-                                          ndjson_handler,
-                                          recycled<stream_decoder::impl> {
+struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
   impl(provider p, std::string_view content_type, std::size_t max)
       : prov(p), sse(max), ndjson(max) {
     if (content_type.find("event-stream") != std::string_view::npos) {

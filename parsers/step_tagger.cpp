@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cctype>
 
-#include "parsers/recycled.hpp"
-
 namespace tokentap::parsers {
 
 std::string_view to_string(step_kind k) noexcept {
@@ -242,7 +240,7 @@ struct step_tagger::compiled {
       by_first;  // trigger indices by first byte, longest first
 };
 
-struct alignas(64) step_tagger::impl : recycled<step_tagger::impl> {
+struct alignas(64) step_tagger::impl {
   impl(std::shared_ptr<const compiled> c, std::size_t max) : max_steps(max), set(std::move(c)) {}
 
   // Ordered by use: what every delta touches fills the first three cache lines (with hundreds of
