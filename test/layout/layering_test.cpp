@@ -66,6 +66,28 @@ TEST(Layering, DependenciesPointDownAndTheAppIsOnTop) {
     for (const auto& f : includes_under(below)) EXPECT_FALSE(std::regex_search(f, app)) << f;
 }
 
+// test/ mirrors the sources: a unit test under test/<folder>/ is named after the source file it
+// tests (test/hooks/trace_hook_test.cpp tests hooks/trace_hook.*).  Tests of several layers
+// together live in test/integration/.
+TEST(Layering, UnitTestsMirrorTheSources) {
+  const fs::path root(TOKENTAP_SOURCE_DIR);
+  std::size_t seen = 0;
+  for (const char* folder :
+       {"parsers", "config", "hooks", "net", "proxy", "sim", "replay", "app"}) {
+    if (!fs::exists(root / "test" / folder)) continue;
+    for (const auto& e : fs::directory_iterator(root / "test" / folder)) {
+      const auto name = e.path().filename().string();
+      if (!name.ends_with("_test.cpp")) continue;
+      ++seen;
+      const auto stem = name.substr(0, name.size() - std::string("_test.cpp").size());
+      EXPECT_TRUE(fs::exists(root / folder / (stem + ".cpp")) ||
+                  fs::exists(root / folder / (stem + ".hpp")))
+          << "test/" << folder << "/" << name << " names no source " << folder << "/" << stem;
+    }
+  }
+  EXPECT_GT(seen, 20u);
+}
+
 // The hot-line prefetch is private to the relay and the built-in chain: the public hook
 // interface does not know it, and no layer outside hooks/ includes the built-in hooks' side.
 TEST(Layering, ThePrefetchSeamStaysInsideTheHooks) {
@@ -73,9 +95,11 @@ TEST(Layering, ThePrefetchSeamStaysInsideTheHooks) {
   for (const char* outside : {"parsers", "config", "net", "proxy", "sim", "replay", "app"})
     for (const auto& f : includes_under(outside))
       EXPECT_FALSE(std::regex_search(f, hot_state)) << f;
-  for (const auto& f : includes_under("hooks"))
-    if (f.starts_with("hooks/hook.hpp:") || f.starts_with("hooks/tap.hpp:"))
+  for (const auto& f : includes_under("hooks")) {
+    if (f.starts_with("hooks/hook.hpp:") || f.starts_with("hooks/tap.hpp:")) {
       EXPECT_FALSE(std::regex_search(f, hot_state)) << f;
+    }
+  }
 }
 
 }  // namespace
