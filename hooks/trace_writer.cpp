@@ -180,8 +180,8 @@ void trace_writer::render(record& r, rendered& out) {
 }
 
 void trace_writer::write_rendered(std::size_t n, std::size_t size) {
-  const auto drop = [&] { stats_.dropped.fetch_add(n, std::memory_order_relaxed); };
-  if (opens_file(size) && !open_next()) return drop();
+  const auto drop = [&](std::size_t k) { stats_.dropped.fetch_add(k, std::memory_order_relaxed); };
+  if (opens_file(size) && !open_next()) return drop(n);
   std::array<iovec, 3 * batch_records> iov;
   std::size_t count = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -197,19 +197,30 @@ void trace_writer::write_rendered(std::size_t n, std::size_t size) {
     stats_.writes.fetch_add(1, std::memory_order_relaxed);
     if (got <= 0) {
       stats_.write_errors.fetch_add(1, std::memory_order_relaxed);
+      const int err = errno;
+      // The records that reached the file whole stay; a partial one is taken back, so the file
+      // keeps whole records only (a full disk or a file size limit accepts part of a line
+      // before failing).
+      std::size_t whole = 0, kept = 0;
+      for (; whole < n; ++whole) {
+        const auto& r = rendered_[whole];
+        const std::size_t len = r.first().size() + r.events.size() + r.last().size();
+        if (kept + len > done) break;
+        kept += len;
+      }
+      if (done > kept) {
+        [[maybe_unused]] const int rc = ::ftruncate(fd_, static_cast<off_t>(file_bytes_ + kept));
+      }
+      file_bytes_ += kept;
+      stats_.records.fetch_add(whole, std::memory_order_relaxed);
       if (now_s() - last_error_log_ >= 10) {
         last_error_log_ = now_s();
-        TT_LOG(warn) << "trace write failed: " << std::strerror(errno) << " (" << n
+        TT_LOG(warn) << "trace write failed: " << std::strerror(err) << " (" << n - whole
                      << " record(s) dropped)";
-      }
-      // Take back a partial write so the file keeps whole records only (a full disk or a file
-      // size limit accepts part of a line before failing).
-      if (done > 0) {
-        [[maybe_unused]] const int rc = ::ftruncate(fd_, static_cast<off_t>(file_bytes_));
       }
       ::close(fd_);
       fd_ = -1;  // try a fresh file next time (the disk may have been freed)
-      return drop();
+      return drop(n - whole);
     }
     done += static_cast<std::size_t>(got);
     // Skip what was written: whole pieces, then the start of a partly written one.

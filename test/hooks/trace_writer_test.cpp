@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -241,6 +242,33 @@ TEST(TraceWriter, RecordsQueuedTogetherAreWrittenTogether) {
   // The first alone (the queue held only it), then the 17 others as 8 + 8 + 1.
   EXPECT_EQ(h.w.stats().writes.load(), 4u);
   EXPECT_EQ(read_traces(cfg.dir), want);
+}
+
+// A disk that fills in the middle of a batch: the records that reached the file whole are kept
+// and counted, the one cut is taken back, the rest are dropped and counted.  (A file-size limit
+// stands in for the full disk: the write stops at it, then fails with EFBIG.)
+TEST(TraceWriter, AFullDiskKeepsTheBatchsWholeRecordsAndDropsTheRest) {
+  config::trace_config cfg;
+  cfg.dir = test::temp_dir() + "/traces";
+  held_writer h(cfg);
+  std::vector<std::string> records;
+  for (int i = 1; i <= 8; ++i) {
+    records.push_back("{\"n\":" + std::to_string(i) + ",\"pad\":\"" + std::string(90, 'x') + "\"}");
+    ASSERT_TRUE(h.w.submit(records.back()));
+  }
+  const std::size_t first = std::string("{\"n\":0}\n").size(), each = records[0].size() + 1;
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  rlimit small = old;
+  small.rlim_cur = first + 2 * each + each / 2;  // two records and half of the third fit
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  h.release();
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(h.w.stats().records.load(), 3u);  // the held first one and two of the batch
+  EXPECT_EQ(h.w.stats().dropped.load(), 6u);
+  EXPECT_EQ(read_traces(cfg.dir), "{\"n\":0}\n" + records[0] + "\n" + records[1] + "\n");
 }
 
 TEST(TraceWriter, ABatchStaysWithinItsBytesAndItsFile) {
