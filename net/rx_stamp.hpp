@@ -5,7 +5,7 @@
 // tokens are timed by when their bytes reached the proxy, not by when its thread got round to
 // reading them, and the relay tells whether its I/O thread is behind — bytes that waited in the
 // socket while other handlers ran — without a trip through the executor per event.  The load
-// generator (sim/rx_stamped_reader.hpp) measures latency to the client's socket with them.
+// generator (net/rx_stamped_reader.hpp) measures latency to the client's socket with them.
 // A recvmsg with the stamp costs what a recv does here (1.4–1.5 µs per 300-byte read on
 // loopback, both; measured).
 #include <sys/socket.h>

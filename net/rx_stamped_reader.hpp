@@ -14,7 +14,7 @@
 #include "net/net.hpp"
 #include "net/rx_stamp.hpp"
 
-namespace tokentap::sim {
+namespace tokentap::net {
 
 // Why: an event's latency measured to when it reached the client's socket, not to when the
 // client got round to reading it.  On a machine whose two cores the load generator shares with
@@ -26,7 +26,7 @@ class rx_stamped_reader {
   using executor_type = tcp_socket::executor_type;
 
   explicit rx_stamped_reader(tcp_socket& s) : s_(s) {
-    stamps_ = net::enable_rx_stamps(s_.native_handle());
+    stamps_ = enable_rx_stamps(s_.native_handle());
   }
   executor_type get_executor() { return s_.get_executor(); }
   /// False when the kernel refused SO_TIMESTAMPNS: last_rx_ns() then stays -1.
@@ -78,13 +78,13 @@ class rx_stamped_reader {
     }
     if (count == 0) return true;  // nothing asked: done, 0 bytes
     std::int64_t rx_real = -1;
-    if (!net::recv_stamped(s_.native_handle(), iov, count, 0, n, ec, rx_real)) return false;
+    if (!recv_stamped(s_.native_handle(), iov, count, 0, n, ec, rx_real)) return false;
     last_rx_ns_ = -1;
     if (stamps_ && rx_real >= 0) {
       // The kernel stamps with the wall clock; the simulator with the monotonic one.
       timespec mono;
       ::clock_gettime(CLOCK_MONOTONIC, &mono);
-      last_rx_ns_ = rx_real - (net::realtime_ns() - net::ns_of(mono));
+      last_rx_ns_ = rx_real - (realtime_ns() - ns_of(mono));
     }
     return true;
   }
@@ -94,4 +94,4 @@ class rx_stamped_reader {
   std::int64_t last_rx_ns_ = -1;
 };
 
-}  // namespace tokentap::sim
+}  // namespace tokentap::net

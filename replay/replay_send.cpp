@@ -15,6 +15,7 @@
 #include <boost/beast/http.hpp>
 
 #include "hooks/hook_chain.hpp"
+#include "net/http_client.hpp"
 #include "net/http_rules.hpp"
 #include "net/net.hpp"
 #include "parsers/json_out.hpp"
@@ -54,15 +55,8 @@ bool replayable(std::string_view name, std::string_view value) {
 }
 
 awaitable<void> send_one(const record& r, const send_options& o, measured& m) {
-  auto ex = co_await asio::this_coro::executor;
-  error_code ec;
-  tcp_resolver resolver(ex);
-  auto results = co_await resolver.async_resolve(o.host, std::to_string(o.port), use_ec(ec));
-  tcp_stream stream(ex);
-  if (!ec) {
-    stream.expires_after(std::chrono::seconds(10));
-    co_await stream.async_connect(results, use_ec(ec));
-  }
+  net::http_client client(co_await asio::this_coro::executor);
+  auto ec = co_await client.connect(o.host, o.port, std::chrono::seconds(10));
   if (ec) {
     m.error = "connect: " + ec.message();
     co_return;
@@ -78,46 +72,37 @@ awaitable<void> send_one(const record& r, const send_options& o, measured& m) {
   req.body() = r.body.value_or("");
   req.prepare_payload();
 
-  // Measure exactly as the proxy does: the same decoders and timing hook on every read.
+  // Measure exactly as the proxy does: the same decoders and timing hook on every read, tokens
+  // timed by their bytes' arrival.
   config::config cfg;
   cfg.hooks = {"timing"};
   auto factories = hooks::builtin_hooks().build(cfg);
   factories.push_back(std::make_shared<capture_factory>(m));
   hooks::hook_chain_factory chain(cfg, std::move(factories));
   auto tap = chain.create();
-  const auto start = mono_now_ns();
   hooks::request_view view;
   view.method = r.method;
   view.target = r.path;
-  view.start_ns = start;
+  view.start_ns = mono_now_ns();
   tap->on_request(view);
 
-  stream.expires_after(std::chrono::minutes(10));
-  co_await http::async_write(stream, req, use_ec(ec));
-  beast::flat_buffer buffer;
-  http::response_parser<http::buffer_body> p;
-  p.body_limit(std::numeric_limits<std::uint64_t>::max());
-  if (!ec) co_await http::async_read_header(stream, buffer, p, use_ec(ec));
+  ec = co_await client.send(req, std::chrono::minutes(10));
   if (ec) {
     m.error = "request: " + ec.message();
     tap->on_stream_end(hooks::stream_outcome::upstream_error, mono_now_ns());
     co_return;
   }
-  m.status = p.get().result_int();
-  tap->on_response_head({static_cast<unsigned>(m.status),
-                         p.get()[http::field::content_type],
-                         p.get()[http::field::content_encoding],
+  m.status = static_cast<int>(client.status());
+  tap->on_response_head({client.status(),
+                         client.header("content-type"),
+                         client.header("content-encoding"),
                          mono_now_ns(),
                          {}});
   std::vector<char> chunk(16384);
-  while (!p.is_done()) {
-    p.get().body().data = chunk.data();
-    p.get().body().size = chunk.size();
-    co_await http::async_read_some(stream, buffer, p, use_ec(ec));
-    if (ec == http::error::need_buffer) ec = {};
-    const auto n = chunk.size() - p.get().body().size;
-    const auto t = mono_now_ns();
-    if (n) tap->on_body({chunk.data(), n}, {t, t, t});
+  while (!client.done()) {
+    const auto piece = co_await client.read_some(chunk, ec);
+    if (piece.size > 0)
+      tap->on_body({chunk.data(), piece.size}, {piece.arrived_ns, piece.read_ns, piece.read_ns});
     if (ec) break;
   }
   tap->on_stream_end(ec ? hooks::stream_outcome::upstream_reset : hooks::stream_outcome::ok,

@@ -15,8 +15,8 @@
 #include <boost/beast/http.hpp>
 
 #include "config/log.hpp"
+#include "net/http_client.hpp"
 #include "sim/generator.hpp"
-#include "sim/rx_stamped_reader.hpp"
 
 namespace tokentap::sim {
 
@@ -61,10 +61,7 @@ void load_generator::wait() {
 awaitable<void> load_generator::client(unsigned id) {
   auto ex = co_await asio::this_coro::executor;
   std::mt19937_64 rng(opts_.seed * 7919 + id);
-  tcp_resolver resolver(ex);
-  std::optional<tcp_stream> stream;
-  std::optional<rx_stamped_reader> rx;  // reads of `stream`, with the kernel's receive times
-  beast::flat_buffer buf;
+  net::http_client client(ex);  // its reads carry the kernel's receive times
   std::vector<char> body(16 * 1024);
   error_code ec;
   if (opts_.start_spread.count() > 0) {
@@ -74,23 +71,16 @@ awaitable<void> load_generator::client(unsigned id) {
     ec = {};
   }
   for (std::uint64_t n = 0; !stop_ && (opts_.max_requests == 0 || n < opts_.max_requests); ++n) {
-    if (!stream) {
-      auto results =
-          co_await resolver.async_resolve(opts_.host, std::to_string(opts_.port), use_ec(ec));
-      if (ec) co_return;
-      stream.emplace(ex);
-      stream->expires_after(std::chrono::seconds(5));
-      co_await stream->async_connect(results, use_ec(ec));
+    if (!client.is_open()) {
+      ec = co_await client.connect(opts_.host, opts_.port, std::chrono::seconds(5));
+      if (ec == asio::error::host_not_found || ec == asio::error::host_not_found_try_again)
+        co_return;
       if (ec) {
         totals_.failed++;
-        stream.reset();
         steady_timer t(ex, std::chrono::milliseconds(200));
         co_await t.async_wait(use_ec(ec));
         continue;
       }
-      stream->socket().set_option(tcp::no_delay(true), ec);
-      rx.emplace(stream->socket());
-      buf.clear();
       totals_.connects++;
     }
     const scenario sc = opts_.next(id, n);
@@ -103,27 +93,20 @@ awaitable<void> load_generator::client(unsigned id) {
     req.prepare_payload();
     totals_.active++;
     const auto t0 = clock::now();
-    stream->expires_after(std::chrono::seconds(120));
-    co_await http::async_write(*stream, req, use_ec(ec));
-    http::response_parser<http::buffer_body> p;
-    p.body_limit(std::numeric_limits<std::uint64_t>::max());
-    if (!ec) co_await http::async_read_header(*rx, buf, p, use_ec(ec));
+    ec = co_await client.send(req, std::chrono::seconds(120));
     std::optional<clock::time_point> first;
     std::uint64_t events = 0;
     char prev = '\n';   // the body starts at a line start
     std::string stamp;  // a `: t <ns>` comment being read (may span reads)
     bool in_stamp = false;
     std::vector<double> latencies, read_latencies;
-    while (!ec && !p.is_done()) {
-      p.get().body().data = body.data();
-      p.get().body().size = body.size();
-      co_await http::async_read_some(*rx, buf, p, use_ec(ec));
-      if (ec == http::error::need_buffer) ec = {};
-      const auto got = body.size() - p.get().body().size;
+    while (!ec && !client.done()) {
+      const auto piece = co_await client.read_some(body, ec);
+      const auto got = piece.size;
       if (got && !first) first = clock::now();
-      const auto read_ns = mono_now_ns();
+      const auto read_ns = piece.read_ns;
       // When the bytes reached the socket (the last of them, if the read took several packets).
-      const auto arrival_ns = rx->last_rx_ns() >= 0 ? rx->last_rx_ns() : read_ns;
+      const auto arrival_ns = piece.arrived_ns;
       for (std::size_t i = 0; i < got; ++i) {  // SSE events end with a blank line
         const char c = body[i];
         if (c == '\n' && prev == '\n') ++events;
@@ -153,7 +136,7 @@ awaitable<void> load_generator::client(unsigned id) {
     }
     totals_.active--;
     const auto t1 = clock::now();
-    if (ec || p.get().result_int() >= 400) {
+    if (ec || client.status() >= 400) {
       totals_.failed++;
     } else {
       totals_.ok++;
@@ -171,10 +154,7 @@ awaitable<void> load_generator::client(unsigned id) {
         totals_.total_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
       }
     }
-    if (ec || !p.keep_alive()) {
-      rx.reset();
-      stream.reset();
-    }
+    if (ec || !client.keep_alive()) client.close();
     if (opts_.think_time.count() > 0) {
       std::uniform_int_distribution<long> d(0, opts_.think_time.count());
       steady_timer t(ex, std::chrono::milliseconds(d(rng)));

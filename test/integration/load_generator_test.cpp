@@ -8,8 +8,8 @@
 
 #include <boost/asio/write.hpp>
 
+#include "net/rx_stamped_reader.hpp"
 #include "sim/load_generator.hpp"
-#include "sim/rx_stamped_reader.hpp"
 #include "test/support/stack.hpp"
 
 namespace tokentap::test {
@@ -28,7 +28,7 @@ struct socket_pair {
 };
 
 // Reads once through the reader, running the io_context until the read completes.
-std::string read_once(socket_pair& p, sim::rx_stamped_reader& r, error_code& ec) {
+std::string read_once(socket_pair& p, net::rx_stamped_reader& r, error_code& ec) {
   std::string got(64, '\0');
   std::size_t n = 0;
   bool done = false;
@@ -47,7 +47,7 @@ std::string read_once(socket_pair& p, sim::rx_stamped_reader& r, error_code& ec)
 
 // Linux turns receive timestamps on lazily (a work item, when the first socket of the system asks
 // for them): bytes that arrive before it ran carry no stamp.  Sends probes until one is stamped.
-void until_stamping(socket_pair& p, sim::rx_stamped_reader& r) {
+void until_stamping(socket_pair& p, net::rx_stamped_reader& r) {
   for (int i = 0; i < 500; ++i) {
     asio::write(p.server, asio::buffer(std::string("p")));
     error_code ec;
@@ -60,7 +60,7 @@ void until_stamping(socket_pair& p, sim::rx_stamped_reader& r) {
 
 TEST(RxStampedReader, StampIsWhenTheBytesArrivedNotWhenTheyWereRead) {
   socket_pair p;
-  sim::rx_stamped_reader r(p.client);
+  net::rx_stamped_reader r(p.client);
   ASSERT_TRUE(r.stamps());
   until_stamping(p, r);
   const auto before = mono_now_ns();
@@ -78,7 +78,7 @@ TEST(RxStampedReader, StampIsWhenTheBytesArrivedNotWhenTheyWereRead) {
 
 TEST(RxStampedReader, WaitsForBytesThenStampsThem) {
   socket_pair p;
-  sim::rx_stamped_reader r(p.client);
+  net::rx_stamped_reader r(p.client);
   until_stamping(p, r);
   std::int64_t sent = 0;
   std::thread writer([&] {
