@@ -65,6 +65,9 @@ void event_log::take(event_log& o) noexcept {
   first_ = std::exchange(o.first_, nullptr);
   last_ = std::exchange(o.last_, nullptr);
   held_ = std::exchange(o.held_, 0);
+  shape_version_ = std::exchange(o.shape_version_, 0);
+  has_shape_ = std::exchange(o.has_shape_, false);
+  last_shaped_ = std::exchange(o.last_shaped_, false);
 }
 
 event_log::~event_log() {
@@ -77,6 +80,7 @@ void event_log::release() noexcept {
   first_ = last_ = nullptr;
   held_ = 0;
   w_ = end_ = nullptr;
+  has_shape_ = last_shaped_ = false;
   seal();
 }
 
@@ -90,6 +94,7 @@ void event_log::seal() noexcept {
 }
 
 void event_log::append(std::int64_t t_us, std::string_view bytes) {
+  last_shaped_ = false;
   const std::size_t n = bytes.size();
   if (n > delta_max) {  // whole; the kept read stays what the next one is compared with
     put(t_us, 0, bytes);
@@ -110,6 +115,26 @@ void event_log::append(std::int64_t t_us, std::string_view bytes) {
         bytes.substr(pre, n - pre - suf));
   }
   if (!first) keep(bytes, pre, suf);
+}
+
+void event_log::append_shaped(std::int64_t t_us, std::string_view bytes,
+                              const parsers::read_shape& s) {
+  const std::size_t n = bytes.size();
+  if (n > delta_max || s.shape.size() > delta_max || s.prefix > s.shape.size() || s.doc_at > n ||
+      s.doc_size > n - s.doc_at || s.doc_size < s.shape.size()) {
+    append(t_us, bytes);  // counts that do not fit an entry's header (or not a shaped read)
+    return;
+  }
+  if (!has_shape_ || s.version != shape_version_) {
+    put(0, shape_bit | std::uint64_t{s.prefix} << pre_shift, s.shape);
+    shape_version_ = s.version;
+    has_shape_ = true;
+  }
+  const std::size_t after = n - s.doc_at - s.doc_size;
+  put(t_us, shaped_bit | std::uint64_t{after} << suf_shift | std::uint64_t{s.doc_at} << pre_shift,
+      bytes.substr(0, s.doc_at), bytes.substr(s.doc_at + s.prefix, s.doc_size - s.shape.size()),
+      bytes.substr(n - after));
+  last_shaped_ = true;
 }
 
 // The read becomes the kept one; the bytes it shares with it at the start (and, at the same

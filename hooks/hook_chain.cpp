@@ -8,8 +8,8 @@
 #include <optional>
 
 #include "config/log.hpp"
+#include "hooks/builtin_seams.hpp"
 #include "hooks/cache_hook.hpp"
-#include "hooks/hot_state.hpp"
 #include "hooks/metrics.hpp"
 #include "hooks/steps_hook.hpp"
 #include "hooks/timing_hook.hpp"
@@ -99,10 +99,11 @@ class request_phase final : public request_callbacks {
   request_decision& d_;
 };
 
-// A stream's hook and, for a built-in one, where its per-event state lies (hot_state.hpp).
+// A stream's hook and, for a built-in one, its side of the private seams (builtin_seams.hpp).
 struct chain_entry {
   std::unique_ptr<hooks::hook> hook;
   const hot_state* hot = nullptr;
+  shaped_reads* shaped = nullptr;
 };
 
 class alignas(64) chain final : public stream_tap, public parsers::decoder_handler {
@@ -116,6 +117,7 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
       if (calls & hook::body_calls) body_ |= bit;
       if (calls & hook::token_calls) token_ |= bit;
       if (calls & hook::sample_calls) sampled_ |= bit;
+      if (hooks_[i].shaped != nullptr) shaped_ |= bit;
     }
   }
 
@@ -171,14 +173,24 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
     each(all(), [&](hook& h) { h.on_response_head(r); });
   }
 
-  // The decoder first (its tokens reach the hooks' on_token), then the hooks' on_body: each
-  // sees the reads and the tokens in order, with their times.
+  // The decoder first: a read's tokens reach the hooks before its on_body, and the decoder
+  // says whether the read was one chat chunk shaped like the last one — a hook that keeps reads
+  // then takes it without comparing it with its copy of the last one (shaped_reads).
   void on_body(std::span<const char> bytes, const body_times& t) noexcept override {
     const std::string_view b(bytes.data(), bytes.size());
     // The proxy's own work (DESIGN.md §4: read done → written); tokens are timed by arrival.
     if (sampled_) add_sample({sample::overhead, t.written - t.read}, t.written);
     if (decoder_) decoder_->feed(b, t.arrived, *this);
-    each(body_, [&](hook& h) { h.on_body(b, t); });
+    if (body_ == 0) return;
+    parsers::read_shape shape;
+    const bool shaped = (body_ & shaped_) != 0 && decoder_ && decoder_->last_read_shape(b, shape);
+    each_entry(body_, [&](chain_entry& e) {
+      if (shaped && e.shaped != nullptr) {
+        e.shaped->on_shaped_body(b, t, shape);
+      } else {
+        e.hook->on_body(b, t);
+      }
+    });
   }
 
   void on_upstream_error(std::string_view reason, unsigned status) noexcept override {
@@ -340,10 +352,14 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
   // throws is disabled for this stream.
   template <class F>
   void each(std::uint64_t which, F&& f) noexcept {
+    each_entry(which, [&](chain_entry& e) { f(*e.hook); });
+  }
+  template <class F>
+  void each_entry(std::uint64_t which, F&& f) noexcept {
     for (auto m = which & ~disabled_; m != 0; m &= m - 1) {
       const auto i = static_cast<std::size_t>(std::countr_zero(m));
       try {
-        f(*hooks_[i].hook);
+        f(hooks_[i]);
       } catch (const std::exception& e) {
         disable(i, e.what());
       } catch (...) {
@@ -363,7 +379,7 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
   // miss (the chain's per-event fields used to span five lines).
   // Bit i stands for hooks_[i] (at most 64 hooks): those with on_body / on_token / on_samples,
   // those that threw and are skipped.
-  std::uint64_t body_ = 0, token_ = 0, sampled_ = 0, disabled_ = 0;
+  std::uint64_t body_ = 0, token_ = 0, sampled_ = 0, disabled_ = 0, shaped_ = 0;
   mono_ns last_token_ns_ = -1;  // info_.last_token_ns until the end (the first two below too)
   std::uint8_t n_samples_ = 0;
   bool streamed_ = false;
@@ -398,7 +414,8 @@ std::unique_ptr<stream_tap> hook_chain_factory::create() {
     try {
       if (auto h = f->create()) {
         const auto* hot = dynamic_cast<const hot_state*>(h.get());
-        hooks.push_back({std::move(h), hot});
+        auto* shaped = dynamic_cast<shaped_reads*>(h.get());
+        hooks.push_back({std::move(h), hot, shaped});
       }
     } catch (...) {
       stats_->hook_failures.fetch_add(1, std::memory_order_relaxed);

@@ -2,7 +2,7 @@
 
 #include <optional>
 
-#include "hooks/hot_state.hpp"
+#include "hooks/builtin_seams.hpp"
 
 namespace tokentap::hooks {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hooks/hot_state.hpp"
+#include "hooks/builtin_seams.hpp"
 #include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
@@ -333,7 +333,7 @@ constexpr unsigned text_tag(parsers::channel ch, std::uint32_t choice) {
 }
 static_assert(text_tag(parsers::channel::reasoning, ~0u) < 256);
 
-class alignas(64) trace_hook final : public hook, public hot_state {
+class alignas(64) trace_hook final : public hook, public hot_state, public shaped_reads {
  public:
   trace_hook(const config::trace_config& cfg, std::shared_ptr<trace_writer> w)
       : budget_(static_cast<std::uint32_t>(  // 4 GiB at most: a record is one JSON line
@@ -368,16 +368,16 @@ class alignas(64) trace_hook final : public hook, public hot_state {
     pack_headers(t_.response_headers, r.headers);
   }
 
+  // The bytes as they are, at their arrival (what `replay serve` reproduces: the upstream's
+  // timing, not the proxy's); the writer escapes them (trace_writer::record).
   void on_body(std::string_view bytes, const body_times& t) override {
-    if (bytes.size() + 64 > budget_) {
-      events_truncated_ = true;
-      return;
-    }
-    // The bytes as they are, at their arrival (what `replay serve` reproduces: the upstream's
-    // timing, not the proxy's); the writer escapes them (trace_writer::record).
-    const auto t_us = (t.arrived - start_ns_) / 1000;
-    events_.append(t_us, bytes);
-    budget_ -= static_cast<std::uint32_t>(bytes.size() + 32);
+    if (!fits(bytes)) return;
+    events_.append((t.arrived - start_ns_) / 1000, bytes);
+  }
+  void on_shaped_body(std::string_view bytes, const body_times& t,
+                      const parsers::read_shape& shape) override {
+    if (!fits(bytes)) return;
+    events_.append_shaped((t.arrived - start_ns_) / 1000, bytes, shape);
   }
 
   // The text goes to the event log too (the writer gathers it): the log's end is where this
@@ -395,7 +395,8 @@ class alignas(64) trace_hook final : public hook, public hot_state {
   }
 
   // What the next read touches: this object's first line, the log's copy of the last read
-  // (compared with it) and the log's next line (an entry's header and a token's difference).
+  // (compared with it; none after a shaped read) and the log's next line (an entry's header and
+  // a token's difference).
   void add_hot_lines(parsers::hot_lines& l) const noexcept override {
     l.add(this);
     const auto last = events_.last_read();
@@ -408,6 +409,17 @@ class alignas(64) trace_hook final : public hook, public hot_state {
   void on_stream_end(const stream_info& s) override { finish(s); }
 
  private:
+  // Whether a read fits the record's budget (and takes its share of it); past it the record is
+  // marked truncated.
+  bool fits(std::string_view bytes) {
+    if (bytes.size() + 64 > budget_) {
+      events_truncated_ = true;
+      return false;
+    }
+    budget_ -= static_cast<std::uint32_t>(bytes.size() + 32);
+    return true;
+  }
+
   void finish(const stream_info& s) {
     events_.seal();
     auto f = std::make_shared<finished_stream>(

@@ -7,6 +7,10 @@ namespace tokentap::parsers {
 bool stream_decoder::impl::chat_chunk(std::string_view payload, std::int64_t t_ns) {
   auto& reader = thread_chunk_reader();
   if (!reader.read(payload, &chunk_shape)) return false;
+  if (chunk_shape.fits_last()) {
+    fit_doc = payload.data();
+    fit_size = static_cast<std::uint32_t>(payload.size());  // <= max_bytes
+  }
   using field = openai_chunk_reader::field;
   for (const auto& part : reader.parts()) {
     switch (part.what) {

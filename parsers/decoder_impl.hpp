@@ -136,6 +136,11 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
   sse_parser sse;
   // The bytes around the last chat chunk's text: the next one like it is read by its text.
   openai_chunk_reader::shape chunk_shape;
+  // The read being fed: its events so far, and the last one's JSON if it was a chat chunk that
+  // fits chunk_shape (last_read_shape).  On the shape's line.
+  const char* fit_doc = nullptr;
+  std::uint32_t fit_size = 0;
+  std::uint32_t read_events = 0;
   ndjson_framer ndjson;
   std::string body;  // whole-JSON framing: the body so far (capped)
   bool body_oversize = false;
@@ -149,6 +154,7 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
   // ------------------------------------------------------------------ framing callbacks
 
   void on_event(const sse_event& e) noexcept override {
+    ++read_events;
     if (e.data == "[DONE]") return;
     decode(e.data, e.type, e.t_ns);
   }
@@ -161,6 +167,7 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
     if (field == "error") decode_error_object(value, t_ns);
   }
   void on_line(std::string_view line, std::int64_t t_ns) noexcept override {
+    ++read_events;
     decode(line, {}, t_ns);
   }
 

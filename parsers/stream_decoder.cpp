@@ -77,6 +77,8 @@ stream_decoder& stream_decoder::operator=(stream_decoder&&) noexcept = default;
 void stream_decoder::feed(std::string_view bytes, std::int64_t t_ns, decoder_handler& h) {
   auto& d = *impl_;
   d.h = &h;
+  d.fit_doc = nullptr;
+  d.read_events = 0;
   switch (d.frame) {
     case framing::sse:
       d.sse.feed(bytes, t_ns, d);
@@ -100,6 +102,8 @@ void stream_decoder::feed(std::string_view bytes, std::int64_t t_ns, decoder_han
 void stream_decoder::finish(std::int64_t t_ns, decoder_handler& h) {
   auto& d = *impl_;
   d.h = &h;
+  d.fit_doc = nullptr;
+  d.read_events = 0;
   switch (d.frame) {
     case framing::sse:
       if (d.sse.finish()) h.on_parse_error(parse_stage::framing, t_ns);
@@ -169,12 +173,28 @@ void stream_decoder::set_fast_paths(bool on) noexcept {
   impl_->fast_paths = on;
 }
 
+bool stream_decoder::last_read_shape(std::string_view read, read_shape& out) const noexcept {
+  const auto& d = *impl_;
+  if (d.read_events != 1 || d.fit_doc == nullptr) return false;
+  // The chunk's JSON must be the read's own bytes (not a copy of an event split across reads).
+  const auto at = reinterpret_cast<std::uintptr_t>(d.fit_doc);
+  const auto begin = reinterpret_cast<std::uintptr_t>(read.data());
+  if (at < begin || at - begin > read.size() || read.size() - (at - begin) < d.fit_size)
+    return false;
+  out.shape = d.chunk_shape.bytes();
+  out.prefix = d.chunk_shape.prefix();
+  out.version = d.chunk_shape.version();
+  out.doc_at = at - begin;
+  out.doc_size = d.fit_size;
+  return true;
+}
+
 void stream_decoder::add_hot_lines(hot_lines& l) const noexcept {
   const auto& d = *impl_;
   // The decoder's per-event fields through the SSE parser's, the chat chunk's shape and its
   // bytes (impl's layout).
   l.add_range(&d, d.sse.hot_end());
-  l.add_range(&d.chunk_shape, &d.chunk_shape + 1);
+  l.add_range(&d.chunk_shape, &d.read_events + 1);
   d.chunk_shape.add_hot_lines(l);
 }
 

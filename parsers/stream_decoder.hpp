@@ -76,6 +76,19 @@ class decoder_handler {
   virtual void on_parse_error(parse_stage stage, std::int64_t t_ns) noexcept {}
 };
 
+/// A read that held exactly one event, a chat completion chunk with one string text shaped like
+/// the stream's last such chunk (openai_chunk_reader::shape): the read is exactly its bytes
+/// before the doc, shape[0, prefix), the text's raw bytes, shape[prefix, end) and its bytes
+/// after the doc.  A log can keep such a read without the shape's bytes, which change only a
+/// few times per stream (hooks::event_log::append_shaped).
+struct read_shape {
+  std::string_view shape;     ///< valid until the next feed()
+  std::size_t prefix = 0;     ///< how many of shape's bytes come before the text
+  std::uint32_t version = 0;  ///< changes whenever shape or prefix do
+  std::size_t doc_at = 0;     ///< where the chunk's JSON starts in the read
+  std::size_t doc_size = 0;   ///< its size (at least shape.size())
+};
+
 class stream_decoder {
  public:
   /// `p` from the request path (refined from the stream when unknown); `content_type` of the
@@ -100,6 +113,10 @@ class stream_decoder {
   /// unusual to simdjson.  Off: every payload through simdjson — the reference the differential
   /// tests and fuzz_decoder_openai_chat compare the fast path with.
   void set_fast_paths(bool on) noexcept;
+
+  /// Whether `read`, the bytes of the last feed(), was one chat chunk shaped like the last one
+  /// (read_shape); if so, `out` says how.
+  bool last_read_shape(std::string_view read, read_shape& out) const noexcept;
 
   /// Adds where the state lies that the next feed() touches first (its framer, the last chat
   /// chunk's shape): see hot_lines.

@@ -141,8 +141,9 @@ void BM_DecodeOpenAI(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeOpenAI)->Arg(0)->Arg(1);
 
-// What the trace writer does with each read: JSON-escape it whole (one pass that also validates
-// UTF-8), as the `raw` field of the trace record.
+// What the trace writer does with a read it cannot escape in pieces (one not shaped like the
+// last chat chunk): JSON-escape it whole (one pass that also validates UTF-8), as the `raw`
+// field of the trace record.
 void BM_TraceEscapeRead(benchmark::State& state) {
   static const std::string s = openai_stream(64);
   const std::string_view read = std::string_view(s).substr(0, s.find("\n\n") + 2);
@@ -157,8 +158,10 @@ void BM_TraceEscapeRead(benchmark::State& state) {
 BENCHMARK(BM_TraceEscapeRead);
 
 // What the trace writer does with a finished stream's reads (trace_writer::render_events): a
-// 100-token chat stream, one event per read, logged as the trace hook logs it (each read its
-// difference from the last one), rebuilt and escaped.
+// 100-token chat stream, one event per read, logged as the trace hook logs it — arg 1: the
+// reads shaped like the last chunk by event_log::append_shaped (the framing and the text, the
+// shape once), escaped in pieces; arg 0: every read by event_log::append (its difference from
+// the last one), rebuilt and escaped whole.  The same JSON either way.
 void BM_TraceRenderEvents(benchmark::State& state) {
   static const std::string s = openai_stream(100);
   std::vector<std::string_view> reads;
@@ -169,7 +172,19 @@ void BM_TraceRenderEvents(benchmark::State& state) {
     at += n;
   }
   hooks::event_log log;
-  for (std::size_t i = 0; i < reads.size(); ++i) log.append(static_cast<std::int64_t>(i), reads[i]);
+  parsers::stream_decoder d(parsers::provider::openai_chat, "text/event-stream");
+  token_counter c;
+  std::size_t shaped = 0;
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    d.feed(reads[i], 0, c);
+    parsers::read_shape shape;
+    if (state.range(0) != 0 && d.last_read_shape(reads[i], shape)) {
+      log.append_shaped(static_cast<std::int64_t>(i), reads[i], shape);
+      ++shaped;
+    } else {
+      log.append(static_cast<std::int64_t>(i), reads[i]);
+    }
+  }
   log.seal();
   std::string out;
   for (auto _ : state) {
@@ -179,8 +194,9 @@ void BM_TraceRenderEvents(benchmark::State& state) {
   }
   state.counters["reads/s"] = benchmark::Counter(
       static_cast<double>(state.iterations() * reads.size()), benchmark::Counter::kIsRate);
+  state.counters["shaped"] = static_cast<double>(shaped) / static_cast<double>(reads.size());
 }
-BENCHMARK(BM_TraceRenderEvents);
+BENCHMARK(BM_TraceRenderEvents)->Arg(0)->Arg(1);
 
 void BM_DecodeAnthropic(benchmark::State& state) {
   static const std::string s = anthropic_stream(4000);

@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstdio>
@@ -13,8 +12,9 @@
 #include <vector>
 
 #include "hooks/trace_writer.hpp"
-#include "parsers/json_out.hpp"
+#include "parsers/stream_decoder.hpp"
 #include "test/support/alloc_count.hpp"
+#include "test/support/decoder_transcript.hpp"
 
 namespace tokentap::hooks {
 namespace {
@@ -248,10 +248,26 @@ TEST(EventLog, RandomEditsComeBackExact) {
   }
 }
 
-// A chat stream's reads logged as the trace hook logs them.
-void log_reads(event_log& log, const std::vector<std::string>& reads, std::int64_t t0 = 0) {
-  for (std::size_t i = 0; i < reads.size(); ++i)
-    log.append(t0 + static_cast<std::int64_t>(i), reads[i]);
+// A chat stream's reads as the hook chain hands them to the trace: fed to a decoder first, then
+// logged by append_shaped when the decoder says the read was one chunk shaped like the last one
+// (parsers::read_shape), else by append.  Returns how many were shaped.
+std::size_t log_like_the_trace(event_log& log, const std::vector<std::string>& reads,
+                               std::int64_t t0 = 0) {
+  parsers::stream_decoder d(parsers::provider::openai_chat, "text/event-stream");
+  test::decoder_transcript t;
+  std::size_t shaped = 0;
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    d.feed(reads[i], 0, t);
+    parsers::read_shape s;
+    if (d.last_read_shape(reads[i], s)) {
+      log.append_shaped(t0 + static_cast<std::int64_t>(i), reads[i], s);
+      EXPECT_TRUE(log.last_read().empty()) << i;  // nothing to fetch for the next one
+      ++shaped;
+    } else {
+      log.append(t0 + static_cast<std::int64_t>(i), reads[i]);
+    }
+  }
+  return shaped;
 }
 
 std::string chat_chunk(std::string_view field, std::string_view token,
@@ -262,12 +278,12 @@ std::string chat_chunk(std::string_view field, std::string_view token,
          R"("},"logprobs":null,"finish_reason":)" + std::string(finish) + "}]}";
 }
 
-// Every kind of read a chat stream brings — chunks like the last one, a change of channel
+// Every kind of read a chat stream brings — chunks shaped like the last one, a shape changing
 // (content after reasoning, the finish chunk), escaped and non-ASCII tokens, a usage chunk with
 // no text, [DONE], other framings around the chunk (CRLF, a comment, no space after the colon,
 // bytes of the next event), two events in one read, an event split across reads — comes back
-// byte for byte, and at steady state an entry holds only what differs: the token.
-TEST(EventLog, EveryKindOfChatReadComesBackWhole) {
+// byte for byte, and the steady state is shaped: its entries hold the framing and the token.
+TEST(EventLog, ReadsShapedLikeTheLastChunkComeBackWhole) {
   std::vector<std::string> reads = {
       ": keep-alive\n\n",
       "data: " + chat_chunk("role", "assistant") + "\n\n",
@@ -281,7 +297,7 @@ TEST(EventLog, EveryKindOfChatReadComesBackWhole) {
     reads.push_back(
         "data: " + chat_chunk("content", tokens[static_cast<std::size_t>(i) % tokens.size()]) +
         "\n\n");
-  const std::size_t steady_to = reads.size();
+  const std::size_t steady_from = 5, steady_to = reads.size();
   reads.push_back("data: " + chat_chunk("content", "crlf") + "\r\n\r\n");
   reads.push_back(": comment first\ndata: " + chat_chunk("content", "c") + "\n\n");
   reads.push_back("data:" + chat_chunk("content", "nospace") + "\n\n");
@@ -298,7 +314,7 @@ TEST(EventLog, EveryKindOfChatReadComesBackWhole) {
   reads.push_back("data: [DONE]\n\n");
 
   event_log log;
-  log_reads(log, reads);
+  const auto shaped = log_like_the_trace(log, reads);
   log.seal();
   const auto out = reads_of(log);
   ASSERT_EQ(out.size(), reads.size());
@@ -306,21 +322,26 @@ TEST(EventLog, EveryKindOfChatReadComesBackWhole) {
     EXPECT_EQ(out[i].first, static_cast<std::int64_t>(i));
     EXPECT_EQ(out[i].second, reads[i]) << i;
   }
+  // Shaped: every steady-state chunk, and the other framings of one chunk (CRLF, comment, no
+  // space, a split event's start after it); not the comment, two events, the split event's
+  // end, the usage chunk or [DONE].
+  EXPECT_GE(shaped, steady_to - steady_from + 4);
+  EXPECT_LE(shaped, reads.size() - 5);
 
-  // At steady state an entry holds the token that differs from the last read's (" next" after
-  // "\u00e9\n": nothing shared at either edge of it) behind its 16-byte header.
+  // At steady state an entry holds the framing ("data: ", "\n\n") and the token (16-byte header).
   event_log steady;
   std::vector<std::string> prefix(reads.begin(), reads.begin() + static_cast<long>(steady_to));
-  log_reads(steady, prefix);
+  log_like_the_trace(steady, prefix);
   const auto before = steady.stored_bytes();
   std::vector<std::string> more = prefix;
   more.push_back("data: " + chat_chunk("content", " next") + "\n\n");
   event_log longer;
-  log_reads(longer, more);
-  EXPECT_EQ(longer.stored_bytes() - before, event_log::entry_bytes(5));
+  log_like_the_trace(longer, more);
+  EXPECT_EQ(longer.stored_bytes() - before, event_log::entry_bytes(6 + 5 + 2));
 }
 
-// The same stream cut into reads anywhere: every read comes back exact.
+// The same stream cut into reads anywhere: whatever the decoder can vouch for is shaped, the rest
+// logged as before, and every read comes back exact.
 TEST(EventLog, AChatStreamCutAnywhereComesBackExact) {
   std::string body;
   for (int i = 0; i < 40; ++i)
@@ -329,6 +350,7 @@ TEST(EventLog, AChatStreamCutAnywhereComesBackExact) {
         (i % 5 == 4 ? "\r\n\r\n" : "\n\n");
   body += "data: [DONE]\n\n";
   std::mt19937 rng(12);
+  std::size_t shaped_total = 0;
   for (int trial = 0; trial < 200; ++trial) {
     std::vector<std::string> reads;
     for (std::size_t at = 0; at < body.size();) {
@@ -345,19 +367,35 @@ TEST(EventLog, AChatStreamCutAnywhereComesBackExact) {
       at += n;
     }
     event_log log;
-    log_reads(log, reads, 1000);
+    shaped_total += log_like_the_trace(log, reads, 1000);
     log.seal();
     const auto out = reads_of(log);
     ASSERT_EQ(out.size(), reads.size()) << trial;
     for (std::size_t i = 0; i < reads.size(); ++i)
       ASSERT_EQ(out[i].second, reads[i]) << trial << " " << i;
   }
+  EXPECT_GT(shaped_total, 1000u);  // the event-per-read trials are mostly shaped
 }
 
-// The trace writer renders each read as its time and its exact bytes: a JSON string when they
-// are UTF-8 (escaped), else base64 — reads logged as differences included, and reads cut inside
-// a character or holding invalid bytes.
-TEST(EventLog, TheWriterRendersEveryReadExactly) {
+// The trace writer escapes a shaped read in pieces (its shape once per shape, the framing once
+// while it stays the same, the text per read): what it renders is what it renders for the same
+// reads logged whole — for a chat stream with every kind of read, and for pieces that are not
+// UTF-8 on their own (a shape cut inside a character, invalid bytes in the text, the framing, the
+// shape), which make the whole read decide: a JSON string when it is UTF-8, else base64.
+TEST(EventLog, TheWriterRendersShapedReadsAsTheWholeReads) {
+  const auto render = [](const event_log& log) {
+    std::string out;
+    trace_writer::render_events(out, log);
+    return out;
+  };
+  const auto logged_whole = [](const std::vector<std::string>& reads) {
+    event_log log;
+    for (std::size_t i = 0; i < reads.size(); ++i)
+      log.append(static_cast<std::int64_t>(i), reads[i]);
+    log.seal();
+    return log;
+  };
+
   std::vector<std::string> reads = {"data: " + chat_chunk("role", "assistant") + "\n\n"};
   const std::vector<std::string> tokens = {" world", R"(\"q\")",     "caf\u00e9", R"(\u00e9\n)",
                                            "",       "\u4e2d\u6587", "<\t>",      " more"};
@@ -366,37 +404,55 @@ TEST(EventLog, TheWriterRendersEveryReadExactly) {
     reads.push_back("data: " + chat_chunk(i < 15 ? "reasoning_content" : "content", token) +
                     (i % 7 == 6 ? "\r\n\r\n" : "\n\n"));
   }
-  const std::string doc = "{\"t\":\"caf\u00e9 \u4e2d\"}";
-  reads.push_back("data: " + doc.substr(0, 10));  // cut inside \u00e9: base64
-  reads.push_back(doc.substr(10) + "\n\n");       // the rest: base64 too
-  reads.push_back("data: {\"t\":\"a\xff\"}\n\n");
   reads.push_back("data: " + chat_chunk("content", "", R"("stop")") + "\n\n");
   reads.push_back("data: [DONE]\n\n");
-  event_log log;
-  log_reads(log, reads);
-  log.seal();
-  std::string got;
-  trace_writer::render_events(got, log);
-  std::string expected;
-  for (std::size_t i = 0; i < reads.size(); ++i) {
-    expected += (i == 0 ? "{\"t_us\":" : ",{\"t_us\":") + std::to_string(i);
-    std::string escaped;
-    if (json::append_escaped_if_utf8(escaped, reads[i])) {
-      expected += ",\"raw\":\"" + escaped + "\"}";
-    } else {
-      expected += ",\"raw_b64\":";
-      json::append_base64(expected, reads[i]);
-      expected += "}";
-    }
-  }
-  EXPECT_EQ(got, expected);
+  event_log shaped;
+  EXPECT_GT(log_like_the_trace(shaped, reads), 30u);
+  shaped.seal();
+  const auto expected = render(logged_whole(reads));
+  EXPECT_EQ(render(shaped), expected);
   EXPECT_NE(expected.find(R"(\"content\":\"\\u00e9\\n\")"), std::string::npos) << expected;
-  EXPECT_EQ(std::count_if(reads.begin(), reads.end(),
-                          [](const std::string& r) {
-                            std::string ignored;
-                            return !json::append_escaped_if_utf8(ignored, r);
-                          }),
-            3);
+
+  // Shapes made by hand: the decoder vouches only for UTF-8 chunks cut at quotes.
+  const std::string doc = "{\"t\":\"caf\u00e9 \u4e2d\"}";  // text: from 6 to the closing quote
+  const std::size_t text_at = 6, text_size = doc.size() - 2 - text_at;
+  struct cut {
+    std::string read;
+    std::size_t doc_at, prefix, text_size;
+    std::size_t doc_size = 0;  // 0: through the first '}'
+  };
+  const std::vector<cut> cuts = {
+      {"data: " + doc + "\n\n", 6, text_at, text_size},          // pieces all UTF-8
+      {"data: " + doc + "\n\n", 6, text_at + 4, text_size - 5},  // the shape's head ends inside é
+      {"data: " + doc + "\n\n", 6, text_at, 4},                  // the text does: whole is UTF-8
+      {"data: " + doc + "\n\n", 6, text_at, 4, text_at + 4},     // and nothing of the shape after
+      {"data: {\"t\":\"a\xff\"}\n\n", 6, text_at, 2},            // the text is not: base64
+      {"data:\xfe {\"t\":\"ab\"}\n\n", 7, text_at, 2},           // the framing before is not
+      {"data: {\"t\":\"ab\"}\xc3", 6, text_at, 2},               // nor the framing after
+      {"data: {\"\xc3\":\"ab\"}\n\n", 6, text_at, 2},            // nor the shape
+  };
+  std::vector<std::string> hand;
+  event_log cut_log;
+  std::uint32_t version = 0;
+  for (const auto& c : cuts) {
+    hand.push_back(c.read);
+    const auto chunk = std::string_view(c.read).substr(
+        c.doc_at, c.doc_size != 0 ? c.doc_size : c.read.find('}') + 1 - c.doc_at);
+    const std::string shape =
+        std::string(chunk.substr(0, c.prefix)) + std::string(chunk.substr(c.prefix + c.text_size));
+    parsers::read_shape s{shape, c.prefix, ++version, c.doc_at, chunk.size()};
+    cut_log.append_shaped(static_cast<std::int64_t>(hand.size() - 1), c.read, s);
+    // The same shape again (no new shape entry): the cached pieces are reused.
+    hand.push_back(c.read);
+    cut_log.append_shaped(static_cast<std::int64_t>(hand.size() - 1), c.read, s);
+  }
+  cut_log.seal();
+  std::vector<std::string> back;
+  cut_log.for_each([&](std::int64_t, std::string_view b) { back.emplace_back(b); });
+  ASSERT_EQ(back, hand);  // logged shaped (and whole again)
+  const auto hand_expected = render(logged_whole(hand));
+  EXPECT_EQ(render(cut_log), hand_expected);
+  EXPECT_NE(hand_expected.find("raw_b64"), std::string::npos);
 }
 
 }  // namespace

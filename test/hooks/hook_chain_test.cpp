@@ -9,7 +9,7 @@
 #include <cmath>
 #include <random>
 
-#include "hooks/hot_state.hpp"
+#include "hooks/builtin_seams.hpp"
 #include "hooks/timing_hook.hpp"
 #include "hooks/trace_hook.hpp"
 #include "test/hooks/chain_helpers.hpp"
@@ -521,24 +521,40 @@ TEST(HookChainPerf, EveryBuiltinHooksHotLinesFitTheListBesideTheRelays) {
   tap->on_stream_end(stream_outcome::ok, t);
 }
 
-// The decoder is fed a read before the hooks see it: a read's tokens reach the hooks first, then
-// its on_body with the read's bytes and times.
-TEST(HookChain, HooksSeeAReadAfterItsTokens) {
-  struct observing : hook {
+// The decoder is fed a read before the hooks see it: a read's tokens reach the hooks first.  A
+// built-in hook that keeps reads (shaped_reads) gets a read that was one chat chunk shaped like
+// the last one through on_shaped_body, with where the chunk lies in it — exactly, and only then;
+// every other hook gets every read through on_body.
+TEST(HookChain, HooksSeeAReadAfterItsTokensAndShapedReadsGoToTheHooksThatTakeThem) {
+  struct observing : hook, shaped_reads {
     explicit observing(unsigned) {}
     void on_token(const token_event& e) override { tokens.emplace_back(e.text); }
-    void on_body(std::string_view bytes, const body_times& t) override {
+    void on_body(std::string_view, const body_times&) override {
       tokens_before.push_back(tokens.size());
-      reads.emplace_back(bytes);
-      arrived.push_back(t.arrived);
+      shaped.push_back(false);
     }
-    std::vector<std::string> tokens, reads;
+    void on_shaped_body(std::string_view bytes, const body_times&,
+                        const parsers::read_shape& s) override {
+      tokens_before.push_back(tokens.size());
+      shaped.push_back(true);
+      ASSERT_LE(s.doc_at + s.doc_size, bytes.size());
+      const auto doc = bytes.substr(s.doc_at, s.doc_size);
+      const auto suffix = s.shape.size() - s.prefix;
+      EXPECT_EQ(doc.substr(0, s.prefix), s.shape.substr(0, s.prefix));
+      EXPECT_EQ(doc.substr(doc.size() - suffix), s.shape.substr(s.prefix));
+    }
+    std::vector<std::string> tokens;
     std::vector<std::size_t> tokens_before;
-    std::vector<mono_ns> arrived;
+    std::vector<bool> shaped;
+  };
+  struct plain : hook {
+    void on_body(std::string_view bytes, const body_times&) override { reads.emplace_back(bytes); }
+    std::vector<std::string> reads;
   };
   auto made = std::make_shared<keeping_factory<observing>>(0);
+  auto other = std::make_shared<plain_factory<plain>>();
   config::config cfg;
-  hook_chain_factory f(cfg, {made});
+  hook_chain_factory f(cfg, {made, other});
   auto tap = f.create();
   tap->on_request(request(0));
   tap->on_response_head({200, "text/event-stream", "", 1, {}});
@@ -554,8 +570,8 @@ TEST(HookChain, HooksSeeAReadAfterItsTokens) {
   const auto& h = *made->made;
   EXPECT_EQ(h.tokens, (std::vector<std::string>{"a", "b", "c", "d"}));
   EXPECT_EQ(h.tokens_before, (std::vector<std::size_t>{1, 2, 4, 4}));
-  EXPECT_EQ(h.reads, reads);
-  EXPECT_EQ(h.arrived, (std::vector<mono_ns>{ms, 2 * ms, 3 * ms, 4 * ms}));
+  EXPECT_EQ(h.shaped, (std::vector<bool>{true, true, false, false}));
+  EXPECT_EQ(other->made->reads, reads);
 }
 
 // Samples are measured once by the chain and reach every hook that takes them exactly once, in

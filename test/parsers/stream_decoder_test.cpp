@@ -565,6 +565,64 @@ TEST(StreamDecoderPerf, AChatChunkTouchesThreeLinesOfStateBesideTheShapesBytes) 
   EXPECT_GE(lines, 3 + 2u);  // the shape's bytes are listed
 }
 
+// A read that is one chat chunk with one text, shaped like the last one, is described exactly:
+// where its JSON is, and that it is the shape's bytes around the text's raw bytes.  Anything
+// else (two events, an event begun in an earlier read, no text, [DONE], other providers) is not.
+TEST(StreamDecoderReadShape, OneChunkPerReadIsTheShapeAroundItsText) {
+  auto chunk = [](std::string_view text) {
+    return R"({"choices":[{"index":0,"delta":{"content":")" + std::string(text) + R"("}}]})";
+  };
+  stream_decoder d(provider::openai_chat, "text/event-stream");
+  test::decoder_transcript t;
+  read_shape s;
+  auto feed = [&](const std::string& read) {
+    d.feed(read, 0, t);
+    return d.last_read_shape(read, s);
+  };
+  const std::string first = "data: " + chunk("Hi") + "\n\n";
+  ASSERT_TRUE(feed(first));  // recorded as the shape: fits it
+  const std::string doc = chunk("Hi");
+  EXPECT_EQ(s.doc_at, 6u);
+  EXPECT_EQ(s.doc_size, doc.size());
+  const auto open = doc.find("Hi");
+  EXPECT_EQ(s.prefix, open);
+  EXPECT_EQ(s.shape, doc.substr(0, open) + doc.substr(open + 2));
+  const auto v1 = s.version;
+
+  const std::string crlf = ": ping\r\ndata:" + chunk(R"(a \"b\")") + "\r\n\r\n";
+  ASSERT_TRUE(feed(crlf));  // read by the shape: same version
+  EXPECT_EQ(s.version, v1);
+  EXPECT_EQ(s.doc_at, std::string(": ping\r\ndata:").size());
+  const std::string_view raw(crlf.data() + s.doc_at + s.prefix, s.doc_size - s.shape.size());
+  EXPECT_EQ(raw, R"(a \"b\")");
+
+  const std::string reasoning =
+      "data: " + std::string(R"({"choices":[{"index":0,"delta":{"reasoning_content":"r"}}]})") +
+      "\n\n";
+  ASSERT_TRUE(feed(reasoning));  // another shape
+  EXPECT_NE(s.version, v1);
+  EXPECT_EQ(s.shape, R"({"choices":[{"index":0,"delta":{"reasoning_content":""}}]})");
+
+  EXPECT_FALSE(feed("data: " + chunk("a") + "\n\ndata: " + chunk("b") + "\n\n"));  // two events
+  const std::string split = "data: " + chunk("split") + "\n\n";
+  EXPECT_FALSE(feed(split.substr(0, 20)));  // no event yet
+  EXPECT_FALSE(feed(split.substr(20)));     // an event begun in the read before
+  EXPECT_FALSE(feed("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1}}\n\n"));  // no text
+  EXPECT_FALSE(feed("data: [DONE]\n\n"));
+  EXPECT_FALSE(feed(": keep-alive\n\n"));
+  EXPECT_EQ(t.text[0], "Hia \"b\"absplit");
+
+  stream_decoder other(provider::anthropic, "text/event-stream");
+  const std::string delta =
+      "event: content_block_delta\ndata: "
+      R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}})"
+      "\n\n";
+  for (int i = 0; i < 2; ++i) {
+    other.feed(delta, 0, t);
+    EXPECT_FALSE(other.last_read_shape(delta, s));
+  }
+}
+
 TEST(SimulatorRoundTrip, EveryFormatDecodesToTheGeneratedText) {
   for (auto kind : {sim::api::openai_chat, sim::api::anthropic_messages}) {
     for (bool stream : {true, false}) {
