@@ -1,0 +1,124 @@
+#include "app/commands.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "config/log.hpp"
+#include "proxy/proxy_server.hpp"
+#include "tokentap/version.hpp"
+
+namespace tokentap::app {
+
+namespace {
+
+constexpr const char* proxy_help = R"(usage: tokentap proxy [flags]
+
+  --config FILE            YAML config (upstreams, routes, timeouts, limits); flags override it
+  --listen HOST:PORT       where clients connect (default 127.0.0.1:8080)
+  --upstream URL           http:// or https:// inference API; replaces configured upstreams
+  --admin HOST:PORT        /dashboard /api/stats /metrics /healthz /readyz (default 127.0.0.1:9464)
+  --admin-token-file FILE  require this bearer token (or Basic auth password) on the admin
+                           endpoints except /healthz and /readyz; TOKENTAP_ADMIN_TOKEN works too
+  --threads N              I/O threads (default: one per core)
+  --reuse-port             share --listen with other tokentap processes (SO_REUSEPORT): the
+                           kernel spreads connections over them (each needs its own --admin)
+  --ca-file FILE           extra CA bundle to trust for the --upstream
+  --insecure-skip-verify   do not verify the --upstream's TLS certificate (testing only)
+  --log-level LEVEL        debug | info | warn | error (default info)
+  --no-access-log          do not log one line per request
+  --trace-dir DIR          write one JSON line per exchange (DESIGN.md §5) into DIR
+
+SIGINT/SIGTERM stop accepting, let in-flight streams finish (timeouts.shutdown_grace_ms), exit 0.
+)";
+
+// The admin bearer token: from the file named by --admin-token-file / admin_token_file, else the
+// TOKENTAP_ADMIN_TOKEN environment variable, else none.  Never from argv (visible in ps).
+std::string admin_token(const std::string& file) {
+  std::string token;
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) throw config::config_error("cannot read admin token file '" + file + "'");
+    std::getline(in, token);
+  } else if (const char* env = std::getenv("TOKENTAP_ADMIN_TOKEN")) {
+    token = env;
+  } else {
+    return {};
+  }
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ' || token.back() == '\t'))
+    token.pop_back();
+  if (token.size() < 16 || token.size() > 1024)
+    throw config::config_error("the admin token must be 16 to 1024 characters on one line");
+  for (const char c : token)
+    if (static_cast<unsigned char>(c) < 0x21 || c == 0x7f)
+      throw config::config_error("the admin token must be printable, without spaces");
+  return token;
+}
+
+config::config proxy_config(const flags& f) {
+  config::config cfg;
+  if (auto path = f.get("config")) cfg = config::load_config_file(*path, /*check=*/false);
+  if (auto up = f.get("upstream")) config::set_single_upstream(cfg, *up);
+  cfg.listen = address_flag(f, "listen", cfg.listen);
+  cfg.admin = address_flag(f, "admin", cfg.admin);
+  if (f.has("threads")) cfg.threads = static_cast<unsigned>(f.number("threads", 0, 0, 1024));
+  if (f.has("reuse-port")) cfg.reuse_port = true;
+  if (f.has("insecure-skip-verify") || f.has("ca-file")) {
+    if (!f.has("upstream"))
+      throw usage_error{
+          "--insecure-skip-verify and --ca-file apply to --upstream; set tls_verify/ca_file per "
+          "upstream in the config"};
+    cfg.upstreams[0].tls_verify = !f.has("insecure-skip-verify");
+    cfg.upstreams[0].ca_file = f.get("ca-file").value_or("");
+  }
+  if (auto l = f.get("log-level")) cfg.log_level = *l;
+  if (f.has("no-access-log")) cfg.access_log = false;
+  if (auto d = f.get("trace-dir")) cfg.trace.dir = *d;
+  if (auto t = f.get("admin-token-file")) cfg.admin_token_file = *t;
+  cfg.admin_token = admin_token(cfg.admin_token_file);
+  config::validate(cfg);
+  return cfg;
+}
+
+}  // namespace
+
+int cmd_proxy(const std::vector<std::string>& args) {
+  if (want_help(args)) return std::cout << proxy_help, 0;
+  auto f = flags::parse("proxy", args,
+                        {"config", "listen", "upstream", "admin", "admin-token-file", "threads",
+                         "ca-file", "log-level", "trace-dir"},
+                        {"insecure-skip-verify", "no-access-log", "reuse-port"});
+  if (!f.positional().empty()) throw usage_error{"unexpected argument '" + f.positional()[0] + "'"};
+  auto cfg = proxy_config(f);
+  log::level l;
+  log::parse_level(cfg.log_level, l);
+  log::set_level(l);
+  proxy::proxy_server server(cfg);
+  server.start();
+  TT_LOG(info) << "tokentap " << version_string << " proxy listening on "
+               << server.endpoint().address().to_string() << ":" << server.endpoint().port()
+               << ", admin on " << server.admin_endpoint().address().to_string() << ":"
+               << server.admin_endpoint().port() << " (" << allocator_name() << ")";
+  for (const auto& r : server.cfg().routes) {
+    const auto& up = server.cfg().upstreams[r.upstream_index];
+    // (An unverified TLS upstream gets its own warning from the server.)
+    std::string endpoints;
+    for (const auto& e : up.endpoints) endpoints += (endpoints.empty() ? "" : ", ") + e.to_string();
+    TT_LOG(info) << "route " << r.name << ": " << r.prefix << " -> " << up.name << " (" << endpoints
+                 << ")";
+  }
+  // Machine-readable readiness line for scripts and tests (ports may be ephemeral).
+  std::printf("ready proxy=%s:%u admin=%s:%u\n", server.endpoint().address().to_string().c_str(),
+              server.endpoint().port(), server.admin_endpoint().address().to_string().c_str(),
+              server.admin_endpoint().port());
+  std::fflush(stdout);
+  run_until_stopped([&] { server.shutdown(); },
+                    [&] { server.shutdown(std::chrono::milliseconds(0)); }, [&] { server.join(); });
+  TT_LOG(info) << "proxy stopped";
+  return 0;
+}
+
+}  // namespace tokentap::app

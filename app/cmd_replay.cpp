@@ -1,0 +1,187 @@
+#include "app/commands.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "config/log.hpp"
+#include "replay/analyze.hpp"
+#include "replay/replay_send.hpp"
+#include "replay/replay_server.hpp"
+
+namespace tokentap::app {
+
+namespace {
+
+constexpr const char* replay_help = R"(usage: tokentap replay serve --trace FILE [FILE...] [flags]
+       tokentap replay send  --trace FILE [FILE...] --target URL [flags]
+
+replay send: re-issues the recorded requests (redacted headers dropped; --header adds credentials)
+with the recorded arrival pattern, a fixed concurrency or a fixed rate, measures TTFT, answer TTFT,
+ITL, end to end and tokens/s exactly as the proxy does, and prints recorded vs replayed
+P50/P95/P99 with the change in percent.  Exit status 1 if any request failed.
+
+  --target URL             http://host:port of the server under test
+  --concurrency N          a closed loop of N clients (instead of the recorded arrival pattern)
+  --rate R                 an open loop at R requests per second
+  --speed X                recorded arrival pattern X times faster (default 1)
+  --header "Name: value"   one header added to every request (e.g. credentials)
+  --report FILE            also write the comparison as JSON
+
+replay serve:
+
+An upstream that answers each request with a recorded response from the trace files: status,
+headers and body byte for byte, each recorded read sent at its recorded offset.
+
+  --trace FILE|DIR         trace file (JSON Lines from --trace-dir), or a directory of them;
+                           more may follow
+  --listen HOST:PORT       (default 127.0.0.1:8082)
+  --speed X                timing multiplier: 2 = twice as fast (default 1)
+  --match body|sequence    body: by a hash of method, path and body (default); sequence: in
+                           recorded order.  A request that matches nothing gets 404 naming its hash.
+)";
+
+constexpr const char* analyze_help =
+    R"(usage: tokentap analyze FILE|DIR... [--format text|json] [--by model|route|provider]
+       tokentap analyze --compare A B [--format text|json]
+       tokentap analyze FILE... --export csv|aiperf
+
+--compare: two trace files side by side (B against A) with deltas and a behaviour-drift score (KL
+divergence of output-length and step-kind distributions).  --export: per-request rows for other
+load tools (csv: timestamps, token counts, TTFT, end to end, the ITL list; aiperf: JSON Lines with
+timestamp, input_length, output_length).
+
+Counts, outcome mix, TTFT / answer TTFT / end-to-end / ITL / overhead percentiles, tokens, cache
+hit ratio and events, reasoning steps per response and the redundant-token share, slowest requests.
+A directory stands for its .jsonl files.  Malformed or truncated lines are skipped with a warning.
+)";
+
+// The trace files (or directories of them: replay::read_traces) named by --trace and the
+// arguments.
+std::vector<std::string> trace_files(const flags& f) {
+  std::vector<std::string> files;
+  if (auto t = f.get("trace")) files.push_back(*t);
+  for (const auto& p : f.positional()) files.push_back(p);
+  if (files.empty()) throw usage_error{"no trace file given"};
+  return files;
+}
+
+replay::read_result load_traces(const std::vector<std::string>& files) {
+  auto r = replay::read_traces(files);
+  for (const auto& w : r.warnings) TT_LOG(warn) << w;
+  if (r.skipped > r.warnings.size())
+    TT_LOG(warn) << (r.skipped - r.warnings.size()) << " more lines skipped";
+  return r;
+}
+
+int cmd_replay_send(const std::vector<std::string>& args) {
+  auto f = flags::parse(
+      "replay send", args,
+      {"trace", "target", "concurrency", "rate", "speed", "header", "report", "log-level"}, {});
+  apply_log_level(f, "info");
+  replay::send_options o;
+  const auto target = f.get("target");
+  if (!target) throw usage_error{"--target URL is required"};
+  std::string err;
+  const auto u = config::parse_url(*target, err);
+  if (!u) throw usage_error{"--target: " + err};
+  if (u->tls) throw usage_error{"--target: https is not supported by replay send yet"};
+  o.host = u->host;
+  o.port = u->port;
+  o.concurrency = static_cast<unsigned>(f.number("concurrency", 0, 0, 100000));
+  o.rate = f.number("rate", 0, 0, 1e6);
+  o.speed = f.number("speed", 1, 0.001, 1000);
+  if (auto h = f.get("header")) {
+    const auto colon = h->find(':');
+    if (colon == std::string::npos) throw usage_error{"--header must be \"Name: value\""};
+    auto value = h->substr(colon + 1);
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    o.headers.emplace_back(h->substr(0, colon), value);
+  }
+  o.progress = isatty(STDERR_FILENO);
+  const auto traces = load_traces(trace_files(f));
+  if (traces.records.empty()) throw usage_error{"no usable trace records in the given files"};
+  const auto result = replay::send(traces.records, o);
+  std::cout << result.table;
+  std::cout << traces.records.size() << " requests, " << result.failed << " failed\n";
+  if (auto report = f.get("report")) {
+    std::ofstream out(*report);
+    if (!out) throw usage_error{"--report: cannot write " + *report};
+    out << result.json;
+  }
+  return result.failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int cmd_replay(const std::vector<std::string>& args) {
+  if (args.empty() || want_help(args)) return std::cout << replay_help, args.empty() ? 2 : 0;
+  if (args[0] == "send") return cmd_replay_send({args.begin() + 1, args.end()});
+  if (args[0] != "serve")
+    throw usage_error{"unknown replay command '" + args[0] + "' (available: serve, send)"};
+  auto f = flags::parse("replay serve", {args.begin() + 1, args.end()},
+                        {"trace", "listen", "speed", "match", "threads", "log-level"}, {});
+  apply_log_level(f, "info");
+  replay::serve_options o;
+  const auto hp = address_flag(f, "listen", {"127.0.0.1", 8082});
+  o.host = hp.host;
+  o.port = hp.port;
+  o.speed = f.number("speed", 1, 0.001, 1000);
+  o.threads = static_cast<unsigned>(f.number("threads", 1, 1, 64));
+  const auto m = f.get("match").value_or("body");
+  if (m != "body" && m != "sequence") throw usage_error{"--match must be body or sequence"};
+  o.match = m == "body" ? replay::match_mode::body : replay::match_mode::sequence;
+  auto traces = load_traces(trace_files(f));
+  if (traces.records.empty()) throw usage_error{"no usable trace records in the given files"};
+  const auto n = traces.records.size();
+  replay::replay_server server(std::move(traces.records), o);
+  server.start();
+  TT_LOG(info) << "replaying " << n << " recorded exchanges on "
+               << server.endpoint().address().to_string() << ":" << server.endpoint().port();
+  std::printf("ready replay=%s:%u records=%zu\n", server.endpoint().address().to_string().c_str(),
+              server.endpoint().port(), n);
+  std::fflush(stdout);
+  run_until_stopped([&] { server.shutdown(std::chrono::milliseconds(2000)); },
+                    [&] { server.shutdown(std::chrono::milliseconds(0)); }, [&] { server.join(); });
+  return 0;
+}
+
+int cmd_analyze(const std::vector<std::string>& args) {
+  if (want_help(args)) return std::cout << analyze_help, 0;
+  auto f = flags::parse("analyze", args, {"format", "by", "trace", "compare", "export"}, {});
+  replay::analyze_options o;
+  const auto fmt = f.get("format").value_or("text");
+  if (fmt != "text" && fmt != "json") throw usage_error{"--format must be text or json"};
+  o.json = fmt == "json";
+  const auto by = f.get("by").value_or("");
+  if (by == "model")
+    o.by = replay::group_by::model;
+  else if (by == "route")
+    o.by = replay::group_by::route;
+  else if (by == "provider")
+    o.by = replay::group_by::provider;
+  else if (!by.empty())
+    throw usage_error{"--by must be model, route or provider"};
+  if (auto a = f.get("compare")) {
+    if (f.positional().size() != 1)
+      throw usage_error{"--compare A B: give exactly the two trace files"};
+    const auto ta = load_traces({*a});
+    const auto tb = load_traces({f.positional()[0]});
+    std::cout << replay::compare(ta.records, tb.records, o.json);
+    return 0;
+  }
+  const auto traces = load_traces(trace_files(f));
+  if (auto e = f.get("export")) {
+    if (*e != "csv" && *e != "aiperf") throw usage_error{"--export must be csv or aiperf"};
+    std::cout << replay::export_rows(traces.records, *e);
+    return 0;
+  }
+  std::cout << replay::analyze(traces.records, o);
+  if (!o.json && traces.skipped) std::cout << traces.skipped << " malformed lines skipped\n";
+  return 0;
+}
+
+}  // namespace tokentap::app
