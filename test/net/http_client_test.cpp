@@ -14,6 +14,7 @@
 #include <boost/beast/http/empty_body.hpp>
 
 #include "net/http_server.hpp"
+#include "test/net/serving.hpp"
 #include "test/support/http_client.hpp"
 
 namespace tokentap::net {
@@ -38,19 +39,8 @@ awaitable<bool> slow_stream(http_connection<tcp_stream>& c, http_request& req) {
   co_return co_await c.write_last_chunk() && res.keep_alive();
 }
 
-struct server {
-  server() : runtime(1) {
-    ep = runtime.listen("127.0.0.1", 0, [](tcp_socket s, worker& w) {
-      serve_http(std::move(s), w, {}, slow_stream);
-    });
-    runtime.start();
-  }
-  ~server() {
-    runtime.shutdown(0ms);
-    runtime.join();
-  }
-  server_runtime runtime;
-  tcp::endpoint ep;
+struct server : testing::serving {
+  server() : serving(slow_stream) {}
 };
 
 // Runs `f` (a coroutine) on a fresh io_context until it is done.

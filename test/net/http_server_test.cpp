@@ -12,6 +12,7 @@
 
 #include <boost/beast/http/empty_body.hpp>
 
+#include "test/net/serving.hpp"
 #include "test/support/http_client.hpp"
 
 namespace tokentap::net {
@@ -20,22 +21,7 @@ namespace {
 using namespace std::chrono_literals;
 using test::request_options;
 
-// A runtime with one listener serving `responder` on plain TCP.
-struct server {
-  explicit server(http_responder<tcp_stream> responder, http_server_limits limits = {})
-      : runtime(1) {
-    ep = runtime.listen("127.0.0.1", 0, [=](tcp_socket s, worker& w) {
-      serve_http(std::move(s), w, limits, responder);
-    });
-    runtime.start();
-  }
-  ~server() {
-    runtime.shutdown(0ms);
-    runtime.join();
-  }
-  server_runtime runtime;
-  tcp::endpoint ep;
-};
+using server = testing::serving;
 
 awaitable<bool> echo(http_connection<tcp_stream>& c, http_request& req) {
   return c.reply(req, 200, std::string(req.target()) + " " + req.body(), "text/plain");
