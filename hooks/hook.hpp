@@ -190,8 +190,8 @@ class hook_factory {
   virtual std::unique_ptr<hook> create() = 0;
 };
 
-/// What a hook adds to the stream summary for the hooks after it, and what it takes from it:
-/// names of pieces of the summary ("timing", "steps", "cache_events").
+/// The pieces of the stream_info a hook fills (hook::fill) and those it takes: "timing",
+/// "steps", "cache_events".
 struct hook_contract {
   std::vector<std::string> provides;
   std::vector<std::string> needs;  ///< a configuration without a hook providing it is refused

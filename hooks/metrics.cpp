@@ -781,7 +781,7 @@ class metrics_hook final : public hook {
   unsigned per_event() const noexcept override { return sample_calls; }
 
   // The request's counters and histograms go to the series of the provider the stream turned out
-  // to speak (the summary's, as in the trace record): a path that names no provider is
+  // to speak (the stream_info's, as in the trace record): a path that names no provider is
   // `unknown` only until the decoder recognised the stream.  Until then — the in-flight gauge,
   // the gaps folded while a long stream runs — the path's provider is all there is.
   void on_stream_end(const stream_info& sum) override {

@@ -1,7 +1,7 @@
 #pragma once
 // The steps hook: tags reasoning steps as tokens arrive (parsers::step_tagger) on the reasoning
-// channel, or on the content when a response has no reasoning, and leaves them in the summary for
-// the metrics and trace hooks that follow it in the chain.
+// channel, or on the content when a response has no reasoning, and fills them into the
+// stream_info ("steps") for the metrics and trace hooks.
 #include "hooks/hook.hpp"
 #include "parsers/step_tagger.hpp"
 
