@@ -74,9 +74,9 @@ class proxy_server {
   std::uint64_t deferred_taps();
   /// Of those, the ones queued and not yet begun, now (all I/O threads).
   std::uint64_t deferred_taps_waiting();
-  /// Reads with a tap whose thread was behind when they were written — or that carried no
-  /// receive stamp to tell (TLS) — so their completion went through the executor rather than
-  /// the tap running at once (proxy_session.cpp, relay_op), all I/O threads.
+  /// Reads with a tap whose write the kernel took at once and whose completion then went through
+  /// the executor, where a late one defers the tap work (proxy_session.cpp, relay_op), all I/O
+  /// threads.
   std::uint64_t reads_behind();
   /// The tap factory in use (a hooks::hook_chain_factory unless one was passed in), or nullptr.
   hooks::tap_factory* taps() const noexcept { return shared_->taps.get(); }

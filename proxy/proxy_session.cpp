@@ -856,7 +856,6 @@ class proxy_session final : public net::session_base,
       const auto now = from_mono(read_ns_);
       const auto previous = arrived_ns_;  // the read before's
       arrived_ns_ = read_ns_;
-      rx_wait_ns_ = -1;
       if (rx_real_ns_ >= 0 && ex_.tap != nullptr) arrival(previous);
       got_ = got;
       const auto payload = body_.decode(s_.relay_buf_.get(), got);
@@ -893,12 +892,10 @@ class proxy_session final : public net::session_base,
         const auto sent = client.write_some(bufs_, ec);
         if (!ec && sent == total) {
           sent_ns_ = mono_now_ns();
-          // Written.  With the thread caught up, the tap runs now; behind (bytes that waited in
-          // the socket while other handlers ran), the completion goes through the executor,
-          // behind what is queued, where on_write sees its lateness and defers the tap work.
-          // The trip cost a reactor pass per event (an `epoll_wait` returning nothing) and
-          // ~1 µs of CPU per event (8 paired rounds, 300 streams × 20 ms, everything on).
-          if (ex_.tap == nullptr || caught_up()) {
+          // Written.  Without a tap the next read starts now.  With one, the completion goes
+          // through the executor, behind what is queued, where on_write sees from its lateness
+          // whether the thread is behind and then defers the tap work.
+          if (ex_.tap == nullptr) {
             ex_.body_bytes += n_;
             return tap_then_next();
           }
@@ -921,18 +918,7 @@ class proxy_session final : public net::session_base,
     void arrival(std::int64_t previous) {
       const auto waited = net::realtime_ns() - rx_real_ns_;
       if (waited < 0 || waited > max_rx_wait_ns) return;
-      rx_wait_ns_ = waited;
       arrived_ns_ = std::max(read_ns_ - waited, previous);
-    }
-
-    // The bytes just read reached the socket less than backlog_rx_ns before the read completed
-    // — this thread was not long busy with other handlers while they waited; the wait includes
-    // its wake-up, 20–80 µs for 80 % of reads on this VM (300 streams × 20 ms, measured), hence
-    // a threshold above on_write's — and no tap work waits behind a backlog (in a burst, the
-    // reads that arrive while the thread works one off go first too).  Unknown (no stamp: TLS,
-    // stamps not on yet): no.
-    bool caught_up() {
-      return rx_wait_ns_ >= 0 && rx_wait_ns_ <= backlog_rx_ns && taps_service().idle();
     }
 
     void consume(std::size_t n) noexcept {
@@ -965,7 +951,6 @@ class proxy_session final : public net::session_base,
     }
 
     static constexpr std::int64_t backlog_ns = 50'000;              // read → write completion
-    static constexpr std::int64_t backlog_rx_ns = 150'000;          // arrival → read done
     static constexpr std::int64_t max_rx_wait_ns = 60'000'000'000;  // beyond: a clock step
 
     deferred_taps& taps_service() {
@@ -1061,7 +1046,6 @@ class proxy_session final : public net::session_base,
     // (-1: no stamp); stays -1 for the others (TLS, early body bytes).
     std::int64_t rx_real_ns_ = -1;
     bool stamped_full_ = false;     // the last stamped read filled the buffer: try the next at once
-    std::int64_t rx_wait_ns_ = -1;  // arrival → read done (-1: unknown), with a tap only
     std::int64_t arrived_ns_ = 0;   // the tap's `arrived` (read_ns_ when unknown)
     deferred_taps* deferred_ = nullptr;  // looked up at first use (taps_service)
     std::size_t got_ = 0;                // bytes read (framing included)

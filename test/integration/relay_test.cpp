@@ -303,30 +303,6 @@ TEST(Relay, TapSeesEveryForwardedByteAfterItWasWritten) {
   EXPECT_EQ(taps->hot_asks.load(), taps->reads + 1);
 }
 
-// A relay whose thread is not behind runs the tap as soon as the bytes are written; behind —
-// or unable to tell: no receive stamp on the read — the write's completion goes through the
-// executor first, where a late one defers the tap work (see the burst tests below).  The
-// kernel's receive stamp of each read tells: one stream, 10 ms between events, leaves the
-// thread idle between reads, so they are read within its wake-up of arriving.
-TEST(RelayPerf, ACaughtUpRelayTapsAtOnceWithoutATripThroughTheExecutor) {
-  auto taps = std::make_shared<recording_tap_factory>();
-  stack s([](config::config& cfg) { cfg.threads = 1; }, {}, taps);
-  const auto r = fetch(s.proxy_ep(), stream_request(60, 20, 10));
-  ASSERT_TRUE(r.complete);
-  taps->await_end();
-  std::lock_guard lk(taps->mu);
-  ASSERT_TRUE(taps->ended);
-  EXPECT_EQ(taps->bytes, r.body);
-  ASSERT_GT(taps->reads, 40);
-  const auto behind = s.proxy->reads_behind();
-  std::printf("%d reads, %llu found the thread behind\n", taps->reads,
-              static_cast<unsigned long long>(behind));
-  // A relay that could not tell (no stamps, or the rule broken) counts every read as behind.
-  // Most reads here find the thread idle; half, not a quarter, as the bound: under ASan with two
-  // test processes on the two cores, 16 of 64 reads once woke the thread more than 150 µs late.
-  EXPECT_LT(behind, static_cast<std::uint64_t>(taps->reads / 2));
-}
-
 // A tap is told when each read's bytes reached the proxy (the kernel's receive stamp), not only
 // when the proxy read them: the one I/O thread is held 150 ms in the first read's tap call while
 // the rest of the stream (written 10 ms apart, the last ~100 ms after the first) arrives and
