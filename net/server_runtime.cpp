@@ -1,5 +1,6 @@
 #include "net/server_runtime.hpp"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
@@ -8,6 +9,31 @@
 
 namespace tokentap {
 namespace net {
+
+namespace {
+
+// SO_REUSEPORT, which Asio names no option for, written to its SettableSocketOption requirements.
+struct reuse_port_option {
+  int value = 1;
+  template <class Protocol>
+  int level(const Protocol&) const noexcept {
+    return SOL_SOCKET;
+  }
+  template <class Protocol>
+  int name(const Protocol&) const noexcept {
+    return SO_REUSEPORT;
+  }
+  template <class Protocol>
+  const int* data(const Protocol&) const noexcept {
+    return &value;
+  }
+  template <class Protocol>
+  std::size_t size(const Protocol&) const noexcept {
+    return sizeof value;
+  }
+};
+
+}  // namespace
 
 struct server_runtime::listener : std::enable_shared_from_this<listener> {
   listener(server_runtime& rt, asio::io_context& ioc, std::size_t max, listener_role r)
@@ -128,8 +154,7 @@ tcp::endpoint server_runtime::listen(const std::string& host, std::uint16_t port
   l->protocol = ep.protocol();
   l->acceptor.open(ep.protocol());
   l->acceptor.set_option(tcp::acceptor::reuse_address(true));
-  if (reuse_port)
-    l->acceptor.set_option(asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>(true));
+  if (reuse_port) l->acceptor.set_option(reuse_port_option{});
   l->acceptor.bind(ep);
   l->acceptor.listen(asio::socket_base::max_listen_connections);
   listeners_.push_back(l);

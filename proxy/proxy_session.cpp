@@ -1045,8 +1045,8 @@ class proxy_session final : public net::session_base,
     // The kernel received them (wall clock): written by every stamped read that returns bytes
     // (-1: no stamp); stays -1 for the others (TLS, early body bytes).
     std::int64_t rx_real_ns_ = -1;
-    bool stamped_full_ = false;     // the last stamped read filled the buffer: try the next at once
-    std::int64_t arrived_ns_ = 0;   // the tap's `arrived` (read_ns_ when unknown)
+    bool stamped_full_ = false;    // the last stamped read filled the buffer: try the next at once
+    std::int64_t arrived_ns_ = 0;  // the tap's `arrived` (read_ns_ when unknown)
     deferred_taps* deferred_ = nullptr;  // looked up at first use (taps_service)
     std::size_t got_ = 0;                // bytes read (framing included)
     std::size_t n_ = 0;                  // payload bytes among them

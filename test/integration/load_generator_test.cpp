@@ -1,4 +1,4 @@
-// The load generator's latency measurement (issue 8): an event's arrival at the client's socket
+// The load generator's latency measurement: an event's arrival at the client's socket
 // (the kernel's receive timestamp) apart from the client's read of it.
 #include <gtest/gtest.h>
 

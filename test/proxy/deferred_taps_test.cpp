@@ -33,9 +33,9 @@ TEST(DeferredTaps, RunInOrderAFewPerDrainWithReadsQueuedMeanwhileFirst) {
   std::vector<std::unique_ptr<step>> steps;
   for (int i = 0; i < 40; ++i) {
     // The first step's work lets a read complete (the reactor queues it behind the drain).
-    auto also = i == 0
-                    ? std::function<void()>([&] { asio::post(ioc, [&] { log.push_back("read"); }); })
-                    : std::function<void()>();
+    auto also =
+        i == 0 ? std::function<void()>([&] { asio::post(ioc, [&] { log.push_back("read"); }); })
+               : std::function<void()>();
     steps.push_back(std::make_unique<step>(log, std::to_string(i), also));
     q.push(steps.back().get(), ioc.get_executor());
   }
