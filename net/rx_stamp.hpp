@@ -1,7 +1,7 @@
 #pragma once
 // Socket reads that also return when the kernel received the bytes (SO_TIMESTAMPNS).  Linux.
 //
-// The relay reads a plain-TCP upstream with them (proxy_session.cpp, relay_op::stamped_read):
+// The relay reads a plain-TCP upstream with them (proxy/relay.hpp, relay_op::stamped_read):
 // tokens are timed by when their bytes reached the proxy, not by when its thread got round to
 // reading them, and the relay tells whether its I/O thread is behind — bytes that waited in the
 // socket while other handlers ran — without a trip through the executor per event.  The load

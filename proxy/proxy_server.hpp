@@ -75,7 +75,7 @@ class proxy_server {
   /// Of those, the ones queued and not yet begun, now (all I/O threads).
   std::uint64_t deferred_taps_waiting();
   /// Reads with a tap whose write the kernel took at once and whose completion then went through
-  /// the executor, where a late one defers the tap work (proxy_session.cpp, relay_op), all I/O
+  /// the executor, where a late one defers the tap work (relay.hpp, relay_op), all I/O
   /// threads.
   std::uint64_t reads_behind();
   /// The tap factory in use (a hooks::hook_chain_factory unless one was passed in), or nullptr.

@@ -32,9 +32,11 @@
 #include "parsers/http_body.hpp"
 #include "parsers/request_inspector.hpp"
 #include "proxy/cluster.hpp"
-#include "proxy/deferred_taps.hpp"
+#include "proxy/exchange.hpp"
 #include "proxy/http_util.hpp"
 #include "proxy/proxy_server.hpp"
+#include "proxy/relay.hpp"
+#include "proxy/request_reader.hpp"
 #include "proxy/upstream_pool.hpp"
 
 namespace tokentap::proxy {
@@ -69,73 +71,17 @@ std::string log_safe(std::string_view v, std::size_t cap = 128) {
   return out;
 }
 
-/// State of one request/response exchange.
-struct exchange {
-  // What every relayed read touches, first (one line rather than three).
-  std::unique_ptr<hooks::stream_tap> tap;
-  std::uint64_t body_bytes = 0;
-  std::optional<clock::time_point> first_byte;
-  unsigned status = 0;
-  stream_outcome outcome = stream_outcome::ok;
-  bool reused_connection = false;
-  bool upstream_reusable = false;
-  bool response_started = false;  // head sent to the client
-  bool response_complete = false;
-
-  // The request as it is sent upstream: head (append_upstream_request_head) and body.  Released
-  // once the response head is in (release_request).
-  std::string request_head, request_body;
-  std::string method;
-  const config::route_config* route = nullptr;
-  std::string target_redacted;
-  std::string model;
-  bool stream_requested = false;
-  std::vector<parsers::message_digest> conversation;
-  std::uint64_t tenant = 0;
-  std::string route_key;                  // from the request phase, for the router
-  cluster* upstream_cluster = nullptr;    // the route's upstream
-  endpoint* upstream_endpoint = nullptr;  // its endpoint the router chose
-  active_exchange in_flight;              // counted on that endpoint while the exchange lasts
-  bool head = false;
-  bool client_keep_alive = false;
-  unsigned client_version = 11;
-  clock::time_point start{};
-  std::int64_t wall_start_us = 0;
-  std::optional<clock::time_point> deadline;  // total timeout
-};
-
 enum class attempt_result { done, retry };
 
-constexpr char crlf[] = "\r\n";
 constexpr char last_chunk[] = "0\r\n\r\n";
 
-/// `<size in hex>\r\n`, the start of one chunk of a chunked body.
-class chunk_header {
- public:
-  void set(std::size_t n) noexcept {
-    std::size_t i = sizeof buf_;
-    buf_[--i] = '\n';
-    buf_[--i] = '\r';
-    do {
-      buf_[--i] = "0123456789abcdef"[n & 0xf];
-      n >>= 4;
-    } while (n != 0);
-    begin_ = i;
-  }
-  asio::const_buffer buffer() const noexcept {
-    return asio::buffer(buf_ + begin_, sizeof buf_ - begin_);
-  }
-
- private:
-  char buf_[2 * sizeof(std::size_t) + 2];
-  std::size_t begin_ = sizeof buf_;  // an offset, not a pointer: copies stay valid
-};
-
-class proxy_session final : public net::session_base,
-                            public std::enable_shared_from_this<proxy_session> {
+class proxy_session final : public relay_host, public net::session_base {
  public:
   proxy_session(tcp_socket socket, net::worker& w, proxy_shared& shared)
-      : net::session_base(w), shared_(shared), client_(std::move(socket)) {
+      : relay_host(socket.get_executor(), shared.cfg.timeouts),
+        net::session_base(w),
+        shared_(shared),
+        client_(std::move(socket)) {
     error_code ec;
     const auto ep = client_.socket().remote_endpoint(ec);
     if (!ec) peer_ = ep.address().to_string();
@@ -171,54 +117,22 @@ class proxy_session final : public net::session_base,
 
   // Reads one request into `req`.  False when there is none: `ec` set means a bad or failed
   // request to answer (reject), `ec` clear means the connection is done (closed, idle, draining).
-  // Its own coroutine so that the parser (~0.5 KiB with its buffers) lives only while the request
-  // is read, not in serve_one's frame for the whole stream.
-  awaitable<bool> read_request(http::request<http::string_body>& req, error_code& ec) {
+  awaitable<bool> next_request(http::request<http::string_body>& req, error_code& ec) {
     idle_ = true;
     if (draining_) co_return false;
-    if (buf_.size() == 0) {
-      // Waiting for the next request: the keep-alive timeout applies until its first byte.
-      client_.expires_after(first_request_ ? timeouts().client_header : timeouts().keepalive);
-      error_code rec;
-      const auto n = co_await client_.async_read_some(buf_.prepare(4096), use_ec(rec));
-      if (rec) co_return false;  // closed, reset, idle timeout or drained: no more requests
-      buf_.commit(n);
-    }
+    // Waiting for the next request: the keep-alive timeout applies until its first byte.
+    const auto wait = first_request_ ? timeouts().client_header : timeouts().keepalive;
+    if (!co_await await_request(client_, buf_, wait)) co_return false;
     first_request_ = false;
     idle_ = false;
-
-    http::request_parser<http::string_body> parser;
-    parser.header_limit(static_cast<std::uint32_t>(limits().max_request_header_bytes));
-    parser.body_limit(limits().max_request_body_bytes);
-    // The whole head must arrive within client_header (a byte-per-second client is cut off).
-    client_.expires_after(timeouts().client_header);
-    co_await http::async_read_header(client_, buf_, parser, use_ec(ec));
-    if (ec) co_return false;
-
-    if (parser.get()[http::field::expect] == "100-continue" && !parser.is_done()) {
-      static constexpr std::string_view cont = "HTTP/1.1 100 Continue\r\n\r\n";
-      error_code wec;
-      co_await asio::async_write(client_, asio::buffer(cont), use_ec(wec));
-      if (wec) co_return false;
-    }
-    if (!parser.is_done()) {
-      client_.expires_after(std::max(timeouts().client_header, timeouts().idle));
-      co_await http::async_read(client_, buf_, parser, use_ec(ec));
-      if (ec) co_return false;
-    }
-    client_.expires_never();
-    req = parser.release();
-    // Nothing pipelined behind this request: give the read buffer back for the (possibly long)
-    // response; the next request allocates again.
-    if (buf_.size() == 0) buf_.shrink_to_fit();
-    co_return true;
+    co_return co_await read_request(client_, buf_, timeouts(), limits(), req, ec);
   }
 
   awaitable<bool> serve_one() {
     http::request<http::string_body> req;
     {
       error_code ec;
-      const bool got = co_await read_request(req, ec);
+      const bool got = co_await next_request(req, ec);
       if (!got && !ec) co_return false;
       if (!got) co_return co_await reject(ec);
     }
@@ -477,13 +391,6 @@ class proxy_session final : public net::session_base,
     }
   }
 
-  // Expiry for the next upstream operation: `t` from now, but never past the total deadline.
-  clock::time_point bounded(const exchange& ex, config::ms t,
-                            clock::time_point now = clock::now()) const {
-    const auto at = now + t;
-    return ex.deadline ? std::min(at, *ex.deadline) : at;
-  }
-
   template <class Stream>
   awaitable<attempt_result> exchange_on(Stream& up, upstream_connection& conn, exchange& ex,
                                         bool may_retry) {
@@ -550,18 +457,16 @@ class proxy_session final : public net::session_base,
       co_return attempt_result::done;
     }
 
-    // The relay loop (relay_op below): one read, one write, repeat, never reading ahead of the
-    // client.  Its timeouts are enforced by one lazily re-armed timer (relay_timer_), not by
-    // Beast's per-operation timers, so Beast's expiry is off for its duration.
-    if (!relay_buf_) {
-      relay_size_ = relay_buffer_min;
-      relay_buf_ = std::make_unique<char[]>(relay_size_);
-    }
+    // The relay (relay.hpp): one read, one write, repeat, never reading ahead of the client.
+    // Its timeouts are enforced by the host's one lazily re-armed timer, not by Beast's
+    // per-operation timers, so Beast's expiry is off for its duration.
+    ensure_relay_buffer();
     lowest.expires_never();
     client_.expires_never();
     {
-      const relay_timeouts_guard relay_guard(*this);
-      const bool body_done = co_await relay(relay_stream(up), conn, ex, body, chunked);
+      const bool body_done = co_await async_relay(*this, client_.socket(), relay_stream(up),
+                                                  {conn.buffer, conn.stamped}, ex, body, chunked,
+                                                  asio::use_awaitable_t<io_executor>{});
       if (!body_done) co_return attempt_result::done;
     }
 
@@ -629,14 +534,6 @@ class proxy_session final : public net::session_base,
         "upstream '" + up.name + "' failed " + what + ": " + ec.message());
   }
 
-  void client_lost(exchange& ex) {
-    ex.outcome = stream_outcome::client_disconnect;
-    client_gone_ = true;
-    shared_.stats.client_disconnects.fetch_add(1, std::memory_order_relaxed);
-    close_upstream();
-    close_client();
-  }
-
   // ---------------------------------------------------------------- responses of our own
 
   awaitable<void> send_error(exchange& ex, unsigned status, std::string_view type,
@@ -671,10 +568,9 @@ class proxy_session final : public net::session_base,
   void watch_client() {
     watching_ = true;
     client_gone_ = false;
-    client_.socket().async_wait(tcp_socket::wait_read,
-                                [self = shared_from_this(), gen = ++watch_gen_](error_code ec) {
-                                  self->on_client_readable(ec, gen);
-                                });
+    client_.socket().async_wait(
+        tcp_socket::wait_read,
+        [self = self(), gen = ++watch_gen_](error_code ec) { self->on_client_readable(ec, gen); });
   }
 
   void stop_watching() {
@@ -703,443 +599,39 @@ class proxy_session final : public net::session_base,
     close_upstream();
   }
 
-  // ---------------------------------------------------------------- the relay loop
+  // ---------------------------------------------------------------- the relay's host
 
-  // The response body as one asynchronous operation driven by plain completion handlers: read
-  // from the upstream, write to the client, tap, again.  As coroutine steps, every read and write
-  // cost an awaitable frame, executor copies and a pump of the awaitable thread (~1 k
-  // instructions per event in the profile, a sixth of the proxy's own work with the tap off).
-  // Beast reads the head; the body is read straight from the socket into the relay buffer and
-  // its framing (chunked, Content-Length, until close) is decoded there in place
-  // (parsers::http_body_decoder) — Beast's body parser read into the connection's buffer and
-  // copied every read into ours, and its composed read cost ~1.5 k instructions per event.
-  // The body is written straight to the socket, with our own chunk framing when chunked
-  // (`size CRLF data CRLF`, the bytes Beast's serializer would produce: its buffers_cat
-  // iterators cost ~6 % per event).  Completes with true when the body ended, false when the
-  // exchange ended here: client lost, upstream broke or timed out, forced close — the outcome
-  // is in `ex` and the sockets are closed as needed.
-  template <class Upstream, class Handler>
-  class relay_op final : deferred_step {
-   public:
-    relay_op(proxy_session& s, Upstream& up, upstream_connection& conn, exchange& ex,
-             parsers::http_body_decoder& body, bool chunked, Handler&& h)
-        : s_(s),
-          up_(up),
-          conn_(conn),
-          ex_(ex),
-          body_(body),
-          chunked_(chunked),
-          handler_(std::move(h)) {}
-
-    void start(clock::time_point now) {
-      if (!s_.client_nonblocking_) {  // once per session: writes below try at once, never wait
-        error_code ec;
-        s_.client_.socket().non_blocking(true, ec);
-        s_.client_nonblocking_ = !ec;
-      }
-      early_ = conn_.buffer.size() > 0;
-      release_head_buffer();
-      if (body_.done()) {  // Content-Length: 0.  Completed through the executor, never inline.
-        asio::post(up_.get_executor(), step<&relay_op::body_done>(this));
-        return;
-      }
-      note_hot_lines();
-      read(now);
-    }
-
-    // `now`: the time of the step before (read or sent), so that an event costs the clock reads
-    // of its timestamps (read, sent; with a tap one more, for the backlog check), not one more
-    // per deadline.
-    void read(clock::time_point now) {
-      if (early_) {
-        // Body bytes that came with the head (in the buffer Beast read it into): relayed as
-        // the first reads.  Completed through the executor, never inline.
-        auto& early = conn_.buffer;
-        const auto n =
-            asio::buffer_copy(asio::buffer(s_.relay_buf_.get(), s_.relay_size_), early.data());
-        early.consume(n);
-        early_ = early.size() > 0;
-        release_head_buffer();
-        asio::post(up_.get_executor(), step<&relay_op::on_read>(this, n));
-        return;
-      }
-      s_.set_relay_deadline(s_.upstream_deadline_, s_.bounded(ex_, s_.timeouts().idle, now));
-      if constexpr (std::is_same_v<Upstream, tcp_socket>) {
-        if (conn_.stamped) return stamped_read();
-      }
-      up_.async_read_some(asio::buffer(s_.relay_buf_.get(), s_.relay_size_),
-                          step<&relay_op::on_read>(this));
-    }
-
-   private:
-    // Intermediate handler: calls back into the op, which has one operation (or posted call)
-    // pending at a time and owns itself.  Move-only: the one copy that Asio holds releases the
-    // op if it is destroyed without being called — an io_context going away with the op's read
-    // or write pending (a hard stop) — instead of leaking it and the coroutine frames it resumes.
-    template <void (relay_op::*F)(error_code, std::size_t)>
-    class step {
-     public:
-      explicit step(relay_op* op, std::size_t n = 0) noexcept : op_(op), n_(n) {}
-      step(step&& o) noexcept : op_(std::exchange(o.op_, nullptr)), n_(o.n_) {}
-      step& operator=(step&&) = delete;
-      ~step() {
-        if (op_ != nullptr) op_->abandon();
-      }
-      void operator()(error_code ec, std::size_t n = 0) {
-        (std::exchange(op_, nullptr)->*F)(ec, n);
-      }
-      void operator()() { (std::exchange(op_, nullptr)->*F)({}, n_); }  // posted
-
-     private:
-      relay_op* op_;
-      std::size_t n_;  // a posted call's byte count
-    };
-
-    // Reads that carry the kernel's receive time of their bytes (a plain-TCP upstream whose
-    // socket stamps them, SO_TIMESTAMPNS): Asio's reads call `recv`, which drops the stamp, so the
-    // relay waits for the socket to be readable (`async_wait`) and reads with `recvmsg`, which
-    // returns it with the bytes.  A wait re-arms the descriptor in the reactor, so data or a
-    // hangup that arrived before it is reported at once.  After a read that filled the buffer
-    // more is likely waiting, and the next read tries at once (through the executor: a fast
-    // upstream must not grow the stack).  What this costs against a plain read:
-    // docs/perf-decisions.md, "Kernel receive stamps".
-    void stamped_read() {
-      if (stamped_full_) {
-        asio::post(up_.get_executor(), step<&relay_op::on_readable>(this));
-        return;
-      }
-      wait_readable();
-    }
-
-    void wait_readable() {
-      up_.async_wait(tcp_socket::wait_read, step<&relay_op::on_readable>(this));
-    }
-
-    void on_readable(error_code ec, std::size_t) {
-      if constexpr (std::is_same_v<Upstream, tcp_socket>) {
-        std::size_t got = 0;
-        if (!ec) {
-          // What the handling of these bytes touches first, fetched while the kernel copies them.
-          hot_.prefetch();
-          iovec iov{s_.relay_buf_.get(), s_.relay_size_};
-          if (!net::recv_stamped(up_.native_handle(), &iov, 1, 0, got, ec, rx_real_ns_)) {
-            stamped_full_ = false;  // nothing there (yet): wait for it
-            // Unless the deadline fired while this try was posted: its cancel found no wait to
-            // end, and a wait now would have no deadline.
-            if (!s_.upstream_timed_out_) return wait_readable();
-            ec = asio::error::operation_aborted;  // (on_read reports it as the timeout)
-          }
-        }
-        stamped_full_ = !ec && got == s_.relay_size_;
-        on_read(ec, got);
-      }
-    }
-
-    // The buffer Beast read the response head into is not read again while the body streams
-    // (the relay reads into its own): once it holds no body bytes, its block (512 bytes or
-    // more) goes back to the allocator instead of staying with every open stream — a kept-alive
-    // connection's next head read allocates one again.
-    void release_head_buffer() {
-      if (!early_) conn_.buffer.shrink_to_fit();
-    }
-
-    void body_done(error_code, std::size_t) { finish(true); }
-    void abandon() noexcept { delete this; }
-
-    void on_read(error_code ec, std::size_t got) {
-      // Reads that did not prefetch the next event's state themselves (stamped reads do): now,
-      // so that it arrives during the write.
-      if (!prefetching_reads()) hot_.prefetch();
-      s_.upstream_deadline_ = no_deadline;  // idle counts only while a read waits
-      if (ec && s_.upstream_timed_out_) ec = beast::error::timeout;
-      read_ns_ = mono_now_ns();
-      const auto now = from_mono(read_ns_);
-      const auto previous = arrived_ns_;  // the read before's
-      arrived_ns_ = read_ns_;
-      if (rx_real_ns_ >= 0 && ex_.tap != nullptr) arrival(previous);
-      got_ = got;
-      const auto payload = body_.decode(s_.relay_buf_.get(), got);
-      at_ = payload.offset;
-      n_ = payload.size;
-      using bad = parsers::http_body_decoder::error;
-      if (body_.failed() != bad::none) {
-        ec = body_.failed() == bad::trailers_too_long ? http::error::header_limit
-                                                      : http::error::bad_chunk;
-      } else if (ec == asio::error::eof) {
-        ec = body_.close() ? error_code{} : error_code(http::error::partial_message);
-      }
-      read_ec_ = ec;
-      if (n_ == 0) return next(now);
-      if (!ex_.first_byte) ex_.first_byte = now;
-      auto& client = s_.client_.socket();
-      const char* data = s_.relay_buf_.get() + at_;
-      if (chunked_) {
-        hdr_.set(n_);
-        bufs_ = {hdr_.buffer(), asio::buffer(data, n_), asio::buffer(crlf, 2)};
-      } else {
-        bufs_ = {asio::buffer(data, n_), asio::const_buffer(), asio::const_buffer()};
-      }
-      // The write is tried here, on the non-blocking socket (what Asio's write would do first
-      // too), so that `sent_ns_` is when the kernel took the bytes: the tap's `written` time and
-      // the proxy-overhead histogram then measure the proxy's own work, not also the wait of the
-      // write's completion behind other ready handlers (2.5–5 ms at the P99 with 1,000 streams).
-      // What the kernel does not take now (a slow client) is written asynchronously, under the
-      // client-write deadline, and stamped when done.
-      sent_ns_ = 0;
-      if (s_.client_nonblocking_) {
-        error_code ec;
-        const auto total = asio::buffer_size(bufs_);
-        const auto sent = client.write_some(bufs_, ec);
-        if (!ec && sent == total) {
-          sent_ns_ = mono_now_ns();
-          // Written.  Without a tap the next read starts now.  With one, the completion goes
-          // through the executor, behind what is queued, where on_write sees from its lateness
-          // whether the thread is behind and then defers the tap work.
-          if (ex_.tap == nullptr) {
-            ex_.body_bytes += n_;
-            return tap_then_next();
-          }
-          taps_service().count_behind();
-          asio::post(up_.get_executor(), step<&relay_op::on_write>(this, sent));
-          return;
-        }
-        if (!ec) consume(sent);  // (an error is reported again by the write below)
-      }
-      s_.set_relay_deadline(s_.write_deadline_, now + s_.timeouts().client_write);
-      asio::async_write(client, bufs_, step<&relay_op::on_write>(this));
-    }
-
-    // When the bytes just read reached the socket, from the kernel's receive stamp (wall
-    // clock): how long they waited there before the read completed, taken off the read's
-    // monotonic time.  Within the stream arrivals never go back (an earlier read without a
-    // stamp — body bytes that came with the head — is timed by its read; the two clocks are
-    // read a few ns apart); a wait the wall clock cannot vouch for — it stepped between the
-    // stamp and now — leaves the read time.
-    void arrival(std::int64_t previous) {
-      const auto waited = net::realtime_ns() - rx_real_ns_;
-      if (waited < 0 || waited > max_rx_wait_ns) return;
-      arrived_ns_ = std::max(read_ns_ - waited, previous);
-    }
-
-    void consume(std::size_t n) noexcept {
-      for (auto& b : bufs_) {
-        const auto k = std::min(n, b.size());
-        b += k;
-        n -= k;
-      }
-    }
-
-    void on_write(error_code ec, std::size_t) {
-      s_.write_deadline_ = no_deadline;
-      if (ec) {
-        if (s_.client_timed_out_)
-          TT_LOG(info) << "client " << s_.peer_ << " read nothing for "
-                       << s_.timeouts().client_write.count() << " ms; closed it";
-        s_.client_lost(ex_);
-        return finish(false);
-      }
-      ex_.body_bytes += n_;
-      const bool stamped = sent_ns_ != 0;  // the kernel took it all when it was tried
-      if (!stamped) sent_ns_ = mono_now_ns();
-      // The completion ran late, other handlers ran since the read: a backlog.  The tap's work
-      // waits for the reads already queued (deferred_taps); with none, it runs at once.
-      if (ex_.tap && (stamped ? mono_now_ns() : sent_ns_) - read_ns_ > backlog_ns) {
-        taps_service().push(this, up_.get_executor());
-        return;
-      }
-      tap_then_next();
-    }
-
-    static constexpr std::int64_t backlog_ns = 50'000;              // read → write completion
-    static constexpr std::int64_t max_rx_wait_ns = 60'000'000'000;  // beyond: a clock step
-
-    deferred_taps& taps_service() {
-      if (deferred_ == nullptr)
-        deferred_ = &asio::use_service<deferred_taps>(up_.get_executor().context());
-      return *deferred_;
-    }
-
-    void run_deferred() override { tap_then_next(); }
-    void discard() noexcept override { abandon(); }
-
-    void tap_then_next() {
-      if (ex_.tap) {
-        ex_.tap->on_body({s_.relay_buf_.get() + at_, n_}, {arrived_ns_, read_ns_, sent_ns_});
-        note_hot_lines();
-      }
-      if (got_ == s_.relay_size_ && s_.relay_size_ < relay_buffer_max) {
-        s_.relay_size_ *= 2;  // the upstream outpaces us: read more per syscall
-        s_.relay_buf_ = std::make_unique<char[]>(s_.relay_size_);
-      }
-      next(from_mono(sent_ns_));
-    }
-
-    // Whether reads are stamped reads, which prefetch hot_ when the socket is ready.
-    bool prefetching_reads() const noexcept {
-      if constexpr (std::is_same_v<Upstream, tcp_socket>) return conn_.stamped;
-      return false;
-    }
-
-    // What the next read's handling touches first, listed while it is in the cache: this op,
-    // the exchange, the body decoder, the session's relay fields, then the tap's state
-    // (stream_tap::add_hot_lines).  Prefetched when the next read is ready (stamped reads; for
-    // other reads at the start of on_read).
-    void note_hot_lines() noexcept {
-      hot_.clear();
-      hot_.add_range(this, &hot_);
-      hot_.add_range(&ex_, &ex_.request_head);
-      hot_.add(&body_, sizeof body_);
-      s_.add_relay_hot_lines(hot_);
-      if (ex_.tap) ex_.tap->add_hot_lines(hot_);
-    }
-
-    static clock::time_point from_mono(std::int64_t ns) noexcept {
-      return clock::time_point(
-          std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(ns)));
-    }
-
-    void next(clock::time_point now) {
-      if (read_ec_) {
-        if (s_.client_gone_) {
-          s_.client_lost(ex_);
-        } else if (s_.forced_) {
-          // Our own shutdown grace period ended: not the upstream's fault.
-          ex_.outcome = stream_outcome::timeout;
-          TT_LOG(info) << "shutdown grace period ended " << ex_.body_bytes
-                       << " bytes into a response; closed it";
-        } else {
-          // The upstream broke mid-response: the client must see a truncated response, never
-          // a clean end, so the connection is closed without the terminating chunk.
-          s_.shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
-          ex_.outcome = read_ec_ == beast::error::timeout ? stream_outcome::timeout
-                                                          : stream_outcome::upstream_reset;
-          TT_LOG(warn) << "upstream broke mid-response after " << ex_.body_bytes
-                       << " bytes: " << read_ec_.message() << "; aborting the client response";
-          s_.close_client();
-        }
-        return finish(false);
-      }
-      if (body_.done()) return finish(true);
-      read(now);
-    }
-
-    // The op is gone before the handler runs (it resumes the coroutine that owns what the op
-    // refers to).
-    void finish(bool body_done) {
-      auto h = std::move(handler_);
-      delete this;
-      std::move(h)(body_done);
-    }
-
-    proxy_session& s_;
-    Upstream& up_;
-    upstream_connection& conn_;
-    exchange& ex_;
-    parsers::http_body_decoder& body_;
-    const bool chunked_;
-    bool early_ = false;  // body bytes that came with the head are still in conn_.buffer
-    Handler handler_;
-    error_code read_ec_;
-    std::int64_t read_ns_ = 0;
-    std::int64_t sent_ns_ = 0;  // the kernel took the bytes (the tap's `written`)
-    // The kernel received them (wall clock): written by every stamped read that returns bytes
-    // (-1: no stamp); stays -1 for the others (TLS, early body bytes).
-    std::int64_t rx_real_ns_ = -1;
-    bool stamped_full_ = false;    // the last stamped read filled the buffer: try the next at once
-    std::int64_t arrived_ns_ = 0;  // the tap's `arrived` (read_ns_ when unknown)
-    deferred_taps* deferred_ = nullptr;  // looked up at first use (taps_service)
-    std::size_t got_ = 0;                // bytes read (framing included)
-    std::size_t n_ = 0;                  // payload bytes among them
-    std::size_t at_ = 0;                 // where in the relay buffer they start
-    chunk_header hdr_;
-    std::array<asio::const_buffer, 3> bufs_{};
-    parsers::hot_lines hot_;  // for the next read (note_hot_lines)
-  };
-
-  template <class Upstream>
-  awaitable<bool> relay(Upstream& up, upstream_connection& conn, exchange& ex,
-                        parsers::http_body_decoder& body, bool chunked) {
-    return asio::async_initiate<const asio::use_awaitable_t<io_executor>&, void(bool)>(
-        [self = this, up = &up, conn = &conn, ex = &ex, body = &body, chunked](auto handler) {
-          using op = relay_op<Upstream, std::decay_t<decltype(handler)>>;
-          (new op(*self, *up, *conn, *ex, *body, chunked, std::move(handler)))->start(clock::now());
-        },
-        asio::use_awaitable_t<io_executor>{});
+  void client_lost(exchange& ex) override {
+    ex.outcome = stream_outcome::client_disconnect;
+    client_gone_ = true;
+    shared_.stats.client_disconnects.fetch_add(1, std::memory_order_relaxed);
+    close_upstream();
+    close_client();
   }
 
-  // ---------------------------------------------------------------- relay timeouts
+  void count_upstream_error() noexcept override {
+    shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
+  }
 
-  static constexpr clock::time_point no_deadline = clock::time_point::max();
+  std::string_view peer() const noexcept override { return peer_; }
 
-  // The relay loop's I/O object for the upstream: the socket itself when plain (no Beast layer),
-  // the TLS stream when not.
+  void cancel_client_io() noexcept override {
+    error_code ignored;
+    client_.socket().cancel(ignored);
+  }
+
+  void cancel_upstream_io() noexcept override {
+    error_code ignored;
+    if (upstream_) upstream_->lowest().socket().cancel(ignored);
+  }
+
+  // The relay's I/O object for the upstream: the socket itself when plain (no Beast layer), the
+  // TLS stream when not.
   static tcp_socket& relay_stream(tcp_stream& s) noexcept { return s.socket(); }
   template <class Tls>
   static Tls& relay_stream(Tls& s) noexcept {
     return s;
   }
-
-  // Deadlines only move later from one event to the next, so the timer is re-armed only when a
-  // deadline is earlier than what it waits for (no_deadline when it waits for nothing); when it
-  // fires it checks the deadlines as they are now and waits again for the earliest.  A stream
-  // that keeps its deadlines costs one timer wake-up per timeout period, not two timer
-  // operations per event.
-  // The session's fields a relayed read touches (relay_op::note_hot_lines): the relay block,
-  // the client socket.
-  void add_relay_hot_lines(parsers::hot_lines& l) const noexcept {
-    l.add_range(&relay_buf_, &watch_gen_ + 1);
-    l.add(&client_.socket(), sizeof client_.socket());
-  }
-
-  void set_relay_deadline(clock::time_point& slot, clock::time_point at) {
-    slot = at;
-    if (at < relay_timer_at_) arm_relay_timer(at);
-  }
-
-  void arm_relay_timer(clock::time_point at) {
-    relay_timer_at_ = at;
-    relay_timer_.expires_at(at);  // a wait in progress ends with operation_aborted
-    relay_timer_.async_wait([self = shared_from_this(), gen = ++relay_gen_](error_code ec) {
-      if (ec != asio::error::operation_aborted && gen == self->relay_gen_) self->on_relay_timer();
-    });
-  }
-
-  void on_relay_timer() {
-    relay_timer_at_ = no_deadline;
-    const auto now = clock::now();
-    error_code ignored;
-    if (write_deadline_ <= now) {
-      // The client stopped reading: end its write (and the exchange).
-      client_timed_out_ = true;
-      write_deadline_ = no_deadline;
-      client_.socket().cancel(ignored);
-    }
-    if (upstream_deadline_ <= now) {
-      upstream_timed_out_ = true;
-      upstream_deadline_ = no_deadline;
-      if (upstream_) upstream_->lowest().socket().cancel(ignored);
-    }
-    const auto next = std::min(write_deadline_, upstream_deadline_);
-    if (next != no_deadline) arm_relay_timer(next);
-  }
-
-  // Scope of the relay loop's deadlines: on every way out of the loop the timer is stopped.
-  struct relay_timeouts_guard {
-    explicit relay_timeouts_guard(proxy_session& s) noexcept : s(s) {
-      s.upstream_timed_out_ = s.client_timed_out_ = false;
-    }
-    ~relay_timeouts_guard() {
-      s.upstream_deadline_ = s.write_deadline_ = no_deadline;
-      if (s.relay_timer_at_ != no_deadline) {
-        s.relay_timer_at_ = no_deadline;
-        ++s.relay_gen_;
-        s.relay_timer_.cancel();
-      }
-    }
-    relay_timeouts_guard(const relay_timeouts_guard&) = delete;
-    relay_timeouts_guard& operator=(const relay_timeouts_guard&) = delete;
-    proxy_session& s;
-  };
 
   // ---------------------------------------------------------------- closing
 
@@ -1151,7 +643,7 @@ class proxy_session final : public net::session_base,
     s.close(ignored);
   }
 
-  void close_client() noexcept {
+  void close_client() noexcept override {
     if (closed_) return;
     closed_ = true;
     error_code ignored;
@@ -1210,27 +702,19 @@ class proxy_session final : public net::session_base,
       << " conn=" << (ex.reused_connection ? "reused" : "new");
   }
 
-  // What every relayed read touches comes first, together: with hundreds of open streams each
-  // further line of a session's state is a cache miss per event (they were spread through it).
-  std::unique_ptr<char[]> relay_buf_;
-  std::size_t relay_size_ = 0;
-  upstream_connection* upstream_ = nullptr;         // the connection of the exchange in flight
-  clock::time_point relay_timer_at_ = no_deadline;  // what the timer waits for
-  clock::time_point upstream_deadline_ = no_deadline, write_deadline_ = no_deadline;
-  std::uint64_t relay_gen_ = 0;
-  bool upstream_timed_out_ = false, client_timed_out_ = false;
+  std::shared_ptr<proxy_session> self() {
+    return std::static_pointer_cast<proxy_session>(shared_from_this());
+  }
+
+  upstream_connection* upstream_ = nullptr;  // the connection of the exchange in flight
   bool closed_ = false;
-  bool client_gone_ = false;
   bool first_request_ = true;
   bool idle_ = true;
   bool draining_ = false;
-  bool forced_ = false;              // force_close(): the shutdown grace period is over
-  bool client_nonblocking_ = false;  // the client socket is in non-blocking mode (relay writes)
   bool watching_ = false;
   std::uint64_t watch_gen_ = 0;
   proxy_shared& shared_;
   tcp_stream client_;
-  steady_timer relay_timer_{client_.get_executor()};
   beast::flat_buffer buf_;
   std::string peer_ = "unknown";
   // Whole conversations, however long (limits.max_request_body_bytes bounds what was read).

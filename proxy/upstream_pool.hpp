@@ -39,7 +39,7 @@ class upstream_connection {
   unsigned exchanges = 0;  ///< completed exchanges on this connection
   bool idle = false;       ///< in the pool
   /// The kernel stamps what this socket receives (plain TCP, SO_TIMESTAMPNS accepted): the
-  /// relay's reads return each read's arrival time with its bytes (proxy_session.cpp).
+  /// relay's reads return each read's arrival time with its bytes (relay.hpp).
   bool stamped = false;
 
  private:

@@ -14,7 +14,7 @@
 #include <boost/asio/write.hpp>
 
 #include "hooks/tap.hpp"
-#include "proxy/proxy_session.hpp"
+#include "proxy/relay.hpp"
 #include "sim/load_generator.hpp"
 #include "test/support/alloc_count.hpp"
 #include "test/support/http_client.hpp"
