@@ -1,5 +1,7 @@
-// OpenAI chat completions chunks (and llama.cpp, whose native /completion shares the walk):
-// the one-pass reader first (openai_chunk.hpp), simdjson for what it declines.
+// OpenAI chat completions chunks (and llama.cpp, whose native /completion shares the walk).
+// The product reads them with the one-pass reader (openai_chunk.hpp, chat_chunk); the simdjson
+// walk below (decode_openai), the same fields with the same meaning, runs only with
+// set_fast_paths(false): the oracle the tests hold the reader to.
 #include "parsers/decoder_impl.hpp"
 
 namespace tokentap::parsers {
@@ -9,8 +11,9 @@ bool stream_decoder::impl::chat_chunk(std::string_view payload, std::int64_t t_n
   if (!reader.read(payload, &chunk_shape)) return false;
   if (chunk_shape.fits_last()) {
     fit_doc = payload.data();
-    fit_size = static_cast<std::uint32_t>(payload.size());  // <= max_bytes
+    fit_size = static_cast<std::uint32_t>(payload.size());  // <= the decoder's max event bytes
   }
+  if (reader.has_facts()) chunk_facts(reader.chunk_facts());
   using field = openai_chunk_reader::field;
   for (const auto& part : reader.parts()) {
     switch (part.what) {
@@ -28,7 +31,34 @@ bool stream_decoder::impl::chat_chunk(std::string_view payload, std::int64_t t_n
         break;
     }
   }
+  if (reader.has_facts()) {
+    const auto& f = reader.chunk_facts();
+    if (prov == provider::llamacpp) {
+      content(f.top_content, t_ns);
+      if (f.stop_type != "none") finish_reason(f.stop_type);
+    }
+    if (f.error) h->on_stream_error(f.error_type, f.error_message, t_ns);
+  }
   return true;
+}
+
+// What a chunk reports besides texts, into the decoder's state (as openai_usage,
+// llamacpp_timings and decode_openai do).
+void stream_decoder::impl::chunk_facts(const openai_chunk_reader::facts& f) {
+  if (f.usage.prompt) input = *f.usage.prompt;
+  if (f.usage.completion) output = *f.usage.completion;
+  if (f.usage.reasoning) reasoning = *f.usage.reasoning;
+  if (f.usage.cached) {
+    cached = *f.usage.cached;
+    cache_fields = true;
+  }
+  if (f.timings) {
+    if (f.prompt_n) timings_prompt = *f.prompt_n;
+    if (f.cache_n) timings_cache = *f.cache_n;
+    if (f.predicted_n) timings_predicted = *f.predicted_n;
+    if (prov == provider::openai_chat) prov = provider::llamacpp;
+  }
+  if (f.tokens_cached.value_or(-1) >= 0 && timings_cache < 0) timings_cache = *f.tokens_cached;
 }
 
 std::uint32_t stream_decoder::impl::choice_index(od::value v) {

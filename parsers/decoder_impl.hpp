@@ -343,9 +343,20 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
       h->on_parse_error(parse_stage::json, t_ns);
       return;
     }
-    if (prov == provider::openai_chat && fast_paths && payload.size() <= sse.max_event_bytes() &&
-        chat_chunk(payload, t_ns))
-      return;
+    if (prov == provider::openai_chat || prov == provider::llamacpp) {
+      if (fast_paths) {
+        if (payload.size() > sse.max_event_bytes() || !chat_chunk(payload, t_ns))
+          h->on_parse_error(parse_stage::json, t_ns);
+        return;
+      }
+      // The oracle (fast paths off): the documents the reader takes for valid JSON, walked by
+      // simdjson (decode_openai) — what they mean is simdjson's, which JSON is valid the
+      // reader's strict grammar (simdjson's on-demand walk does not look at what it skips).
+      if (!thread_chunk_reader().read(payload)) {
+        h->on_parse_error(parse_stage::json, t_ns);
+        return;
+      }
+    }
     od::document doc;
     od::value root;
     if (!parse(payload, doc, root)) {
@@ -378,9 +389,11 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
     if (!ok) h->on_parse_error(parse_stage::json, t_ns);
   }
 
-  // A chat completion chunk read without simdjson (openai_chunk.hpp); false: it was not read
-  // and nothing was emitted.  Emits exactly what decode_openai would, in the same order.
+  // A chat completion chunk (or llama.cpp's), read by the one-pass reader (openai_chunk.hpp);
+  // false: not valid JSON, nothing was emitted.  Emits what decode_openai (the simdjson walk,
+  // the tests' oracle) does for the same document, in the same order.
   bool chat_chunk(std::string_view payload, std::int64_t t_ns);
+  void chunk_facts(const openai_chunk_reader::facts& f);
 
   // The path did not say: recognize the provider from the first payload's top-level keys and
   // its `type`, then decode it.

@@ -1,8 +1,12 @@
 #include "parsers/openai_chunk.hpp"
 
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <charconv>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <utility>
 
 #include "parsers/text_bytes.hpp"
@@ -105,25 +109,19 @@ bool is(std::string_view key, const char (&literal)[N]) noexcept {
 }  // namespace
 
 // Recursive descent over [begin, end): every step takes the position of what it reads and
-// returns the position after it, nullptr to decline.  Containers are entered at a known depth.
+// returns the position after it, nullptr for invalid JSON.  Containers are entered at a known
+// depth.  The walk is decode_openai's (decode_openai_chat.cpp), field for field.
 struct openai_chunk_reader::scan {
   openai_chunk_reader& r;
   const char* const end;
-  // The string texts met (kept or empty) and the last one's quotes: a shape, if it was the only.
+  // The string texts met (kept or empty) and the last one's quotes and choice: a shape, if it was
+  // the only one and the chunk said nothing else (`plain`: no fact, no key met twice).
   int text_strings = 0;
   const char* text_open = nullptr;
   const char* text_close = nullptr;
   field text_what = field::content;
-  std::uint32_t text_choice = 0;
-  // Each kept part's place in its choice's order (the slow decoder's emit_choice).
-  std::array<std::uint8_t, max_parts> ranks{};
-
-  enum rank : std::uint8_t {
-    reasoning_rank = 0,  // + 0 delta, 1 message
-    content_rank = 2,    // + 0 delta, 1 message, 2 text
-    tool_rank = 5,       // + 0 delta, 1 message
-    finish_rank = 7
-  };
+  std::size_t text_choice = 0;  // its choice's position in r.choices_
+  bool plain = true;
 
   // The first byte at or after `s` that is not JSON whitespace; nullptr at the end.
   const char* ws(const char* s) const noexcept {
@@ -160,149 +158,276 @@ struct openai_chunk_reader::scan {
     }
   }
 
-  // Whether a key the decoder acts on is met for the first time in its object (bit of `seen`):
-  // a repeated one is the slow path's (the last one wins there).
-  static bool first_time(unsigned& seen, unsigned bit) noexcept {
-    if (seen & bit) return false;
+  // A key the walk acts on, met in its object (bit of `seen`): met twice, the last one wins —
+  // and the chunk is no shape.
+  void met(unsigned& seen, unsigned bit) noexcept {
+    if (seen & bit) plain = false;
     seen |= bit;
-    return true;
   }
 
-  // The fields decode_openai reads for provider openai_chat, mirrored one for one.
+  // A fact (a count, an error, llama.cpp's fields): the chunk is no shape.
+  facts& fact() noexcept {
+    plain = false;
+    r.facts_dirty_ = true;
+    return r.facts_;
+  }
+
   const char* root(const char* s) {
     unsigned seen = 0;
     return object(s, 1, [&](std::string_view key, const char* v) -> const char* {
       if (is(key, "choices")) {
-        if (!first_time(seen, 1)) return nullptr;
+        met(seen, 1);
+        r.choices_.clear();
+        r.tool_texts_.clear();
         return *v == '[' ? choices(v) : value(v, 1);
       }
-      if (is(key, "usage")) return literal(v, "null");  // counts: the slow path reads them
-      if (is(key, "error") || is(key, "timings") || is(key, "tokens_cached")) return nullptr;
+      if (is(key, "usage")) return *v == '{' ? usage(v) : value(v, 1);
+      if (is(key, "error")) return error(v);
+      if (is(key, "timings")) {
+        fact().timings = true;
+        return *v == '{' ? timings(v) : value(v, 1);
+      }
+      if (is(key, "tokens_cached")) return count(v, 1, fact().tokens_cached);
+      if (is(key, "content")) return string_value(v, 1, fact().top_content);
+      if (is(key, "stop_type")) return string_value(v, 1, fact().stop_type);
       return value(v, 1);
     });
   }
 
   const char* choices(const char* s) {
-    return array(s, 2, [&](const char* v) { return *v == '{' ? choice(v) : value(v, 2); });
+    return array(s, 2, [&](const char* v) {
+      r.choices_.emplace_back();
+      return *v == '{' ? choice(v, r.choices_.size() - 1) : value(v, 2);
+    });
   }
 
-  // A choice's parts are kept as met, then put in the decoder's order and given its index
-  // (which may come after them).
-  const char* choice(const char* s) {
-    const std::size_t first = r.count_;
-    const int strings_before = text_strings;
-    std::uint32_t index = 0;
+  const char* choice(const char* s, std::size_t at) {
     unsigned seen = 0;
-    s = object(s, 3, [&](std::string_view key, const char* v) -> const char* {
+    auto& c = r.choices_[at];  // (no choice is added while this one is read)
+    return object(s, 3, [&](std::string_view key, const char* v) -> const char* {
       if (is(key, "delta") || is(key, "message")) {
         const int source = is(key, "delta") ? 0 : 1;
-        if (!first_time(seen, 1u << source)) return nullptr;
-        return *v == '{' ? delta(v, source) : value(v, 3);
+        met(seen, 1u << source);
+        return *v == '{' ? delta(v, at, source) : value(v, 3);
       }
-      if (is(key, "text"))
-        return first_time(seen, 4) ? text(v, field::content, content_rank + 2, 3) : nullptr;
-      if (is(key, "finish_reason"))
-        return first_time(seen, 8) ? text(v, field::finish_reason, finish_rank, 3) : nullptr;
-      if (is(key, "index")) return first_time(seen, 16) ? index_value(v, index) : nullptr;
+      if (is(key, "text")) {
+        met(seen, 4);
+        return text(v, 3, at, field::content, c.content[2]);
+      }
+      if (is(key, "finish_reason")) {
+        met(seen, 8);
+        return text(v, 3, at, field::finish_reason, c.finish);
+      }
+      if (is(key, "index")) {
+        met(seen, 16);
+        return index_value(v, c.index);
+      }
       return value(v, 3);
     });
-    if (s == nullptr) return nullptr;
-    for (std::size_t i = first; i < r.count_; ++i) {  // insertion sort: at most max_parts
-      r.parts_[i].choice = index;
-      for (std::size_t j = i; j > first && ranks[j - 1] > ranks[j]; --j) {
-        std::swap(ranks[j - 1], ranks[j]);
-        std::swap(r.parts_[j - 1], r.parts_[j]);
-      }
-    }
-    if (text_strings != strings_before) text_choice = index;
-    return s;
   }
 
-  // `index`: a plain integer (its value, or 0 past 2^31-1 or below 0, as the decoder takes it)
-  // or a value that is not a number (0); a fraction or an exponent is declined.
+  // `index`: an integer 0 .. 2^31-1 written as one (no fraction, no exponent); anything else is
+  // choice 0.
   const char* index_value(const char* s, std::uint32_t& index) {
     if (*s != '-' && !is_digit(*s)) {
       index = 0;
       return value(s, 3);
     }
-    const char* const start = s;
     const char* const after = number(s);
     if (after == nullptr) return nullptr;
     std::uint64_t n = 0;
-    for (const char* p = start; p < after; ++p) {
+    bool integer = true;
+    for (const char* p = s; p < after && integer; ++p) {
       if (*p == '-') continue;
-      if (!is_digit(*p)) return nullptr;
+      if (!is_digit(*p)) integer = false;
       n = n > 0x7fffffff ? n : n * 10 + static_cast<unsigned>(*p - '0');
     }
-    index = *start == '-' || n > 0x7fffffff ? 0 : static_cast<std::uint32_t>(n);
+    index = !integer || *s == '-' || n > 0x7fffffff ? 0 : static_cast<std::uint32_t>(n);
     return after;
   }
 
-  // `delta` (source 0) or `message` (1).
-  const char* delta(const char* s, int source) {
+  // `delta` (source 0) or `message` (1) of the choice at `at`.
+  const char* delta(const char* s, std::size_t at, int source) {
     unsigned seen = 0;
+    auto& c = r.choices_[at];
     return object(s, 4, [&](std::string_view key, const char* v) -> const char* {
-      if (is(key, "content"))
-        return first_time(seen, 1)
-                   ? text(v, field::content, static_cast<std::uint8_t>(content_rank + source), 4)
-                   : nullptr;
-      if (is(key, "reasoning_content") || is(key, "reasoning")) {
-        // Both, or one twice: the slow path chooses between them.
-        if (!first_time(seen, 2)) return nullptr;
-        return text(v, field::reasoning, static_cast<std::uint8_t>(reasoning_rank + source), 4);
+      if (is(key, "content")) {
+        met(seen, 1);
+        return text(v, 4, at, field::content, c.content[source]);
+      }
+      if (is(key, "reasoning_content")) {
+        met(seen, 2);
+        return text(v, 4, at, field::reasoning, c.reasoning_content[source]);
+      }
+      if (is(key, "reasoning")) {
+        met(seen, 4);
+        return text(v, 4, at, field::reasoning, c.reasoning[source]);
       }
       if (is(key, "tool_calls")) {
-        if (!first_time(seen, 4)) return nullptr;
-        return *v == '[' ? tool_calls(v, source) : value(v, 4);
+        met(seen, 8);
+        auto& range = c.tools[source];
+        range[0] = static_cast<std::uint32_t>(r.tool_texts_.size());
+        const char* const after = *v == '[' ? tool_calls(v, at) : value(v, 4);
+        range[1] = static_cast<std::uint32_t>(r.tool_texts_.size());
+        return after;
       }
       return value(v, 4);
     });
   }
 
-  const char* tool_calls(const char* s, int source) {
-    const auto rank = static_cast<std::uint8_t>(tool_rank + source);
+  // Every `function.arguments` of every call, in order (a key met twice: both).
+  const char* tool_calls(const char* s, std::size_t at) {
     const auto function = [&](const char* f) {
       unsigned seen = 0;
       return object(f, 7, [&](std::string_view key, const char* v) -> const char* {
         if (!is(key, "arguments")) return value(v, 7);
-        return first_time(seen, 1) ? text(v, field::tool_arguments, rank, 7) : nullptr;
+        met(seen, 1);
+        std::string_view t;
+        const char* const after = text(v, 7, at, field::tool_arguments, t);
+        if (after != nullptr) r.tool_texts_.push_back(t);
+        return after;
       });
     };
     const auto call = [&](const char* c) {
       unsigned seen = 0;
       return object(c, 6, [&](std::string_view key, const char* v) -> const char* {
         if (!is(key, "function")) return value(v, 6);
-        if (!first_time(seen, 1)) return nullptr;
+        met(seen, 1);
         return *v == '{' ? function(v) : value(v, 6);
       });
     };
     return array(s, 5, [&](const char* v) { return *v == '{' ? call(v) : value(v, 5); });
   }
 
-  // A value whose string form is a text; anything else the slow path reads as "" (no event).
-  const char* text(const char* s, field what, std::uint8_t rank, int depth) {
-    if (*s != '"') return value(s, depth);
-    bool escaped = false;
-    const char* const close = string_end(s, escaped);
-    if (close == nullptr || !keep(s, close, escaped, what, rank)) return nullptr;
+  // A text of the choice at `at` into `slot`: a string's value, "" for anything else.
+  const char* text(const char* s, int depth, std::size_t at, field what, std::string_view& slot) {
+    if (*s != '"') {
+      slot = {};
+      return value(s, depth);
+    }
+    const char* const after = string_value(s, depth, slot);
+    if (after == nullptr) return nullptr;
     ++text_strings;
     text_open = s;
-    text_close = close;
+    text_close = after - 1;
     text_what = what;
+    text_choice = at;
+    return after;
+  }
+
+  // A string's value into `out` ("" for any other value).
+  const char* string_value(const char* s, int depth, std::string_view& out) {
+    if (*s != '"') {
+      out = {};
+      return value(s, depth);
+    }
+    bool escaped = false;
+    const char* const close = string_end(s, escaped);
+    if (close == nullptr) return nullptr;
+    out = std::string_view(s + 1, static_cast<std::size_t>(close - s - 1));
+    if (escaped && !unescape(out, out)) return nullptr;
     return close + 1;
   }
 
-  // The text of the validated string between the quotes at `open` and `close`, as a part.
-  bool keep(const char* open, const char* close, bool escaped, field what, std::uint8_t rank,
-            std::uint32_t choice = 0) {
-    std::string_view t(open + 1, static_cast<std::size_t>(close - open - 1));
-    if (escaped && !unescape(t, t)) return false;
-    if (!t.empty()) {
-      if (r.count_ == max_parts) return false;
-      ranks[r.count_] = rank;
-      r.parts_[r.count_++] = part{what, choice, t};
+  const char* usage(const char* s) {
+    auto& u = fact().usage;
+    std::optional<std::int64_t> details_cached, hit;
+    const auto details = [&](const char* v, std::string_view wanted,
+                             std::optional<std::int64_t>& out) {
+      return object(v, 3, [&](std::string_view key, const char* dv) {
+        return is_key(key, wanted) ? count(dv, 3, out) : value(dv, 3);
+      });
+    };
+    s = object(s, 2, [&](std::string_view key, const char* v) -> const char* {
+      if (is(key, "prompt_tokens")) return count(v, 2, u.prompt);
+      if (is(key, "completion_tokens")) return count(v, 2, u.completion);
+      if (is(key, "prompt_tokens_details"))
+        return *v == '{' ? details(v, "cached_tokens", details_cached) : value(v, 2);
+      if (is(key, "completion_tokens_details"))
+        return *v == '{' ? details(v, "reasoning_tokens", u.reasoning) : value(v, 2);
+      if (is(key, "prompt_cache_hit_tokens")) return count(v, 2, hit);  // DeepSeek
+      return value(v, 2);
+    });
+    const auto n = details_cached.value_or(-1) >= 0 ? *details_cached : hit.value_or(-1);
+    if (n >= 0) u.cached = n;
+    return s;
+  }
+
+  const char* timings(const char* s) {
+    auto& f = fact();
+    return object(s, 2, [&](std::string_view key, const char* v) -> const char* {
+      if (is(key, "prompt_n")) return count(v, 2, f.prompt_n);
+      if (is(key, "cache_n")) return count(v, 2, f.cache_n);
+      if (is(key, "predicted_n")) return count(v, 2, f.predicted_n);
+      return value(v, 2);
+    });
+  }
+
+  // `error`: a string (its message), an object (`type`, else `code`, and `message`), or no
+  // error; met twice, the last one says.
+  const char* error(const char* s) {
+    auto& f = r.facts_;
+    f.error = false;
+    f.error_type = f.error_message = {};
+    if (*s == '"') {
+      fact().error = true;
+      return string_value(s, 1, f.error_message);
     }
-    return true;
+    if (*s != '{') return value(s, 1);
+    fact().error = true;
+    std::string_view type, code;
+    s = object(s, 2, [&](std::string_view key, const char* v) -> const char* {
+      if (is(key, "type")) return string_value(v, 2, type);
+      if (is(key, "code")) return string_value(v, 2, code);
+      if (is(key, "message")) return string_value(v, 2, f.error_message);
+      return value(v, 2);
+    });
+    f.error_type = type.empty() ? code : type;
+    return s;
+  }
+
+  // A count as the decoder takes one: an integer as written; a number with a fraction or an
+  // exponent truncated when it is 0 .. 9e18; -1 for anything else.
+  const char* count(const char* s, int depth, std::optional<std::int64_t>& out) {
+    if (*s != '-' && !is_digit(*s)) {
+      out = -1;
+      return value(s, depth);
+    }
+    const char* const after = number(s);
+    if (after == nullptr) return nullptr;
+    out = count_of(s, after);
+    return after;
+  }
+
+  static std::int64_t count_of(const char* s, const char* e) noexcept {
+    const bool negative = *s == '-';
+    std::uint64_t n = 0;
+    bool integer = true, overflow = false;
+    for (const char* p = negative ? s + 1 : s; p < e; ++p) {
+      if (!is_digit(*p)) {
+        integer = false;
+        break;
+      }
+      const auto d = static_cast<unsigned>(*p - '0');
+      if (n > (std::numeric_limits<std::uint64_t>::max() - d) / 10) overflow = true;
+      n = n * 10 + d;
+    }
+    constexpr auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    if (integer && !overflow && n <= max + (negative ? 1 : 0))
+      return negative ? static_cast<std::int64_t>(0 - n) : static_cast<std::int64_t>(n);
+    double d = 0;
+    const auto [ptr, ec] = std::from_chars(s, e, d);
+    if (ec == std::errc::result_out_of_range) {
+      // Too large is no count; too small (an exponent far below zero) is zero.
+      const char* x = std::find_if(s, e, [](char c) { return c == 'e' || c == 'E'; });
+      return x + 1 < e && x[1] == '-' ? 0 : -1;
+    }
+    if (ec != std::errc() || ptr != e || !(d >= 0 && d < 9.0e18)) return -1;
+    return static_cast<std::int64_t>(d);
+  }
+
+  static bool is_key(std::string_view key, std::string_view wanted) noexcept {
+    return key == wanted;
   }
 
   const char* value(const char* s, int depth) {
@@ -328,12 +453,13 @@ struct openai_chunk_reader::scan {
     }
   }
 
-  // A key: compared as written, so one with an escape is declined (the slow path unescapes).
+  // A key, unescaped when it has escapes.
   const char* key_string(const char* s, std::string_view& key) {
     bool escaped = false;
     const char* const close = string_end(s, escaped);
-    if (close == nullptr || escaped) return nullptr;
+    if (close == nullptr) return nullptr;
     key = std::string_view(s + 1, static_cast<std::size_t>(close - s - 1));
+    if (escaped && !unescape(key, key)) return nullptr;
     return close + 1;
   }
 
@@ -367,7 +493,7 @@ struct openai_chunk_reader::scan {
   }
 
   // Decodes a validated escaped string into r.unescaped_.  Surrogate escapes are taken only as a
-  // proper pair (simdjson's handling of anything else differs by version: declined).
+  // proper pair, as simdjson takes them: a lone one is invalid.
   bool unescape(std::string_view in, std::string_view& out) {
     auto& u = r.unescaped_;
     const std::size_t start = u.size();
@@ -432,8 +558,11 @@ struct openai_chunk_reader::scan {
 };
 
 bool openai_chunk_reader::read(std::string_view doc, shape* last) noexcept {
-  count_ = 0;
-  if (doc.size() > max_bytes) return false;
+  parts_.clear();
+  if (facts_dirty_) {
+    facts_ = {};
+    facts_dirty_ = false;
+  }
   // Unescaped text is never longer than its escaped form, so with this capacity appending never
   // reallocates and the views already handed out stay valid.
   if (unescaped_.capacity() < doc.size()) unescaped_.reserve(doc.size());
@@ -446,29 +575,48 @@ bool openai_chunk_reader::read(std::string_view doc, shape* last) noexcept {
     // up to an opening quote does not depend on what follows it, nor the rest on the string's
     // contents once it closes where the last one did.
     const std::size_t prefix = last->prefix_, suffix = last->around_.size() - prefix;
+    const char* const open = begin + prefix - 1;
     const char* const close = sc.end - suffix;
     bool escaped = false;
     if (std::memcmp(begin, last->around_.data(), prefix) == 0 &&
         std::memcmp(close, last->around_.data() + prefix, suffix) == 0 &&
-        sc.string_end(begin + prefix - 1, escaped) == close) {
-      if (sc.keep(begin + prefix - 1, close, escaped, last->what_, 0, last->choice_)) {
+        sc.string_end(open, escaped) == close) {
+      std::string_view t(open + 1, static_cast<std::size_t>(close - open - 1));
+      if (!escaped || sc.unescape(t, t)) {
+        if (!t.empty()) parts_.push_back(part{last->what_, last->choice_, t});
         ++shaped_reads_;
         last->fits_ = true;
         return true;
       }
-      count_ = 0;  // an invalid escape: the full read below declines it
-      unescaped_.clear();
+      unescaped_.clear();  // an invalid escape: the full read below finds it
     }
   }
+  choices_.clear();
+  tool_texts_.clear();
   const char* s = sc.ws(begin);
   if (s == nullptr || *s != '{' || !(s = sc.root(s)) || sc.ws(s) != nullptr)
     return false;  // not one object and whitespace
-  if (last != nullptr && sc.text_strings == 1 && doc.size() <= max_shape_bytes) {
+  // The texts in the decoder's order (decode_openai_chat.cpp, emit_choice).
+  const auto add = [&](field what, std::uint32_t choice, std::string_view t) {
+    if (!t.empty()) parts_.push_back(part{what, choice, t});
+  };
+  for (const auto& c : choices_) {
+    for (int source = 0; source < 2; ++source) {
+      const auto rc = c.reasoning_content[source];
+      add(field::reasoning, c.index, rc.empty() ? c.reasoning[source] : rc);
+    }
+    for (const auto t : c.content) add(field::content, c.index, t);
+    for (const auto& range : c.tools)
+      for (auto j = range[0]; j < range[1]; ++j)
+        add(field::tool_arguments, c.index, tool_texts_[j]);
+    add(field::finish_reason, c.index, c.finish);
+  }
+  if (last != nullptr && sc.plain && sc.text_strings == 1 && doc.size() <= max_shape_bytes) {
     last->around_.assign(begin, sc.text_open + 1);
     last->around_.append(sc.text_close, sc.end);
     last->prefix_ = static_cast<std::uint32_t>(sc.text_open + 1 - begin);
     last->what_ = sc.text_what;
-    last->choice_ = sc.text_choice;
+    last->choice_ = choices_[sc.text_choice].index;
     ++last->version_;
     last->fits_ = true;
   }

@@ -1,33 +1,36 @@
 #pragma once
-// A fast path for the payload that dominates streaming traffic: one OpenAI chat completion chunk,
-// `{"id":…,"choices":[{"index":0,"delta":{"content":"…"},"finish_reason":null}],…}`, read in
-// one pass without simdjson, in about 60 % of the instructions simdjson's stage 1 and on-demand
-// walk take for the simulator's 250-byte chunk (BENCHMARKS.md, parsing).
+// The OpenAI chat completion chunk decoder's reader — `{"id":…,"choices":[{"index":0,"delta":
+// {"content":"…"},"finish_reason":null}],…}`, and llama.cpp's native /completion chunk, which
+// shares the walk — in one pass, without simdjson: about 60 % of the instructions simdjson's
+// stage 1 and on-demand walk take for the simulator's 250-byte chunk (BENCHMARKS.md, parsing).
 //
-// It reads strict JSON (RFC 8259) and says no — read() returns false — to anything it is not
-// certain the simdjson decoder (stream_decoder.cpp, decode_openai) reads the same way: invalid
-// JSON or UTF-8, keys with escapes, a lone or invalid surrogate escape in a kept text, nesting
-// deeper than max_depth, more than max_parts texts, documents over max_bytes, a key repeated in
-// an object, a choice `index` that is not a plain integer, and the fields
-// that decoder acts on beyond texts (`usage` other than null, `error`, `timings`,
-// `tokens_cached`).  The caller then decodes the payload with simdjson; the differential tests
-// (openai_chunk_test.cpp, stream_decoder_test.cpp) and fuzz_decoder_openai_chat hold the two
-// paths to the same calls in the same order.
+// It reads what the walk of decode_openai_chat.cpp reads, with the same meaning: per choice the
+// texts of `delta`/`message` (content, reasoning_content or reasoning, tool call arguments),
+// `text`, `finish_reason` and `index`; `usage` (prompt, completion, cached and reasoning counts),
+// `error`, llama.cpp's `timings`, `tokens_cached`, and the top-level `content` and `stop_type`.
+// A key met twice in an object: the last one wins, as in any JSON walk.  Keys with escapes are
+// unescaped.  It reads strict JSON (RFC 8259): invalid JSON or UTF-8, a lone surrogate escape in
+// a text, or nesting deeper than max_depth, and read() returns false — the caller's parse error.
+// With set_fast_paths(false) the decoder walks the same fields with simdjson instead: the tests'
+// oracle (openai_chunk_test.cpp, stream_decoder_test.cpp, fuzz_decoder_openai_chat hold the two
+// to the same calls in the same order on every valid document).
 //
 // A stream's chunks differ, as a rule, only in one text: the id, model, fingerprint and choice
 // around it repeat byte for byte.  Given the stream's `shape` — the bytes before and after the one
 // text string of the last chunk read — a chunk that has those same bytes around a valid string
 // is read by checking just that string (~0.1 k instructions instead of ~1.6 k for the
 // simulator's chunk): the bytes around it parse as they did, so the document is valid and its
-// texts are that one string's.
+// texts are that one string's.  Only a chunk whose one string text is all it says (no counts,
+// error or repeated key) becomes a shape.
 //
-// Pure: no I/O, never throws; its buffers are bounded by max_bytes (max_shape_bytes for a
-// shape) and reused.
+// Pure: no I/O, never throws; its buffers grow to the largest document read and are reused.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "parsers/hot_lines.hpp"
 
@@ -37,7 +40,7 @@ class openai_chunk_reader {
  public:
   /// What a text is, in the decoder's terms.  `content` comes from `choices[].delta.content`,
   /// `choices[].message.content` or `choices[].text` (legacy completions); `reasoning` from
-  /// `reasoning_content` / `reasoning`; `tool_arguments` from
+  /// `reasoning_content` (else `reasoning`); `tool_arguments` from
   /// `tool_calls[].function.arguments`; `finish_reason` from `choices[].finish_reason`.
   enum class field : std::uint8_t { content, reasoning, tool_arguments, finish_reason };
   struct part {
@@ -47,9 +50,25 @@ class openai_chunk_reader {
                             ///< while that doc lives and until the next read()
   };
 
-  static constexpr int max_depth = 32;
-  static constexpr std::size_t max_parts = 8;
-  static constexpr std::size_t max_bytes = 64 * 1024;
+  /// What a chunk says besides its choices' texts.  A count is absent (nullopt) when its key
+  /// is; present, it is the value as the decoder takes a count: an integer, a float truncated,
+  /// -1 for anything else.
+  struct facts {
+    struct {
+      std::optional<std::int64_t> prompt, completion, reasoning;
+      /// `prompt_tokens_details.cached_tokens`, else DeepSeek's `prompt_cache_hit_tokens`:
+      /// present only when one of them is a count >= 0.
+      std::optional<std::int64_t> cached;
+    } usage;
+    bool timings = false;  ///< a `timings` key (llama.cpp), whatever its value
+    std::optional<std::int64_t> prompt_n, cache_n, predicted_n;  ///< `timings`' counts
+    std::optional<std::int64_t> tokens_cached;                   ///< llama.cpp
+    bool error = false;                          ///< an `error` that is a string or an object
+    std::string_view error_type, error_message;  ///< `type` (else `code`) and `message`
+    std::string_view top_content, stop_type;     ///< llama.cpp's native /completion
+  };
+
+  static constexpr int max_depth = 1024;  ///< simdjson's default
   static constexpr std::size_t max_shape_bytes = 1024;
 
   /// One stream's last chunk with exactly one string text, kept as the bytes around that
@@ -81,25 +100,39 @@ class openai_chunk_reader {
   };
 
   /// True when `doc` (one JSON object, surrounding whitespace allowed) was read; parts() then
-  /// holds its non-empty string texts in the decoder's order, whatever the order of the keys:
-  /// per choice in array order, reasoning (`delta`'s, `message`'s), content (`delta`,
-  /// `message`, `text`), tool arguments (`delta`'s, `message`'s), finish reason.  A key met twice
-  /// in one object, both `reasoning_content` and `reasoning`, or an `index` that is not a plain
-  /// integer is declined.  False: decode it the slow way. With `last`, a doc shaped like the
-  /// stream's last chunk is read by its text alone, and a doc read in full with one string text (up
-  /// to max_shape_bytes) becomes the new shape.
+  /// holds its non-empty texts in the decoder's order, whatever the order of the keys: per
+  /// choice in array order, reasoning (`delta`'s, `message`'s), content (`delta`, `message`,
+  /// `text`), tool arguments (`delta`'s, `message`'s), finish reason; and facts() the rest.
+  /// False: not valid JSON (nothing was read).  With `last`, a doc shaped like the stream's last
+  /// chunk is read by its text alone, and a doc read in full whose one string text is all it
+  /// says (up to max_shape_bytes) becomes the new shape.
   bool read(std::string_view doc, shape* last = nullptr) noexcept;
-  std::span<const part> parts() const noexcept { return {parts_.data(), count_}; }
+  std::span<const part> parts() const noexcept { return parts_; }
+  const facts& chunk_facts() const noexcept { return facts_; }
+  /// Whether the chunk read said anything besides texts (chunk_facts() is not empty).
+  bool has_facts() const noexcept { return facts_dirty_; }
   /// Reads so far that took a shape's short way.
   std::uint64_t shaped_reads() const noexcept { return shaped_reads_; }
 
  private:
   struct scan;  // the parser proper (openai_chunk.cpp)
 
-  std::array<part, max_parts> parts_{};
-  std::size_t count_ = 0;
+  // One choice as the walk fills it: a key met again overwrites its slot.
+  struct choice_slots {
+    std::uint32_t index = 0;
+    std::array<std::string_view, 2> reasoning_content{}, reasoning{};  // delta, message
+    std::array<std::string_view, 3> content{};                         // delta, message, text
+    std::array<std::array<std::uint32_t, 2>, 2> tools{};  // [begin, end) in tool_texts_
+    std::string_view finish;
+  };
+
+  std::vector<part> parts_;
+  std::vector<choice_slots> choices_;
+  std::vector<std::string_view> tool_texts_;
+  facts facts_;
+  bool facts_dirty_ = false;  // facts_ holds something of an earlier read
   std::uint64_t shaped_reads_ = 0;
-  std::string unescaped_;  // texts with escapes, decoded; capacity >= the payload, never moves
+  std::string unescaped_;  // texts and keys with escapes, decoded; capacity >= the doc: no moves
 };
 
 }  // namespace tokentap::parsers

@@ -343,7 +343,10 @@ inline std::string reorder_stream_keys(std::string_view body, key_order o, std::
     if (content_end > at && body[content_end - 1] == '\r') --content_end;
     const std::string_view line = body.substr(at, content_end - at);
     std::size_t json_at = std::string_view::npos;
-    if (!line.empty() && (line[0] == '{' || line[0] == '[')) {
+    if (line.find('\r') != std::string_view::npos) {
+      // A lone CR ends a line too (SSE): a document across it is left as it is, or reordering
+      // would move bytes from one line to the other.
+    } else if (!line.empty() && (line[0] == '{' || line[0] == '[')) {
       json_at = 0;
     } else if (const auto colon = line.find(':'); colon != std::string_view::npos && colon > 0) {
       const bool name = std::all_of(line.begin(), line.begin() + static_cast<std::ptrdiff_t>(colon),
