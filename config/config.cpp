@@ -57,8 +57,8 @@ host_port address(const YAML::Node& n, std::string_view key) {
 
 void read_upstream(const std::string& name, const YAML::Node& n, upstream_config& up) {
   check_keys(n,
-             {"url", "endpoints", "tls_verify", "ca_file", "max_idle_connections",
-              "idle_connection_ttl_ms"},
+             {"url", "endpoints", "balance", "retries", "tls_verify", "ca_file",
+              "max_idle_connections", "idle_connection_ttl_ms"},
              "upstream '" + name + "'");
   up.name = name;
   if (!n["url"] == !n["endpoints"]) fail(n, "upstream '" + name + "' needs a url or endpoints");
@@ -74,6 +74,26 @@ void read_upstream(const std::string& name, const YAML::Node& n, upstream_config
     if (!n["endpoints"].IsSequence() || n["endpoints"].size() == 0)
       fail(n["endpoints"], "upstream '" + name + "': endpoints must be a list of URLs");
     for (const auto& e : n["endpoints"]) add(e);
+  }
+  if (const auto b = n["balance"]) {
+    const auto policy = scalar<std::string>(b, "balance");
+    if (policy == "least_request")
+      up.balance = balance_policy::least_request;
+    else if (policy == "round_robin")
+      up.balance = balance_policy::round_robin;
+    else if (policy == "prefix")
+      fail(b, "upstream '" + name + "': balance: prefix is not built yet (round_robin or " +
+                  "least_request)");
+    else
+      fail(b, "upstream '" + name + "': balance must be round_robin or least_request, not '" +
+                  policy + "'");
+  }
+  if (n["retries"]) {
+    const auto r = non_negative(n["retries"], "retries");
+    if (r > max_retries)
+      fail(n["retries"],
+           "upstream '" + name + "': retries is at most " + std::to_string(max_retries));
+    up.retries = static_cast<unsigned>(r);
   }
   if (n["tls_verify"]) up.tls_verify = scalar<bool>(n["tls_verify"], "tls_verify");
   if (n["ca_file"]) up.ca_file = scalar<std::string>(n["ca_file"], "ca_file");
@@ -345,12 +365,6 @@ void validate(config& cfg) {
     for (const auto& e : up.endpoints)
       if (e.tls != up.endpoints.front().tls)
         throw config_error("upstream '" + up.name + "' mixes http:// and https:// endpoints");
-    // Balancing, failover and health checks over several endpoints are not built yet: one
-    // endpoint per upstream until they are (an upstream per endpoint meanwhile).
-    if (up.endpoints.size() > 1)
-      throw config_error("upstream '" + up.name + "': " + std::to_string(up.endpoints.size()) +
-                         " endpoints; this version balances none yet — give one endpoint per "
-                         "upstream");
   }
   if (cfg.upstreams.empty())
     throw config_error("no upstream: pass --upstream URL or configure upstreams");

@@ -24,13 +24,26 @@ class config_error : public std::runtime_error {
 
 /// An upstream is a cluster (DESIGN.md §10): a name, its endpoints, and how they are used.
 /// `url:` in the file is the one-endpoint form of `endpoints:`.
+/// At most this many further attempts per request (`retries`).
+inline constexpr unsigned max_retries = 8;
+
+/// How a cluster chooses among its endpoints (DESIGN.md §10).
+enum class balance_policy {
+  least_request,  ///< power of two choices on exchanges in flight
+  round_robin,    ///< each endpoint in turn
+};
+
 struct upstream_config {
   std::string name;
   std::vector<url> endpoints;  ///< at least one; all http:// or all https://
-  bool tls_verify = true;      ///< verify the certificate chain and host name (system store)
-  std::string ca_file;         ///< extra PEM bundle to trust, empty = system store only
-  std::size_t max_idle = 64;   ///< idle keep-alive connections kept per I/O thread
-  ms idle_ttl{4000};           ///< drop idle connections older than this (uvicorn closes at 5 s)
+  balance_policy balance = balance_policy::least_request;
+  /// Further attempts on other endpoints for a request none of whose response reached the client
+  /// (refused, reset or timed out before the head; 502, 503 or 429), within the retry budget.
+  unsigned retries = 1;
+  bool tls_verify = true;     ///< verify the certificate chain and host name (system store)
+  std::string ca_file;        ///< extra PEM bundle to trust, empty = system store only
+  std::size_t max_idle = 64;  ///< idle keep-alive connections kept per I/O thread
+  ms idle_ttl{4000};          ///< drop idle connections older than this (uvicorn closes at 5 s)
 };
 
 struct route_config {

@@ -414,10 +414,11 @@ metrics_registry::series& metrics_registry::resolve(std::string_view route, std:
 }
 
 void metrics_registry::add_counter_source(const std::string& name, const std::string& help,
-                                          std::function<std::uint64_t()> read) {
+                                          std::function<std::uint64_t()> read,
+                                          const std::map<std::string, std::string>& labels) {
   std::lock_guard lk(mu_);
   auto& family = prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
-  sources_.push_back({&family.Add({}), std::move(read)});
+  sources_.push_back({&family.Add(labels), std::move(read)});
 }
 
 namespace {

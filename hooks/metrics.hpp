@@ -97,9 +97,10 @@ class metrics_registry {
   std::string stats_json();
 
   /// A counter kept elsewhere (the trace writer, the proxy's own accounting), read at scrape
-  /// time.  Call during setup, once per name.
+  /// time.  Call during setup, once per name and label set.
   void add_counter_source(const std::string& name, const std::string& help,
-                          std::function<std::uint64_t()> read);
+                          std::function<std::uint64_t()> read,
+                          const std::map<std::string, std::string>& labels = {});
 
   /// A request the proxy answered itself before any hook saw it (malformed, no route, too
   /// large): counted in tokentap_requests_total{code} with model and provider `unknown`, under

@@ -10,7 +10,9 @@ namespace tokentap::proxy {
 cluster::cluster(const config::upstream_config& cfg, std::size_t first_id,
                  std::shared_ptr<boost::asio::ssl::context> tls,
                  std::unique_ptr<load_balancer> balancer)
-    : cfg_(&cfg), tls_(std::move(tls)), balancer_(std::move(balancer)) {
+    : cfg_(&cfg),
+      tls_(std::move(tls)),
+      balancer_(balancer ? std::move(balancer) : make_balancer(cfg.balance)) {
   for (const auto& u : cfg.endpoints) {
     auto e = std::make_shared<endpoint>();
     e->id = first_id + endpoints_.size();
@@ -22,8 +24,79 @@ cluster::cluster(const config::upstream_config& cfg, std::size_t first_id,
   }
 }
 
-endpoint* least_request_balancer::pick(cluster& c, const pick_context&) noexcept {
+std::string_view to_string(retry_reason r) noexcept {
+  switch (r) {
+    case retry_reason::connect:
+      return "connect";
+    case retry_reason::reset:
+      return "reset";
+    case retry_reason::timeout:
+      return "timeout";
+    case retry_reason::status_429:
+      return "status_429";
+    case retry_reason::status_502:
+      return "status_502";
+    case retry_reason::status_503:
+      return "status_503";
+    case retry_reason::count_:
+      break;
+  }
+  return "unknown";
+}
+
+std::unique_ptr<load_balancer> make_balancer(config::balance_policy p) {
+  switch (p) {
+    case config::balance_policy::round_robin:
+      return std::make_unique<round_robin_balancer>();
+    case config::balance_policy::least_request:
+      break;
+  }
+  return std::make_unique<least_request_balancer>();
+}
+
+bool cluster::begin_retry() noexcept {
+  std::uint64_t active = 0;
+  for (const auto& e : endpoints_) active += e->active.load(std::memory_order_relaxed);
+  const auto budget =
+      std::max<std::uint64_t>(min_retries_in_flight, active * retry_budget_percent / 100);
+  if (retrying_.fetch_add(1, std::memory_order_relaxed) < budget) return true;
+  end_retry();
+  return false;
+}
+
+namespace {
+
+// The least busy endpoint not tried yet (a retry); nullptr when every one was.
+endpoint* least_busy_untried(cluster& c, const pick_context& ctx) noexcept {
+  endpoint* best = nullptr;
+  for (const auto& e : c.endpoints()) {
+    if (ctx.was_tried(e.get())) continue;
+    if (best == nullptr ||
+        e->active.load(std::memory_order_relaxed) < best->active.load(std::memory_order_relaxed))
+      best = e.get();
+  }
+  return best;
+}
+
+}  // namespace
+
+endpoint* round_robin_balancer::pick(cluster& c, const pick_context& ctx) noexcept {
   auto& eps = c.endpoints();
+  const auto n = eps.size();
+  if (n == 0) return nullptr;
+  // A retry takes the endpoints after the one that failed, without taking the next request's
+  // turn.
+  std::size_t at = ctx.tried.empty()
+                       ? static_cast<std::size_t>(next_.fetch_add(1, std::memory_order_relaxed))
+                       : ctx.tried.back()->id - eps.front()->id + 1;
+  for (std::size_t i = 0; i < n; ++i, ++at)
+    if (auto* e = eps[at % n].get(); !ctx.was_tried(e)) return e;
+  return nullptr;
+}
+
+endpoint* least_request_balancer::pick(cluster& c, const pick_context& ctx) noexcept {
+  auto& eps = c.endpoints();
+  if (!ctx.tried.empty()) return least_busy_untried(c, ctx);
   if (eps.empty()) return nullptr;
   if (eps.size() == 1) return eps.front().get();
   // A generator per thread: no shared state between I/O threads.

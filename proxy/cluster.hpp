@@ -2,10 +2,13 @@
 // Upstreams as clusters (DESIGN.md §10): each configured upstream is a set of endpoints, and a
 // load balancer chooses one for each request.  The router maps a request's route to its cluster
 // and asks the cluster's balancer; balancing policies implement `load_balancer` and nothing else.
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,9 +30,28 @@ struct endpoint : std::enable_shared_from_this<endpoint> {
   std::atomic<std::uint32_t> active{0};
 };
 
+/// Why a request moved to another endpoint: the `reason` label of
+/// tokentap_upstream_retries_total.
+enum class retry_reason : std::uint8_t {
+  connect,
+  reset,
+  timeout,
+  status_429,
+  status_502,
+  status_503,
+  count_  // (the number of reasons)
+};
+std::string_view to_string(retry_reason r) noexcept;
+
 /// What a balancer may consider for one request.
 struct pick_context {
   std::string_view route_key;  ///< from the hooks' request phase; empty: none
+  /// Endpoints this request already failed on (a retry): not picked again.
+  std::span<endpoint* const> tried;
+
+  bool was_tried(const endpoint* e) const noexcept {
+    return std::find(tried.begin(), tried.end(), e) != tried.end();
+  }
 };
 
 class cluster;
@@ -43,19 +65,34 @@ class load_balancer {
 };
 
 /// Least outstanding requests by the power of two choices: two endpoints drawn at random, the
-/// one with fewer exchanges in flight wins (ties: the first drawn).  One endpoint: that one.
+/// one with fewer exchanges in flight wins (ties: the first drawn).  One endpoint: that one.  A
+/// retry takes the least busy endpoint not tried yet.
 class least_request_balancer final : public load_balancer {
  public:
   endpoint* pick(cluster& c, const pick_context& ctx) noexcept override;
 };
 
+/// Each endpoint in turn (one counter for every I/O thread); a retry takes the next endpoint
+/// after the one that failed that was not tried yet.
+class round_robin_balancer final : public load_balancer {
+ public:
+  endpoint* pick(cluster& c, const pick_context& ctx) noexcept override;
+
+ private:
+  std::atomic<std::uint64_t> next_{0};
+};
+
+/// The balancer a policy names.
+std::unique_ptr<load_balancer> make_balancer(config::balance_policy p);
+
 /// An upstream at run time.  Immutable after start but for the endpoints' counters.
 class cluster {
  public:
   /// `first_id`: the id of its first endpoint (ids run on over the clusters in order).
+  /// `balancer`: the configured policy's when null.
   cluster(const config::upstream_config& cfg, std::size_t first_id,
           std::shared_ptr<boost::asio::ssl::context> tls,
-          std::unique_ptr<load_balancer> balancer = std::make_unique<least_request_balancer>());
+          std::unique_ptr<load_balancer> balancer = nullptr);
 
   const config::upstream_config& cfg() const noexcept { return *cfg_; }
   std::vector<std::shared_ptr<endpoint>>& endpoints() noexcept { return endpoints_; }
@@ -65,11 +102,28 @@ class cluster {
 
   endpoint* pick(const pick_context& ctx) noexcept { return balancer_->pick(*this, ctx); }
 
+  /// The retry budget (as Envoy's): a retry may start while the cluster's retries in flight stay
+  /// under 20 % of its exchanges in flight, and at least min_retries_in_flight.  True: one retry
+  /// more is in flight until end_retry().
+  bool begin_retry() noexcept;
+  void end_retry() noexcept { retrying_.fetch_sub(1, std::memory_order_relaxed); }
+  static constexpr std::uint32_t min_retries_in_flight = 3;
+  static constexpr std::uint32_t retry_budget_percent = 20;
+
+  void count_retry(retry_reason r) noexcept {
+    retries_[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed);
+  }
+  std::uint64_t retries(retry_reason r) const noexcept {
+    return retries_[static_cast<std::size_t>(r)].load(std::memory_order_relaxed);
+  }
+
  private:
   const config::upstream_config* cfg_;
   std::vector<std::shared_ptr<endpoint>> endpoints_;
   std::shared_ptr<boost::asio::ssl::context> tls_;
   std::unique_ptr<load_balancer> balancer_;
+  std::atomic<std::uint32_t> retrying_{0};
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(retry_reason::count_)> retries_{};
 };
 
 /// Marks an exchange in flight on an endpoint for as long as it lives.

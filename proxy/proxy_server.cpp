@@ -50,6 +50,17 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
     shared_->clusters.push_back(std::make_unique<cluster>(
         up, endpoints, https ? net::tls_client_context(up.tls_verify, up.ca_file) : nullptr));
     endpoints += up.endpoints.size();
+    // Retries on other endpoints, per upstream and reason: labels bounded by the config.
+    const auto* c = shared_->clusters.back().get();
+    for (std::size_t r = 0; r < static_cast<std::size_t>(retry_reason::count_); ++r) {
+      const auto why = static_cast<retry_reason>(r);
+      shared_->metrics->add_counter_source(
+          "tokentap_upstream_retries_total",
+          "Requests moved to another endpoint of their upstream before any byte reached the "
+          "client, by reason",
+          [c, why] { return c->retries(why); },
+          {{"upstream", up.name}, {"reason", std::string(to_string(why))}});
+    }
   }
   for (unsigned i = 0; i < runtime_.size(); ++i)
     shared_->pools.push_back(

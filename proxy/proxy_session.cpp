@@ -71,7 +71,9 @@ std::string log_safe(std::string_view v, std::size_t cap = 128) {
   return out;
 }
 
-enum class attempt_result { done, retry };
+// How an attempt on an upstream connection ended: done (answered, well or not), retry (a stale
+// kept-alive connection: again on a new one), fail_over (on another endpoint: ex says which).
+enum class attempt_result { done, retry, fail_over };
 
 constexpr char last_chunk[] = "0\r\n\r\n";
 
@@ -229,7 +231,7 @@ class proxy_session final : public relay_host, public net::session_base {
   // the request.
   bool choose_endpoint(exchange& ex) {
     ex.upstream_cluster = shared_.clusters[ex.route->upstream_index].get();
-    ex.upstream_endpoint = ex.upstream_cluster->pick({.route_key = ex.route_key});
+    ex.upstream_endpoint = ex.upstream_cluster->pick({.route_key = ex.route_key, .tried = {}});
     if (ex.upstream_endpoint == nullptr) return false;
     ex.in_flight.reset(ex.upstream_endpoint);
     return true;
@@ -325,27 +327,68 @@ class proxy_session final : public relay_host, public net::session_base {
     return h == 0 ? 1 : h;
   }
 
-  // Consumes the client's request (its fields are not kept for the life of the stream).
+  // Takes the client's request: its body for the upstream, its head (kept until the response
+  // head is in, for an attempt on another endpoint) written for the chosen endpoint.
   void build_upstream_request(http::request<http::string_body> req, exchange& ex) {
-    const auto& e = *ex.upstream_endpoint;
-    forwarded_request f{e.target.base_path, e.host_header, peer_, shared_.cfg.identity_encoding,
-                        std::nullopt};
     // The body was read whole (bounded by max_request_body_bytes): sent with a Content-Length.
     if (!req.body().empty() || req.method() == http::verb::post ||
         req.method() == http::verb::put || req.method() == http::verb::patch)
-      f.content_length = req.body().size();
-    ex.request_head.clear();
-    append_upstream_request_head(ex.request_head, req, f);
+      request_length_ = req.body().size();
+    else
+      request_length_.reset();
     ex.request_body = std::move(req.body());
+    request_fields_ = std::move(req.base());
+    write_request_head(ex);
+  }
+
+  // The upstream request's head for the exchange's endpoint (its base path and Host).
+  void write_request_head(exchange& ex) {
+    const auto& e = *ex.upstream_endpoint;
+    const forwarded_request f{e.target.base_path, e.host_header, peer_,
+                              shared_.cfg.identity_encoding, request_length_};
+    ex.request_head.clear();
+    append_upstream_request_head(ex.request_head, request_fields_, f);
+  }
+
+  // Whether the request moves to another endpoint of its cluster after an attempt failed with
+  // nothing sent to the client: while the client is there, the upstream's `retries` last, an
+  // endpoint not tried yet is left and the cluster's retry budget allows.  If so, the exchange
+  // now names that endpoint and its request head is written for it.
+  bool fail_over(exchange& ex, retry_reason why) {
+    auto& c = *ex.upstream_cluster;
+    if (client_gone_ || ex.response_started || tried_count_ > c.cfg().retries ||
+        tried_count_ >= tried_.size())
+      return false;
+    tried_[tried_count_ - 1] = ex.upstream_endpoint;
+    endpoint* next = c.pick({.route_key = ex.route_key, .tried = {tried_.data(), tried_count_}});
+    if (next == nullptr || !c.begin_retry()) return false;
+    ++retries_held_;
+    c.count_retry(why);
+    TT_LOG(info) << "upstream " << c.cfg().name << ": " << ex.upstream_endpoint->label << " "
+                 << to_string(why) << "; trying " << next->label;
+    ++tried_count_;
+    ex.upstream_endpoint = next;
+    ex.in_flight.reset(next);
+    write_request_head(ex);
+    return true;
   }
 
   // ---------------------------------------------------------------- upstream side
 
   awaitable<void> forward(exchange& ex) {
-    const auto& c = *ex.upstream_cluster;
-    const auto& e = *ex.upstream_endpoint;
+    auto& c = *ex.upstream_cluster;
     auto& pool = *shared_.pools[owner().index];
-    for (int attempt = 0;; ++attempt) {
+    tried_count_ = 1;  // the endpoint chosen (tried_ holds it once it failed)
+    retries_held_ = 0;
+    co_await attempts(ex, c, pool);
+    for (; retries_held_ > 0; --retries_held_) c.end_retry();
+    request_fields_ = {};  // (an answer of our own: the head was never released)
+  }
+
+  awaitable<void> attempts(exchange& ex, cluster& c, upstream_pool& pool) {
+    bool stale_retried = false;
+    for (;;) {
+      const auto& e = *ex.upstream_endpoint;
       auto conn = pool.take(c, e);
       ex.reused_connection = conn != nullptr;
       if (!conn) {
@@ -358,6 +401,9 @@ class proxy_session final : public relay_host, public net::session_base {
         }
         if (!conn) {
           shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
+          if (fail_over(ex, why == connect_failure::timeout ? retry_reason::timeout
+                                                            : retry_reason::connect))
+            continue;
           ex.outcome = why == connect_failure::timeout ? stream_outcome::timeout
                                                        : stream_outcome::upstream_error;
           if (ex.tap) {
@@ -381,11 +427,13 @@ class proxy_session final : public relay_host, public net::session_base {
         shared_.stats.upstream_reuses.fetch_add(1, std::memory_order_relaxed);
       }
       upstream_ = conn.get();
-      const bool may_retry = ex.reused_connection && attempt == 0;
+      const bool may_retry = ex.reused_connection && !stale_retried;
       const auto r =
           co_await conn->visit([&](auto& s) { return exchange_on(s, *conn, ex, may_retry); });
       upstream_ = nullptr;
-      if (r == attempt_result::retry) continue;  // the stale connection is dropped here
+      stale_retried = stale_retried || r == attempt_result::retry;
+      // (The connection of a stale or failed attempt is dropped here.)
+      if (r != attempt_result::done) continue;
       if (ex.upstream_reusable && !draining_) pool.give_back(c, e, std::move(conn));
       co_return;
     }
@@ -406,6 +454,7 @@ class proxy_session final : public relay_host, public net::session_base {
     }
     if (ec) {
       if (may_retry && !client_gone_ && is_stale_connection(ec)) co_return attempt_result::retry;
+      if (fail_over(ex, reason_of(ec))) co_return attempt_result::fail_over;
       co_await fail_before_head(ex, ec, "sending the request");
       co_return attempt_result::done;
     }
@@ -425,9 +474,19 @@ class proxy_session final : public relay_host, public net::session_base {
     }
     if (ec) {
       if (may_retry && !client_gone_ && is_stale_connection(ec)) co_return attempt_result::retry;
+      if (fail_over(ex, reason_of(ec))) co_return attempt_result::fail_over;
       co_await fail_before_head(ex, ec, "reading the response head");
       co_return attempt_result::done;
     }
+    // An endpoint that cannot take the request now (overloaded, unavailable, its gateway
+    // failed): another one may, while nothing has reached the client.  Its body is not read;
+    // the connection goes.
+    if (const auto code = parser->get().result_int();
+        (code == 502 || code == 503 || code == 429) &&
+        fail_over(ex, code == 429   ? retry_reason::status_429
+                      : code == 502 ? retry_reason::status_502
+                                    : retry_reason::status_503))
+      co_return attempt_result::fail_over;
     const auto head_time = clock::now();
     // No retry past this point: the request (its body a whole conversation, often 10-100 KB)
     // is not needed again, and a stream may stay open for minutes.
@@ -668,9 +727,14 @@ class proxy_session final : public relay_host, public net::session_base {
 
   // The request is not needed past the response head (no retry after it), and a stream may stay
   // open for minutes: its memory goes now.  (Assigning empty strings would keep the buffers.)
-  static void release_request(exchange& ex) {
+  void release_request(exchange& ex) {
     std::string().swap(ex.request_head);
     std::string().swap(ex.request_body);
+    request_fields_ = {};
+  }
+
+  static retry_reason reason_of(const error_code& ec) noexcept {
+    return ec == beast::error::timeout ? retry_reason::timeout : retry_reason::reset;
   }
 
   // The upstream response's fields, as views for the taps.
@@ -707,6 +771,13 @@ class proxy_session final : public relay_host, public net::session_base {
   }
 
   upstream_connection* upstream_ = nullptr;  // the connection of the exchange in flight
+  // The request's head until its response head is in (write_request_head), and the endpoints
+  // the exchange failed on (fail_over): the one it is on is tried_count_'s.
+  http::request_header<> request_fields_;
+  std::optional<std::size_t> request_length_;
+  std::array<endpoint*, 1 + config::max_retries> tried_{};
+  std::size_t tried_count_ = 1;
+  unsigned retries_held_ = 0;  // retries this exchange holds in its cluster's budget
   bool closed_ = false;
   bool first_request_ = true;
   bool idle_ = true;

@@ -147,8 +147,23 @@ TEST(Config, UpstreamsAreClustersOfEndpoints) {
   expect_error("upstreams: {a: {endpoints: http://h}}\n", "endpoints must be a list");
   expect_error("upstreams: {a: {endpoints: [http://h, ftp://g]}}\n", "http:// or https://");
   expect_error("upstreams: {a: {endpoints: [http://h, https://g]}}\n", "mixes http");
-  // Balancing over several endpoints is not built yet: refused, not silently narrowed to one.
-  expect_error("upstreams: {a: {endpoints: [http://h, http://g]}}\n", "2 endpoints");
+}
+
+TEST(Config, AClusterBalancesAndRetriesAsConfigured) {
+  const auto cfg = parse_config(
+      "upstreams:\n  a: {endpoints: [http://h, http://g], balance: round_robin, retries: 2}\n"
+      "  b: {endpoints: [http://h, http://g]}\n"
+      "routes: [{prefix: /a, upstream: a}, {prefix: /b, upstream: b}]\n");
+  ASSERT_EQ(cfg.upstreams[0].endpoints.size(), 2u);
+  EXPECT_EQ(cfg.upstreams[0].balance, balance_policy::round_robin);
+  EXPECT_EQ(cfg.upstreams[0].retries, 2u);
+  EXPECT_EQ(cfg.upstreams[1].balance, balance_policy::least_request);
+  EXPECT_EQ(cfg.upstreams[1].retries, 1u);
+  expect_error("upstreams: {a: {url: http://h, balance: random}}\n",
+               "balance must be round_robin or least_request, not 'random'");
+  expect_error("upstreams: {a: {url: http://h, balance: prefix}}\n", "prefix is not built yet");
+  expect_error("upstreams: {a: {url: http://h, retries: 9}}\n", "retries is at most 8");
+  expect_error("upstreams: {a: {url: http://h, retries: -1}}\n", "retries");
 }
 
 TEST(Config, EveryErrorIsOneLineConfigError) {

@@ -1,11 +1,15 @@
-// Clusters and their load balancer: endpoints numbered across clusters, named as metrics name
-// them, and least-request picks by the power of two choices.
+// Clusters and their load balancers: endpoints numbered across clusters, named as metrics name
+// them; least-request picks by the power of two choices, round-robin in turn; retries skip the
+// endpoints tried and stay within the retry budget.
 #include "proxy/cluster.hpp"
 
 #include <gtest/gtest.h>
 
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace tokentap::proxy {
 namespace {
@@ -54,12 +58,79 @@ TEST(LeastRequest, TheBusiestEndpointIsNeverPickedTheOthersShare) {
   for (auto& b : busy) b.reset(eps[2].get());
   EXPECT_EQ(eps[2]->active.load(), 5u);
   std::map<endpoint*, int> picks;
-  for (int i = 0; i < 3000; ++i) ++picks[c.pick({.route_key = "k"})];
+  for (int i = 0; i < 3000; ++i) ++picks[c.pick({.route_key = "k", .tried = {}})];
   EXPECT_EQ(picks.count(eps[2].get()), 0u);
   for (std::size_t i : {0u, 1u, 3u}) {
     EXPECT_GT(picks[eps[i].get()], 700) << i;  // ~1000 each
     EXPECT_LT(picks[eps[i].get()], 1300) << i;
   }
+}
+
+// A retry: the least busy endpoint not tried yet; none left, none.
+TEST(LeastRequest, ARetryTakesTheLeastBusyEndpointNotTriedYet) {
+  const auto up = upstream_of({"http://a", "http://b", "http://c"});
+  cluster c(up, 0, nullptr);
+  auto& eps = c.endpoints();
+  active_exchange busy_b[2], busy_c[1];
+  for (auto& x : busy_b) x.reset(eps[1].get());
+  for (auto& x : busy_c) x.reset(eps[2].get());
+  endpoint* tried[] = {eps[0].get(), eps[1].get(), eps[2].get()};
+  EXPECT_EQ(c.pick({.route_key = {}, .tried = {tried, 1}}), eps[2].get());
+  EXPECT_EQ(c.pick({.route_key = {}, .tried = {tried + 2, 1}}), eps[0].get());
+  EXPECT_EQ(c.pick({.route_key = {}, .tried = {tried, 3}}), nullptr);
+}
+
+TEST(RoundRobin, EachEndpointInTurnFromEveryThread) {
+  auto up = upstream_of({"http://a", "http://b", "http://c"});
+  up.balance = config::balance_policy::round_robin;
+  cluster c(up, 4, nullptr);
+  std::map<endpoint*, int> picks;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) {
+        auto* e = c.pick({.route_key = {}, .tried = {}});
+        std::lock_guard lk(mu);
+        ++picks[e];
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& e : c.endpoints()) EXPECT_EQ(picks[e.get()], 1000);
+  // In turn, one after the other.
+  const auto* first = c.pick({.route_key = {}, .tried = {}});
+  EXPECT_EQ(c.pick({.route_key = {}, .tried = {}})->id, 4 + (first->id - 4 + 1) % 3);
+}
+
+TEST(RoundRobin, ARetryTakesTheNextEndpointNotTriedWithoutTakingTheNextRequestsTurn) {
+  auto up = upstream_of({"http://a", "http://b", "http://c"});
+  up.balance = config::balance_policy::round_robin;
+  cluster c(up, 0, nullptr);
+  auto& eps = c.endpoints();
+  EXPECT_EQ(c.pick({.route_key = {}, .tried = {}}), eps[0].get());
+  endpoint* tried[] = {eps[0].get(), eps[1].get()};
+  EXPECT_EQ(c.pick({.route_key = {}, .tried = {tried, 1}}), eps[1].get());
+  EXPECT_EQ(c.pick({.route_key = {}, .tried = {tried, 2}}), eps[2].get());
+  EXPECT_EQ(c.pick({.route_key = {}, .tried = {tried + 1, 1}}), eps[2].get());
+  EXPECT_EQ(c.pick({.route_key = {}, .tried = {}}), eps[1].get());  // the next request's turn
+  endpoint* all[] = {eps[0].get(), eps[1].get(), eps[2].get()};
+  EXPECT_EQ(c.pick({.route_key = {}, .tried = {all, 3}}), nullptr);
+}
+
+// Retries in flight stay under 20 % of the exchanges in flight, and at least 3 may run.
+TEST(RetryBudget, RetriesInFlightStayUnderAFifthOfTheExchangesAndAtLeastThree) {
+  const auto up = upstream_of({"http://a", "http://b"});
+  cluster c(up, 0, nullptr);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(c.begin_retry()) << i;
+  EXPECT_FALSE(c.begin_retry());
+  c.end_retry();
+  EXPECT_TRUE(c.begin_retry());
+  for (int i = 0; i < 3; ++i) c.end_retry();
+  std::vector<active_exchange> busy(40);
+  for (std::size_t i = 0; i < busy.size(); ++i) busy[i].reset(c.endpoints()[i % 2].get());
+  for (int i = 0; i < 8; ++i) EXPECT_TRUE(c.begin_retry()) << i;  // 20 % of 40
+  EXPECT_FALSE(c.begin_retry());
+  for (int i = 0; i < 8; ++i) c.end_retry();
 }
 
 TEST(ActiveExchange, CountsWhileItLivesAndMovesWithReset) {

@@ -108,8 +108,9 @@ void canned_upstream::serve(int fd) {
       continue;
     }
     const auto& r = it->second;
-    bool ok = send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: " + r.content_type +
-                               "\r\nTransfer-Encoding: chunked\r\n\r\n");
+    bool ok = send_all(
+        fd, "HTTP/1.1 " + std::to_string(r.status) + " " + (r.status == 200 ? "OK" : "Canned") +
+                "\r\nContent-Type: " + r.content_type + "\r\nTransfer-Encoding: chunked\r\n\r\n");
     for (std::size_t i = 0; ok && i < r.events.size(); ++i) {
       if (i > 0) std::this_thread::sleep_for(r.gap);
       ok = send_all(fd, chunk(r.events[i]));

@@ -17,6 +17,7 @@ struct canned_response {
   std::string content_type = "text/event-stream";
   std::vector<std::string> events;  ///< each one chunk, sent `gap` after the one before
   std::chrono::milliseconds gap{0};
+  unsigned status = 200;  ///< sent with its usual reason phrase
 };
 
 class canned_upstream {

@@ -1,0 +1,165 @@
+// Upstreams with several endpoints, against real sockets: balancing, and a request that fails on
+// one endpoint before any byte reached the client moving to another (DESIGN.md §10).
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "test/support/canned_upstream.hpp"
+#include "test/support/http_client.hpp"
+#include "test/support/metrics_text.hpp"
+#include "test/support/stack.hpp"
+
+namespace tokentap::test {
+namespace {
+
+const std::string chunk_hi =
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n";
+
+canned_response stream_answer() {
+  return {"text/event-stream", {chunk_hi, "data: [DONE]\n\n"}};
+}
+
+canned_response error_answer(unsigned status) {
+  canned_response r{"application/json", {R"({"error":{"message":"busy"}})"}};
+  r.status = status;
+  return r;
+}
+
+// A loopback port nothing listens on: connecting is refused.
+std::uint16_t refusing_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string url(std::uint16_t port) {
+  return "http://127.0.0.1:" + std::to_string(port);
+}
+
+// One upstream "fleet" over these endpoints.
+std::function<void(config::config&)> fleet(std::vector<std::uint16_t> ports,
+                                           config::balance_policy policy, unsigned retries) {
+  return [=](config::config& cfg) {
+    config::set_single_upstream(cfg, url(ports.front()));
+    auto& up = cfg.upstreams.front();
+    up.name = "fleet";
+    cfg.routes.front().upstream = "fleet";
+    for (std::size_t i = 1; i < ports.size(); ++i) {
+      std::string err;
+      up.endpoints.push_back(*config::parse_url(url(ports[i]), err));
+    }
+    up.balance = policy;
+    up.retries = retries;
+  };
+}
+
+request_options chat() {
+  request_options o;
+  o.body = R"({"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]})";
+  o.headers = {{"content-type", "application/json"}};
+  return o;
+}
+
+double retries_counted(const stack& s, const std::string& reason) {
+  request_options o;
+  o.method = "GET";
+  o.target = "/metrics";
+  const auto m = parse_metrics(fetch(s.proxy->admin_endpoint(), o).body);
+  return metric_sum(m, "tokentap_upstream_retries_total",
+                    {{"upstream", "fleet"}, {"reason", reason}});
+}
+
+TEST(Failover, RoundRobinTakesEachEndpointInTurn) {
+  canned_upstream a({{"/v1/chat/completions", stream_answer()}});
+  canned_upstream b({{"/v1/chat/completions", stream_answer()}});
+  stack s(fleet({a.port(), b.port()}, config::balance_policy::round_robin, 1));
+  for (int i = 0; i < 10; ++i) {
+    const auto r = fetch(s.proxy_ep(), chat());
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, chunk_hi + "data: [DONE]\n\n");
+  }
+  EXPECT_EQ(a.requests.load(), 5);
+  EXPECT_EQ(b.requests.load(), 5);
+  // Each request went with its endpoint's Host.
+  for (const auto& req : b.received())
+    EXPECT_NE(req.head.find("Host: 127.0.0.1:" + std::to_string(b.port())), std::string::npos)
+        << req.head;
+}
+
+TEST(Failover, ARefusedEndpointIsLeftForAnotherBeforeAnyByteReachedTheClient) {
+  canned_upstream live({{"/v1/chat/completions", stream_answer()}});
+  stack s(fleet({refusing_port(), live.port()}, config::balance_policy::round_robin, 1));
+  for (int i = 0; i < 6; ++i) {
+    const auto r = fetch(s.proxy_ep(), chat());
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_TRUE(r.complete);
+    EXPECT_EQ(r.body, chunk_hi + "data: [DONE]\n\n");
+  }
+  EXPECT_EQ(live.requests.load(), 6);
+  EXPECT_EQ(retries_counted(s, "connect"), 3);  // every other request picked the refusing one
+}
+
+TEST(Failover, AnOverloadedEndpointsAnswerIsNotForwardedWhileAnotherCanTakeTheRequest) {
+  for (const unsigned status : {503u, 502u, 429u}) {
+    SCOPED_TRACE(status);
+    canned_upstream busy({{"/v1/chat/completions", error_answer(status)}});
+    canned_upstream live({{"/v1/chat/completions", stream_answer()}});
+    stack s(fleet({busy.port(), live.port()}, config::balance_policy::round_robin, 1));
+    for (int i = 0; i < 4; ++i) {
+      const auto r = fetch(s.proxy_ep(), chat());
+      ASSERT_EQ(r.status, 200) << r.body;
+      EXPECT_EQ(r.body, chunk_hi + "data: [DONE]\n\n");
+    }
+    EXPECT_EQ(busy.requests.load(), 2);
+    EXPECT_EQ(live.requests.load(), 4);
+    // The body went again, whole, to the other endpoint.
+    for (const auto& req : live.received()) EXPECT_EQ(req.body, chat().body);
+    EXPECT_EQ(retries_counted(s, "status_" + std::to_string(status)), 2);
+  }
+}
+
+TEST(Failover, WhenEveryAttemptFailsTheLastAnswerIsTheClients) {
+  canned_upstream a({{"/v1/chat/completions", error_answer(503)}});
+  canned_upstream b({{"/v1/chat/completions", error_answer(503)}});
+  stack s(fleet({a.port(), b.port()}, config::balance_policy::round_robin, 1));
+  const auto r = fetch(s.proxy_ep(), chat());
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.body, R"({"error":{"message":"busy"}})");
+  EXPECT_EQ(a.requests.load() + b.requests.load(), 2);  // one retry, not more
+}
+
+TEST(Failover, WithoutRetriesAFailedAttemptIsAnswered) {
+  canned_upstream live({{"/v1/chat/completions", stream_answer()}});
+  stack s(fleet({refusing_port(), live.port()}, config::balance_policy::round_robin, 0));
+  int bad_gateway = 0, ok = 0;
+  for (int i = 0; i < 4; ++i) {
+    const auto r = fetch(s.proxy_ep(), chat());
+    (r.status == 502 ? bad_gateway : ok) += 1;
+  }
+  EXPECT_EQ(bad_gateway, 2);
+  EXPECT_EQ(ok, 2);
+  EXPECT_EQ(retries_counted(s, "connect"), 0);
+}
+
+TEST(Failover, EveryEndpointRefusingIsA502AfterTheRetries) {
+  stack s(fleet({refusing_port(), refusing_port(), refusing_port()},
+                config::balance_policy::least_request, 2));
+  const auto r = fetch(s.proxy_ep(), chat());
+  EXPECT_EQ(r.status, 502);
+  EXPECT_NE(r.body.find("upstream_connect_error"), std::string::npos) << r.body;
+  EXPECT_EQ(retries_counted(s, "connect"), 2);
+}
+
+}  // namespace
+}  // namespace tokentap::test
