@@ -57,7 +57,7 @@ host_port address(const YAML::Node& n, std::string_view key) {
 
 void read_upstream(const std::string& name, const YAML::Node& n, upstream_config& up) {
   check_keys(n,
-             {"url", "endpoints", "balance", "retries", "tls_verify", "ca_file",
+             {"url", "endpoints", "balance", "retries", "outlier", "tls_verify", "ca_file",
               "max_idle_connections", "idle_connection_ttl_ms"},
              "upstream '" + name + "'");
   up.name = name;
@@ -94,6 +94,27 @@ void read_upstream(const std::string& name, const YAML::Node& n, upstream_config
       fail(n["retries"],
            "upstream '" + name + "': retries is at most " + std::to_string(max_retries));
     up.retries = static_cast<unsigned>(r);
+  }
+  if (const auto o = n["outlier"]) {
+    const auto where = "upstream '" + name + "' outlier";
+    check_keys(
+        o, {"consecutive_failures", "base_ejection_ms", "max_ejection_ms", "max_ejected_percent"},
+        where);
+    auto& out = up.outlier;
+    if (o["consecutive_failures"])
+      out.consecutive_failures =
+          static_cast<unsigned>(non_negative(o["consecutive_failures"], "consecutive_failures"));
+    if (o["base_ejection_ms"])
+      out.base_ejection = ms(non_negative(o["base_ejection_ms"], "base_ejection_ms"));
+    if (o["max_ejection_ms"])
+      out.max_ejection = ms(non_negative(o["max_ejection_ms"], "max_ejection_ms"));
+    if (o["max_ejected_percent"]) {
+      const auto p = non_negative(o["max_ejected_percent"], "max_ejected_percent");
+      if (p > 100) fail(o["max_ejected_percent"], where + ": max_ejected_percent is at most 100");
+      out.max_ejected_percent = static_cast<unsigned>(p);
+    }
+    if (out.max_ejection < out.base_ejection)
+      fail(o, where + ": max_ejection_ms is less than base_ejection_ms");
   }
   if (n["tls_verify"]) up.tls_verify = scalar<bool>(n["tls_verify"], "tls_verify");
   if (n["ca_file"]) up.ca_file = scalar<std::string>(n["ca_file"], "ca_file");

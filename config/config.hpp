@@ -33,6 +33,17 @@ enum class balance_policy {
   round_robin,    ///< each endpoint in turn
 };
 
+/// Passive outlier detection (as Envoy's): an endpoint that failed `consecutive_failures` times in
+/// a row (refused, reset or timed out before the head; 502, 503 or 504) is left out of balancing
+/// for base_ejection × the times it was ejected (at most max_ejection), while at most
+/// max_ejected_percent of the upstream's endpoints are out; then it rejoins by itself.
+struct outlier_config {
+  unsigned consecutive_failures = 5;  ///< 0: never eject
+  ms base_ejection{30000};
+  ms max_ejection{300000};
+  unsigned max_ejected_percent = 50;
+};
+
 struct upstream_config {
   std::string name;
   std::vector<url> endpoints;  ///< at least one; all http:// or all https://
@@ -40,6 +51,7 @@ struct upstream_config {
   /// Further attempts on other endpoints for a request none of whose response reached the client
   /// (refused, reset or timed out before the head; 502, 503 or 429), within the retry budget.
   unsigned retries = 1;
+  outlier_config outlier;
   bool tls_verify = true;     ///< verify the certificate chain and host name (system store)
   std::string ca_file;        ///< extra PEM bundle to trust, empty = system store only
   std::size_t max_idle = 64;  ///< idle keep-alive connections kept per I/O thread

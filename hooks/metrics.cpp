@@ -421,6 +421,14 @@ void metrics_registry::add_counter_source(const std::string& name, const std::st
   sources_.push_back({&family.Add(labels), std::move(read)});
 }
 
+void metrics_registry::add_gauge_source(const std::string& name, const std::string& help,
+                                        std::function<double()> read,
+                                        const std::map<std::string, std::string>& labels) {
+  std::lock_guard lk(mu_);
+  auto& family = prometheus::BuildGauge().Name(name).Help(help).Register(*registry_);
+  gauge_sources_.push_back({&family.Add(labels), std::move(read)});
+}
+
 namespace {
 std::int64_t now_sec() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -599,6 +607,7 @@ std::string metrics_registry::prometheus_text() {
       if (now > s.seen) s.counter->Increment(static_cast<double>(now - s.seen));
       s.seen = std::max(s.seen, now);
     }
+    for (auto& g : gauge_sources_) g.gauge->Set(g.read());
   }
   std::ostringstream os;
   prometheus::TextSerializer().Serialize(os, registry_->Collect());

@@ -101,6 +101,10 @@ class metrics_registry {
   void add_counter_source(const std::string& name, const std::string& help,
                           std::function<std::uint64_t()> read,
                           const std::map<std::string, std::string>& labels = {});
+  /// A gauge kept elsewhere, read at scrape time (same rules).
+  void add_gauge_source(const std::string& name, const std::string& help,
+                        std::function<double()> read,
+                        const std::map<std::string, std::string>& labels = {});
 
   /// A request the proxy answered itself before any hook saw it (malformed, no route, too
   /// large): counted in tokentap_requests_total{code} with model and provider `unknown`, under
@@ -134,6 +138,11 @@ class metrics_registry {
     std::uint64_t seen = 0;
   };
   std::vector<counter_source> sources_;
+  struct gauge_source {
+    prometheus::Gauge* gauge;
+    std::function<double()> read;
+  };
+  std::vector<gauge_source> gauge_sources_;
   std::map<std::pair<std::string, unsigned>, prometheus::Counter*> local_replies_;  // (mu_)
   struct families;
   std::unique_ptr<families> fam_;

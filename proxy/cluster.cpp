@@ -54,6 +54,34 @@ std::unique_ptr<load_balancer> make_balancer(config::balance_policy p) {
   return std::make_unique<least_request_balancer>();
 }
 
+std::int64_t steady_now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool cluster::record_failure(endpoint& e) noexcept {
+  const auto& o = cfg_->outlier;
+  const auto failures = e.consecutive_failures.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (o.consecutive_failures == 0 || failures < o.consecutive_failures) return false;
+  const auto now = steady_now_ns();
+  std::size_t out = 0;
+  for (const auto& x : endpoints_) out += x->ejected(now) ? 1 : 0;
+  if ((out + 1) * 100 > static_cast<std::size_t>(o.max_ejected_percent) * endpoints_.size())
+    return false;  // too many out already: it stays in
+  auto until = e.ejected_until_ns.load(std::memory_order_relaxed);
+  if (until > now) return false;  // (another thread ejected it)
+  const auto times = e.ejections.load(std::memory_order_relaxed) + 1;
+  const auto span = std::min<std::int64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(o.base_ejection).count() * times,
+      std::chrono::duration_cast<std::chrono::nanoseconds>(o.max_ejection).count());
+  if (!e.ejected_until_ns.compare_exchange_strong(until, now + span, std::memory_order_relaxed))
+    return false;
+  e.ejections.fetch_add(1, std::memory_order_relaxed);
+  e.consecutive_failures.store(0, std::memory_order_relaxed);
+  return true;
+}
+
 bool cluster::begin_retry() noexcept {
   std::uint64_t active = 0;
   for (const auto& e : endpoints_) active += e->active.load(std::memory_order_relaxed);
@@ -66,11 +94,11 @@ bool cluster::begin_retry() noexcept {
 
 namespace {
 
-// The least busy endpoint not tried yet (a retry); nullptr when every one was.
-endpoint* least_busy_untried(cluster& c, const pick_context& ctx) noexcept {
+// The least busy usable endpoint (neither tried nor ejected); nullptr when there is none.
+endpoint* least_busy_usable(cluster& c, const pick_context& ctx) noexcept {
   endpoint* best = nullptr;
   for (const auto& e : c.endpoints()) {
-    if (ctx.was_tried(e.get())) continue;
+    if (!ctx.usable(*e)) continue;
     if (best == nullptr ||
         e->active.load(std::memory_order_relaxed) < best->active.load(std::memory_order_relaxed))
       best = e.get();
@@ -90,15 +118,15 @@ endpoint* round_robin_balancer::pick(cluster& c, const pick_context& ctx) noexce
                        ? static_cast<std::size_t>(next_.fetch_add(1, std::memory_order_relaxed))
                        : ctx.tried.back()->id - eps.front()->id + 1;
   for (std::size_t i = 0; i < n; ++i, ++at)
-    if (auto* e = eps[at % n].get(); !ctx.was_tried(e)) return e;
+    if (auto* e = eps[at % n].get(); ctx.usable(*e)) return e;
   return nullptr;
 }
 
 endpoint* least_request_balancer::pick(cluster& c, const pick_context& ctx) noexcept {
   auto& eps = c.endpoints();
-  if (!ctx.tried.empty()) return least_busy_untried(c, ctx);
+  if (!ctx.tried.empty()) return least_busy_usable(c, ctx);
   if (eps.empty()) return nullptr;
-  if (eps.size() == 1) return eps.front().get();
+  if (eps.size() == 1) return ctx.usable(*eps.front()) ? eps.front().get() : nullptr;
   // A generator per thread: no shared state between I/O threads.
   thread_local std::minstd_rand rng{static_cast<std::uint_fast32_t>(
       std::hash<std::thread::id>{}(std::this_thread::get_id()) ^
@@ -109,6 +137,7 @@ endpoint* least_request_balancer::pick(cluster& c, const pick_context& ctx) noex
   if (b >= a) ++b;  // two different endpoints
   auto* first = eps[a].get();
   auto* second = eps[b].get();
+  if (!ctx.usable(*first) || !ctx.usable(*second)) return least_busy_usable(c, ctx);
   return second->active.load(std::memory_order_relaxed) <
                  first->active.load(std::memory_order_relaxed)
              ? second

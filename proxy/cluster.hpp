@@ -28,7 +28,20 @@ struct endpoint : std::enable_shared_from_this<endpoint> {
   std::string label;        ///< host:port, as metrics and logs name it
   /// Exchanges in flight on it, all I/O threads (relaxed: a balancing hint, not an account).
   std::atomic<std::uint32_t> active{0};
+
+  // Outlier detection (cluster::record_failure): failures in a row, until when the endpoint is
+  // left out (steady clock, ns; 0: never was), how often it was.
+  std::atomic<std::uint32_t> consecutive_failures{0};
+  std::atomic<std::int64_t> ejected_until_ns{0};
+  std::atomic<std::uint32_t> ejections{0};
+
+  bool ejected(std::int64_t now_ns) const noexcept {
+    return ejected_until_ns.load(std::memory_order_relaxed) > now_ns;
+  }
 };
+
+/// The steady clock in ns, as outlier detection keeps time.
+std::int64_t steady_now_ns() noexcept;
 
 /// Why a request moved to another endpoint: the `reason` label of
 /// tokentap_upstream_retries_total.
@@ -52,6 +65,10 @@ struct pick_context {
   bool was_tried(const endpoint* e) const noexcept {
     return std::find(tried.begin(), tried.end(), e) != tried.end();
   }
+  /// Neither tried nor ejected: an endpoint the balancer may pick.
+  bool usable(const endpoint& e) const noexcept { return !was_tried(&e) && !e.ejected(now_ns); }
+
+  std::int64_t now_ns = steady_now_ns();
 };
 
 class cluster;
@@ -109,6 +126,19 @@ class cluster {
   void end_retry() noexcept { retrying_.fetch_sub(1, std::memory_order_relaxed); }
   static constexpr std::uint32_t min_retries_in_flight = 3;
   static constexpr std::uint32_t retry_budget_percent = 20;
+
+  /// An attempt on `e` got a response head that was not a gateway failure (502, 503, 504).
+  void record_success(endpoint& e) noexcept {
+    e.consecutive_failures.store(0, std::memory_order_relaxed);
+  }
+  /// An attempt on `e` failed (refused, reset or timed out before the head, or 502/503/504):
+  /// `outlier.consecutive_failures` in a row eject it, if no more than max_ejected_percent of the
+  /// endpoints would then be out.  True when this failure ejected it.
+  bool record_failure(endpoint& e) noexcept;
+  /// Ejections so far of `e`'s (all its ejections, counted once each).
+  std::uint64_t ejections(const endpoint& e) const noexcept {
+    return e.ejections.load(std::memory_order_relaxed);
+  }
 
   void count_retry(retry_reason r) noexcept {
     retries_[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed);

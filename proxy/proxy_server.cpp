@@ -1,6 +1,8 @@
 #include "proxy/proxy_server.hpp"
 
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include "config/log.hpp"
 #include "hooks/hook_chain.hpp"
@@ -60,6 +62,23 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
           "client, by reason",
           [c, why] { return c->retries(why); },
           {{"upstream", up.name}, {"reason", std::string(to_string(why))}});
+    }
+    // Per endpoint: in flight, in balancing (not ejected), ejections.
+    for (const auto& e : c->endpoints()) {
+      const std::map<std::string, std::string> labels{{"upstream", up.name},
+                                                      {"endpoint", e->label}};
+      const proxy::endpoint* ep = e.get();
+      shared_->metrics->add_gauge_source(
+          "tokentap_upstream_endpoint_active_streams", "Exchanges in flight on an endpoint",
+          [ep] { return static_cast<double>(ep->active.load(std::memory_order_relaxed)); }, labels);
+      shared_->metrics->add_gauge_source(
+          "tokentap_upstream_endpoint_healthy",
+          "1 while an endpoint is in balancing, 0 while outlier detection has ejected it",
+          [ep] { return ep->ejected(steady_now_ns()) ? 0.0 : 1.0; }, labels);
+      shared_->metrics->add_counter_source(
+          "tokentap_upstream_ejections_total",
+          "Times outlier detection left an endpoint out of balancing",
+          [c, ep] { return c->ejections(*ep); }, labels);
     }
   }
   for (unsigned i = 0; i < runtime_.size(); ++i)

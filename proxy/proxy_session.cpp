@@ -350,6 +350,19 @@ class proxy_session final : public relay_host, public net::session_base {
     append_upstream_request_head(ex.request_head, request_fields_, f);
   }
 
+  // What an attempt on the exchange's endpoint says of it, for outlier detection.
+  void attempt_outcome(exchange& ex, bool failed) {
+    auto& c = *ex.upstream_cluster;
+    auto& e = *ex.upstream_endpoint;
+    if (!failed) {
+      c.record_success(e);
+    } else if (c.record_failure(e)) {
+      TT_LOG(warn) << "upstream " << c.cfg().name << ": endpoint " << e.label << " ejected after "
+                   << c.cfg().outlier.consecutive_failures << " failures in a row (ejection "
+                   << c.ejections(e) << ")";
+    }
+  }
+
   // Whether the request moves to another endpoint of its cluster after an attempt failed with
   // nothing sent to the client: while the client is there, the upstream's `retries` last, an
   // endpoint not tried yet is left and the cluster's retry budget allows.  If so, the exchange
@@ -401,6 +414,7 @@ class proxy_session final : public relay_host, public net::session_base {
         }
         if (!conn) {
           shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
+          attempt_outcome(ex, true);
           if (fail_over(ex, why == connect_failure::timeout ? retry_reason::timeout
                                                             : retry_reason::connect))
             continue;
@@ -454,6 +468,7 @@ class proxy_session final : public relay_host, public net::session_base {
     }
     if (ec) {
       if (may_retry && !client_gone_ && is_stale_connection(ec)) co_return attempt_result::retry;
+      if (!client_gone_) attempt_outcome(ex, true);
       if (fail_over(ex, reason_of(ec))) co_return attempt_result::fail_over;
       co_await fail_before_head(ex, ec, "sending the request");
       co_return attempt_result::done;
@@ -474,6 +489,7 @@ class proxy_session final : public relay_host, public net::session_base {
     }
     if (ec) {
       if (may_retry && !client_gone_ && is_stale_connection(ec)) co_return attempt_result::retry;
+      if (!client_gone_) attempt_outcome(ex, true);
       if (fail_over(ex, reason_of(ec))) co_return attempt_result::fail_over;
       co_await fail_before_head(ex, ec, "reading the response head");
       co_return attempt_result::done;
@@ -481,8 +497,9 @@ class proxy_session final : public relay_host, public net::session_base {
     // An endpoint that cannot take the request now (overloaded, unavailable, its gateway
     // failed): another one may, while nothing has reached the client.  Its body is not read;
     // the connection goes.
-    if (const auto code = parser->get().result_int();
-        (code == 502 || code == 503 || code == 429) &&
+    const auto code = parser->get().result_int();
+    attempt_outcome(ex, code == 502 || code == 503 || code == 504);
+    if ((code == 502 || code == 503 || code == 429) &&
         fail_over(ex, code == 429   ? retry_reason::status_429
                       : code == 502 ? retry_reason::status_502
                                     : retry_reason::status_503))

@@ -166,6 +166,29 @@ TEST(Config, AClusterBalancesAndRetriesAsConfigured) {
   expect_error("upstreams: {a: {url: http://h, retries: -1}}\n", "retries");
 }
 
+TEST(Config, OutlierDetectionIsOnWithEnvoysDefaultsAndTunable) {
+  auto cfg = parse_config("upstreams: {a: {endpoints: [http://h, http://g]}}\n");
+  EXPECT_EQ(cfg.upstreams[0].outlier.consecutive_failures, 5u);
+  EXPECT_EQ(cfg.upstreams[0].outlier.base_ejection, ms(30000));
+  EXPECT_EQ(cfg.upstreams[0].outlier.max_ejected_percent, 50u);
+  cfg = parse_config(
+      "upstreams: {a: {endpoints: [http://h, http://g], outlier: {consecutive_failures: 2, "
+      "base_ejection_ms: 100, max_ejection_ms: 1000, max_ejected_percent: 100}}}\n");
+  const auto& o = cfg.upstreams[0].outlier;
+  EXPECT_EQ(o.consecutive_failures, 2u);
+  EXPECT_EQ(o.base_ejection, ms(100));
+  EXPECT_EQ(o.max_ejection, ms(1000));
+  EXPECT_EQ(o.max_ejected_percent, 100u);
+  expect_error("upstreams: {a: {url: http://h, outlier: {max_ejected_percent: 101}}}\n",
+               "max_ejected_percent is at most 100");
+  expect_error(
+      "upstreams: {a: {url: http://h, outlier: {base_ejection_ms: 10, "
+      "max_ejection_ms: 5}}}\n",
+      "max_ejection_ms is less than base_ejection_ms");
+  expect_error("upstreams: {a: {url: http://h, outlier: {consecutive: 2}}}\n",
+               "unknown key 'consecutive'");
+}
+
 TEST(Config, EveryErrorIsOneLineConfigError) {
   expect_error("upstreams:\n  ? [a, b]\n  : {url: http://h}\n", "mapping keys must be plain names");
   expect_error("listen: \"\\\x01\"\n", "unknown escape character: \\x01");

@@ -161,5 +161,39 @@ TEST(Failover, EveryEndpointRefusingIsA502AfterTheRetries) {
   EXPECT_EQ(retries_counted(s, "connect"), 2);
 }
 
+double endpoint_metric(const stack& s, const std::string& name, std::uint16_t port) {
+  request_options o;
+  o.method = "GET";
+  o.target = "/metrics";
+  const auto m = parse_metrics(fetch(s.proxy->admin_endpoint(), o).body);
+  return metric_sum(m, name,
+                    {{"upstream", "fleet"}, {"endpoint", "127.0.0.1:" + std::to_string(port)}});
+}
+
+// A refusing endpoint is ejected after its failures in a row: requests stop trying it (no more
+// retries), the metrics say so, and it is tried again once its ejection is over.
+TEST(Failover, AnEndpointThatKeepsFailingIsEjectedAndTriedAgainLater) {
+  canned_upstream live({{"/v1/chat/completions", stream_answer()}});
+  const auto dead = refusing_port();
+  stack s([&](config::config& cfg) {
+    fleet({dead, live.port()}, config::balance_policy::round_robin, 1)(cfg);
+    cfg.upstreams.front().outlier.consecutive_failures = 2;
+    cfg.upstreams.front().outlier.base_ejection = config::ms(400);
+  });
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(fetch(s.proxy_ep(), chat()).status, 200);
+  EXPECT_EQ(retries_counted(s, "connect"), 2);  // the two failures that ejected it
+  EXPECT_EQ(endpoint_metric(s, "tokentap_upstream_endpoint_healthy", dead), 0);
+  EXPECT_EQ(endpoint_metric(s, "tokentap_upstream_endpoint_healthy", live.port()), 1);
+  EXPECT_EQ(endpoint_metric(s, "tokentap_upstream_ejections_total", dead), 1);
+  EXPECT_EQ(endpoint_metric(s, "tokentap_upstream_endpoint_active_streams", live.port()), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(endpoint_metric(s, "tokentap_upstream_endpoint_healthy", dead), 1);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(fetch(s.proxy_ep(), chat()).status, 200);
+  // Tried again: two more failures, ejected again, for twice as long.
+  EXPECT_EQ(retries_counted(s, "connect"), 4);
+  EXPECT_EQ(endpoint_metric(s, "tokentap_upstream_ejections_total", dead), 2);
+  EXPECT_EQ(live.requests.load(), 14);
+}
+
 }  // namespace
 }  // namespace tokentap::test

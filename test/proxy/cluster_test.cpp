@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
@@ -131,6 +132,65 @@ TEST(RetryBudget, RetriesInFlightStayUnderAFifthOfTheExchangesAndAtLeastThree) {
   for (int i = 0; i < 8; ++i) EXPECT_TRUE(c.begin_retry()) << i;  // 20 % of 40
   EXPECT_FALSE(c.begin_retry());
   for (int i = 0; i < 8; ++i) c.end_retry();
+}
+
+// Outlier detection: failures in a row eject an endpoint from balancing for base × the times it
+// was ejected, never more than max_ejected_percent of the endpoints at once; it rejoins by itself.
+TEST(Outlier, FailuresInARowEjectAnEndpointUntilItRejoinsByItself) {
+  auto up = upstream_of({"http://a", "http://b", "http://c", "http://d"});
+  up.balance = config::balance_policy::round_robin;
+  up.outlier.consecutive_failures = 3;
+  up.outlier.base_ejection = config::ms(150);
+  cluster c(up, 0, nullptr);
+  auto& eps = c.endpoints();
+  auto& a = *eps[0];
+  EXPECT_FALSE(c.record_failure(a));
+  EXPECT_FALSE(c.record_failure(a));
+  c.record_success(a);  // a success breaks the run
+  EXPECT_FALSE(c.record_failure(a));
+  EXPECT_FALSE(c.record_failure(a));
+  EXPECT_TRUE(c.record_failure(a));
+  EXPECT_EQ(c.ejections(a), 1u);
+  EXPECT_TRUE(a.ejected(steady_now_ns()));
+  for (int i = 0; i < 40; ++i) EXPECT_NE(c.pick({.route_key = {}, .tried = {}}), &a);
+  // Half may be out (max_ejected_percent 50): b goes too, c does not.
+  for (int i = 0; i < 3; ++i) c.record_failure(*eps[1]);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(c.record_failure(*eps[2]));
+  EXPECT_TRUE(eps[1]->ejected(steady_now_ns()));
+  EXPECT_FALSE(eps[2]->ejected(steady_now_ns()));
+  // Back after the base ejection time; the second ejection lasts twice as long.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(a.ejected(steady_now_ns()));
+  std::map<endpoint*, int> picks;
+  for (int i = 0; i < 40; ++i) ++picks[c.pick({.route_key = {}, .tried = {}})];
+  EXPECT_EQ(picks[&a], 10);
+  for (int i = 0; i < 3; ++i) c.record_failure(a);
+  EXPECT_EQ(c.ejections(a), 2u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(a.ejected(steady_now_ns()));  // 300 ms this time
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(a.ejected(steady_now_ns()));
+}
+
+TEST(Outlier, ALoneEndpointIsNeverEjectedAndZeroFailuresTurnsItOff) {
+  auto one = upstream_of({"http://a"});
+  cluster c1(one, 0, nullptr);
+  for (int i = 0; i < 20; ++i) EXPECT_FALSE(c1.record_failure(*c1.endpoints()[0]));
+  EXPECT_EQ(c1.pick({.route_key = {}, .tried = {}}), c1.endpoints()[0].get());
+  auto two = upstream_of({"http://a", "http://b"});
+  two.outlier.consecutive_failures = 0;
+  cluster c2(two, 0, nullptr);
+  for (int i = 0; i < 20; ++i) EXPECT_FALSE(c2.record_failure(*c2.endpoints()[0]));
+}
+
+// Least request leaves ejected endpoints out whichever two it draws.
+TEST(Outlier, LeastRequestNeverPicksAnEjectedEndpoint) {
+  auto up = upstream_of({"http://a", "http://b", "http://c"});
+  up.outlier.consecutive_failures = 1;
+  cluster c(up, 0, nullptr);
+  ASSERT_TRUE(c.record_failure(*c.endpoints()[1]));
+  for (int i = 0; i < 300; ++i)
+    EXPECT_NE(c.pick({.route_key = {}, .tried = {}}), c.endpoints()[1].get());
 }
 
 TEST(ActiveExchange, CountsWhileItLivesAndMovesWithReset) {
