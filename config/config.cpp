@@ -364,6 +364,10 @@ config load_config_file(const std::string& path, bool check) {
   }
 }
 
+std::string_view to_string(balance_policy p) noexcept {
+  return p == balance_policy::round_robin ? "round_robin" : "least_request";
+}
+
 void set_single_upstream(config& cfg, const std::string& url_text) {
   std::string err;
   auto u = parse_url(url_text, err);

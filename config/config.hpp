@@ -32,6 +32,7 @@ enum class balance_policy {
   least_request,  ///< power of two choices on exchanges in flight
   round_robin,    ///< each endpoint in turn
 };
+std::string_view to_string(balance_policy p) noexcept;
 
 /// Passive outlier detection (as Envoy's): an endpoint that failed `consecutive_failures` times in
 /// a row (refused, reset or timed out before the head; 502, 503 or 504) is left out of balancing

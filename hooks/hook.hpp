@@ -111,7 +111,16 @@ struct stream_info {
     std::string finish_reason;
   };
   std::vector<choice_summary> by_choice;
-  std::string upstream_error_reason;          ///< set when the proxy answered for a failed upstream
+  std::string upstream_error_reason;  ///< set when the proxy answered for a failed upstream
+  /// The upstream the exchange went to: its name, balancing policy, and every attempt on one of
+  /// its endpoints in order (the last one's endpoint is the one that answered, or failed last).
+  struct upstream_summary {
+    std::string name, policy;
+    struct attempt {
+      std::string endpoint, error;  ///< error empty: the attempt whose head was used
+    };
+    std::vector<attempt> attempts;
+  } upstream;
   std::uint64_t parse_errors[3] = {0, 0, 0};  ///< by parsers::parse_stage
   mono_ns start_ns = 0, head_ns = 0, end_ns = 0;
   std::int64_t wall_start_us = 0;

@@ -157,6 +157,8 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
   void on_request(const request_view& r) noexcept override {
     info_.start_ns = r.start_ns;
     info_.wall_start_us = r.wall_start_us;
+    info_.upstream.name.assign(r.upstream);
+    info_.upstream.policy.assign(r.balance);
     flushed_ns_ = r.start_ns;
     provider_ = parsers::provider_from_path(r.target.substr(0, r.target.find('?')));
     each(all(), [&](hook& h) { h.on_request(r); });
@@ -192,6 +194,13 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
       }
     });
   }
+
+  void on_upstream_attempt(const upstream_attempt& a) noexcept override {
+    // (At most 1 + config::max_retries per exchange; bounded again here.)
+    if (info_.upstream.attempts.size() < max_attempts)
+      info_.upstream.attempts.push_back({std::string(a.endpoint), std::string(a.error)});
+  }
+  static constexpr std::size_t max_attempts = 16;
 
   void on_upstream_error(std::string_view reason, unsigned status) noexcept override {
     info_.upstream_error_reason.assign(reason);

@@ -59,6 +59,17 @@ struct request_view {
   std::span<const parsers::message_digest> conversation;
   /// Salted hash of the credential (Authorization / x-api-key); 0 = none.  Never the key.
   std::uint64_t tenant = 0;
+  /// How the upstream's endpoint was chosen: its balancing policy (DESIGN.md §10).
+  std::string_view balance;
+};
+
+/// One attempt of an exchange on an endpoint of its upstream (DESIGN.md §10).
+struct upstream_attempt {
+  std::string_view endpoint;  ///< host:port
+  /// Empty: its response head was the one forwarded (or answered).  Else why it failed before
+  /// any byte reached the client: connect, tls, timeout, reset, status_429, status_502,
+  /// status_503.
+  std::string_view error;
 };
 
 /// The upstream response head.  Views are valid only during the call.
@@ -118,6 +129,9 @@ class stream_tap {
   /// The proxy could not get a response from the upstream and answered `status` itself;
   /// `reason` is connect, tls, timeout or reset.  Called before on_stream_end.
   virtual void on_upstream_error(std::string_view reason, unsigned status) noexcept {}
+  /// Each attempt on an endpoint, in order, once its outcome is known (a stale kept-alive
+  /// connection retried on a new one is not an attempt of its own).
+  virtual void on_upstream_attempt(const upstream_attempt&) noexcept {}
   virtual void on_stream_end(stream_outcome, mono_ns end_ns) noexcept {}
   /// Adds where the state lies that the next on_body touches first (parsers::hot_lines): the
   /// relay asks after each on_body, while that state is in the cache, and prefetches it when

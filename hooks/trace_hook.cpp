@@ -133,6 +133,37 @@ struct finished_stream : record_texts {
   bool truncated = false;
   stream_info s;
 
+  // Where the exchange went (DESIGN.md §10): null when no upstream was tried.
+  void upstream(std::string& r) const {
+    const auto& u = s.upstream;
+    lit(r, ",\"upstream\":");
+    if (u.attempts.empty()) {
+      lit(r, "null");
+      return;
+    }
+    lit(r, "{\"name\":");
+    json::append_string(r, u.name);
+    lit(r, ",\"endpoint\":");
+    json::append_string(r, u.attempts.back().endpoint);
+    lit(r, ",\"attempts\":[");
+    for (std::size_t i = 0; i < u.attempts.size(); ++i) {
+      if (i > 0) r.push_back(',');
+      lit(r, "{\"endpoint\":");
+      json::append_string(r, u.attempts[i].endpoint);
+      lit(r, ",\"error\":");
+      if (u.attempts[i].error.empty())
+        lit(r, "null");
+      else
+        json::append_string(r, u.attempts[i].error);
+      r.push_back('}');
+    }
+    lit(r, "],\"decision\":{\"policy\":");
+    json::append_string(r, u.policy);
+    lit(r, ",\"reason\":");
+    json::append_string(r, u.policy);
+    lit(r, "}}");
+  }
+
   // Everything before the events.
   void head(std::string& r) const {
     // Sized for everything below (escaping may grow the texts; ~12 bytes per ITL value) so the
@@ -173,7 +204,9 @@ struct finished_stream : record_texts {
     num(r, s.status);
     lit(r, ",\"headers\":");
     append_headers(r, response_headers);
-    lit(r, "},\"outcome\":");
+    r.push_back('}');
+    upstream(r);
+    lit(r, ",\"outcome\":");
     json::append_string(r, to_string(s.outcome));
     lit(r, ",\"error\":");
     if (s.error_type.empty() && s.error_message.empty()) {

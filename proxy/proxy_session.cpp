@@ -214,10 +214,19 @@ class proxy_session final : public relay_host, public net::session_base {
   hooks::request_view request_view_of(const exchange& ex, std::string_view body,
                                       std::span<const hooks::header_view> headers) const {
     const auto& up = shared_.cfg.upstreams[ex.route->upstream_index];
-    return {ex.method, ex.target_redacted, ex.route->name,
-            up.name,   ex.model,           ex.stream_requested,
-            body,      to_ns(ex.start),    ex.wall_start_us,
-            headers,   ex.conversation,    ex.tenant};
+    return {ex.method,
+            ex.target_redacted,
+            ex.route->name,
+            up.name,
+            ex.model,
+            ex.stream_requested,
+            body,
+            to_ns(ex.start),
+            ex.wall_start_us,
+            headers,
+            ex.conversation,
+            ex.tenant,
+            config::to_string(up.balance)};
   }
 
   // The hooks' request phase, on the client's request (its headers redacted).
@@ -350,10 +359,11 @@ class proxy_session final : public relay_host, public net::session_base {
     append_upstream_request_head(ex.request_head, request_fields_, f);
   }
 
-  // What an attempt on the exchange's endpoint says of it, for outlier detection.
-  void attempt_outcome(exchange& ex, bool failed) {
+  // What an attempt on the exchange's endpoint says of it: to outlier detection, and to the
+  // hooks (`error`: why it failed; empty when its head is the one used).
+  void attempt_outcome(exchange& ex, endpoint& e, bool failed, std::string_view error) {
     auto& c = *ex.upstream_cluster;
-    auto& e = *ex.upstream_endpoint;
+    if (ex.tap) ex.tap->on_upstream_attempt({e.label, error});
     if (!failed) {
       c.record_success(e);
     } else if (c.record_failure(e)) {
@@ -414,7 +424,7 @@ class proxy_session final : public relay_host, public net::session_base {
         }
         if (!conn) {
           shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
-          attempt_outcome(ex, true);
+          attempt_outcome(ex, *ex.upstream_endpoint, true, to_string(why));
           if (fail_over(ex, why == connect_failure::timeout ? retry_reason::timeout
                                                             : retry_reason::connect))
             continue;
@@ -468,7 +478,7 @@ class proxy_session final : public relay_host, public net::session_base {
     }
     if (ec) {
       if (may_retry && !client_gone_ && is_stale_connection(ec)) co_return attempt_result::retry;
-      if (!client_gone_) attempt_outcome(ex, true);
+      if (!client_gone_) attempt_outcome(ex, *ex.upstream_endpoint, true, to_string(reason_of(ec)));
       if (fail_over(ex, reason_of(ec))) co_return attempt_result::fail_over;
       co_await fail_before_head(ex, ec, "sending the request");
       co_return attempt_result::done;
@@ -489,7 +499,7 @@ class proxy_session final : public relay_host, public net::session_base {
     }
     if (ec) {
       if (may_retry && !client_gone_ && is_stale_connection(ec)) co_return attempt_result::retry;
-      if (!client_gone_) attempt_outcome(ex, true);
+      if (!client_gone_) attempt_outcome(ex, *ex.upstream_endpoint, true, to_string(reason_of(ec)));
       if (fail_over(ex, reason_of(ec))) co_return attempt_result::fail_over;
       co_await fail_before_head(ex, ec, "reading the response head");
       co_return attempt_result::done;
@@ -498,12 +508,18 @@ class proxy_session final : public relay_host, public net::session_base {
     // failed): another one may, while nothing has reached the client.  Its body is not read;
     // the connection goes.
     const auto code = parser->get().result_int();
-    attempt_outcome(ex, code == 502 || code == 503 || code == 504);
-    if ((code == 502 || code == 503 || code == 429) &&
-        fail_over(ex, code == 429   ? retry_reason::status_429
-                      : code == 502 ? retry_reason::status_502
-                                    : retry_reason::status_503))
-      co_return attempt_result::fail_over;
+    const bool gateway_failure = code == 502 || code == 503 || code == 504;
+    if (code == 502 || code == 503 || code == 429) {
+      const auto why = code == 429   ? retry_reason::status_429
+                       : code == 502 ? retry_reason::status_502
+                                     : retry_reason::status_503;
+      auto& answered = *ex.upstream_endpoint;
+      if (fail_over(ex, why)) {
+        attempt_outcome(ex, answered, gateway_failure, to_string(why));
+        co_return attempt_result::fail_over;
+      }
+    }
+    attempt_outcome(ex, *ex.upstream_endpoint, gateway_failure, {});
     const auto head_time = clock::now();
     // No retry past this point: the request (its body a whole conversation, often 10-100 KB)
     // is not needed again, and a stream may stay open for minutes.

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -193,6 +195,35 @@ TEST(Failover, AnEndpointThatKeepsFailingIsEjectedAndTriedAgainLater) {
   EXPECT_EQ(retries_counted(s, "connect"), 4);
   EXPECT_EQ(endpoint_metric(s, "tokentap_upstream_ejections_total", dead), 2);
   EXPECT_EQ(live.requests.load(), 14);
+}
+
+// The trace record says where the exchange went: each attempt, in order, with why it failed.
+TEST(Failover, TheTraceRecordListsEveryAttempt) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tokentap-failover-" + std::to_string(::getpid()));
+  canned_upstream busy({{"/v1/chat/completions", error_answer(503)}});
+  canned_upstream live({{"/v1/chat/completions", stream_answer()}});
+  const auto dead = refusing_port();
+  {
+    stack s([&](config::config& cfg) {
+      fleet({dead, busy.port(), live.port()}, config::balance_policy::round_robin, 2)(cfg);
+      cfg.trace.dir = dir.string();
+    });
+    ASSERT_EQ(fetch(s.proxy_ep(), chat()).status, 200);
+  }  // (the writer has flushed once the proxy is gone)
+  std::string record;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(f.path());
+    std::getline(in, record);
+  }
+  std::filesystem::remove_all(dir);
+  const auto ep = [](std::uint16_t p) { return "127.0.0.1:" + std::to_string(p); };
+  const std::string expected =
+      R"("upstream":{"name":"fleet","endpoint":")" + ep(live.port()) +
+      R"(","attempts":[{"endpoint":")" + ep(dead) + R"(","error":"connect"},{"endpoint":")" +
+      ep(busy.port()) + R"(","error":"status_503"},{"endpoint":")" + ep(live.port()) +
+      R"(","error":null}],"decision":{"policy":"round_robin","reason":"round_robin"}})";
+  EXPECT_NE(record.find(expected), std::string::npos) << record;
 }
 
 }  // namespace
