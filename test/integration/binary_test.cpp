@@ -14,23 +14,12 @@
 #include "sim/sim_server.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/metrics_text.hpp"
+#include "test/support/ports.hpp"
 #include "test/support/process.hpp"
 #include "test/support/tls_cert.hpp"
 
 namespace tokentap::test {
 namespace {
-
-tcp::endpoint parse_endpoint(const std::string& line, const std::string& key) {
-  // "ready proxy=127.0.0.1:PORT admin=127.0.0.1:PORT"
-  const auto k = line.find(key + "=");
-  if (k == std::string::npos) return {};
-  const auto start = k + key.size() + 1;
-  const auto end = line.find(' ', start);
-  const auto hp = line.substr(start, end - start);
-  const auto colon = hp.rfind(':');
-  return {boost::asio::ip::make_address(hp.substr(0, colon)),
-          static_cast<unsigned short>(std::stoi(hp.substr(colon + 1)))};
-}
 
 int lines(const std::string& s) {
   return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
@@ -145,8 +134,8 @@ struct binary_stack {
     args.insert(args.end(), extra.begin(), extra.end());
     proc = std::make_unique<process>(args);
     const auto line = proc->wait_for_line("ready ", std::chrono::seconds(10));
-    proxy = parse_endpoint(line, "proxy");
-    admin = parse_endpoint(line, "admin");
+    proxy = ready_address(line, "proxy");
+    admin = ready_address(line, "admin");
   }
   std::unique_ptr<sim::server> sim;
   std::unique_ptr<process> proc;

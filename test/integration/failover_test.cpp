@@ -2,7 +2,6 @@
 // one endpoint before any byte reached the client moving to another (DESIGN.md §10).
 #include <gtest/gtest.h>
 
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +13,7 @@
 #include "test/support/canned_upstream.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/metrics_text.hpp"
+#include "test/support/ports.hpp"
 #include "test/support/stack.hpp"
 
 namespace tokentap::test {
@@ -30,19 +30,6 @@ canned_response error_answer(unsigned status) {
   canned_response r{"application/json", {R"({"error":{"message":"busy"}})"}};
   r.status = status;
   return r;
-}
-
-// A loopback port nothing listens on: connecting is refused.
-std::uint16_t refusing_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
 }
 
 std::string url(std::uint16_t port) {
@@ -101,7 +88,7 @@ TEST(Failover, RoundRobinTakesEachEndpointInTurn) {
 
 TEST(Failover, ARefusedEndpointIsLeftForAnotherBeforeAnyByteReachedTheClient) {
   canned_upstream live({{"/v1/chat/completions", stream_answer()}});
-  stack s(fleet({refusing_port(), live.port()}, config::balance_policy::round_robin, 1));
+  stack s(fleet({free_loopback_port(), live.port()}, config::balance_policy::round_robin, 1));
   for (int i = 0; i < 6; ++i) {
     const auto r = fetch(s.proxy_ep(), chat());
     ASSERT_EQ(r.status, 200) << r.body;
@@ -143,7 +130,7 @@ TEST(Failover, WhenEveryAttemptFailsTheLastAnswerIsTheClients) {
 
 TEST(Failover, WithoutRetriesAFailedAttemptIsAnswered) {
   canned_upstream live({{"/v1/chat/completions", stream_answer()}});
-  stack s(fleet({refusing_port(), live.port()}, config::balance_policy::round_robin, 0));
+  stack s(fleet({free_loopback_port(), live.port()}, config::balance_policy::round_robin, 0));
   int bad_gateway = 0, ok = 0;
   for (int i = 0; i < 4; ++i) {
     const auto r = fetch(s.proxy_ep(), chat());
@@ -155,7 +142,7 @@ TEST(Failover, WithoutRetriesAFailedAttemptIsAnswered) {
 }
 
 TEST(Failover, EveryEndpointRefusingIsA502AfterTheRetries) {
-  stack s(fleet({refusing_port(), refusing_port(), refusing_port()},
+  stack s(fleet({free_loopback_port(), free_loopback_port(), free_loopback_port()},
                 config::balance_policy::least_request, 2));
   const auto r = fetch(s.proxy_ep(), chat());
   EXPECT_EQ(r.status, 502);
@@ -176,7 +163,7 @@ double endpoint_metric(const stack& s, const std::string& name, std::uint16_t po
 // retries), the metrics say so, and it is tried again once its ejection is over.
 TEST(Failover, AnEndpointThatKeepsFailingIsEjectedAndTriedAgainLater) {
   canned_upstream live({{"/v1/chat/completions", stream_answer()}});
-  const auto dead = refusing_port();
+  const auto dead = free_loopback_port();
   stack s([&](config::config& cfg) {
     fleet({dead, live.port()}, config::balance_policy::round_robin, 1)(cfg);
     cfg.upstreams.front().outlier.consecutive_failures = 2;
@@ -203,7 +190,7 @@ TEST(Failover, TheTraceRecordListsEveryAttempt) {
       std::filesystem::temp_directory_path() / ("tokentap-failover-" + std::to_string(::getpid()));
   canned_upstream busy({{"/v1/chat/completions", error_answer(503)}});
   canned_upstream live({{"/v1/chat/completions", stream_answer()}});
-  const auto dead = refusing_port();
+  const auto dead = free_loopback_port();
   {
     stack s([&](config::config& cfg) {
       fleet({dead, busy.port(), live.port()}, config::balance_policy::round_robin, 2)(cfg);

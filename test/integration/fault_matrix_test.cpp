@@ -27,6 +27,7 @@
 #include "sim/sim_server.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/metrics_text.hpp"
+#include "test/support/ports.hpp"
 #include "test/support/process.hpp"
 #include "test/support/tls_cert.hpp"
 
@@ -228,16 +229,6 @@ class scripted_upstream {
 
 // ------------------------------------------------------------------ the binary under test
 
-tcp::endpoint endpoint_of(const std::string& line, const std::string& key) {
-  const auto k = line.find(key + "=");
-  if (k == std::string::npos) return {};
-  const auto start = k + key.size() + 1;
-  const auto hp = line.substr(start, line.find(' ', start) - start);
-  const auto colon = hp.rfind(':');
-  return {asio::ip::make_address(hp.substr(0, colon)),
-          static_cast<unsigned short>(std::stoi(hp.substr(colon + 1)))};
-}
-
 long rss_kib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);)
@@ -261,8 +252,8 @@ struct proxy_binary {
     proc =
         std::make_unique<process>(std::vector<std::string>{"proxy", "--config", dir + "/c.yaml"});
     const auto line = proc->wait_for_line("ready ", std::chrono::seconds(10));
-    proxy = endpoint_of(line, "proxy");
-    admin = endpoint_of(line, "admin");
+    proxy = ready_address(line, "proxy");
+    admin = ready_address(line, "admin");
   }
   ~proxy_binary() {
     proc->signal(SIGTERM);
@@ -782,8 +773,8 @@ TEST(Shutdown, SigtermDuring500LiveStreamsLetsThemAllFinish) {
                                  << "log: {level: warn, access_log: false}\n";
   process proc({"proxy", "--config", dir + "/c.yaml"});
   const auto ready = proc.wait_for_line("ready ", std::chrono::seconds(10));
-  const auto ep = endpoint_of(ready, "proxy");
-  const auto admin = endpoint_of(ready, "admin");
+  const auto ep = ready_address(ready, "proxy");
+  const auto admin = ready_address(ready, "admin");
   ASSERT_NE(ep.port(), 0) << proc.err();
 
   constexpr int streams = 500;
