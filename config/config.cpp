@@ -57,8 +57,8 @@ host_port address(const YAML::Node& n, std::string_view key) {
 
 void read_upstream(const std::string& name, const YAML::Node& n, upstream_config& up) {
   check_keys(n,
-             {"url", "endpoints", "balance", "retries", "outlier", "tls_verify", "ca_file",
-              "max_idle_connections", "idle_connection_ttl_ms"},
+             {"url", "endpoints", "balance", "retries", "outlier", "fallback", "tls_verify",
+              "ca_file", "max_idle_connections", "idle_connection_ttl_ms"},
              "upstream '" + name + "'");
   up.name = name;
   if (!n["url"] == !n["endpoints"]) fail(n, "upstream '" + name + "' needs a url or endpoints");
@@ -116,6 +116,7 @@ void read_upstream(const std::string& name, const YAML::Node& n, upstream_config
     if (out.max_ejection < out.base_ejection)
       fail(o, where + ": max_ejection_ms is less than base_ejection_ms");
   }
+  if (n["fallback"]) up.fallback = scalar<std::string>(n["fallback"], "fallback");
   if (n["tls_verify"]) up.tls_verify = scalar<bool>(n["tls_verify"], "tls_verify");
   if (n["ca_file"]) up.ca_file = scalar<std::string>(n["ca_file"], "ca_file");
   if (n["max_idle_connections"])
@@ -397,6 +398,16 @@ void validate(config& cfg) {
     if (cfg.upstreams.size() != 1)
       throw config_error("several upstreams but no routes: add routes with prefix and upstream");
     cfg.routes.push_back({cfg.upstreams[0].name, "/", cfg.upstreams[0].name, 0});
+  }
+  for (auto& up : cfg.upstreams) {
+    if (up.fallback.empty()) continue;
+    auto it = std::find_if(cfg.upstreams.begin(), cfg.upstreams.end(),
+                           [&](const upstream_config& u) { return u.name == up.fallback; });
+    if (it == cfg.upstreams.end())
+      throw config_error("upstream '" + up.name + "' falls back to unknown upstream '" +
+                         up.fallback + "'");
+    if (it->name == up.name) throw config_error("upstream '" + up.name + "' falls back to itself");
+    up.fallback_index = static_cast<std::size_t>(it - cfg.upstreams.begin());
   }
   std::set<std::string> prefixes;
   for (auto& r : cfg.routes) {

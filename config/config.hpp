@@ -53,10 +53,14 @@ struct upstream_config {
   /// (refused, reset or timed out before the head; 502, 503 or 429), within the retry budget.
   unsigned retries = 1;
   outlier_config outlier;
-  bool tls_verify = true;     ///< verify the certificate chain and host name (system store)
-  std::string ca_file;        ///< extra PEM bundle to trust, empty = system store only
-  std::size_t max_idle = 64;  ///< idle keep-alive connections kept per I/O thread
-  ms idle_ttl{4000};          ///< drop idle connections older than this (uvicorn closes at 5 s)
+  /// Another upstream for a request none of this one's endpoints can take (all ejected, or all
+  /// tried); empty: none.  One hop: the fallback's own fallback is not followed.
+  std::string fallback;
+  std::size_t fallback_index = 0;  ///< resolved by validate()
+  bool tls_verify = true;          ///< verify the certificate chain and host name (system store)
+  std::string ca_file;             ///< extra PEM bundle to trust, empty = system store only
+  std::size_t max_idle = 64;       ///< idle keep-alive connections kept per I/O thread
+  ms idle_ttl{4000};  ///< drop idle connections older than this (uvicorn closes at 5 s)
 };
 
 struct route_config {

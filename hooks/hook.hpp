@@ -117,7 +117,8 @@ struct stream_info {
   struct upstream_summary {
     std::string name, policy;
     struct attempt {
-      std::string endpoint, error;  ///< error empty: the attempt whose head was used
+      std::string upstream, endpoint;
+      std::string error;  ///< empty: the attempt whose head was used
     };
     std::vector<attempt> attempts;
   } upstream;

@@ -198,7 +198,8 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
   void on_upstream_attempt(const upstream_attempt& a) noexcept override {
     // (At most 1 + config::max_retries per exchange; bounded again here.)
     if (info_.upstream.attempts.size() < max_attempts)
-      info_.upstream.attempts.push_back({std::string(a.endpoint), std::string(a.error)});
+      info_.upstream.attempts.push_back(
+          {std::string(a.upstream), std::string(a.endpoint), std::string(a.error)});
   }
   static constexpr std::size_t max_attempts = 16;
 

@@ -65,6 +65,7 @@ struct request_view {
 
 /// One attempt of an exchange on an endpoint of its upstream (DESIGN.md §10).
 struct upstream_attempt {
+  std::string_view upstream;  ///< the endpoint's upstream (the route's, or its fallback)
   std::string_view endpoint;  ///< host:port
   /// Empty: its response head was the one forwarded (or answered).  Else why it failed before
   /// any byte reached the client: connect, tls, timeout, reset, status_429, status_502,

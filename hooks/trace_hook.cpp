@@ -157,10 +157,12 @@ struct finished_stream : record_texts {
         json::append_string(r, u.attempts[i].error);
       r.push_back('}');
     }
+    // Its own policy's choice, or its fallback's endpoint.
+    const bool fell_back = u.attempts.back().upstream != u.name;
     lit(r, "],\"decision\":{\"policy\":");
     json::append_string(r, u.policy);
     lit(r, ",\"reason\":");
-    json::append_string(r, u.policy);
+    json::append_string(r, fell_back ? std::string_view("fallback") : std::string_view(u.policy));
     lit(r, "}}");
   }
 

@@ -119,6 +119,10 @@ class cluster {
 
   endpoint* pick(const pick_context& ctx) noexcept { return balancer_->pick(*this, ctx); }
 
+  /// The upstream its `fallback` names (set once all clusters exist); nullptr: none.
+  cluster* fallback() const noexcept { return fallback_; }
+  void set_fallback(cluster* c) noexcept { fallback_ = c; }
+
   /// The retry budget (as Envoy's): a retry may start while the cluster's retries in flight stay
   /// under 20 % of its exchanges in flight, and at least min_retries_in_flight.  True: one retry
   /// more is in flight until end_retry().
@@ -153,6 +157,7 @@ class cluster {
   std::shared_ptr<boost::asio::ssl::context> tls_;
   std::unique_ptr<load_balancer> balancer_;
   std::atomic<std::uint32_t> retrying_{0};
+  cluster* fallback_ = nullptr;
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(retry_reason::count_)> retries_{};
 };
 

@@ -81,6 +81,10 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
           [c, ep] { return c->ejections(*ep); }, labels);
     }
   }
+  for (const auto& up : shared_->cfg.upstreams)
+    if (!up.fallback.empty())
+      shared_->clusters[static_cast<std::size_t>(&up - shared_->cfg.upstreams.data())]
+          ->set_fallback(shared_->clusters[up.fallback_index].get());
   for (unsigned i = 0; i < runtime_.size(); ++i)
     shared_->pools.push_back(
         std::make_unique<upstream_pool>(runtime_.at(i).ioc, shared_->cfg, endpoints));

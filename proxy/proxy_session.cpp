@@ -241,6 +241,10 @@ class proxy_session final : public relay_host, public net::session_base {
   bool choose_endpoint(exchange& ex) {
     ex.upstream_cluster = shared_.clusters[ex.route->upstream_index].get();
     ex.upstream_endpoint = ex.upstream_cluster->pick({.route_key = ex.route_key, .tried = {}});
+    if (ex.upstream_endpoint == nullptr && ex.upstream_cluster->fallback() != nullptr) {
+      ex.upstream_cluster = ex.upstream_cluster->fallback();
+      ex.upstream_endpoint = ex.upstream_cluster->pick({.route_key = ex.route_key, .tried = {}});
+    }
     if (ex.upstream_endpoint == nullptr) return false;
     ex.in_flight.reset(ex.upstream_endpoint);
     return true;
@@ -361,9 +365,8 @@ class proxy_session final : public relay_host, public net::session_base {
 
   // What an attempt on the exchange's endpoint says of it: to outlier detection, and to the
   // hooks (`error`: why it failed; empty when its head is the one used).
-  void attempt_outcome(exchange& ex, endpoint& e, bool failed, std::string_view error) {
-    auto& c = *ex.upstream_cluster;
-    if (ex.tap) ex.tap->on_upstream_attempt({e.label, error});
+  void attempt_outcome(exchange& ex, cluster& c, endpoint& e, bool failed, std::string_view error) {
+    if (ex.tap) ex.tap->on_upstream_attempt({c.cfg().name, e.label, error});
     if (!failed) {
       c.record_success(e);
     } else if (c.record_failure(e)) {
@@ -373,23 +376,32 @@ class proxy_session final : public relay_host, public net::session_base {
     }
   }
 
-  // Whether the request moves to another endpoint of its cluster after an attempt failed with
-  // nothing sent to the client: while the client is there, the upstream's `retries` last, an
-  // endpoint not tried yet is left and the cluster's retry budget allows.  If so, the exchange
-  // now names that endpoint and its request head is written for it.
+  // Whether the request moves to another endpoint after an attempt failed with nothing sent to
+  // the client: while the client is there, the route's upstream's `retries` last, an endpoint
+  // not tried yet is left — in the upstream, else in its fallback — and that upstream's retry
+  // budget allows.  If so, the exchange now names that endpoint (and its upstream) and its
+  // request head is written for it.
   bool fail_over(exchange& ex, retry_reason why) {
-    auto& c = *ex.upstream_cluster;
-    if (client_gone_ || ex.response_started || tried_count_ > c.cfg().retries ||
+    auto& failed = *ex.upstream_cluster;
+    const auto& route_upstream = *shared_.clusters[ex.route->upstream_index];
+    if (client_gone_ || ex.response_started || tried_count_ > route_upstream.cfg().retries ||
         tried_count_ >= tried_.size())
       return false;
     tried_[tried_count_ - 1] = ex.upstream_endpoint;
-    endpoint* next = c.pick({.route_key = ex.route_key, .tried = {tried_.data(), tried_count_}});
-    if (next == nullptr || !c.begin_retry()) return false;
-    ++retries_held_;
-    c.count_retry(why);
-    TT_LOG(info) << "upstream " << c.cfg().name << ": " << ex.upstream_endpoint->label << " "
-                 << to_string(why) << "; trying " << next->label;
+    const pick_context ctx{.route_key = ex.route_key, .tried = {tried_.data(), tried_count_}};
+    cluster* c = &failed;
+    endpoint* next = c->pick(ctx);
+    if (next == nullptr && c == &route_upstream && c->fallback() != nullptr) {
+      c = c->fallback();
+      next = c->pick(ctx);
+    }
+    if (next == nullptr || !c->begin_retry()) return false;
+    retries_held_[tried_count_ - 1] = c;
+    failed.count_retry(why);
+    TT_LOG(info) << "upstream " << failed.cfg().name << ": " << ex.upstream_endpoint->label << " "
+                 << to_string(why) << "; trying " << c->cfg().name << " " << next->label;
     ++tried_count_;
+    ex.upstream_cluster = c;
     ex.upstream_endpoint = next;
     ex.in_flight.reset(next);
     write_request_head(ex);
@@ -399,18 +411,17 @@ class proxy_session final : public relay_host, public net::session_base {
   // ---------------------------------------------------------------- upstream side
 
   awaitable<void> forward(exchange& ex) {
-    auto& c = *ex.upstream_cluster;
     auto& pool = *shared_.pools[owner().index];
     tried_count_ = 1;  // the endpoint chosen (tried_ holds it once it failed)
-    retries_held_ = 0;
-    co_await attempts(ex, c, pool);
-    for (; retries_held_ > 0; --retries_held_) c.end_retry();
+    co_await attempts(ex, pool);
+    for (std::size_t i = 0; i + 1 < tried_count_; ++i) retries_held_[i]->end_retry();
     request_fields_ = {};  // (an answer of our own: the head was never released)
   }
 
-  awaitable<void> attempts(exchange& ex, cluster& c, upstream_pool& pool) {
+  awaitable<void> attempts(exchange& ex, upstream_pool& pool) {
     bool stale_retried = false;
     for (;;) {
+      auto& c = *ex.upstream_cluster;  // (a fallback's after a move)
       const auto& e = *ex.upstream_endpoint;
       auto conn = pool.take(c, e);
       ex.reused_connection = conn != nullptr;
@@ -424,7 +435,7 @@ class proxy_session final : public relay_host, public net::session_base {
         }
         if (!conn) {
           shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
-          attempt_outcome(ex, *ex.upstream_endpoint, true, to_string(why));
+          attempt_outcome(ex, c, *ex.upstream_endpoint, true, to_string(why));
           if (fail_over(ex, why == connect_failure::timeout ? retry_reason::timeout
                                                             : retry_reason::connect))
             continue;
@@ -478,7 +489,9 @@ class proxy_session final : public relay_host, public net::session_base {
     }
     if (ec) {
       if (may_retry && !client_gone_ && is_stale_connection(ec)) co_return attempt_result::retry;
-      if (!client_gone_) attempt_outcome(ex, *ex.upstream_endpoint, true, to_string(reason_of(ec)));
+      if (!client_gone_)
+        attempt_outcome(ex, *ex.upstream_cluster, *ex.upstream_endpoint, true,
+                        to_string(reason_of(ec)));
       if (fail_over(ex, reason_of(ec))) co_return attempt_result::fail_over;
       co_await fail_before_head(ex, ec, "sending the request");
       co_return attempt_result::done;
@@ -499,7 +512,9 @@ class proxy_session final : public relay_host, public net::session_base {
     }
     if (ec) {
       if (may_retry && !client_gone_ && is_stale_connection(ec)) co_return attempt_result::retry;
-      if (!client_gone_) attempt_outcome(ex, *ex.upstream_endpoint, true, to_string(reason_of(ec)));
+      if (!client_gone_)
+        attempt_outcome(ex, *ex.upstream_cluster, *ex.upstream_endpoint, true,
+                        to_string(reason_of(ec)));
       if (fail_over(ex, reason_of(ec))) co_return attempt_result::fail_over;
       co_await fail_before_head(ex, ec, "reading the response head");
       co_return attempt_result::done;
@@ -513,13 +528,14 @@ class proxy_session final : public relay_host, public net::session_base {
       const auto why = code == 429   ? retry_reason::status_429
                        : code == 502 ? retry_reason::status_502
                                      : retry_reason::status_503;
+      auto& answered_by = *ex.upstream_cluster;
       auto& answered = *ex.upstream_endpoint;
       if (fail_over(ex, why)) {
-        attempt_outcome(ex, answered, gateway_failure, to_string(why));
+        attempt_outcome(ex, answered_by, answered, gateway_failure, to_string(why));
         co_return attempt_result::fail_over;
       }
     }
-    attempt_outcome(ex, *ex.upstream_endpoint, gateway_failure, {});
+    attempt_outcome(ex, *ex.upstream_cluster, *ex.upstream_endpoint, gateway_failure, {});
     const auto head_time = clock::now();
     // No retry past this point: the request (its body a whole conversation, often 10-100 KB)
     // is not needed again, and a stream may stay open for minutes.
@@ -810,7 +826,8 @@ class proxy_session final : public relay_host, public net::session_base {
   std::optional<std::size_t> request_length_;
   std::array<endpoint*, 1 + config::max_retries> tried_{};
   std::size_t tried_count_ = 1;
-  unsigned retries_held_ = 0;  // retries this exchange holds in its cluster's budget
+  // The upstream whose retry budget each retry of the exchange holds (tried_count_ - 1 of them).
+  std::array<cluster*, config::max_retries> retries_held_{};
   bool closed_ = false;
   bool first_request_ = true;
   bool idle_ = true;

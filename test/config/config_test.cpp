@@ -166,6 +166,17 @@ TEST(Config, AClusterBalancesAndRetriesAsConfigured) {
   expect_error("upstreams: {a: {url: http://h, retries: -1}}\n", "retries");
 }
 
+TEST(Config, AFallbackNamesAnotherUpstream) {
+  const auto cfg = parse_config(
+      "upstreams: {a: {url: http://h, fallback: b}, b: {url: http://g}}\n"
+      "routes: [{prefix: /, upstream: a}]\n");
+  EXPECT_EQ(cfg.upstreams[0].fallback, "b");
+  EXPECT_EQ(cfg.upstreams[cfg.upstreams[0].fallback_index].name, "b");
+  expect_error("upstreams: {a: {url: http://h, fallback: c}}\n",
+               "upstream 'a' falls back to unknown upstream 'c'");
+  expect_error("upstreams: {a: {url: http://h, fallback: a}}\n", "falls back to itself");
+}
+
 TEST(Config, OutlierDetectionIsOnWithEnvoysDefaultsAndTunable) {
   auto cfg = parse_config("upstreams: {a: {endpoints: [http://h, http://g]}}\n");
   EXPECT_EQ(cfg.upstreams[0].outlier.consecutive_failures, 5u);

@@ -213,5 +213,59 @@ TEST(Failover, TheTraceRecordListsEveryAttempt) {
   EXPECT_NE(record.find(expected), std::string::npos) << record;
 }
 
+// An upstream none of whose endpoints can take a request hands it to its fallback: after its
+// own endpoints failed (within the retries), and at once while all of them are ejected.
+TEST(Failover, AnUpstreamWithNoEndpointLeftFallsBackToAnother) {
+  canned_upstream backup({{"/v1/chat/completions", stream_answer()}});
+  const auto dead1 = free_loopback_port(), dead2 = free_loopback_port();
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tokentap-fallback-" + std::to_string(::getpid()));
+  {
+    stack s([&](config::config& cfg) {
+      fleet({dead1, dead2}, config::balance_policy::round_robin, 2)(cfg);
+      auto& up = cfg.upstreams.front();
+      up.outlier.consecutive_failures = 1;
+      up.outlier.max_ejected_percent = 100;
+      up.fallback = "backup";
+      config::upstream_config b;
+      b.name = "backup";
+      std::string err;
+      b.endpoints.push_back(*config::parse_url(url(backup.port()), err));
+      cfg.upstreams.push_back(b);
+      cfg.trace.dir = dir.string();
+    });
+    for (int i = 0; i < 3; ++i) {
+      const auto r = fetch(s.proxy_ep(), chat());
+      ASSERT_EQ(r.status, 200) << i << ": " << r.body;
+      EXPECT_EQ(r.body, chunk_hi + "data: [DONE]\n\n");
+    }
+    // The first request failed on both endpoints (ejecting them), then went to the fallback; the
+    // next ones went there at once.
+    EXPECT_EQ(retries_counted(s, "connect"), 2);
+    EXPECT_EQ(backup.requests.load(), 3);
+  }
+  std::vector<std::string> records;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(f.path());
+    for (std::string line; std::getline(in, line);) records.push_back(line);
+  }
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(records.size(), 3u);
+  const auto ep = [](std::uint16_t p) { return "127.0.0.1:" + std::to_string(p); };
+  int fell_back_at_once = 0, fell_back_after_two = 0;
+  for (const auto& r : records) {
+    EXPECT_NE(r.find(R"("decision":{"policy":"round_robin","reason":"fallback"})"),
+              std::string::npos)
+        << r;
+    if (r.find(R"("attempts":[{"endpoint":")" + ep(backup.port()) + R"(","error":null}])") !=
+        std::string::npos)
+      ++fell_back_at_once;
+    if (r.find(R"(","error":"connect"},{"endpoint":")" + ep(backup.port())) != std::string::npos)
+      ++fell_back_after_two;
+  }
+  EXPECT_EQ(fell_back_at_once, 2);
+  EXPECT_EQ(fell_back_after_two, 1);
+}
+
 }  // namespace
 }  // namespace tokentap::test
