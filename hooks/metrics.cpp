@@ -471,6 +471,30 @@ void metrics_registry::count_local_reply(std::string_view route, unsigned code) 
   it->second->Increment();
 }
 
+void metrics_registry::count_endpoint_response(std::string_view upstream, std::string_view endpoint,
+                                               unsigned code) {
+  std::string key;
+  key.reserve(upstream.size() + endpoint.size() + 5);
+  key.append(upstream).append(1, '\x1f').append(endpoint).append(1, '\x1f');
+  key += std::to_string(code);
+  std::lock_guard lk(mu_);
+  auto it = endpoint_counters_.find(key);
+  if (it == endpoint_counters_.end()) {
+    if (endpoint_responses_ == nullptr)
+      endpoint_responses_ = &prometheus::BuildCounter()
+                                 .Name("tokentap_upstream_endpoint_requests_total")
+                                 .Help(
+                                     "Response heads from an upstream's endpoint, by status "
+                                     "(attempts answered by another endpoint included)")
+                                 .Register(*registry_);
+    auto& c = endpoint_responses_->Add({{"upstream", std::string(upstream)},
+                                        {"endpoint", std::string(endpoint)},
+                                        {"code", std::to_string(code)}});
+    it = endpoint_counters_.emplace(std::move(key), &c).first;
+  }
+  it->second->Increment();
+}
+
 void metrics_registry::finish(series& s, const stream_info& sum, const std::string& model,
                               const std::string& route, std::uint64_t steps) {
   const auto& t = sum.timing;

@@ -112,6 +112,11 @@ class metrics_registry {
   /// bounded.
   void count_local_reply(std::string_view route, unsigned code);
 
+  /// A response head an endpoint of an upstream sent (DESIGN.md §10):
+  /// tokentap_upstream_endpoint_requests_total{upstream, endpoint, code}.  Upstreams and
+  /// endpoints come from the config and codes are three digits: the series stay bounded.
+  void count_endpoint_response(std::string_view upstream, std::string_view endpoint, unsigned code);
+
   // Called by the metrics hook (see metrics.cpp).
   struct fold_batch;
   void fold(series& s, fold_batch& b);
@@ -144,6 +149,8 @@ class metrics_registry {
   };
   std::vector<gauge_source> gauge_sources_;
   std::map<std::pair<std::string, unsigned>, prometheus::Counter*> local_replies_;  // (mu_)
+  prometheus::Family<prometheus::Counter>* endpoint_responses_ = nullptr;           // (mu_)
+  std::map<std::string, prometheus::Counter*, std::less<>> endpoint_counters_;      // (mu_)
   struct families;
   std::unique_ptr<families> fam_;
   std::chrono::steady_clock::time_point started_;

@@ -364,9 +364,12 @@ class proxy_session final : public relay_host, public net::session_base {
   }
 
   // What an attempt on the exchange's endpoint says of it: to outlier detection, and to the
-  // hooks (`error`: why it failed; empty when its head is the one used).
-  void attempt_outcome(exchange& ex, cluster& c, endpoint& e, bool failed, std::string_view error) {
+  // hooks (`error`: why it failed; empty when its head is the one used) and, when a head came
+  // (`code`), to the endpoint's response count.
+  void attempt_outcome(exchange& ex, cluster& c, endpoint& e, bool failed, std::string_view error,
+                       unsigned code = 0) {
     if (ex.tap) ex.tap->on_upstream_attempt({c.cfg().name, e.label, error});
+    if (code != 0) shared_.metrics->count_endpoint_response(c.cfg().name, e.label, code);
     if (!failed) {
       c.record_success(e);
     } else if (c.record_failure(e)) {
@@ -531,11 +534,11 @@ class proxy_session final : public relay_host, public net::session_base {
       auto& answered_by = *ex.upstream_cluster;
       auto& answered = *ex.upstream_endpoint;
       if (fail_over(ex, why)) {
-        attempt_outcome(ex, answered_by, answered, gateway_failure, to_string(why));
+        attempt_outcome(ex, answered_by, answered, gateway_failure, to_string(why), code);
         co_return attempt_result::fail_over;
       }
     }
-    attempt_outcome(ex, *ex.upstream_cluster, *ex.upstream_endpoint, gateway_failure, {});
+    attempt_outcome(ex, *ex.upstream_cluster, *ex.upstream_endpoint, gateway_failure, {}, code);
     const auto head_time = clock::now();
     // No retry past this point: the request (its body a whole conversation, often 10-100 KB)
     // is not needed again, and a stream may stay open for minutes.

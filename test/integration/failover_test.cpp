@@ -115,6 +115,20 @@ TEST(Failover, AnOverloadedEndpointsAnswerIsNotForwardedWhileAnotherCanTakeTheRe
     // The body went again, whole, to the other endpoint.
     for (const auto& req : live.received()) EXPECT_EQ(req.body, chat().body);
     EXPECT_EQ(retries_counted(s, "status_" + std::to_string(status)), 2);
+    // Every response head counted on the endpoint that sent it.
+    request_options m;
+    m.method = "GET";
+    m.target = "/metrics";
+    const auto metrics = parse_metrics(fetch(s.proxy->admin_endpoint(), m).body);
+    const auto heads = [&](std::uint16_t port, unsigned code) {
+      return metric_sum(metrics, "tokentap_upstream_endpoint_requests_total",
+                        {{"upstream", "fleet"},
+                         {"endpoint", "127.0.0.1:" + std::to_string(port)},
+                         {"code", std::to_string(code)}});
+    };
+    EXPECT_EQ(heads(busy.port(), status), 2);
+    EXPECT_EQ(heads(live.port(), 200), 4);
+    EXPECT_EQ(heads(busy.port(), 200), 0);
   }
 }
 
