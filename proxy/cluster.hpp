@@ -151,6 +151,15 @@ class cluster {
     return retries_[static_cast<std::size_t>(r)].load(std::memory_order_relaxed);
   }
 
+  /// A routing decision for a request of this upstream: its own policy chose (`fell_back`
+  /// false), or its fallback took the request.
+  void count_decision(bool fell_back) noexcept {
+    decisions_[fell_back ? 1 : 0].fetch_add(1, std::memory_order_relaxed);
+  }
+  std::uint64_t decisions(bool fell_back) const noexcept {
+    return decisions_[fell_back ? 1 : 0].load(std::memory_order_relaxed);
+  }
+
  private:
   const config::upstream_config* cfg_;
   std::vector<std::shared_ptr<endpoint>> endpoints_;
@@ -158,6 +167,7 @@ class cluster {
   std::unique_ptr<load_balancer> balancer_;
   std::atomic<std::uint32_t> retrying_{0};
   cluster* fallback_ = nullptr;
+  std::array<std::atomic<std::uint64_t>, 2> decisions_{};
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(retry_reason::count_)> retries_{};
 };
 

@@ -63,6 +63,16 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
           [c, why] { return c->retries(why); },
           {{"upstream", up.name}, {"reason", std::string(to_string(why))}});
     }
+    // Routing decisions: the upstream's own policy, or its fallback.
+    for (const bool fell_back : {false, true})
+      shared_->metrics->add_counter_source(
+          "tokentap_routing_decisions_total",
+          "Requests routed, by the upstream's policy and the reason for the endpoint chosen",
+          [c, fell_back] { return c->decisions(fell_back); },
+          {{"upstream", up.name},
+           {"policy", std::string(config::to_string(up.balance))},
+           {"reason",
+            fell_back ? std::string("fallback") : std::string(config::to_string(up.balance))}});
     // Per endpoint: in flight, in balancing (not ejected), ejections.
     for (const auto& e : c->endpoints()) {
       const std::map<std::string, std::string> labels{{"upstream", up.name},

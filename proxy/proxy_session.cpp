@@ -242,8 +242,11 @@ class proxy_session final : public relay_host, public net::session_base {
     ex.upstream_cluster = shared_.clusters[ex.route->upstream_index].get();
     ex.upstream_endpoint = ex.upstream_cluster->pick({.route_key = ex.route_key, .tried = {}});
     if (ex.upstream_endpoint == nullptr && ex.upstream_cluster->fallback() != nullptr) {
+      ex.upstream_cluster->count_decision(true);
       ex.upstream_cluster = ex.upstream_cluster->fallback();
       ex.upstream_endpoint = ex.upstream_cluster->pick({.route_key = ex.route_key, .tried = {}});
+    } else if (ex.upstream_endpoint != nullptr) {
+      ex.upstream_cluster->count_decision(false);
     }
     if (ex.upstream_endpoint == nullptr) return false;
     ex.in_flight.reset(ex.upstream_endpoint);
@@ -397,6 +400,7 @@ class proxy_session final : public relay_host, public net::session_base {
     if (next == nullptr && c == &route_upstream && c->fallback() != nullptr) {
       c = c->fallback();
       next = c->pick(ctx);
+      if (next != nullptr) failed.count_decision(true);
     }
     if (next == nullptr || !c->begin_retry()) return false;
     retries_held_[tried_count_ - 1] = c;

@@ -257,6 +257,16 @@ TEST(Failover, AnUpstreamWithNoEndpointLeftFallsBackToAnother) {
     // next ones went there at once.
     EXPECT_EQ(retries_counted(s, "connect"), 2);
     EXPECT_EQ(backup.requests.load(), 3);
+    request_options m;
+    m.method = "GET";
+    m.target = "/metrics";
+    const auto metrics = parse_metrics(fetch(s.proxy->admin_endpoint(), m).body);
+    const auto decisions = [&](const char* reason) {
+      return metric_sum(metrics, "tokentap_routing_decisions_total",
+                        {{"upstream", "fleet"}, {"policy", "round_robin"}, {"reason", reason}});
+    };
+    EXPECT_EQ(decisions("round_robin"), 1);  // the first request's first pick
+    EXPECT_EQ(decisions("fallback"), 3);
   }
   std::vector<std::string> records;
   for (const auto& f : std::filesystem::directory_iterator(dir)) {
