@@ -1,4 +1,4 @@
-// What choosing an endpoint costs per request (issue 42: at most 2 µs at 8 endpoints): each
+// What choosing an endpoint costs per request (the goal: at most 2 µs at 8 endpoints): each
 // balancer's first pick, a retry's pick (one endpoint tried), and a pick with an endpoint ejected,
 // at 2 and 8 endpoints, with exchanges in flight spread over them.
 #include <benchmark/benchmark.h>

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -60,13 +61,22 @@ request_options chat() {
   return o;
 }
 
-double retries_counted(const stack& s, const std::string& reason) {
+// A metric of the upstream "fleet" as scraped now: the sum of its series with these labels.
+double fleet_metric(const stack& s, const std::string& name,
+                    std::map<std::string, std::string> labels) {
   request_options o;
   o.method = "GET";
   o.target = "/metrics";
-  const auto m = parse_metrics(fetch(s.proxy->admin_endpoint(), o).body);
-  return metric_sum(m, "tokentap_upstream_retries_total",
-                    {{"upstream", "fleet"}, {"reason", reason}});
+  labels["upstream"] = "fleet";
+  return metric_sum(parse_metrics(fetch(s.proxy->admin_endpoint(), o).body), name, labels);
+}
+
+double retries_counted(const stack& s, const std::string& reason) {
+  return fleet_metric(s, "tokentap_upstream_retries_total", {{"reason", reason}});
+}
+
+std::string endpoint_label(std::uint16_t port) {
+  return "127.0.0.1:" + std::to_string(port);
 }
 
 TEST(Failover, RoundRobinTakesEachEndpointInTurn) {
@@ -116,15 +126,9 @@ TEST(Failover, AnOverloadedEndpointsAnswerIsNotForwardedWhileAnotherCanTakeTheRe
     for (const auto& req : live.received()) EXPECT_EQ(req.body, chat().body);
     EXPECT_EQ(retries_counted(s, "status_" + std::to_string(status)), 2);
     // Every response head counted on the endpoint that sent it.
-    request_options m;
-    m.method = "GET";
-    m.target = "/metrics";
-    const auto metrics = parse_metrics(fetch(s.proxy->admin_endpoint(), m).body);
     const auto heads = [&](std::uint16_t port, unsigned code) {
-      return metric_sum(metrics, "tokentap_upstream_endpoint_requests_total",
-                        {{"upstream", "fleet"},
-                         {"endpoint", "127.0.0.1:" + std::to_string(port)},
-                         {"code", std::to_string(code)}});
+      return fleet_metric(s, "tokentap_upstream_endpoint_requests_total",
+                          {{"endpoint", endpoint_label(port)}, {"code", std::to_string(code)}});
     };
     EXPECT_EQ(heads(busy.port(), status), 2);
     EXPECT_EQ(heads(live.port(), 200), 4);
@@ -165,12 +169,7 @@ TEST(Failover, EveryEndpointRefusingIsA502AfterTheRetries) {
 }
 
 double endpoint_metric(const stack& s, const std::string& name, std::uint16_t port) {
-  request_options o;
-  o.method = "GET";
-  o.target = "/metrics";
-  const auto m = parse_metrics(fetch(s.proxy->admin_endpoint(), o).body);
-  return metric_sum(m, name,
-                    {{"upstream", "fleet"}, {"endpoint", "127.0.0.1:" + std::to_string(port)}});
+  return fleet_metric(s, name, {{"endpoint", endpoint_label(port)}});
 }
 
 // A refusing endpoint is ejected after its failures in a row: requests stop trying it (no more
@@ -218,11 +217,11 @@ TEST(Failover, TheTraceRecordListsEveryAttempt) {
     std::getline(in, record);
   }
   std::filesystem::remove_all(dir);
-  const auto ep = [](std::uint16_t p) { return "127.0.0.1:" + std::to_string(p); };
   const std::string expected =
-      R"("upstream":{"name":"fleet","endpoint":")" + ep(live.port()) +
-      R"(","attempts":[{"endpoint":")" + ep(dead) + R"(","error":"connect"},{"endpoint":")" +
-      ep(busy.port()) + R"(","error":"status_503"},{"endpoint":")" + ep(live.port()) +
+      R"("upstream":{"name":"fleet","endpoint":")" + endpoint_label(live.port()) +
+      R"(","attempts":[{"endpoint":")" + endpoint_label(dead) +
+      R"(","error":"connect"},{"endpoint":")" + endpoint_label(busy.port()) +
+      R"(","error":"status_503"},{"endpoint":")" + endpoint_label(live.port()) +
       R"(","error":null}],"decision":{"policy":"round_robin","reason":"round_robin"}})";
   EXPECT_NE(record.find(expected), std::string::npos) << record;
 }
@@ -257,13 +256,9 @@ TEST(Failover, AnUpstreamWithNoEndpointLeftFallsBackToAnother) {
     // next ones went there at once.
     EXPECT_EQ(retries_counted(s, "connect"), 2);
     EXPECT_EQ(backup.requests.load(), 3);
-    request_options m;
-    m.method = "GET";
-    m.target = "/metrics";
-    const auto metrics = parse_metrics(fetch(s.proxy->admin_endpoint(), m).body);
     const auto decisions = [&](const char* reason) {
-      return metric_sum(metrics, "tokentap_routing_decisions_total",
-                        {{"upstream", "fleet"}, {"policy", "round_robin"}, {"reason", reason}});
+      return fleet_metric(s, "tokentap_routing_decisions_total",
+                          {{"policy", "round_robin"}, {"reason", reason}});
     };
     EXPECT_EQ(decisions("round_robin"), 1);  // the first request's first pick
     EXPECT_EQ(decisions("fallback"), 3);
@@ -275,16 +270,16 @@ TEST(Failover, AnUpstreamWithNoEndpointLeftFallsBackToAnother) {
   }
   std::filesystem::remove_all(dir);
   ASSERT_EQ(records.size(), 3u);
-  const auto ep = [](std::uint16_t p) { return "127.0.0.1:" + std::to_string(p); };
   int fell_back_at_once = 0, fell_back_after_two = 0;
   for (const auto& r : records) {
     EXPECT_NE(r.find(R"("decision":{"policy":"round_robin","reason":"fallback"})"),
               std::string::npos)
         << r;
-    if (r.find(R"("attempts":[{"endpoint":")" + ep(backup.port()) + R"(","error":null}])") !=
-        std::string::npos)
+    if (r.find(R"("attempts":[{"endpoint":")" + endpoint_label(backup.port()) +
+               R"(","error":null}])") != std::string::npos)
       ++fell_back_at_once;
-    if (r.find(R"(","error":"connect"},{"endpoint":")" + ep(backup.port())) != std::string::npos)
+    if (r.find(R"(","error":"connect"},{"endpoint":")" + endpoint_label(backup.port())) !=
+        std::string::npos)
       ++fell_back_after_two;
   }
   EXPECT_EQ(fell_back_at_once, 2);
