@@ -164,16 +164,20 @@ TEST(Trace, RecordMatchesWhatTheSimulatorSent) {
   EXPECT_EQ(rec.output, 26);
   EXPECT_EQ(rec.reasoning_tokens, 6);
   EXPECT_GT(rec.input, 0);
-  // Timing: the simulator was told TTFT 200 ms and 15 ms between tokens (sanitizer builds run
-  // several times slower on the same cores, so their upper slack is wider).
+  // Timing: the simulator was told TTFT 200 ms and 15 ms between tokens.  Nothing can arrive
+  // early; a single event can arrive late when a loaded 2-core machine deschedules the simulator
+  // (CI saw 13 ms once), so the upper slack of one event is wide, sanitizer builds wider still.
+  // The median gap is over 25 gaps and stays tight.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  constexpr double late_ms = 40.0;
+  constexpr double late_ms = 80.0;
 #else
-  constexpr double late_ms = 15.0;
+  constexpr double late_ms = 40.0;
 #endif
   EXPECT_GE(rec.ttft, 199.0);
   EXPECT_LT(rec.ttft, 200.0 + late_ms);
-  EXPECT_NEAR(rec.ttft_answer, 200 + 6 * 15, late_ms - 3);
+  EXPECT_GE(rec.ttft_answer, 200 + 6 * 15 - 1);
+  EXPECT_LT(rec.ttft_answer, 200 + 6 * 15 + late_ms);
+  EXPECT_GE(rec.ttft_answer - rec.ttft, 6 * 15 - 1 - late_ms);
   EXPECT_NEAR(rec.itl_p50, 15, 3);
   // Reasoning steps: the simulator's reasoning opens with a step marker word.
   EXPECT_GT(rec.steps, 0);
