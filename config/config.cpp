@@ -57,8 +57,8 @@ host_port address(const YAML::Node& n, std::string_view key) {
 
 void read_upstream(const std::string& name, const YAML::Node& n, upstream_config& up) {
   check_keys(n,
-             {"url", "endpoints", "balance", "retries", "outlier", "fallback", "tls_verify",
-              "ca_file", "max_idle_connections", "idle_connection_ttl_ms"},
+             {"url", "endpoints", "balance", "prefix", "retries", "outlier", "fallback",
+              "tls_verify", "ca_file", "max_idle_connections", "idle_connection_ttl_ms"},
              "upstream '" + name + "'");
   up.name = name;
   if (!n["url"] == !n["endpoints"]) fail(n, "upstream '" + name + "' needs a url or endpoints");
@@ -73,6 +73,9 @@ void read_upstream(const std::string& name, const YAML::Node& n, upstream_config
   } else {
     if (!n["endpoints"].IsSequence() || n["endpoints"].size() == 0)
       fail(n["endpoints"], "upstream '" + name + "': endpoints must be a list of URLs");
+    if (n["endpoints"].size() > max_endpoints)
+      fail(n["endpoints"],
+           "upstream '" + name + "': at most " + std::to_string(max_endpoints) + " endpoints");
     for (const auto& e : n["endpoints"]) add(e);
   }
   if (const auto b = n["balance"]) {
@@ -82,11 +85,42 @@ void read_upstream(const std::string& name, const YAML::Node& n, upstream_config
     else if (policy == "round_robin")
       up.balance = balance_policy::round_robin;
     else if (policy == "prefix")
-      fail(b, "upstream '" + name + "': balance: prefix is not built yet (round_robin or " +
-                  "least_request)");
+      up.balance = balance_policy::prefix;
     else
-      fail(b, "upstream '" + name + "': balance must be round_robin or least_request, not '" +
-                  policy + "'");
+      fail(b, "upstream '" + name +
+                  "': balance must be round_robin, least_request or prefix, not '" + policy + "'");
+  }
+  if (const auto p = n["prefix"]) {
+    const auto where = "upstream '" + name + "' prefix";
+    if (up.balance != balance_policy::prefix) fail(p, where + ": needs balance: prefix");
+    check_keys(p, {"new", "load_bounds", "max_imbalance", "min_gap", "index_entries"}, where);
+    auto& pc = up.prefix;
+    if (p["new"]) {
+      const auto v = scalar<std::string>(p["new"], "new");
+      if (v == "least_load")
+        pc.new_conversations = prefix_config::placement::least_load;
+      else if (v == "hash")
+        pc.new_conversations = prefix_config::placement::hash;
+      else
+        fail(p["new"], where + ": new must be least_load or hash, not '" + v + "'");
+    }
+    if (p["load_bounds"]) pc.load_bounds = scalar<bool>(p["load_bounds"], "load_bounds");
+    if (p["max_imbalance"]) {
+      pc.max_imbalance = scalar<double>(p["max_imbalance"], "max_imbalance");
+      if (!(pc.max_imbalance >= 1.0) || pc.max_imbalance > 1e6)
+        fail(p["max_imbalance"], where + ": max_imbalance must be a ratio from 1 to 1e6");
+    }
+    if (p["min_gap"]) {
+      const auto g = non_negative(p["min_gap"], "min_gap");
+      if (g > 1000000) fail(p["min_gap"], where + ": min_gap is at most 1000000");
+      pc.min_gap = static_cast<unsigned>(g);
+    }
+    if (p["index_entries"]) {
+      const auto e = non_negative(p["index_entries"], "index_entries");
+      if (e < 64 || e > (std::uint64_t{1} << 24))
+        fail(p["index_entries"], where + ": index_entries must be from 64 to 16777216");
+      pc.index_entries = static_cast<std::size_t>(e);
+    }
   }
   if (n["retries"]) {
     const auto r = non_negative(n["retries"], "retries");
@@ -366,7 +400,15 @@ config load_config_file(const std::string& path, bool check) {
 }
 
 std::string_view to_string(balance_policy p) noexcept {
-  return p == balance_policy::round_robin ? "round_robin" : "least_request";
+  switch (p) {
+    case balance_policy::round_robin:
+      return "round_robin";
+    case balance_policy::prefix:
+      return "prefix";
+    case balance_policy::least_request:
+      break;
+  }
+  return "least_request";
 }
 
 void set_single_upstream(config& cfg, const std::string& url_text) {

@@ -26,11 +26,14 @@ class config_error : public std::runtime_error {
 /// `url:` in the file is the one-endpoint form of `endpoints:`.
 /// At most this many further attempts per request (`retries`).
 inline constexpr unsigned max_retries = 8;
+/// At most this many endpoints per upstream (`endpoints`): metric labels stay bounded.
+inline constexpr std::size_t max_endpoints = 256;
 
 /// How a cluster chooses among its endpoints (DESIGN.md §10).
 enum class balance_policy {
   least_request,  ///< power of two choices on exchanges in flight
   round_robin,    ///< each endpoint in turn
+  prefix,         ///< the endpoint that served the conversation's longest prefix (prefix_config)
 };
 std::string_view to_string(balance_policy p) noexcept;
 
@@ -45,6 +48,23 @@ struct outlier_config {
   unsigned max_ejected_percent = 50;
 };
 
+/// `balance: prefix` (DESIGN.md §10).  A request goes to the endpoint that recently served the
+/// longest prefix of its conversation, from a bounded index of `index_entries` prefixes per
+/// upstream.  A conversation that matches nothing is placed by `new_conversations`.  With
+/// `load_bounds`, affinity gives way to the least busy endpoint when the matched one has more
+/// than `min_gap` streams more than it *and* more than `max_imbalance` times as many.
+struct prefix_config {
+  enum class placement {
+    least_load,  ///< fewest streams in flight, then the smallest prefix footprint
+    hash,        ///< rendezvous hash of the conversation's root: instances agree unshared
+  };
+  placement new_conversations = placement::least_load;
+  bool load_bounds = true;
+  double max_imbalance = 1.5;
+  unsigned min_gap = 8;
+  std::size_t index_entries = 65536;
+};
+
 struct upstream_config {
   std::string name;
   std::vector<url> endpoints;  ///< at least one; all http:// or all https://
@@ -53,6 +73,7 @@ struct upstream_config {
   /// (refused, reset or timed out before the head; 502, 503 or 429), within the retry budget.
   unsigned retries = 1;
   outlier_config outlier;
+  prefix_config prefix;  ///< for balance: prefix
   /// Another upstream for a request none of this one's endpoints can take (all ejected, or all
   /// tried); empty: none.  One hop: the fallback's own fallback is not followed.
   std::string fallback;

@@ -118,7 +118,9 @@ struct stream_info {
     std::string name, policy;
     struct attempt {
       std::string upstream, endpoint;
-      std::string error;  ///< empty: the attempt whose head was used
+      std::string error;   ///< empty: the attempt whose head was used
+      std::string reason;  ///< why the balancer chose its endpoint (routing_reason's name)
+      std::uint32_t matched_messages = 0;  ///< prefix_match: conversation elements matched
     };
     std::vector<attempt> attempts;
   } upstream;

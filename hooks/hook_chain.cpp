@@ -198,9 +198,11 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
   void on_upstream_attempt(const upstream_attempt& a) noexcept override {
     // (At most 1 + config::max_retries per exchange; bounded again here.)
     if (info_.upstream.attempts.size() < max_attempts)
-      info_.upstream.attempts.push_back(
-          {std::string(a.upstream), std::string(a.endpoint), std::string(a.error)});
+      info_.upstream.attempts.push_back({std::string(a.upstream), std::string(a.endpoint),
+                                         std::string(a.error), std::string(a.reason),
+                                         a.matched_messages});
   }
+  const parsers::usage_counts* usage() const noexcept override { return &info_.usage; }
   static constexpr std::size_t max_attempts = 16;
 
   void on_upstream_error(std::string_view reason, unsigned status) noexcept override {

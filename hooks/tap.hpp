@@ -18,6 +18,7 @@
 
 #include "parsers/hot_lines.hpp"
 #include "parsers/request_inspector.hpp"
+#include "parsers/stream_decoder.hpp"
 
 namespace tokentap::hooks {
 
@@ -71,6 +72,11 @@ struct upstream_attempt {
   /// any byte reached the client: connect, tls, timeout, reset, status_429, status_502,
   /// status_503.
   std::string_view error;
+  /// Why the balancer chose the endpoint (DESIGN.md §10): round_robin, least_request,
+  /// prefix_match, hash, load_bound, fallback; and for prefix_match, how many conversation
+  /// elements matched.
+  std::string_view reason;
+  std::uint32_t matched_messages = 0;
 };
 
 /// The upstream response head.  Views are valid only during the call.
@@ -134,6 +140,9 @@ class stream_tap {
   /// connection retried on a new one is not an attempt of its own).
   virtual void on_upstream_attempt(const upstream_attempt&) noexcept {}
   virtual void on_stream_end(stream_outcome, mono_ns end_ns) noexcept {}
+  /// After on_stream_end: the provider's usage as the tap read it (normalized, DESIGN.md §6);
+  /// nullptr when it reads none.
+  virtual const parsers::usage_counts* usage() const noexcept { return nullptr; }
   /// Adds where the state lies that the next on_body touches first (parsers::hot_lines): the
   /// relay asks after each on_body, while that state is in the cache, and prefetches it when
   /// the next read is ready.

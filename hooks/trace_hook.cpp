@@ -157,12 +157,14 @@ struct finished_stream : record_texts {
         json::append_string(r, u.attempts[i].error);
       r.push_back('}');
     }
-    // Its own policy's choice, or its fallback's endpoint.
-    const bool fell_back = u.attempts.back().upstream != u.name;
+    // Why the endpoint that answered (or failed last) was chosen.
+    const auto& last = u.attempts.back();
     lit(r, "],\"decision\":{\"policy\":");
     json::append_string(r, u.policy);
     lit(r, ",\"reason\":");
-    json::append_string(r, fell_back ? std::string_view("fallback") : std::string_view(u.policy));
+    json::append_string(r, last.reason);
+    lit(r, ",\"matched_messages\":");
+    r += std::to_string(last.matched_messages);
     lit(r, "}}");
   }
 

@@ -1,5 +1,7 @@
 #include "proxy/cluster.hpp"
 
+#include "proxy/prefix_balancer.hpp"
+
 #include <chrono>
 #include <functional>
 #include <random>
@@ -12,14 +14,18 @@ cluster::cluster(const config::upstream_config& cfg, std::size_t first_id,
                  std::unique_ptr<load_balancer> balancer)
     : cfg_(&cfg),
       tls_(std::move(tls)),
-      balancer_(balancer ? std::move(balancer) : make_balancer(cfg.balance)) {
+      balancer_(balancer ? std::move(balancer) : make_balancer(cfg)) {
   for (const auto& u : cfg.endpoints) {
     auto e = std::make_shared<endpoint>();
     e->id = first_id + endpoints_.size();
+    e->index = static_cast<std::uint32_t>(endpoints_.size());
     e->target = u;
     e->host_header = u.host_header();
     e->label = (u.host.find(':') != std::string::npos ? "[" + u.host + "]" : u.host) + ":" +
                std::to_string(u.port);
+    std::uint64_t h = 14695981039346656037ull;  // FNV-1a
+    for (unsigned char ch : e->label) h = (h ^ ch) * 1099511628211ull;
+    e->label_hash = h;
     endpoints_.push_back(std::move(e));
   }
 }
@@ -44,14 +50,45 @@ std::string_view to_string(retry_reason r) noexcept {
   return "unknown";
 }
 
-std::unique_ptr<load_balancer> make_balancer(config::balance_policy p) {
-  switch (p) {
+std::string_view to_string(routing_reason r) noexcept {
+  switch (r) {
+    case routing_reason::round_robin:
+      return "round_robin";
+    case routing_reason::least_request:
+      return "least_request";
+    case routing_reason::prefix_match:
+      return "prefix_match";
+    case routing_reason::hash:
+      return "hash";
+    case routing_reason::load_bound:
+      return "load_bound";
+    case routing_reason::fallback:
+      return "fallback";
+    case routing_reason::count_:
+      break;
+  }
+  return "unknown";
+}
+
+std::unique_ptr<load_balancer> make_balancer(const config::upstream_config& cfg) {
+  switch (cfg.balance) {
     case config::balance_policy::round_robin:
       return std::make_unique<round_robin_balancer>();
+    case config::balance_policy::prefix:
+      return std::make_unique<prefix_balancer>(cfg.prefix, cfg.endpoints.size());
     case config::balance_policy::least_request:
       break;
   }
   return std::make_unique<least_request_balancer>();
+}
+
+void cluster::cache_report(endpoint& e, const pick_result& d, std::int64_t prompt,
+                           std::int64_t cached) noexcept {
+  if (prompt < 0 || cached < 0) return;
+  e.prompt_tokens.fetch_add(static_cast<std::uint64_t>(prompt), std::memory_order_relaxed);
+  e.cached_tokens.fetch_add(static_cast<std::uint64_t>(std::min(cached, prompt)),
+                            std::memory_order_relaxed);
+  balancer_->cache_report(e, d, cached, steady_now_ns());
 }
 
 std::int64_t steady_now_ns() noexcept {
@@ -92,9 +129,6 @@ bool cluster::begin_retry() noexcept {
   return false;
 }
 
-namespace {
-
-// The least busy usable endpoint (neither tried nor ejected); nullptr when there is none.
 endpoint* least_busy_usable(cluster& c, const pick_context& ctx) noexcept {
   endpoint* best = nullptr;
   for (const auto& e : c.endpoints()) {
@@ -106,27 +140,24 @@ endpoint* least_busy_usable(cluster& c, const pick_context& ctx) noexcept {
   return best;
 }
 
-}  // namespace
-
-endpoint* round_robin_balancer::pick(cluster& c, const pick_context& ctx) noexcept {
+pick_result round_robin_balancer::choose(cluster& c, const pick_context& ctx) noexcept {
   auto& eps = c.endpoints();
   const auto n = eps.size();
-  if (n == 0) return nullptr;
+  if (n == 0) return {};
   // A retry takes the endpoints after the one that failed, without taking the next request's
   // turn.
   std::size_t at = ctx.tried.empty()
                        ? static_cast<std::size_t>(next_.fetch_add(1, std::memory_order_relaxed))
                        : ctx.tried.back()->id - eps.front()->id + 1;
   for (std::size_t i = 0; i < n; ++i, ++at)
-    if (auto* e = eps[at % n].get(); ctx.usable(*e)) return e;
-  return nullptr;
+    if (auto* e = eps[at % n].get(); ctx.usable(*e))
+      return {.chosen = e, .reason = routing_reason::round_robin};
+  return {};
 }
 
-endpoint* least_request_balancer::pick(cluster& c, const pick_context& ctx) noexcept {
+pick_result least_request_balancer::choose(cluster& c, const pick_context& ctx) noexcept {
   auto& eps = c.endpoints();
-  if (!ctx.tried.empty()) return least_busy_usable(c, ctx);
-  if (eps.empty()) return nullptr;
-  if (eps.size() == 1) return ctx.usable(*eps.front()) ? eps.front().get() : nullptr;
+  if (!ctx.tried.empty() || eps.size() < 2) return {.chosen = least_busy_usable(c, ctx)};
   // A generator per thread: no shared state between I/O threads.
   thread_local std::minstd_rand rng{static_cast<std::uint_fast32_t>(
       std::hash<std::thread::id>{}(std::this_thread::get_id()) ^
@@ -137,11 +168,11 @@ endpoint* least_request_balancer::pick(cluster& c, const pick_context& ctx) noex
   if (b >= a) ++b;  // two different endpoints
   auto* first = eps[a].get();
   auto* second = eps[b].get();
-  if (!ctx.usable(*first) || !ctx.usable(*second)) return least_busy_usable(c, ctx);
-  return second->active.load(std::memory_order_relaxed) <
-                 first->active.load(std::memory_order_relaxed)
-             ? second
-             : first;
+  if (!ctx.usable(*first) || !ctx.usable(*second)) return {.chosen = least_busy_usable(c, ctx)};
+  return {.chosen = second->active.load(std::memory_order_relaxed) <
+                            first->active.load(std::memory_order_relaxed)
+                        ? second
+                        : first};
 }
 
 }  // namespace tokentap::proxy

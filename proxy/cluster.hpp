@@ -16,16 +16,19 @@
 #include <boost/asio/ssl/context.hpp>
 
 #include "config/config.hpp"
+#include "parsers/request_inspector.hpp"
 
 namespace tokentap::proxy {
 
 /// One address of a cluster, with what the proxy derives from it once.  Shared: an exchange that
 /// counts on it keeps it alive (a hard stop destroys pending sessions after the clusters).
 struct endpoint : std::enable_shared_from_this<endpoint> {
-  std::size_t id = 0;  ///< index among the endpoints of every cluster (the pools' key)
+  std::size_t id = 0;       ///< index among the endpoints of every cluster (the pools' key)
+  std::uint32_t index = 0;  ///< position among its cluster's endpoints
   config::url target;
-  std::string host_header;  ///< its `Host` value
-  std::string label;        ///< host:port, as metrics and logs name it
+  std::string host_header;       ///< its `Host` value
+  std::string label;             ///< host:port, as metrics and logs name it
+  std::uint64_t label_hash = 0;  ///< of `label`: the same in every tokentap process
   /// Exchanges in flight on it, all I/O threads (relaxed: a balancing hint, not an account).
   std::atomic<std::uint32_t> active{0};
 
@@ -34,6 +37,11 @@ struct endpoint : std::enable_shared_from_this<endpoint> {
   std::atomic<std::uint32_t> consecutive_failures{0};
   std::atomic<std::int64_t> ejected_until_ns{0};
   std::atomic<std::uint32_t> ejections{0};
+
+  // What it reported of its prompt cache (cluster::cache_report): prompt tokens of the requests
+  // whose usage carried cache fields, and how many of them it served from its cache.
+  std::atomic<std::uint64_t> prompt_tokens{0};
+  std::atomic<std::uint64_t> cached_tokens{0};
 
   bool ejected(std::int64_t now_ns) const noexcept {
     return ejected_until_ns.load(std::memory_order_relaxed) > now_ns;
@@ -56,9 +64,25 @@ enum class retry_reason : std::uint8_t {
 };
 std::string_view to_string(retry_reason r) noexcept;
 
+/// Why a balancer chose an endpoint: the `reason` label of tokentap_routing_decisions_total and
+/// the trace record's `upstream.decision.reason` (DESIGN.md §10).
+enum class routing_reason : std::uint8_t {
+  round_robin,    ///< its turn
+  least_request,  ///< the least busy (of two drawn, or of all), or a new conversation's place
+  prefix_match,   ///< it served the longest prefix of the conversation
+  hash,           ///< a new conversation's rendezvous hash
+  load_bound,     ///< affinity gave way: the endpoint it pointed to was too busy
+  fallback,       ///< the upstream's fallback took the request
+  count_          // (the number of reasons)
+};
+std::string_view to_string(routing_reason r) noexcept;
+
 /// What a balancer may consider for one request.
 struct pick_context {
   std::string_view route_key;  ///< from the hooks' request phase; empty: none
+  /// The conversation's elements in order (parsers::request_inspector digests); empty when the
+  /// body was not inspected or is not a conversation.
+  std::span<const parsers::message_digest> conversation;
   /// Endpoints this request already failed on (a retry): not picked again.
   std::span<endpoint* const> tried;
 
@@ -71,14 +95,28 @@ struct pick_context {
   std::int64_t now_ns = steady_now_ns();
 };
 
+/// A balancer's choice and why.
+struct pick_result {
+  endpoint* chosen = nullptr;  ///< nullptr: no endpoint can take the request
+  routing_reason reason = routing_reason::least_request;
+  std::uint32_t matched_messages = 0;  ///< prefix_match: conversation elements matched
+  std::int64_t match_seen_ns = 0;      ///< prefix_match: when that prefix was last served there
+};
+
 class cluster;
 
 /// Chooses an endpoint of a cluster for one request.  Called from every I/O thread at once.
 class load_balancer {
  public:
   virtual ~load_balancer() = default;
-  /// nullptr: no endpoint can take the request.
-  virtual endpoint* pick(cluster& c, const pick_context& ctx) noexcept = 0;
+  virtual pick_result choose(cluster& c, const pick_context& ctx) noexcept = 0;
+  /// `e` took a request for `conversation` (its response head came): what it now holds.
+  virtual void served(endpoint& e, std::span<const parsers::message_digest> conversation,
+                      std::int64_t now_ns) noexcept {}
+  /// `e`, chosen as `d`, reported `cached` prompt tokens from its cache (its usage had cache
+  /// fields): evidence for or against what the balancer believed of it.
+  virtual void cache_report(endpoint& e, const pick_result& d, std::int64_t cached,
+                            std::int64_t now_ns) noexcept {}
 };
 
 /// Least outstanding requests by the power of two choices: two endpoints drawn at random, the
@@ -86,21 +124,25 @@ class load_balancer {
 /// retry takes the least busy endpoint not tried yet.
 class least_request_balancer final : public load_balancer {
  public:
-  endpoint* pick(cluster& c, const pick_context& ctx) noexcept override;
+  pick_result choose(cluster& c, const pick_context& ctx) noexcept override;
 };
+
+/// The least busy endpoint the request may use (neither tried nor ejected); ties: the first.
+/// nullptr when there is none.
+endpoint* least_busy_usable(cluster& c, const pick_context& ctx) noexcept;
 
 /// Each endpoint in turn (one counter for every I/O thread); a retry takes the next endpoint
 /// after the one that failed that was not tried yet.
 class round_robin_balancer final : public load_balancer {
  public:
-  endpoint* pick(cluster& c, const pick_context& ctx) noexcept override;
+  pick_result choose(cluster& c, const pick_context& ctx) noexcept override;
 
  private:
   std::atomic<std::uint64_t> next_{0};
 };
 
-/// The balancer a policy names.
-std::unique_ptr<load_balancer> make_balancer(config::balance_policy p);
+/// The balancer an upstream's policy names.
+std::unique_ptr<load_balancer> make_balancer(const config::upstream_config& cfg);
 
 /// An upstream at run time.  Immutable after start but for the endpoints' counters.
 class cluster {
@@ -117,7 +159,16 @@ class cluster {
   /// The client TLS context of its https:// endpoints; nullptr for http://.
   boost::asio::ssl::context* tls() const noexcept { return tls_.get(); }
 
-  endpoint* pick(const pick_context& ctx) noexcept { return balancer_->pick(*this, ctx); }
+  pick_result choose(const pick_context& ctx) noexcept { return balancer_->choose(*this, ctx); }
+  endpoint* pick(const pick_context& ctx) noexcept { return choose(ctx).chosen; }
+
+  /// `e` took a request for `conversation`: its response head came.
+  void served(endpoint& e, std::span<const parsers::message_digest> conversation) noexcept {
+    if (!conversation.empty()) balancer_->served(e, conversation, steady_now_ns());
+  }
+  /// `e`'s usage for a request chosen as `d` reported `cached` of `prompt` tokens from its cache.
+  void cache_report(endpoint& e, const pick_result& d, std::int64_t prompt,
+                    std::int64_t cached) noexcept;
 
   /// The upstream its `fallback` names (set once all clusters exist); nullptr: none.
   cluster* fallback() const noexcept { return fallback_; }
@@ -151,13 +202,13 @@ class cluster {
     return retries_[static_cast<std::size_t>(r)].load(std::memory_order_relaxed);
   }
 
-  /// A routing decision for a request of this upstream: its own policy chose (`fell_back`
-  /// false), or its fallback took the request.
-  void count_decision(bool fell_back) noexcept {
-    decisions_[fell_back ? 1 : 0].fetch_add(1, std::memory_order_relaxed);
+  /// A routing decision for a request of this upstream, by why the endpoint was chosen
+  /// (`fallback`: its fallback upstream took the request).
+  void count_decision(routing_reason r) noexcept {
+    decisions_[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed);
   }
-  std::uint64_t decisions(bool fell_back) const noexcept {
-    return decisions_[fell_back ? 1 : 0].load(std::memory_order_relaxed);
+  std::uint64_t decisions(routing_reason r) const noexcept {
+    return decisions_[static_cast<std::size_t>(r)].load(std::memory_order_relaxed);
   }
 
  private:
@@ -167,7 +218,8 @@ class cluster {
   std::unique_ptr<load_balancer> balancer_;
   std::atomic<std::uint32_t> retrying_{0};
   cluster* fallback_ = nullptr;
-  std::array<std::atomic<std::uint64_t>, 2> decisions_{};
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(routing_reason::count_)>
+      decisions_{};
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(retry_reason::count_)> retries_{};
 };
 

@@ -43,6 +43,7 @@ struct exchange {
   std::string route_key;                  // from the request phase, for the router
   cluster* upstream_cluster = nullptr;    // the route's upstream
   endpoint* upstream_endpoint = nullptr;  // its endpoint the router chose
+  pick_result decision;                   // why (upstream_endpoint's)
   active_exchange in_flight;              // counted on that endpoint while the exchange lasts
   bool head = false;
   bool client_keep_alive = false;

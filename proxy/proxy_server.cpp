@@ -63,16 +63,31 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
           [c, why] { return c->retries(why); },
           {{"upstream", up.name}, {"reason", std::string(to_string(why))}});
     }
-    // Routing decisions: the upstream's own policy, or its fallback.
-    for (const bool fell_back : {false, true})
+    // Routing decisions, by the reasons its policy gives (and its fallback).
+    std::vector<routing_reason> reasons;
+    switch (up.balance) {
+      case config::balance_policy::round_robin:
+        reasons = {routing_reason::round_robin};
+        break;
+      case config::balance_policy::least_request:
+        reasons = {routing_reason::least_request};
+        break;
+      case config::balance_policy::prefix:
+        reasons = {routing_reason::prefix_match, routing_reason::least_request,
+                   routing_reason::load_bound};
+        if (up.prefix.new_conversations == config::prefix_config::placement::hash)
+          reasons.push_back(routing_reason::hash);
+        break;
+    }
+    reasons.push_back(routing_reason::fallback);
+    for (const auto why : reasons)
       shared_->metrics->add_counter_source(
           "tokentap_routing_decisions_total",
           "Requests routed, by the upstream's policy and the reason for the endpoint chosen",
-          [c, fell_back] { return c->decisions(fell_back); },
+          [c, why] { return c->decisions(why); },
           {{"upstream", up.name},
            {"policy", std::string(config::to_string(up.balance))},
-           {"reason",
-            fell_back ? std::string("fallback") : std::string(config::to_string(up.balance))}});
+           {"reason", std::string(to_string(why))}});
     // Per endpoint: in flight, in balancing (not ejected), ejections.
     for (const auto& e : c->endpoints()) {
       const std::map<std::string, std::string> labels{{"upstream", up.name},

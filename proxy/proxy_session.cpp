@@ -165,8 +165,7 @@ class proxy_session final : public relay_host, public net::session_base {
       apply(d, req, ex);
     }
     if (!choose_endpoint(ex)) {
-      // (No balancing policy refuses a request yet: with one endpoint per upstream there is
-      // always one to pick.)
+      // Every endpoint of the upstream (and of its fallback) is ejected.
       shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
       ex.outcome = stream_outcome::upstream_error;
       if (ex.tap) {
@@ -189,7 +188,10 @@ class proxy_session final : public relay_host, public net::session_base {
     co_await forward(ex);
     stop_watching();
     shared_.stats.active_streams.fetch_sub(1, std::memory_order_relaxed);
-    if (ex.tap) ex.tap->on_stream_end(ex.outcome, mono_now_ns());
+    if (ex.tap) {
+      ex.tap->on_stream_end(ex.outcome, mono_now_ns());
+      report_cache(ex);
+    }
     access_log(ex);
 
     co_return ex.response_complete&& ex.client_keep_alive && !draining_ && !client_gone_;
@@ -240,17 +242,30 @@ class proxy_session final : public relay_host, public net::session_base {
   // the request.
   bool choose_endpoint(exchange& ex) {
     ex.upstream_cluster = shared_.clusters[ex.route->upstream_index].get();
-    ex.upstream_endpoint = ex.upstream_cluster->pick({.route_key = ex.route_key, .tried = {}});
-    if (ex.upstream_endpoint == nullptr && ex.upstream_cluster->fallback() != nullptr) {
-      ex.upstream_cluster->count_decision(true);
+    const pick_context ctx{.route_key = ex.route_key, .conversation = ex.conversation, .tried = {}};
+    ex.decision = ex.upstream_cluster->choose(ctx);
+    if (ex.decision.chosen == nullptr && ex.upstream_cluster->fallback() != nullptr) {
+      ex.upstream_cluster->count_decision(routing_reason::fallback);
       ex.upstream_cluster = ex.upstream_cluster->fallback();
-      ex.upstream_endpoint = ex.upstream_cluster->pick({.route_key = ex.route_key, .tried = {}});
-    } else if (ex.upstream_endpoint != nullptr) {
-      ex.upstream_cluster->count_decision(false);
+      ex.decision = ex.upstream_cluster->choose(ctx);
+      ex.decision.reason = routing_reason::fallback;
+    } else if (ex.decision.chosen != nullptr) {
+      ex.upstream_cluster->count_decision(ex.decision.reason);
     }
+    ex.upstream_endpoint = ex.decision.chosen;
     if (ex.upstream_endpoint == nullptr) return false;
     ex.in_flight.reset(ex.upstream_endpoint);
     return true;
+  }
+
+  // What the endpoint that answered reported of its prompt cache, for its balancer's evidence
+  // and its hit ratio.
+  void report_cache(exchange& ex) const {
+    const auto* u = ex.tap->usage();
+    if (u == nullptr || !u->cache_fields || u->input_tokens < 0 || ex.upstream_endpoint == nullptr)
+      return;
+    ex.upstream_cluster->cache_report(*ex.upstream_endpoint, ex.decision, u->input_tokens,
+                                      std::max<std::int64_t>(0, u->cached_input_tokens));
   }
 
   // What the request phase decided, applied to the request before its upstream head is built.
@@ -285,8 +300,6 @@ class proxy_session final : public relay_host, public net::session_base {
       const auto headers = redacted_headers(ex.request_head);
       ex.tap->on_request(request_view_of(ex, ex.request_body, headers));
     }
-    // The hooks took what they need from the digests; an open stream should not pin them.
-    ex.conversation = {};
   }
 
   static void tap_response_head(const http::response<http::buffer_body>& ures,
@@ -329,7 +342,10 @@ class proxy_session final : public relay_host, public net::session_base {
       ex.tenant = tenant_hash(k);
     const auto ct = req[http::field::content_type];
     if (req.body().empty() || ct.find("json") == std::string_view::npos) return;
-    auto info = inspector_.inspect(req.body(), {.digests = shared_.taps != nullptr});
+    // Digests for the hooks (cache events) and for a balancer that routes by prefix.
+    const bool by_prefix =
+        shared_.clusters[ex.route->upstream_index]->cfg().balance == config::balance_policy::prefix;
+    auto info = inspector_.inspect(req.body(), {.digests = shared_.taps != nullptr || by_prefix});
     ex.model = info.model;
     ex.stream_requested = info.stream;
     ex.conversation = std::move(info.digests);
@@ -371,10 +387,14 @@ class proxy_session final : public relay_host, public net::session_base {
   // (`code`), to the endpoint's response count.
   void attempt_outcome(exchange& ex, cluster& c, endpoint& e, bool failed, std::string_view error,
                        unsigned code = 0) {
-    if (ex.tap) ex.tap->on_upstream_attempt({c.cfg().name, e.label, error});
+    if (ex.tap)
+      ex.tap->on_upstream_attempt({c.cfg().name, e.label, error, to_string(ex.decision.reason),
+                                   ex.decision.matched_messages});
     if (code != 0) shared_.metrics->count_endpoint_response(c.cfg().name, e.label, code);
     if (!failed) {
       c.record_success(e);
+      // It now holds the conversation's prefix in its cache.
+      if (code >= 200 && code < 300) c.served(e, ex.conversation);
     } else if (c.record_failure(e)) {
       TT_LOG(warn) << "upstream " << c.cfg().name << ": endpoint " << e.label << " ejected after "
                    << c.cfg().outlier.consecutive_failures << " failures in a row (ejection "
@@ -394,14 +414,18 @@ class proxy_session final : public relay_host, public net::session_base {
         tried_count_ >= tried_.size())
       return false;
     tried_[tried_count_ - 1] = ex.upstream_endpoint;
-    const pick_context ctx{.route_key = ex.route_key, .tried = {tried_.data(), tried_count_}};
+    const pick_context ctx{.route_key = ex.route_key,
+                           .conversation = ex.conversation,
+                           .tried = {tried_.data(), tried_count_}};
     cluster* c = &failed;
-    endpoint* next = c->pick(ctx);
-    if (next == nullptr && c == &route_upstream && c->fallback() != nullptr) {
+    auto choice = c->choose(ctx);
+    if (choice.chosen == nullptr && c == &route_upstream && c->fallback() != nullptr) {
       c = c->fallback();
-      next = c->pick(ctx);
-      if (next != nullptr) failed.count_decision(true);
+      choice = c->choose(ctx);
+      choice.reason = routing_reason::fallback;
+      if (choice.chosen != nullptr) failed.count_decision(routing_reason::fallback);
     }
+    endpoint* next = choice.chosen;
     if (next == nullptr || !c->begin_retry()) return false;
     retries_held_[tried_count_ - 1] = c;
     failed.count_retry(why);
@@ -410,6 +434,7 @@ class proxy_session final : public relay_host, public net::session_base {
     ++tried_count_;
     ex.upstream_cluster = c;
     ex.upstream_endpoint = next;
+    ex.decision = choice;
     ex.in_flight.reset(next);
     write_request_head(ex);
     return true;
@@ -786,6 +811,7 @@ class proxy_session final : public relay_host, public net::session_base {
   void release_request(exchange& ex) {
     std::string().swap(ex.request_head);
     std::string().swap(ex.request_body);
+    std::vector<parsers::message_digest>().swap(ex.conversation);
     request_fields_ = {};
   }
 

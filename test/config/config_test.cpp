@@ -160,10 +160,39 @@ TEST(Config, AClusterBalancesAndRetriesAsConfigured) {
   EXPECT_EQ(cfg.upstreams[1].balance, balance_policy::least_request);
   EXPECT_EQ(cfg.upstreams[1].retries, 1u);
   expect_error("upstreams: {a: {url: http://h, balance: random}}\n",
-               "balance must be round_robin or least_request, not 'random'");
-  expect_error("upstreams: {a: {url: http://h, balance: prefix}}\n", "prefix is not built yet");
+               "balance must be round_robin, least_request or prefix, not 'random'");
   expect_error("upstreams: {a: {url: http://h, retries: 9}}\n", "retries is at most 8");
   expect_error("upstreams: {a: {url: http://h, retries: -1}}\n", "retries");
+}
+
+TEST(Config, PrefixBalancingHasLoadBoundsOnByDefaultAndTunablePlacement) {
+  auto cfg = parse_config("upstreams: {a: {endpoints: [http://h, http://g], balance: prefix}}\n");
+  const auto& d = cfg.upstreams[0].prefix;
+  EXPECT_EQ(cfg.upstreams[0].balance, balance_policy::prefix);
+  EXPECT_EQ(d.new_conversations, prefix_config::placement::least_load);
+  EXPECT_TRUE(d.load_bounds);
+  EXPECT_EQ(d.max_imbalance, 1.5);
+  EXPECT_EQ(d.min_gap, 8u);
+  EXPECT_EQ(d.index_entries, 65536u);
+  cfg = parse_config(
+      "upstreams:\n  a:\n    endpoints: [http://h, http://g]\n    balance: prefix\n"
+      "    prefix: {new: hash, load_bounds: false, max_imbalance: 2.5, min_gap: 3, "
+      "index_entries: 1000}\n");
+  const auto& p = cfg.upstreams[0].prefix;
+  EXPECT_EQ(p.new_conversations, prefix_config::placement::hash);
+  EXPECT_FALSE(p.load_bounds);
+  EXPECT_EQ(p.max_imbalance, 2.5);
+  EXPECT_EQ(p.min_gap, 3u);
+  EXPECT_EQ(p.index_entries, 1000u);
+  expect_error("upstreams: {a: {url: http://h, prefix: {new: hash}}}\n", "needs balance: prefix");
+  expect_error("upstreams: {a: {url: http://h, balance: prefix, prefix: {new: random}}}\n",
+               "new must be least_load or hash, not 'random'");
+  expect_error("upstreams: {a: {url: http://h, balance: prefix, prefix: {max_imbalance: 0.5}}}\n",
+               "max_imbalance must be a ratio from 1");
+  expect_error("upstreams: {a: {url: http://h, balance: prefix, prefix: {index_entries: 10}}}\n",
+               "index_entries must be from 64");
+  expect_error("upstreams: {a: {url: http://h, balance: prefix, prefix: {gap: 1}}}\n",
+               "unknown key 'gap'");
 }
 
 TEST(Config, AFallbackNamesAnotherUpstream) {

@@ -222,7 +222,8 @@ TEST(Failover, TheTraceRecordListsEveryAttempt) {
       R"(","attempts":[{"endpoint":")" + endpoint_label(dead) +
       R"(","error":"connect"},{"endpoint":")" + endpoint_label(busy.port()) +
       R"(","error":"status_503"},{"endpoint":")" + endpoint_label(live.port()) +
-      R"(","error":null}],"decision":{"policy":"round_robin","reason":"round_robin"}})";
+      R"(","error":null}],"decision":{"policy":"round_robin","reason":"round_robin",)"
+      R"("matched_messages":0}})";
   EXPECT_NE(record.find(expected), std::string::npos) << record;
 }
 
@@ -272,8 +273,9 @@ TEST(Failover, AnUpstreamWithNoEndpointLeftFallsBackToAnother) {
   ASSERT_EQ(records.size(), 3u);
   int fell_back_at_once = 0, fell_back_after_two = 0;
   for (const auto& r : records) {
-    EXPECT_NE(r.find(R"("decision":{"policy":"round_robin","reason":"fallback"})"),
-              std::string::npos)
+    EXPECT_NE(
+        r.find(R"("decision":{"policy":"round_robin","reason":"fallback","matched_messages":0})"),
+        std::string::npos)
         << r;
     if (r.find(R"("attempts":[{"endpoint":")" + endpoint_label(backup.port()) +
                R"(","error":null}])") != std::string::npos)
@@ -284,6 +286,30 @@ TEST(Failover, AnUpstreamWithNoEndpointLeftFallsBackToAnother) {
   }
   EXPECT_EQ(fell_back_at_once, 2);
   EXPECT_EQ(fell_back_after_two, 1);
+}
+
+// Every endpoint ejected and no fallback: the request is answered 503 at once, without an
+// attempt, and names the upstream; nothing hangs.
+TEST(Failover, NoEndpointLeftAndNoFallbackIsA503AtOnce) {
+  const auto dead1 = free_loopback_port(), dead2 = free_loopback_port();
+  stack s([&](config::config& cfg) {
+    fleet({dead1, dead2}, config::balance_policy::least_request, 1)(cfg);
+    auto& up = cfg.upstreams.front();
+    up.outlier.consecutive_failures = 1;
+    up.outlier.max_ejected_percent = 100;
+  });
+  const auto first = fetch(s.proxy_ep(), chat());
+  EXPECT_EQ(first.status, 502) << first.body;  // both tried (and ejected)
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = fetch(s.proxy_ep(), chat());
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("\"no_upstream_endpoint\""), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("no endpoint of upstream 'fleet' can take the request"), std::string::npos)
+      << r.body;
+  EXPECT_LT(took, std::chrono::seconds(1));
+  EXPECT_EQ(retries_counted(s, "connect"), 1);  // the first request's; none for the second
+  EXPECT_EQ(fleet_metric(s, "tokentap_upstream_ejections_total", {}), 2);
 }
 
 }  // namespace

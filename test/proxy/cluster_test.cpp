@@ -59,7 +59,8 @@ TEST(LeastRequest, TheBusiestEndpointIsNeverPickedTheOthersShare) {
   for (auto& b : busy) b.reset(eps[2].get());
   EXPECT_EQ(eps[2]->active.load(), 5u);
   std::map<endpoint*, int> picks;
-  for (int i = 0; i < 3000; ++i) ++picks[c.pick({.route_key = "k", .tried = {}})];
+  for (int i = 0; i < 3000; ++i)
+    ++picks[c.pick({.route_key = "k", .conversation = {}, .tried = {}})];
   EXPECT_EQ(picks.count(eps[2].get()), 0u);
   for (std::size_t i : {0u, 1u, 3u}) {
     EXPECT_GT(picks[eps[i].get()], 700) << i;  // ~1000 each
@@ -76,9 +77,9 @@ TEST(LeastRequest, ARetryTakesTheLeastBusyEndpointNotTriedYet) {
   for (auto& x : busy_b) x.reset(eps[1].get());
   for (auto& x : busy_c) x.reset(eps[2].get());
   endpoint* tried[] = {eps[0].get(), eps[1].get(), eps[2].get()};
-  EXPECT_EQ(c.pick({.route_key = {}, .tried = {tried, 1}}), eps[2].get());
-  EXPECT_EQ(c.pick({.route_key = {}, .tried = {tried + 2, 1}}), eps[0].get());
-  EXPECT_EQ(c.pick({.route_key = {}, .tried = {tried, 3}}), nullptr);
+  EXPECT_EQ(c.pick({.route_key = {}, .conversation = {}, .tried = {tried, 1}}), eps[2].get());
+  EXPECT_EQ(c.pick({.route_key = {}, .conversation = {}, .tried = {tried + 2, 1}}), eps[0].get());
+  EXPECT_EQ(c.pick({.route_key = {}, .conversation = {}, .tried = {tried, 3}}), nullptr);
 }
 
 TEST(RoundRobin, EachEndpointInTurnFromEveryThread) {
@@ -91,7 +92,7 @@ TEST(RoundRobin, EachEndpointInTurnFromEveryThread) {
   for (int t = 0; t < 3; ++t)
     threads.emplace_back([&] {
       for (int i = 0; i < 1000; ++i) {
-        auto* e = c.pick({.route_key = {}, .tried = {}});
+        auto* e = c.pick({.route_key = {}, .conversation = {}, .tried = {}});
         std::lock_guard lk(mu);
         ++picks[e];
       }
@@ -99,8 +100,9 @@ TEST(RoundRobin, EachEndpointInTurnFromEveryThread) {
   for (auto& t : threads) t.join();
   for (const auto& e : c.endpoints()) EXPECT_EQ(picks[e.get()], 1000);
   // In turn, one after the other.
-  const auto* first = c.pick({.route_key = {}, .tried = {}});
-  EXPECT_EQ(c.pick({.route_key = {}, .tried = {}})->id, 4 + (first->id - 4 + 1) % 3);
+  const auto* first = c.pick({.route_key = {}, .conversation = {}, .tried = {}});
+  EXPECT_EQ(c.pick({.route_key = {}, .conversation = {}, .tried = {}})->id,
+            4 + (first->id - 4 + 1) % 3);
 }
 
 TEST(RoundRobin, ARetryTakesTheNextEndpointNotTriedWithoutTakingTheNextRequestsTurn) {
@@ -108,14 +110,15 @@ TEST(RoundRobin, ARetryTakesTheNextEndpointNotTriedWithoutTakingTheNextRequestsT
   up.balance = config::balance_policy::round_robin;
   cluster c(up, 0, nullptr);
   auto& eps = c.endpoints();
-  EXPECT_EQ(c.pick({.route_key = {}, .tried = {}}), eps[0].get());
+  EXPECT_EQ(c.pick({.route_key = {}, .conversation = {}, .tried = {}}), eps[0].get());
   endpoint* tried[] = {eps[0].get(), eps[1].get()};
-  EXPECT_EQ(c.pick({.route_key = {}, .tried = {tried, 1}}), eps[1].get());
-  EXPECT_EQ(c.pick({.route_key = {}, .tried = {tried, 2}}), eps[2].get());
-  EXPECT_EQ(c.pick({.route_key = {}, .tried = {tried + 1, 1}}), eps[2].get());
-  EXPECT_EQ(c.pick({.route_key = {}, .tried = {}}), eps[1].get());  // the next request's turn
+  EXPECT_EQ(c.pick({.route_key = {}, .conversation = {}, .tried = {tried, 1}}), eps[1].get());
+  EXPECT_EQ(c.pick({.route_key = {}, .conversation = {}, .tried = {tried, 2}}), eps[2].get());
+  EXPECT_EQ(c.pick({.route_key = {}, .conversation = {}, .tried = {tried + 1, 1}}), eps[2].get());
+  EXPECT_EQ(c.pick({.route_key = {}, .conversation = {}, .tried = {}}),
+            eps[1].get());  // the next request's turn
   endpoint* all[] = {eps[0].get(), eps[1].get(), eps[2].get()};
-  EXPECT_EQ(c.pick({.route_key = {}, .tried = {all, 3}}), nullptr);
+  EXPECT_EQ(c.pick({.route_key = {}, .conversation = {}, .tried = {all, 3}}), nullptr);
 }
 
 // Retries in flight stay under 20 % of the exchanges in flight, and at least 3 may run.
@@ -152,7 +155,8 @@ TEST(Outlier, FailuresInARowEjectAnEndpointUntilItRejoinsByItself) {
   EXPECT_TRUE(c.record_failure(a));
   EXPECT_EQ(c.ejections(a), 1u);
   EXPECT_TRUE(a.ejected(steady_now_ns()));
-  for (int i = 0; i < 40; ++i) EXPECT_NE(c.pick({.route_key = {}, .tried = {}}), &a);
+  for (int i = 0; i < 40; ++i)
+    EXPECT_NE(c.pick({.route_key = {}, .conversation = {}, .tried = {}}), &a);
   // Half may be out (max_ejected_percent 50): b goes too, c does not.
   for (int i = 0; i < 3; ++i) c.record_failure(*eps[1]);
   for (int i = 0; i < 3; ++i) EXPECT_FALSE(c.record_failure(*eps[2]));
@@ -162,7 +166,7 @@ TEST(Outlier, FailuresInARowEjectAnEndpointUntilItRejoinsByItself) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_FALSE(a.ejected(steady_now_ns()));
   std::map<endpoint*, int> picks;
-  for (int i = 0; i < 40; ++i) ++picks[c.pick({.route_key = {}, .tried = {}})];
+  for (int i = 0; i < 40; ++i) ++picks[c.pick({.route_key = {}, .conversation = {}, .tried = {}})];
   EXPECT_EQ(picks[&a], 10);
   for (int i = 0; i < 3; ++i) c.record_failure(a);
   EXPECT_EQ(c.ejections(a), 2u);
@@ -176,7 +180,7 @@ TEST(Outlier, ALoneEndpointIsNeverEjectedAndZeroFailuresTurnsItOff) {
   auto one = upstream_of({"http://a"});
   cluster c1(one, 0, nullptr);
   for (int i = 0; i < 20; ++i) EXPECT_FALSE(c1.record_failure(*c1.endpoints()[0]));
-  EXPECT_EQ(c1.pick({.route_key = {}, .tried = {}}), c1.endpoints()[0].get());
+  EXPECT_EQ(c1.pick({.route_key = {}, .conversation = {}, .tried = {}}), c1.endpoints()[0].get());
   auto two = upstream_of({"http://a", "http://b"});
   two.outlier.consecutive_failures = 0;
   cluster c2(two, 0, nullptr);
@@ -190,7 +194,7 @@ TEST(Outlier, LeastRequestNeverPicksAnEjectedEndpoint) {
   cluster c(up, 0, nullptr);
   ASSERT_TRUE(c.record_failure(*c.endpoints()[1]));
   for (int i = 0; i < 300; ++i)
-    EXPECT_NE(c.pick({.route_key = {}, .tried = {}}), c.endpoints()[1].get());
+    EXPECT_NE(c.pick({.route_key = {}, .conversation = {}, .tried = {}}), c.endpoints()[1].get());
 }
 
 TEST(ActiveExchange, CountsWhileItLivesAndMovesWithReset) {
