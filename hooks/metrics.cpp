@@ -11,6 +11,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "hooks/endpoint_stats.hpp"
 #include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
@@ -345,6 +346,7 @@ metrics_registry::metrics_registry(const config::config& cfg)
       max_models_(cfg.metrics.max_models),
       window_(cfg.metrics.window),
       fam_(std::make_unique<families>(*registry_)),
+      endpoints_(std::make_unique<endpoint_stats>(cfg.metrics.window)),
       started_(std::chrono::steady_clock::now()) {
   if (!cfg.metrics.ttft_buckets.empty()) buckets_.ttft = cfg.metrics.ttft_buckets;
   if (!cfg.metrics.itl_buckets.empty()) buckets_.itl = cfg.metrics.itl_buckets;
@@ -533,6 +535,7 @@ void metrics_registry::finish(series& s, const stream_info& sum, const std::stri
     s.step_duration[k]->Observe(static_cast<double>(sum.step_end_ns[i] - sum.steps[i].t_ns) / 1e9);
   }
 
+  endpoints_->record(sum);
   std::lock_guard lk(mu_);
   auto rit = s.requests.find(sum.status);
   if (rit == s.requests.end()) {
@@ -767,7 +770,9 @@ std::string metrics_registry::stats_json() {
   for (const auto& r : slowest_) rows.push_back(&r);
   std::stable_sort(rows.begin(), rows.end(),
                    [](const slow_row* a, const slow_row* b) { return a->e2e_ms > b->e2e_ms; });
-  out += "],\"slowest\":[";
+  out += "],\"endpoints\":";
+  endpoints_->append_json(out, window_s);
+  out += ",\"slowest\":[";
   for (std::size_t i = 0; i < rows.size() && i < 10; ++i) {
     if (i) out += ",";
     rows[i]->render(out);

@@ -79,6 +79,8 @@ struct bucket_config {
 };
 bucket_config default_buckets();
 
+class endpoint_stats;
+
 class metrics_registry {
  public:
   explicit metrics_registry(const config::config& cfg);
@@ -125,6 +127,9 @@ class metrics_registry {
 
   const bucket_config& buckets() const noexcept { return buckets_; }
 
+  /// The per-endpoint table of /api/stats (rows added at setup by the proxy).
+  endpoint_stats& endpoints() noexcept { return *endpoints_; }
+
  private:
   struct window;
   std::shared_ptr<prometheus::Registry> registry_;
@@ -153,6 +158,7 @@ class metrics_registry {
   std::map<std::string, prometheus::Counter*, std::less<>> endpoint_counters_;      // (mu_)
   struct families;
   std::unique_ptr<families> fam_;
+  std::unique_ptr<endpoint_stats> endpoints_;
   std::chrono::steady_clock::time_point started_;
 };
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "config/log.hpp"
+#include "hooks/endpoint_stats.hpp"
 #include "hooks/hook_chain.hpp"
 #include "hooks/metrics.hpp"
 #include "net/tls.hpp"
@@ -104,6 +105,10 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
           "tokentap_upstream_ejections_total",
           "Times outlier detection left an endpoint out of balancing",
           [c, ep] { return c->ejections(*ep); }, labels);
+      shared_->metrics->endpoints().add(
+          up.name, e->label,
+          [ep] { return static_cast<double>(ep->active.load(std::memory_order_relaxed)); },
+          [ep] { return !ep->ejected(steady_now_ns()); });
     }
   }
   for (const auto& up : shared_->cfg.upstreams)

@@ -388,6 +388,12 @@ TEST(Dashboard, RendersLiveNumbersInHeadlessChromium) {
   ASSERT_NE(miss, std::string::npos);
   EXPECT_EQ(std::atoi(dom.c_str() + miss + 16), 6) << dom.substr(miss, 40);
   EXPECT_NE(dom.find("live · updated"), std::string::npos);
+  // The endpoints table: the simulator's row, in balancing, with its six requests' routing.
+  const auto row = dom.find("<td>127.0.0.1:" + std::to_string(s.sim_ep().port()) + "</td>");
+  ASSERT_NE(row, std::string::npos) << dom;
+  EXPECT_NE(dom.find("<td class=\"ok\">healthy</td>", row), std::string::npos)
+      << dom.substr(row, 400);
+  EXPECT_NE(dom.find("least_request 6", row), std::string::npos) << dom.substr(row, 400);
   const std::string shot = "chromium " + flags + "--screenshot=" + artifacts + "/dashboard.png " +
                            url + " >/dev/null 2>&1";
   EXPECT_EQ(std::system(shot.c_str()), 0);

@@ -2,6 +2,7 @@
 // of a conversation returns to the replica that holds its prefix, the replica reports the hit,
 // and the decisions, the trace record and the metrics say why (DESIGN.md §10).
 #include <gtest/gtest.h>
+#include <simdjson.h>
 
 #include <unistd.h>
 
@@ -136,6 +137,38 @@ TEST(PrefixRouting, EveryTurnReturnsToTheReplicaThatHoldsTheConversation) {
     EXPECT_EQ(f.metric("tokentap_routing_decisions_total",
                        {{"policy", "prefix"}, {"reason", "prefix_match"}}),
               conversations * (turns - 1));
+    // /api/stats: a row per replica, each with its two conversations' six requests, routed by
+    // load first and by prefix after, serving most prompt tokens from its cache.
+    request_options o;
+    o.method = "GET";
+    o.target = "/api/stats";
+    const auto stats = fetch(f.s->proxy->admin_endpoint(), o).body;
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    ASSERT_FALSE(parser.parse(stats).get(doc)) << stats;
+    simdjson::dom::array rows;
+    ASSERT_FALSE(doc["endpoints"].get_array().get(rows)) << stats;
+    ASSERT_EQ(rows.size(), 3u);
+    for (auto row : rows) {
+      std::string_view upstream;
+      bool healthy = false;
+      std::uint64_t requests = 0, by_prefix = 0, by_load = 0, ttft_n = 0, active = 1;
+      double hit_ratio = -1;
+      ASSERT_FALSE(row["upstream"].get(upstream) || row["healthy"].get(healthy) ||
+                   row["requests"].get(requests) || row["hit_ratio"].get(hit_ratio) ||
+                   row["active"].get(active) || row["ttft_ms"]["n"].get(ttft_n) ||
+                   row["reasons"]["prefix_match"].get(by_prefix) ||
+                   row["reasons"]["least_request"].get(by_load))
+          << simdjson::to_string(row);
+      EXPECT_EQ(upstream, "fleet");
+      EXPECT_TRUE(healthy);
+      EXPECT_EQ(active, 0u);
+      EXPECT_EQ(requests, 6u);
+      EXPECT_EQ(ttft_n, 6u);
+      EXPECT_EQ(by_prefix, 4u);
+      EXPECT_EQ(by_load, 2u);
+      EXPECT_GT(hit_ratio, 0.5) << simdjson::to_string(row);
+    }
   }
   // The trace record of a later turn names the decision and how much of the conversation
   // matched: what the turn before sent (2 elements for the second turn, 4 for the third).

@@ -1,0 +1,121 @@
+#include "hooks/endpoint_stats.hpp"
+
+#include <cstdio>
+
+#include "parsers/json_out.hpp"
+
+namespace tokentap::hooks {
+
+namespace {
+
+std::int64_t now_sec() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void endpoint_stats::add(std::string upstream, std::string endpoint, std::function<double()> active,
+                         std::function<bool()> healthy) {
+  auto r = std::make_unique<row>();
+  r->upstream = std::move(upstream);
+  r->endpoint = std::move(endpoint);
+  r->active = std::move(active);
+  r->healthy = std::move(healthy);
+  r->ring.resize(static_cast<std::size_t>(std::max<std::int64_t>(1, window_.count())));
+  std::lock_guard lk(mu_);
+  rows_.push_back(std::move(r));
+}
+
+void endpoint_stats::record(const stream_info& s) {
+  if (s.upstream.attempts.empty()) return;
+  const auto& last = s.upstream.attempts.back();
+  const auto now = now_sec();
+  std::lock_guard lk(mu_);
+  for (auto& r : rows_) {
+    if (r->endpoint != last.endpoint || r->upstream != last.upstream) continue;
+    auto& sec = r->ring[static_cast<std::size_t>(now) % r->ring.size()];
+    if (sec.sec != now) {
+      sec = second{};
+      sec.sec = now;
+    }
+    ++sec.requests;
+    if (!last.error.empty() || s.status >= 500 || s.status == 429 ||
+        s.outcome == stream_outcome::upstream_reset || s.outcome == stream_outcome::timeout ||
+        s.outcome == stream_outcome::stream_error || s.outcome == stream_outcome::upstream_error)
+      ++sec.errors;
+    const auto& u = s.usage;
+    if (u.cache_fields && u.input_tokens > 0) {
+      sec.prompt_tokens += static_cast<std::uint64_t>(u.input_tokens);
+      sec.cached_tokens += static_cast<std::uint64_t>(
+          std::clamp<std::int64_t>(u.cached_input_tokens, 0, u.input_tokens));
+    }
+    for (std::size_t i = 0; i < reasons.size(); ++i)
+      if (last.reason == reasons[i]) ++sec.routed[i];
+    if (s.timing.ttft_ms >= 0) sec.ttft.add(s.timing.ttft_ms);
+    return;
+  }
+}
+
+void endpoint_stats::append_json(std::string& out, double window_s) {
+  const auto now = now_sec();
+  char buf[64];
+  std::lock_guard lk(mu_);
+  out += '[';
+  for (std::size_t k = 0; k < rows_.size(); ++k) {
+    const auto& r = *rows_[k];
+    second sum;
+    for (const auto& sec : r.ring) {
+      if (sec.sec < 0 || sec.sec <= now - static_cast<std::int64_t>(r.ring.size())) continue;
+      sum.requests += sec.requests;
+      sum.errors += sec.errors;
+      sum.prompt_tokens += sec.prompt_tokens;
+      sum.cached_tokens += sec.cached_tokens;
+      for (std::size_t i = 0; i < reasons.size(); ++i) sum.routed[i] += sec.routed[i];
+      sum.ttft.merge(sec.ttft);
+    }
+    if (k > 0) out += ',';
+    out += "{\"upstream\":";
+    json::append_string(out, r.upstream);
+    out += ",\"endpoint\":";
+    json::append_string(out, r.endpoint);
+    std::snprintf(buf, sizeof buf, ",\"active\":%.0f,\"healthy\":%s", r.active(),
+                  r.healthy() ? "true" : "false");
+    out += buf;
+    std::snprintf(buf, sizeof buf, ",\"request_rate\":%.3f",
+                  window_s > 0 ? static_cast<double>(sum.requests) / window_s : 0.0);
+    out += buf;
+    out += ",\"requests\":" + std::to_string(sum.requests) +
+           ",\"errors\":" + std::to_string(sum.errors) +
+           ",\"prompt_tokens\":" + std::to_string(sum.prompt_tokens) +
+           ",\"cached_tokens\":" + std::to_string(sum.cached_tokens) + ",\"hit_ratio\":";
+    if (sum.prompt_tokens > 0) {
+      std::snprintf(
+          buf, sizeof buf, "%.4f",
+          static_cast<double>(sum.cached_tokens) / static_cast<double>(sum.prompt_tokens));
+      out += buf;
+    } else {
+      out += "null";
+    }
+    out += ",\"ttft_ms\":{\"p50\":";
+    json::append_ms(out, sum.ttft.quantile(0.5));
+    out += ",\"p95\":";
+    json::append_ms(out, sum.ttft.quantile(0.95));
+    out += ",\"p99\":";
+    json::append_ms(out, sum.ttft.quantile(0.99));
+    out += ",\"n\":" + std::to_string(sum.ttft.count()) + "},\"reasons\":{";
+    bool first = true;
+    for (std::size_t i = 0; i < reasons.size(); ++i) {
+      if (sum.routed[i] == 0) continue;
+      if (!first) out += ',';
+      first = false;
+      json::append_string(out, reasons[i]);
+      out += ':' + std::to_string(sum.routed[i]);
+    }
+    out += "}}";
+  }
+  out += ']';
+}
+
+}  // namespace tokentap::hooks

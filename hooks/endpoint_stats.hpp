@@ -1,0 +1,62 @@
+#pragma once
+// The per-endpoint table of /api/stats and the dashboard (DESIGN.md §10): for each endpoint of
+// each upstream, over the sliding window, its requests per second, errors, the share of prompt
+// tokens it served from its cache (as it reported them), its TTFT quantiles and why requests
+// were routed to it; with its streams in flight and whether it is in balancing, read live from
+// the proxy.  Rows are registered at start-up from the config: the table is bounded by it.
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hooks/hook.hpp"
+#include "hooks/metrics.hpp"
+
+namespace tokentap::hooks {
+
+class endpoint_stats {
+ public:
+  explicit endpoint_stats(std::chrono::seconds window) : window_(window) {}
+
+  /// A row for `endpoint` (host:port) of `upstream`; `active` and `healthy` are read when the
+  /// table is rendered.  Call during setup.
+  void add(std::string upstream, std::string endpoint, std::function<double()> active,
+           std::function<bool()> healthy);
+
+  /// A finished exchange: counted on the endpoint that answered it (its last attempt's), if
+  /// that endpoint has a row.
+  void record(const stream_info& s);
+
+  /// `[{upstream, endpoint, active, healthy, request_rate, requests, errors, hit_ratio,
+  /// cached_tokens, prompt_tokens, ttft_ms: {p50, p95, p99, n}, reasons: {...}}, ...]` over the
+  /// window (`window_s`: its length so far).
+  void append_json(std::string& out, double window_s);
+
+  /// The routing reasons a row counts (the proxy's routing_reason names).
+  static constexpr std::array<std::string_view, 6> reasons = {
+      "round_robin", "least_request", "prefix_match", "hash", "load_bound", "fallback"};
+
+ private:
+  struct second {
+    std::int64_t sec = -1;
+    std::uint64_t requests = 0, errors = 0, prompt_tokens = 0, cached_tokens = 0;
+    std::array<std::uint64_t, reasons.size()> routed{};
+    quantile_sketch ttft;
+  };
+  struct row {
+    std::string upstream, endpoint;
+    std::function<double()> active;
+    std::function<bool()> healthy;
+    std::vector<second> ring;
+  };
+  std::chrono::seconds window_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<row>> rows_;
+};
+
+}  // namespace tokentap::hooks
