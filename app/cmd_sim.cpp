@@ -14,6 +14,7 @@
 
 #include "config/log.hpp"
 #include "proxy/proxy_server.hpp"
+#include "sim/fleet.hpp"
 #include "sim/load_generator.hpp"
 #include "sim/sim_server.hpp"
 #include "tokentap/version.hpp"
@@ -25,7 +26,9 @@ namespace {
 constexpr const char* sim_help = R"(usage: tokentap sim [flags]
 
   --listen HOST:PORT       (default 127.0.0.1:8081)
-  --threads N              (default 1)
+  --replicas N             N simulators on consecutive ports from --listen's (each on an
+                           ephemeral port with :0), each with its own prefix cache (default 1)
+  --threads N              (default 1, per replica)
   --ttft-ms N              time to first token (default 150)
   --itl-ms N               mean inter-token latency (default 15)
   --itl-jitter-ms N        spread of the inter-token latency (default 0)
@@ -53,12 +56,18 @@ x-sim-reset-after: 10, x-sim-hang: 1).  GET /sim/stats shows counters.
 
 constexpr const char* demo_help = R"(usage: tokentap demo [flags]
 
-Starts the simulator, the proxy in front of it, and a steady mixed load (streamed and plain OpenAI
-chat, Anthropic messages with thinking, reasoning models, a few faults).  Ctrl-C stops everything.
+Starts a fleet of simulator replicas, the proxy in front of them (one upstream balanced by prefix,
+with failover and outlier ejection), and a steady mixed load (streamed and plain OpenAI chat,
+multi-turn conversations, Anthropic messages with thinking, reasoning models, a few faults); now
+and then takes a replica down and brings it back.  Ctrl-C stops everything.
 
   --listen HOST:PORT       proxy address (default 127.0.0.1:8080)
   --admin HOST:PORT        admin address (default 127.0.0.1:9464)
-  --sim-listen HOST:PORT   simulator address (default 127.0.0.1:8081)
+  --sim-listen HOST:PORT   the first simulator replica's address (default 127.0.0.1:8081); the
+                           others take the next ports (ephemeral ones with :0)
+  --replicas N             simulator replicas behind the proxy, balanced by prefix (default 3)
+  --outage-every-s N       take a replica down this often, for half as long (at most 15 s), to
+                           show ejection, failover and recovery (default 45; 0 = never)
   --concurrency N          simulated clients (default 16)
   --duration-s N           stop after N seconds (default: run until Ctrl-C)
   --trace-dir DIR          where the trace records go (default: a new directory under $TMPDIR
@@ -123,6 +132,11 @@ std::string demo_trace_dir(const std::optional<std::string>& given) {
   return dir;
 }
 
+std::string sim_url(const std::string& host, std::uint16_t port) {
+  return "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(port);
+}
+
 // This binary's path, for the commands the demo prints.
 std::string self_path() {
   std::error_code ec;
@@ -134,64 +148,54 @@ std::string self_path() {
 
 int cmd_sim(const std::vector<std::string>& args) {
   if (want_help(args)) return std::cout << sim_help, 0;
-  auto f = flags::parse("sim", args,
-                        {"listen",
-                         "threads",
-                         "ttft-ms",
-                         "itl-ms",
-                         "itl-jitter-ms",
-                         "itl-dist",
-                         "tokens",
-                         "reasoning-tokens",
-                         "reasoning-field",
-                         "seed",
-                         "fault-status",
-                         "error-after",
-                         "reset-after",
-                         "stall-after",
-                         "stall-ms",
-                         "tls-cert",
-                         "tls-key",
-                         "log-level",
-                         "prefill-us-per-token",
-                         "cache-capacity",
-                         "cache-ttl-s",
-                         "evict-rate",
-                         "context-window"},
-                        {});
+  auto f = flags::parse(
+      "sim", args,
+      {"listen",         "replicas",     "threads",     "ttft-ms",          "itl-ms",
+       "itl-jitter-ms",  "itl-dist",     "tokens",      "reasoning-tokens", "reasoning-field",
+       "seed",           "fault-status", "error-after", "reset-after",      "stall-after",
+       "stall-ms",       "tls-cert",     "tls-key",     "log-level",        "prefill-us-per-token",
+       "cache-capacity", "cache-ttl-s",  "evict-rate",  "context-window"},
+      {});
   apply_log_level(f, "info");
-  sim::server server(sim_options(f));
-  server.start();
-  TT_LOG(info) << "tokentap sim listening on " << server.endpoint().address().to_string() << ":"
-               << server.endpoint().port();
-  std::printf("ready sim=%s:%u\n", server.endpoint().address().to_string().c_str(),
-              server.endpoint().port());
+  const auto opts = sim_options(f);
+  const auto replicas = static_cast<unsigned>(f.number("replicas", 1, 1, 64));
+  if (opts.port != 0 && opts.port + replicas - 1 > 65535)
+    throw usage_error{"--replicas: ports past 65535"};
+  sim::fleet fleet(opts, replicas);
+  // One line per replica, in port order: what scripts wait for.
+  for (std::size_t i = 0; i < fleet.size(); ++i) {
+    TT_LOG(info) << "tokentap sim listening on " << opts.host << ":" << fleet.port(i);
+    std::printf("ready sim=%s:%u\n", opts.host.c_str(), fleet.port(i));
+  }
   std::fflush(stdout);
-  run_until_stopped([&] { server.shutdown(std::chrono::milliseconds(2000)); },
-                    [&] { server.shutdown(std::chrono::milliseconds(0)); }, [&] { server.join(); });
+  run_until_stopped([&] { fleet.shutdown(std::chrono::milliseconds(2000)); },
+                    [&] { fleet.shutdown(std::chrono::milliseconds(0)); }, [&] { fleet.join(); });
   return 0;
 }
 
 int cmd_demo(const std::vector<std::string>& args) {
   if (want_help(args)) return std::cout << demo_help, 0;
-  auto f = flags::parse(
-      "demo", args,
-      {"listen", "admin", "sim-listen", "concurrency", "duration-s", "trace-dir", "log-level"}, {});
+  auto f = flags::parse("demo", args,
+                        {"listen", "admin", "sim-listen", "replicas", "outage-every-s",
+                         "concurrency", "duration-s", "trace-dir", "log-level"},
+                        {});
   apply_log_level(f, "warn");
   const auto trace_dir = demo_trace_dir(f.get("trace-dir"));
   const auto sim_addr = address_flag(f, "sim-listen", {"127.0.0.1", 8081});
+  const auto replicas = static_cast<unsigned>(f.number("replicas", 3, 1, 16));
+  const double outage_every_s = f.number("outage-every-s", 45, 0, 1e6);
   sim::server_options so;
   so.host = sim_addr.host;
   so.port = sim_addr.port;
   so.threads = 1;
-  // A real prefix cache with a short TTL, some eviction and a prefill cost, so every cache
-  // event kind shows up within a minute.
+  // A real prefix cache per replica with a short TTL, some eviction and a prefill cost, so every
+  // cache event kind shows up within a minute, and a conversation sent to another replica pays
+  // its prefill again.
   so.cache.capacity_blocks = 50000;
   so.cache.ttl = std::chrono::seconds(20);
   so.cache.evict_rate = 0.03;
   so.defaults.prefill_us_per_token = 30;
-  sim::server sim_server(so);
-  sim_server.start();
+  sim::fleet sims(so, replicas);
 
   config::config cfg;
   cfg.listen = address_flag(f, "listen", cfg.listen);
@@ -203,8 +207,21 @@ int cmd_demo(const std::vector<std::string>& args) {
   cfg.trace.dir = trace_dir;
   cfg.trace.max_file_bytes = 16u << 20;
   cfg.trace.max_files = 8;
-  config::set_single_upstream(
-      cfg, "http://" + sim_addr.host + ":" + std::to_string(sim_server.endpoint().port()));
+  // The replicas as one upstream balanced by prefix: conversations return to the replica that
+  // holds their cache; a replica taken down is retried around, ejected, and rejoins.
+  config::set_single_upstream(cfg, sim_url(sim_addr.host, sims.port(0)));
+  auto& up = cfg.upstreams.front();
+  up.name = "sim-fleet";
+  cfg.routes.front().upstream = up.name;
+  for (std::size_t i = 1; i < sims.size(); ++i) {
+    std::string err;
+    up.endpoints.push_back(*config::parse_url(sim_url(sim_addr.host, sims.port(i)), err));
+  }
+  up.balance = config::balance_policy::prefix;
+  up.retries = 2;
+  up.outlier.consecutive_failures = 3;
+  up.outlier.base_ejection = std::chrono::seconds(5);
+  up.outlier.max_ejection = std::chrono::seconds(20);
   config::validate(cfg);
   proxy::proxy_server proxy_server(cfg);
   proxy_server.start();
@@ -213,9 +230,13 @@ int cmd_demo(const std::vector<std::string>& args) {
   const auto a = proxy_server.admin_endpoint();
   const std::string base = "http://" + p.address().to_string() + ":" + std::to_string(p.port());
   const std::string admin = "http://" + a.address().to_string() + ":" + std::to_string(a.port());
+  std::string fleet_ports;
+  for (std::size_t i = 0; i < sims.size(); ++i)
+    fleet_ports += (i ? "," : "") + std::to_string(sims.port(i));
   std::printf(
       "\ntokentap %s demo\n"
-      "  simulator  http://%s:%u   (OpenAI + Anthropic compatible)\n"
+      "  simulator  http://%s:%s   (%zu replicas, OpenAI + Anthropic compatible, balanced by "
+      "prefix)\n"
       "  proxy      %s   <- send your requests here\n"
       "  dashboard  %s/dashboard   <- open this in a browser\n"
       "  metrics    %s/metrics  (Prometheus)   %s/api/stats  (JSON)\n"
@@ -227,7 +248,7 @@ int cmd_demo(const std::vector<std::string>& args) {
       "\"hi\"}]}'\n\n"
       "generated load: %s clients, mixed OpenAI/Anthropic, streamed/plain, reasoning, faults.\n"
       "Ctrl-C stops everything.\n\n",
-      version_string, sim_addr.host.c_str(), sim_server.endpoint().port(), base.c_str(),
+      version_string, sim_addr.host.c_str(), fleet_ports.c_str(), sims.size(), base.c_str(),
       admin.c_str(), admin.c_str(), admin.c_str(), trace_dir.c_str(), base.c_str(),
       f.get("concurrency").value_or("16").c_str());
   std::fflush(stdout);
@@ -274,26 +295,51 @@ int cmd_demo(const std::vector<std::string>& args) {
     }
   });
 
+  // Now and then a replica goes down for a while and comes back: the dashboard's endpoint table
+  // shows its ejection, the others taking its conversations, and its return.
+  std::thread outages([&] {
+    if (outage_every_s <= 0 || sims.size() < 2) return;
+    const auto pause = [&](double seconds) {
+      for (double t = 0; t < seconds && !done; t += 0.1)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      return !done.load();
+    };
+    for (std::size_t victim = sims.size() - 1; pause(outage_every_s);
+         victim = (victim + 1) % sims.size()) {
+      sims.take_down(victim);
+      std::printf("replica %s:%u down (for %.0f s)\n", sim_addr.host.c_str(), sims.port(victim),
+                  std::min(15.0, outage_every_s / 2));
+      std::fflush(stdout);
+      pause(std::min(15.0, outage_every_s / 2));
+      if (done) break;
+      const bool back = sims.bring_up(victim);
+      std::printf("replica %s:%u %s\n", sim_addr.host.c_str(), sims.port(victim),
+                  back ? "back up" : "could not rebind its port");
+      std::fflush(stdout);
+    }
+  });
+
   std::optional<double> duration;
   if (f.has("duration-s")) duration = f.number("duration-s", 0, 1, 1e7);
   std::promise<void> stop_requested;
   run_until_stopped([&] { stop_requested.set_value(); },
                     [&] {
                       proxy_server.shutdown(std::chrono::milliseconds(0));
-                      sim_server.shutdown(std::chrono::milliseconds(0));
+                      sims.shutdown(std::chrono::milliseconds(0));
                     },
                     [&] {
                       stop_requested.get_future().wait();
                       done = true;
                       reporter.join();
+                      outages.join();
                       // No new requests; what is in flight gets two seconds to finish through the
                       // proxy.
                       load.request_stop();
                       proxy_server.shutdown(std::chrono::milliseconds(2000));
                       load.stop();
                       proxy_server.join();
-                      sim_server.shutdown(std::chrono::milliseconds(1000));
-                      sim_server.join();
+                      sims.shutdown(std::chrono::milliseconds(1000));
+                      sims.join();
                     },
                     duration);
   const auto self = self_path();

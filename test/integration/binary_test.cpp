@@ -303,5 +303,47 @@ TEST(Binary, DemoNamesItsTraceDirectory) {
   EXPECT_TRUE(std::filesystem::is_directory(dir));
 }
 
+// `sim --replicas 3`: three simulators, one ready line each, each answering with a prefix cache
+// of its own — the same conversation is cold on each the first time and warm the second.
+TEST(Binary, SimReplicasEachHaveTheirOwnCache) {
+  process p({"sim", "--listen", "127.0.0.1:0", "--replicas", "3", "--cache-capacity", "1000",
+             "--ttft-ms", "1", "--itl-ms", "1", "--tokens", "3"});
+  std::vector<tcp::endpoint> replicas;
+  for (int i = 0; i < 3; ++i) {
+    const auto line = p.wait_for_line("ready sim=", std::chrono::seconds(10));
+    ASSERT_FALSE(line.empty()) << p.err();
+    replicas.push_back(ready_address(line, "sim"));
+  }
+  EXPECT_NE(replicas[0].port(), replicas[1].port());
+  EXPECT_NE(replicas[1].port(), replicas[2].port());
+  request_options o;
+  o.body = R"({"model":"m","messages":[{"role":"system","content":")" + std::string(600, 's') +
+           R"("},{"role":"user","content":"the same question"}]})";
+  const auto cached = [](const std::string& body) {
+    const auto k = body.find("\"cached_tokens\":");
+    return k == std::string::npos ? -1 : std::stoi(body.substr(k + 16));
+  };
+  for (const auto& r : replicas) {
+    EXPECT_EQ(cached(fetch(r, o).body), 0) << r.port();
+    EXPECT_GT(cached(fetch(r, o).body), 100) << r.port();
+  }
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(std::chrono::seconds(10)), 0);
+}
+
+// The demo's fleet: a replica goes down, is ejected, comes back, and the load goes on.
+TEST(Binary, DemoTakesAReplicaDownAndBringsItBack) {
+  process p({"demo", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--sim-listen",
+             "127.0.0.1:0", "--duration-s", "10", "--concurrency", "6", "--outage-every-s", "4",
+             "--trace-dir", temp_dir() + "/outage-traces"});
+  const auto down = p.wait_for_line("replica ", std::chrono::seconds(15));
+  ASSERT_NE(down.find(" down (for 2 s)"), std::string::npos) << down << p.err();
+  const auto back = p.wait_for_line("replica ", std::chrono::seconds(5));
+  EXPECT_NE(back.find(" back up"), std::string::npos) << back;
+  EXPECT_EQ(back.substr(0, back.find(' ', 8)), down.substr(0, down.find(' ', 8)));
+  EXPECT_EQ(p.wait(std::chrono::seconds(30)), 0);
+  EXPECT_NE(p.err().find("ejected after 3 failures in a row"), std::string::npos) << p.err();
+}
+
 }  // namespace
 }  // namespace tokentap::test
