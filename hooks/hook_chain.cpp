@@ -9,6 +9,7 @@
 
 #include "config/log.hpp"
 #include "hooks/builtin_seams.hpp"
+#include "hooks/cache_hints_hook.hpp"
 #include "hooks/cache_hook.hpp"
 #include "hooks/metrics.hpp"
 #include "hooks/steps_hook.hpp"
@@ -518,6 +519,11 @@ hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics) {
         return std::make_shared<cache_hook_factory>(cfg);
       },
       {.provides = {"cache_events"}, .needs = {"timing"}, .reads = {}});  // TTFT: prefill anomalies
+  r.add("cache_hints",
+        [](const config::config&) -> std::shared_ptr<hook_factory> {
+          return std::make_shared<cache_hints_hook_factory>();
+        },
+        {.provides = {}, .needs = {}, .reads = {}});
   r.add("steps",
         [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
           return std::make_shared<steps_hook_factory>(cfg.steps);
