@@ -57,7 +57,7 @@ host_port address(const YAML::Node& n, std::string_view key) {
 
 void read_upstream(const std::string& name, const YAML::Node& n, upstream_config& up) {
   check_keys(n,
-             {"url", "endpoints", "balance", "prefix", "retries", "outlier", "fallback",
+             {"url", "endpoints", "balance", "prefix", "retries", "outlier", "health", "fallback",
               "tls_verify", "ca_file", "max_idle_connections", "idle_connection_ttl_ms"},
              "upstream '" + name + "'");
   up.name = name;
@@ -149,6 +149,30 @@ void read_upstream(const std::string& name, const YAML::Node& n, upstream_config
     }
     if (out.max_ejection < out.base_ejection)
       fail(o, where + ": max_ejection_ms is less than base_ejection_ms");
+  }
+  if (const auto h = n["health"]) {
+    const auto where = "upstream '" + name + "' health";
+    check_keys(h, {"path", "interval_ms", "timeout_ms", "unhealthy_threshold", "healthy_threshold"},
+               where);
+    auto& hc = up.health;
+    hc.enabled = true;
+    if (h["path"]) hc.path = scalar<std::string>(h["path"], "path");
+    if (hc.path.empty() || hc.path.front() != '/' ||
+        hc.path.find_first_of(" \r\n\t") != std::string::npos)
+      fail(h, where + ": path must start with '/' and have no spaces or line breaks");
+    if (h["interval_ms"]) hc.interval = ms(non_negative(h["interval_ms"], "interval_ms"));
+    if (h["timeout_ms"]) hc.timeout = ms(non_negative(h["timeout_ms"], "timeout_ms"));
+    if (hc.interval < ms(100)) fail(h, where + ": interval_ms is at least 100");
+    if (hc.timeout < ms(1) || hc.timeout > hc.interval)
+      fail(h, where + ": timeout_ms must be from 1 to interval_ms");
+    const auto threshold = [&](const char* key, unsigned& field) {
+      if (!h[key]) return;
+      const auto v = non_negative(h[key], key);
+      if (v < 1 || v > 100) fail(h[key], where + ": " + key + " must be from 1 to 100");
+      field = static_cast<unsigned>(v);
+    };
+    threshold("unhealthy_threshold", hc.unhealthy_threshold);
+    threshold("healthy_threshold", hc.healthy_threshold);
   }
   if (n["fallback"]) up.fallback = scalar<std::string>(n["fallback"], "fallback");
   if (n["tls_verify"]) up.tls_verify = scalar<bool>(n["tls_verify"], "tls_verify");

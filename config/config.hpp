@@ -65,6 +65,19 @@ struct prefix_config {
   std::size_t index_entries = 65536;
 };
 
+/// The optional active probe (`health:`): every `interval` each endpoint gets `GET path` (as given,
+/// not under the endpoint's base path); a 2xx answer within `timeout` passes.
+/// `unhealthy_threshold` failures in a row take the endpoint out of balancing until
+/// `healthy_threshold` passes in a row bring it back.
+struct health_config {
+  bool enabled = false;
+  std::string path = "/health";
+  ms interval{5000};
+  ms timeout{1000};
+  unsigned unhealthy_threshold = 2;
+  unsigned healthy_threshold = 1;
+};
+
 struct upstream_config {
   std::string name;
   std::vector<url> endpoints;  ///< at least one; all http:// or all https://
@@ -73,6 +86,7 @@ struct upstream_config {
   /// (refused, reset or timed out before the head; 502, 503 or 429), within the retry budget.
   unsigned retries = 1;
   outlier_config outlier;
+  health_config health;
   prefix_config prefix;  ///< for balance: prefix
   /// Another upstream for a request none of this one's endpoints can take (all ejected, or all
   /// tried); empty: none.  One hop: the fallback's own fallback is not followed.

@@ -46,6 +46,16 @@ struct endpoint : std::enable_shared_from_this<endpoint> {
   bool ejected(std::int64_t now_ns) const noexcept {
     return ejected_until_ns.load(std::memory_order_relaxed) > now_ns;
   }
+
+  // The active probe (`health:`, proxy/health_checker.hpp): out of balancing while it fails,
+  // and the probes' outcomes.
+  std::atomic<bool> probe_failing{false};
+  std::atomic<std::uint64_t> probes_passed{0}, probes_failed{0};
+
+  /// In balancing: neither ejected nor failing its probe.
+  bool available(std::int64_t now_ns) const noexcept {
+    return !ejected(now_ns) && !probe_failing.load(std::memory_order_relaxed);
+  }
 };
 
 /// The steady clock in ns, as outlier detection keeps time.
@@ -89,8 +99,9 @@ struct pick_context {
   bool was_tried(const endpoint* e) const noexcept {
     return std::find(tried.begin(), tried.end(), e) != tried.end();
   }
-  /// Neither tried nor ejected: an endpoint the balancer may pick.
-  bool usable(const endpoint& e) const noexcept { return !was_tried(&e) && !e.ejected(now_ns); }
+  /// Neither tried nor out of balancing (ejected, failing its probe): an endpoint the balancer
+  /// may pick.
+  bool usable(const endpoint& e) const noexcept { return !was_tried(&e) && e.available(now_ns); }
 
   std::int64_t now_ns = steady_now_ns();
 };

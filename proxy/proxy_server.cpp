@@ -12,6 +12,7 @@
 #include "proxy/admin.hpp"
 #include "proxy/cluster.hpp"
 #include "proxy/deferred_taps.hpp"
+#include "proxy/health_checker.hpp"
 #include "proxy/proxy_session.hpp"
 #include "proxy/upstream_pool.hpp"
 
@@ -99,8 +100,9 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
           [ep] { return static_cast<double>(ep->active.load(std::memory_order_relaxed)); }, labels);
       shared_->metrics->add_gauge_source(
           "tokentap_upstream_endpoint_healthy",
-          "1 while an endpoint is in balancing, 0 while outlier detection has ejected it",
-          [ep] { return ep->ejected(steady_now_ns()) ? 0.0 : 1.0; }, labels);
+          "1 while an endpoint is in balancing, 0 while outlier detection has ejected it or it "
+          "fails its health probe",
+          [ep] { return ep->available(steady_now_ns()) ? 1.0 : 0.0; }, labels);
       shared_->metrics->add_counter_source(
           "tokentap_upstream_ejections_total",
           "Times outlier detection left an endpoint out of balancing",
@@ -108,7 +110,19 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
       shared_->metrics->endpoints().add(
           up.name, e->label,
           [ep] { return static_cast<double>(ep->active.load(std::memory_order_relaxed)); },
-          [ep] { return !ep->ejected(steady_now_ns()); });
+          [ep] { return ep->available(steady_now_ns()); });
+      if (up.health.enabled)
+        for (const bool passed : {true, false})
+          shared_->metrics->add_counter_source(
+              "tokentap_upstream_health_checks_total",
+              "Active health probes of an endpoint, by result",
+              [ep, passed] {
+                return (passed ? ep->probes_passed : ep->probes_failed)
+                    .load(std::memory_order_relaxed);
+              },
+              {{"upstream", up.name},
+               {"endpoint", e->label},
+               {"result", passed ? "success" : "failure"}});
     }
   }
   for (const auto& up : shared_->cfg.upstreams)
@@ -166,6 +180,9 @@ void proxy_server::start() {
       },
       1024, net::listener_role::control);
   runtime_.start();
+  // The active probes run on the first worker (a session registers on its worker's thread).
+  auto& first = runtime_.at(0);
+  asio::post(first.ioc, [&first, shared] { start_health_checks(first, *shared); });
 }
 
 void proxy_server::shutdown() {

@@ -92,13 +92,12 @@ void upstream_pool::give_back(const cluster& c, const endpoint& e,
   q.push_back(std::move(conn));
 }
 
-awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(const cluster& c,
-                                                                       const endpoint& e,
-                                                                       error_code& ec,
-                                                                       connect_failure& why) {
+awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(
+    const cluster& c, const endpoint& e, error_code& ec, connect_failure& why,
+    std::chrono::milliseconds within) {
   const auto& up = c.cfg();
   const auto& target = e.target;
-  const auto deadline = clock::now() + cfg_.timeouts.connect;
+  const auto deadline = clock::now() + (within.count() > 0 ? within : cfg_.timeouts.connect);
   why = connect_failure::none;
 
   tcp_resolver resolver(ioc_);

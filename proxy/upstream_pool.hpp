@@ -67,10 +67,11 @@ class upstream_pool {
   void give_back(const cluster& c, const endpoint& e, std::unique_ptr<upstream_connection> conn);
 
   /// Opens a new connection to `e` (TCP connect, then TLS handshake with SNI and host
-  /// verification for https:// endpoints), bounded by the connect timeout.  On failure `ec` and
-  /// `why` are set and nullptr returned.
-  awaitable<std::unique_ptr<upstream_connection>> connect(const cluster& c, const endpoint& e,
-                                                          error_code& ec, connect_failure& why);
+  /// verification for https:// endpoints), bounded by the connect timeout (or `within`, when
+  /// given).  On failure `ec` and `why` are set and nullptr returned.
+  awaitable<std::unique_ptr<upstream_connection>> connect(
+      const cluster& c, const endpoint& e, error_code& ec, connect_failure& why,
+      std::chrono::milliseconds within = std::chrono::milliseconds(0));
 
   /// Drops every idle connection (shutdown).
   void clear() {

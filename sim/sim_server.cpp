@@ -111,7 +111,8 @@ class sim_responder {
     const std::string_view target = req.target();
     const auto path = target.substr(0, target.find('?'));
     if (req.method() == http::verb::get) {
-      if (path == "/healthz") co_return co_await send_simple(c, req, 200, "{\"status\":\"ok\"}\n");
+      if (path == "/healthz" || path == "/health")  // (vLLM and SGLang answer /health)
+        co_return co_await send_simple(c, req, 200, "{\"status\":\"ok\"}\n");
       if (path == "/sim/stats") co_return co_await send_simple(c, req, 200, stats_json(*stats_));
     }
     if (path == "/sim/echo") {

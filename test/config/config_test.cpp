@@ -195,6 +195,33 @@ TEST(Config, PrefixBalancingHasLoadBoundsOnByDefaultAndTunablePlacement) {
                "unknown key 'gap'");
 }
 
+TEST(Config, AnActiveHealthProbeIsOptIn) {
+  auto cfg = parse_config("upstreams: {a: {endpoints: [http://h, http://g]}}\n");
+  EXPECT_FALSE(cfg.upstreams[0].health.enabled);
+  cfg = parse_config(
+      "upstreams: {a: {endpoints: [http://h, http://g], health: {path: /ready, interval_ms: 500, "
+      "timeout_ms: 200, unhealthy_threshold: 3, healthy_threshold: 2}}}\n");
+  const auto& h = cfg.upstreams[0].health;
+  EXPECT_TRUE(h.enabled);
+  EXPECT_EQ(h.path, "/ready");
+  EXPECT_EQ(h.interval, ms(500));
+  EXPECT_EQ(h.timeout, ms(200));
+  EXPECT_EQ(h.unhealthy_threshold, 3u);
+  EXPECT_EQ(h.healthy_threshold, 2u);
+  cfg = parse_config("upstreams: {a: {url: http://h, health: {}}}\n");
+  EXPECT_TRUE(cfg.upstreams[0].health.enabled);
+  EXPECT_EQ(cfg.upstreams[0].health.path, "/health");
+  EXPECT_EQ(cfg.upstreams[0].health.interval, ms(5000));
+  expect_error("upstreams: {a: {url: http://h, health: {path: health}}}\n", "must start with '/'");
+  expect_error("upstreams: {a: {url: http://h, health: {interval_ms: 10}}}\n",
+               "interval_ms is at least 100");
+  expect_error("upstreams: {a: {url: http://h, health: {interval_ms: 500, timeout_ms: 900}}}\n",
+               "timeout_ms must be from 1 to interval_ms");
+  expect_error("upstreams: {a: {url: http://h, health: {unhealthy_threshold: 0}}}\n",
+               "unhealthy_threshold must be from 1 to 100");
+  expect_error("upstreams: {a: {url: http://h, health: {every: 1}}}\n", "unknown key 'every'");
+}
+
 TEST(Config, AFallbackNamesAnotherUpstream) {
   const auto cfg = parse_config(
       "upstreams: {a: {url: http://h, fallback: b}, b: {url: http://g}}\n"

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "sim/sim_server.hpp"
 #include "test/support/canned_upstream.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/metrics_text.hpp"
@@ -310,6 +311,65 @@ TEST(Failover, NoEndpointLeftAndNoFallbackIsA503AtOnce) {
   EXPECT_LT(took, std::chrono::seconds(1));
   EXPECT_EQ(retries_counted(s, "connect"), 1);  // the first request's; none for the second
   EXPECT_EQ(fleet_metric(s, "tokentap_upstream_ejections_total", {}), 2);
+}
+
+// The active probe: an endpoint that takes requests but says it is unhealthy (a draining
+// server) leaves balancing; one that refuses connections leaves it and comes back when it
+// answers again.
+TEST(Failover, AnEndpointFailingItsHealthProbeLeavesBalancingAndRejoins) {
+  canned_upstream good(
+      {{"/v1/chat/completions", stream_answer()}, {"/health", {"application/json", {"{}"}}}});
+  canned_upstream draining(
+      {{"/v1/chat/completions", stream_answer()}, {"/health", error_answer(503)}});
+  sim::server_options so;
+  so.host = "127.0.0.1";
+  so.port = 0;
+  so.defaults.ttft_ms = 1;
+  so.defaults.itl_ms = 1;
+  so.defaults.output_tokens = 3;
+  auto restarted = std::make_unique<sim::server>(so);
+  restarted->start();
+  const auto sim_port = restarted->endpoint().port();
+  stack s([&](config::config& cfg) {
+    fleet({good.port(), draining.port(), sim_port}, config::balance_policy::round_robin, 1)(cfg);
+    auto& h = cfg.upstreams.front().health;
+    h.enabled = true;
+    h.interval = std::chrono::milliseconds(100);
+    h.timeout = std::chrono::milliseconds(80);
+    h.unhealthy_threshold = 2;
+    h.healthy_threshold = 2;
+  });
+  const auto healthy = [&](std::uint16_t port) {
+    return fleet_metric(s, "tokentap_upstream_endpoint_healthy",
+                        {{"endpoint", endpoint_label(port)}});
+  };
+  const auto wait_for = [&](auto done) {
+    for (int i = 0; i < 100 && !done(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return done();
+  };
+  ASSERT_TRUE(wait_for([&] { return healthy(draining.port()) == 0; }));
+  EXPECT_EQ(healthy(good.port()), 1);
+  EXPECT_EQ(healthy(sim_port), 1);
+  for (int i = 0; i < 6; ++i) ASSERT_EQ(fetch(s.proxy_ep(), chat()).status, 200);
+  // Its probes reached it; no request did.
+  ASSERT_FALSE(draining.received().empty());
+  for (const auto& r : draining.received())
+    EXPECT_EQ(r.head.rfind("GET /health HTTP/1.1", 0), 0u) << r.head;
+  EXPECT_GT(fleet_metric(s, "tokentap_upstream_health_checks_total",
+                         {{"endpoint", endpoint_label(draining.port())}, {"result", "failure"}}),
+            1);
+  // The simulator goes away: out after two failed probes; back on its port: in after two passes.
+  restarted.reset();
+  ASSERT_TRUE(wait_for([&] { return healthy(sim_port) == 0; }));
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(fetch(s.proxy_ep(), chat()).status, 200);
+  EXPECT_EQ(retries_counted(s, "connect"), 0);  // no request tried it
+  so.port = sim_port;
+  restarted = std::make_unique<sim::server>(so);
+  restarted->start();
+  ASSERT_TRUE(wait_for([&] { return healthy(sim_port) == 1; }));
+  for (int i = 0; i < 6; ++i) ASSERT_EQ(fetch(s.proxy_ep(), chat()).status, 200);
+  EXPECT_GE(restarted->stats().streams_completed.load(), 2u);  // its turns of six
 }
 
 }  // namespace

@@ -1,0 +1,128 @@
+#include "proxy/health_checker.hpp"
+
+#include <memory>
+
+#include <boost/beast/http.hpp>
+
+#include "config/log.hpp"
+#include "proxy/cluster.hpp"
+#include "proxy/proxy_server.hpp"
+#include "proxy/upstream_pool.hpp"
+
+namespace tokentap::proxy {
+
+namespace {
+
+// One endpoint's probe loop, registered with its worker as a session: shutdown stops it.
+class endpoint_probe final : public net::session_base,
+                             public std::enable_shared_from_this<endpoint_probe> {
+ public:
+  endpoint_probe(net::worker& w, proxy_shared& shared, cluster& c, endpoint& e)
+      : session_base(w, net::listener_role::control),
+        shared_(shared),
+        cluster_(c),
+        endpoint_(e),
+        timer_(w.ioc.get_executor()) {}
+
+  static awaitable<void> run(std::shared_ptr<endpoint_probe> self) { co_await self->loop(); }
+
+  void drain() noexcept override { stop(); }
+  void force_close() noexcept override { stop(); }
+
+ private:
+  void stop() noexcept {
+    stopped_ = true;
+    timer_.cancel();
+    if (conn_ != nullptr) {
+      error_code ignored;
+      conn_->lowest().socket().close(ignored);
+    }
+  }
+
+  awaitable<void> loop() {
+    const auto& h = cluster_.cfg().health;
+    while (!stopped_) {
+      const auto started = clock::now();
+      const bool passed = co_await probe(h);
+      if (stopped_) break;
+      record(passed, h);
+      timer_.expires_at(started + h.interval);
+      error_code ec;
+      co_await timer_.async_wait(use_ec(ec));
+    }
+  }
+
+  // One probe: connect, GET, read the answer (its body bounded), close.
+  awaitable<bool> probe(const config::health_config& h) {
+    auto& pool = *shared_.pools[owner().index];
+    const auto deadline = clock::now() + h.timeout;
+    error_code ec;
+    connect_failure why{};
+    auto conn = co_await pool.connect(cluster_, endpoint_, ec, why, h.timeout);
+    if (!conn || stopped_) co_return false;
+    conn_ = conn.get();
+    bool passed = false;
+    co_await conn->visit([&](auto& s) -> awaitable<void> {
+      namespace http = beast::http;
+      http::request<http::empty_body> req{http::verb::get, h.path, 11};
+      req.set(http::field::host, endpoint_.host_header);
+      req.set(http::field::user_agent, "tokentap-health-check");
+      req.set(http::field::connection, "close");
+      conn->lowest().expires_at(deadline);
+      co_await http::async_write(s, req, use_ec(ec));
+      if (ec) co_return;
+      http::response_parser<http::string_body> parser;
+      parser.body_limit(64 * 1024);
+      co_await http::async_read(s, conn->buffer, parser, use_ec(ec));
+      if (ec) co_return;
+      const auto code = parser.get().result_int();
+      passed = code >= 200 && code < 300;
+    });
+    conn_ = nullptr;
+    co_return passed;
+  }
+
+  void record(bool passed, const config::health_config& h) {
+    auto& e = endpoint_;
+    (passed ? e.probes_passed : e.probes_failed).fetch_add(1, std::memory_order_relaxed);
+    if (passed) {
+      failures_ = 0;
+      if (e.probe_failing.load(std::memory_order_relaxed) && ++passes_ >= h.healthy_threshold) {
+        e.probe_failing.store(false, std::memory_order_relaxed);
+        TT_LOG(info) << "upstream " << cluster_.cfg().name << ": endpoint " << e.label
+                     << " passes its health check again; back in balancing";
+      }
+      return;
+    }
+    passes_ = 0;
+    if (!e.probe_failing.load(std::memory_order_relaxed) && ++failures_ >= h.unhealthy_threshold) {
+      e.probe_failing.store(true, std::memory_order_relaxed);
+      TT_LOG(warn) << "upstream " << cluster_.cfg().name << ": endpoint " << e.label << " failed "
+                   << failures_ << " health checks in a row (GET " << h.path
+                   << "); out of balancing until it passes";
+    }
+  }
+
+  proxy_shared& shared_;
+  cluster& cluster_;
+  endpoint& endpoint_;
+  steady_timer timer_;
+  upstream_connection* conn_ = nullptr;  // the probe's, while one is open
+  bool stopped_ = false;
+  unsigned failures_ = 0, passes_ = 0;
+};
+
+}  // namespace
+
+void start_health_checks(net::worker& w, proxy_shared& shared) {
+  for (auto& c : shared.clusters) {
+    if (!c->cfg().health.enabled) continue;
+    for (auto& e : c->endpoints()) {
+      auto p = std::make_shared<endpoint_probe>(w, shared, *c, *e);
+      asio::co_spawn(w.ioc, endpoint_probe::run(std::move(p)),
+                     [](std::exception_ptr ex) { log_escaped_exception(ex, "health check"); });
+    }
+  }
+}
+
+}  // namespace tokentap::proxy
