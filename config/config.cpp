@@ -218,10 +218,13 @@ void read_limits(const YAML::Node& n, limits_config& l) {
 config from_yaml(const YAML::Node& root) {
   config cfg;
   if (root.IsNull()) return cfg;
-  check_keys(root,
-             {"listen", "admin", "admin_token_file", "threads", "reuse_port", "upstreams", "routes",
-              "timeouts", "limits", "accept_encoding", "log", "hooks", "trace", "timing", "metrics",
-              "steps", "cache", "max_event_bytes"},
+  check_keys(root, {"listen",          "admin",      "admin_token_file",
+                    "threads",         "reuse_port", "upstreams",
+                    "routes",          "timeouts",   "limits",
+                    "accept_encoding", "log",        "hooks",
+                    "trace",           "timing",     "metrics",
+                    "steps",           "cache",      "max_event_bytes",
+                    "tenants",         "admission"},
              "the top level");
   if (root["listen"]) cfg.listen = address(root["listen"], "listen");
   if (root["admin"]) cfg.admin = address(root["admin"], "admin");
@@ -300,6 +303,72 @@ config from_yaml(const YAML::Node& root) {
     buckets("ttft_buckets", mc.ttft_buckets);
     buckets("itl_buckets", mc.itl_buckets);
     buckets("e2e_buckets", mc.e2e_buckets);
+  }
+  if (const auto& t = root["tenants"]) {
+    check_keys(t, {"header", "max"}, "tenants");
+    if (t["header"]) {
+      cfg.tenants.header = scalar<std::string>(t["header"], "header");
+      if (cfg.tenants.header.empty() ||
+          cfg.tenants.header.find_first_of(" :\r\n\t") != std::string::npos)
+        fail(t["header"], "tenants.header must be a header name");
+    }
+    if (t["max"]) {
+      const auto m = non_negative(t["max"], "max");
+      if (m < 1 || m > 10000) fail(t["max"], "tenants.max must be from 1 to 10000");
+      cfg.tenants.max = m;
+    }
+  }
+  if (const auto& a = root["admission"]) {
+    if (!a.IsSequence()) fail(a, "admission must be a list of rules");
+    for (const auto& r : a) {
+      check_keys(r,
+                 {"name", "scope", "route", "model", "max_concurrent", "requests_per_minute",
+                  "tokens_per_minute", "assumed_max_tokens"},
+                 "an admission rule");
+      admission_rule rule;
+      if (!r["name"]) fail(r, "an admission rule needs a name");
+      rule.name = scalar<std::string>(r["name"], "name");
+      if (rule.name.empty() || rule.name.size() > 64 ||
+          rule.name.find_first_not_of(
+              "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+              std::string::npos)
+        fail(r["name"], "admission rule name must be 1-64 letters, digits, '_', '-' or '.'");
+      const auto where = "admission rule '" + rule.name + "'";
+      if (r["scope"]) {
+        const auto sc = scalar<std::string>(r["scope"], "scope");
+        if (sc == "tenant")
+          rule.scope = admission_rule::scope_kind::tenant;
+        else if (sc == "route")
+          rule.scope = admission_rule::scope_kind::route;
+        else if (sc == "model")
+          rule.scope = admission_rule::scope_kind::model;
+        else if (sc == "global")
+          rule.scope = admission_rule::scope_kind::global;
+        else
+          fail(r["scope"],
+               where + ": scope must be tenant, route, model or global, not '" + sc + "'");
+      }
+      if (r["route"]) rule.route = scalar<std::string>(r["route"], "route");
+      if (r["model"]) rule.model = scalar<std::string>(r["model"], "model");
+      const auto limit = [&](const char* key, std::uint64_t max) -> std::uint64_t {
+        if (!r[key]) return 0;
+        const auto v = non_negative(r[key], key);
+        if (v > max) fail(r[key], where + ": " + key + " is at most " + std::to_string(max));
+        return v;
+      };
+      rule.max_concurrent = static_cast<std::uint32_t>(limit("max_concurrent", 1000000));
+      rule.requests_per_minute =
+          static_cast<std::uint32_t>(limit("requests_per_minute", 100000000));
+      rule.tokens_per_minute = limit("tokens_per_minute", std::uint64_t{1} << 40);
+      if (r["assumed_max_tokens"])
+        rule.assumed_max_tokens = static_cast<std::uint32_t>(limit("assumed_max_tokens", 10000000));
+      if (rule.max_concurrent == 0 && rule.requests_per_minute == 0 && rule.tokens_per_minute == 0)
+        fail(r, where + ": needs max_concurrent, requests_per_minute or tokens_per_minute");
+      for (const auto& other : cfg.admission)
+        if (other.name == rule.name)
+          fail(r["name"], "duplicate admission rule '" + rule.name + "'");
+      cfg.admission.push_back(std::move(rule));
+    }
   }
   if (const auto& st = root["steps"]) {
     check_keys(st, {"triggers", "max_steps"}, "steps");
@@ -475,6 +544,17 @@ void validate(config& cfg) {
     if (it->name == up.name) throw config_error("upstream '" + up.name + "' falls back to itself");
     up.fallback_index = static_cast<std::size_t>(it - cfg.upstreams.begin());
   }
+  for (const auto& rule : cfg.admission) {
+    if (!rule.route.empty() &&
+        std::none_of(cfg.routes.begin(), cfg.routes.end(),
+                     [&](const route_config& r) { return r.name == rule.route; }))
+      throw config_error("admission rule '" + rule.name + "' names unknown route '" + rule.route +
+                         "'");
+  }
+  // Admission rules are enforced by the `admission` hook: configured rules bring it in.
+  if (!cfg.admission.empty() &&
+      std::find(cfg.hooks.begin(), cfg.hooks.end(), "admission") == cfg.hooks.end())
+    cfg.hooks.insert(cfg.hooks.begin(), "admission");
   std::set<std::string> prefixes;
   for (auto& r : cfg.routes) {
     if (r.prefix.empty() || r.prefix.front() != '/')

@@ -172,6 +172,30 @@ struct timing_config {
   std::size_t exact_samples = 4096;
 };
 
+/// Who a request is for (DESIGN.md §11): the value of `header` when the request has it, else the
+/// salted hash of its credential (never the key), else `anonymous`.  At most `max` distinct
+/// tenants are told apart; later ones share `other`.
+struct tenants_config {
+  std::string header;  ///< empty: by credential only
+  std::size_t max = 100;
+};
+
+/// One admission rule (DESIGN.md §11): limits per value of its scope — each tenant, each route,
+/// each model, or all requests together (`global`) — optionally only for one route or model.
+/// A limit of 0 is no limit.  Token budgets reserve the request's estimate (prompt characters / 4
+/// + `max_tokens`, else `assumed_max_tokens`) at admission and settle at stream end from the
+/// normalized usage.
+struct admission_rule {
+  enum class scope_kind { tenant, route, model, global };
+  std::string name{};
+  scope_kind scope = scope_kind::tenant;
+  std::string route{}, model{};  ///< empty: every route / model
+  std::uint32_t max_concurrent = 0;
+  std::uint32_t requests_per_minute = 0;
+  std::uint64_t tokens_per_minute = 0;
+  std::uint32_t assumed_max_tokens = 1024;
+};
+
 struct config {
   host_port listen{"127.0.0.1", 8080};
   host_port admin{"127.0.0.1", 9464};
@@ -200,6 +224,8 @@ struct config {
   metrics_config metrics;
   steps_config steps;
   cache_config cache;
+  tenants_config tenants;
+  std::vector<admission_rule> admission;  ///< checked in order; the first that refuses answers
 };
 
 /// Reads a YAML file.  Unknown keys are errors, so typos do not pass silently.  With `check`,

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "config/log.hpp"
+#include "hooks/admission.hpp"
 #include "hooks/builtin_seams.hpp"
 #include "hooks/cache_hints_hook.hpp"
 #include "hooks/cache_hook.hpp"
@@ -519,6 +520,12 @@ hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics) {
         return std::make_shared<cache_hook_factory>(cfg);
       },
       {.provides = {"cache_events"}, .needs = {"timing"}, .reads = {}});  // TTFT: prefill anomalies
+  r.add("admission",
+        [metrics](const config::config& cfg) -> std::shared_ptr<hook_factory> {
+          return std::make_shared<admission_hook_factory>(
+              std::make_shared<admission_state>(cfg, metrics));
+        },
+        {.provides = {}, .needs = {}, .reads = {}});
   r.add("cache_hints",
         [](const config::config&) -> std::shared_ptr<hook_factory> {
           return std::make_shared<cache_hints_hook_factory>();

@@ -62,6 +62,10 @@ struct request_view {
   std::uint64_t tenant = 0;
   /// How the upstream's endpoint was chosen: its balancing policy (DESIGN.md §10).
   std::string_view balance;
+  /// Text bytes of the prompt (system, messages, prompt, input), and the request's output budget
+  /// (`max_tokens` / `max_completion_tokens`) when it sets one: what a token budget reserves.
+  std::size_t prompt_chars = 0;
+  std::optional<std::int64_t> max_tokens;
 };
 
 /// One attempt of an exchange on an endpoint of its upstream (DESIGN.md §10).

@@ -38,6 +38,8 @@ struct exchange {
   std::string target_redacted;
   std::string model;
   bool stream_requested = false;
+  std::size_t prompt_chars = 0;            // text bytes of the prompt (the inspector's)
+  std::optional<std::int64_t> max_tokens;  // the request's output budget, when it sets one
   std::vector<parsers::message_digest> conversation;
   std::uint64_t tenant = 0;
   std::string route_key;                  // from the request phase, for the router

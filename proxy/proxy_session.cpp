@@ -228,7 +228,9 @@ class proxy_session final : public relay_host, public net::session_base {
             headers,
             ex.conversation,
             ex.tenant,
-            config::to_string(up.balance)};
+            config::to_string(up.balance),
+            ex.prompt_chars,
+            ex.max_tokens};
   }
 
   // The hooks' request phase, on the client's request (its headers redacted).
@@ -348,6 +350,8 @@ class proxy_session final : public relay_host, public net::session_base {
     auto info = inspector_.inspect(req.body(), {.digests = shared_.taps != nullptr || by_prefix});
     ex.model = info.model;
     ex.stream_requested = info.stream;
+    ex.prompt_chars = info.prompt_chars;
+    ex.max_tokens = info.max_tokens;
     ex.conversation = std::move(info.digests);
   }
 

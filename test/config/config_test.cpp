@@ -222,6 +222,49 @@ TEST(Config, AnActiveHealthProbeIsOptIn) {
   expect_error("upstreams: {a: {url: http://h, health: {every: 1}}}\n", "unknown key 'every'");
 }
 
+TEST(Config, AdmissionRulesAndTenants) {
+  auto cfg = parse_config(
+      "upstreams: {a: {url: http://h}}\n"
+      "routes: [{name: local, prefix: /, upstream: a}]\n"
+      "tenants: {header: x-tokentap-tenant, max: 50}\n"
+      "admission:\n"
+      "  - {name: per-tenant, scope: tenant, max_concurrent: 32, requests_per_minute: 600,\n"
+      "     tokens_per_minute: 200000}\n"
+      "  - {name: fleet-cap, scope: route, route: local, max_concurrent: 256}\n");
+  EXPECT_EQ(cfg.tenants.header, "x-tokentap-tenant");
+  EXPECT_EQ(cfg.tenants.max, 50u);
+  ASSERT_EQ(cfg.admission.size(), 2u);
+  EXPECT_EQ(cfg.admission[0].scope, admission_rule::scope_kind::tenant);
+  EXPECT_EQ(cfg.admission[0].requests_per_minute, 600u);
+  EXPECT_EQ(cfg.admission[0].tokens_per_minute, 200000u);
+  EXPECT_EQ(cfg.admission[1].route, "local");
+  // Rules bring their hook, first.
+  EXPECT_EQ(cfg.hooks.front(), "admission");
+  expect_error("upstreams: {a: {url: http://h}}\nadmission: [{name: x}]\n",
+               "line 2: admission rule 'x': needs max_concurrent, requests_per_minute or "
+               "tokens_per_minute");
+  expect_error(
+      "upstreams: {a: {url: http://h}}\nadmission: [{name: x, scope: team, max_concurrent: 1}]\n",
+      "scope must be tenant, route, model or global, not 'team'");
+  expect_error("upstreams: {a: {url: http://h}}\nadmission:\n  - {name: x, max_concurrent: -1}\n",
+               "line 3:");
+  expect_error(
+      "upstreams: {a: {url: http://h}}\nadmission: [{name: x, route: nope, max_concurrent: 1}]\n",
+      "admission rule 'x' names unknown route 'nope'");
+  expect_error(
+      "upstreams: {a: {url: http://h}}\n"
+      "admission: [{name: x, max_concurrent: 1}, {name: x, max_concurrent: 2}]\n",
+      "duplicate admission rule 'x'");
+  expect_error("upstreams: {a: {url: http://h}}\nadmission: [{name: 'a b', max_concurrent: 1}]\n",
+               "admission rule name must be");
+  expect_error("upstreams: {a: {url: http://h}}\nadmission: {name: x}\n",
+               "admission must be a list of rules");
+  expect_error("upstreams: {a: {url: http://h}}\ntenants: {header: 'x y'}\n",
+               "tenants.header must be a header name");
+  expect_error("upstreams: {a: {url: http://h}}\ntenants: {max: 0}\n",
+               "tenants.max must be from 1 to 10000");
+}
+
 TEST(Config, AFallbackNamesAnotherUpstream) {
   const auto cfg = parse_config(
       "upstreams: {a: {url: http://h, fallback: b}, b: {url: http://g}}\n"

@@ -676,8 +676,8 @@ TEST(HookRegistry, UnknownHookNamesAreConfigErrors) {
     builtin_hooks().build(cfg);
     FAIL() << "accepted an unknown hook";
   } catch (const config::config_error& e) {
-    EXPECT_NE(std::string(e.what()).find(
-                  "unknown hook 'nope' (available: cache, metrics, steps, timing, trace)"),
+    EXPECT_NE(std::string(e.what()).find("unknown hook 'nope' (available: admission, cache, "
+                                         "cache_hints, metrics, steps, timing, trace)"),
               std::string::npos)
         << e.what();
   }

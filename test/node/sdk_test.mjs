@@ -4,6 +4,9 @@
 // The simulator reports an FNV-1a digest of the text it generated (x-sim-content-fnv); each client
 // must reassemble exactly that text from the stream it received through the proxy.
 import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -14,6 +17,7 @@ if (!BIN) throw new Error('TOKENTAP_BIN must point at the tokentap binary');
 
 const children = [];
 let proxyUrl;
+let limitedUrl;  // a proxy whose admission allows one stream at a time per tenant
 let proxyLog = '';
 
 function start(args, readyKey) {
@@ -58,6 +62,17 @@ before(async () => {
       '--upstream', `http://${sim.addr}`],
     'proxy');
   proxyUrl = `http://${proxy.addr}`;
+  const dir = mkdtempSync(join(tmpdir(), 'tokentap-sdk-'));
+  const config = join(dir, 'limited.yaml');
+  writeFileSync(config, [
+    'upstreams: {sim: {url: "http://' + sim.addr + '"}}',
+    'tenants: {header: x-tokentap-tenant}',
+    'admission: [{name: one-stream, scope: tenant, max_concurrent: 1}]',
+    '',
+  ].join('\n'));
+  const limited = await start(
+    ['proxy', '--config', config, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0'], 'proxy');
+  limitedUrl = `http://${limited.addr}`;
 });
 
 after(() => {
@@ -158,6 +173,67 @@ test('Anthropic SDK MessageStream helper assembles the final message', async () 
   assert.equal(text, streamed);
   assert.ok(text.length > 0);
   assert.equal(msg.usage.output_tokens, 52);
+});
+
+// Admission refuses a second concurrent stream of one tenant with 429 and `retry-after: 1`: the
+// SDKs raise their RateLimitError, and their built-in retry waits as told and then succeeds
+// (the first stream, ~0.5 s long, has ended by then).
+const slowHeaders = { 'x-tokentap-tenant': 'sdk', 'x-sim-tokens': '25', 'x-sim-itl-ms': '20', 'x-sim-ttft-ms': '5' };
+const quickHeaders = { 'x-tokentap-tenant': 'sdk', 'x-sim-tokens': '3', 'x-sim-itl-ms': '1', 'x-sim-ttft-ms': '1' };
+
+// A response header of an SDK error (a Headers object in newer SDKs, a plain record in older).
+const headerOf = (err, name) => (typeof err.headers?.get === 'function' ? err.headers.get(name) : err.headers?.[name]);
+
+async function whileAStreamRuns(startSlow, body) {
+  const slow = startSlow();
+  await new Promise((r) => setTimeout(r, 100));  // the slow stream holds the tenant's slot
+  try {
+    return await body();
+  } finally {
+    await slow;
+  }
+}
+
+test('OpenAI SDK: an admission refusal is a RateLimitError, and its retry honours retry-after', async () => {
+  const slowClient = new OpenAI({ baseURL: `${limitedUrl}/v1`, apiKey: 'sk-a', defaultHeaders: slowHeaders });
+  const slowStream = async () => {
+    const s = await slowClient.chat.completions.create({ model: 'sim-small', stream: true, messages: [{ role: 'user', content: 'slow' }] });
+    for await (const _ of s) { /* drain */ }
+  };
+  const noRetry = new OpenAI({ baseURL: `${limitedUrl}/v1`, apiKey: 'sk-a', maxRetries: 0, defaultHeaders: quickHeaders });
+  await whileAStreamRuns(slowStream, () => assert.rejects(
+    noRetry.chat.completions.create({ model: 'sim-small', messages: [{ role: 'user', content: 'x' }] }),
+    (err) => err instanceof OpenAI.RateLimitError && err.status === 429 &&
+      headerOf(err, 'retry-after') === '1' && headerOf(err, 'x-tokentap-rejected-by') === 'one-stream'));
+  const retrying = new OpenAI({ baseURL: `${limitedUrl}/v1`, apiKey: 'sk-a', maxRetries: 2, defaultHeaders: quickHeaders });
+  await whileAStreamRuns(slowStream, async () => {
+    const t0 = performance.now();
+    const done = await retrying.chat.completions.create({ model: 'sim-small', messages: [{ role: 'user', content: 'x' }] });
+    const waited = performance.now() - t0;
+    assert.ok(done.choices[0].message.content.length > 0);
+    assert.ok(waited >= 950, `retried after ${waited} ms, not after the 1 s retry-after`);
+  });
+});
+
+test('Anthropic SDK: an admission refusal is a RateLimitError, and its retry honours retry-after', async () => {
+  const slowClient = new Anthropic({ baseURL: limitedUrl, apiKey: 'sk-ant-a', defaultHeaders: slowHeaders });
+  const slowStream = async () => {
+    const s = await slowClient.messages.create({ model: 'claude-sim', max_tokens: 64, stream: true, messages: [{ role: 'user', content: 'slow' }] });
+    for await (const _ of s) { /* drain */ }
+  };
+  const noRetry = new Anthropic({ baseURL: limitedUrl, apiKey: 'sk-ant-a', maxRetries: 0, defaultHeaders: quickHeaders });
+  await whileAStreamRuns(slowStream, () => assert.rejects(
+    noRetry.messages.create({ model: 'claude-sim', max_tokens: 64, messages: [{ role: 'user', content: 'x' }] }),
+    (err) => err instanceof Anthropic.RateLimitError && err.status === 429 &&
+      headerOf(err, 'retry-after') === '1'));
+  const retrying = new Anthropic({ baseURL: limitedUrl, apiKey: 'sk-ant-a', maxRetries: 2, defaultHeaders: quickHeaders });
+  await whileAStreamRuns(slowStream, async () => {
+    const t0 = performance.now();
+    const msg = await retrying.messages.create({ model: 'claude-sim', max_tokens: 64, messages: [{ role: 'user', content: 'x' }] });
+    const waited = performance.now() - t0;
+    assert.ok(msg.content.length > 0);
+    assert.ok(waited >= 950, `retried after ${waited} ms, not after the 1 s retry-after`);
+  });
 });
 
 test('curl -N shows events arriving one by one', async () => {

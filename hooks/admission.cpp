@@ -1,0 +1,329 @@
+#include "hooks/admission.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+#include "hooks/metrics.hpp"
+
+namespace tokentap::hooks {
+
+using steady = std::chrono::steady_clock;
+
+std::string_view to_string(admission_reason r) noexcept {
+  switch (r) {
+    case admission_reason::concurrency:
+      return "concurrency";
+    case admission_reason::requests:
+      return "requests";
+    case admission_reason::tokens:
+      return "tokens";
+    case admission_reason::count_:
+      break;
+  }
+  return "unknown";
+}
+
+std::string tenant_names::name_of(std::string_view header_value, std::uint64_t credential) {
+  std::string name;
+  if (!header_value.empty()) {
+    for (char c : header_value.substr(0, 64)) {
+      const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                         (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-' || c == ':' ||
+                         c == '@';
+      name.push_back(plain ? c : '_');
+    }
+  } else if (credential != 0) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "key-%012llx",
+                  static_cast<unsigned long long>(credential >> 16));
+    name = buf;
+  } else {
+    return "anonymous";
+  }
+  std::lock_guard lk(mu_);
+  if (known_.count(name) != 0) return name;
+  if (known_.size() >= max_) return "other";
+  known_.emplace(name, true);
+  return name;
+}
+
+admission_state::admission_state(const config::config& cfg,
+                                 std::shared_ptr<metrics_registry> metrics)
+    : cfg_(&cfg), tenants_(cfg.tenants.max) {
+  for (const auto& r : cfg.admission) {
+    auto rs = std::make_unique<rule_state>();
+    rs->cfg = &r;
+    // Buckets a rule keeps, the overflow bucket ("other") included: bounded by the configuration.
+    switch (r.scope) {
+      case config::admission_rule::scope_kind::tenant:
+        rs->max_keys = cfg.tenants.max + 3;  // (+ other, anonymous, and the overflow bucket)
+        break;
+      case config::admission_rule::scope_kind::route:
+        rs->max_keys = cfg.routes.size() + 1;
+        break;
+      case config::admission_rule::scope_kind::model:
+        rs->max_keys = cfg.metrics.max_models + 1;
+        break;
+      case config::admission_rule::scope_kind::global:
+        rs->max_keys = 2;
+        break;
+    }
+    rules_.push_back(std::move(rs));
+  }
+  if (!metrics) return;
+  for (std::size_t i = 0; i < rules_.size(); ++i)
+    for (std::size_t k = 0; k < static_cast<std::size_t>(admission_reason::count_); ++k) {
+      const auto why = static_cast<admission_reason>(k);
+      metrics->add_counter_source(
+          "tokentap_admission_rejections_total",
+          "Requests an admission rule refused before anything reached the upstream, by reason",
+          [this, i, why] { return rejections(i, why); },
+          {{"rule", cfg.admission[i].name}, {"reason", std::string(to_string(why))}});
+    }
+}
+
+void admission_state::refill(const config::admission_rule& r, bucket& b, steady::time_point now) {
+  const double seconds = std::chrono::duration<double>(now - b.refilled).count();
+  if (seconds <= 0) return;
+  b.refilled = now;
+  if (r.requests_per_minute > 0)
+    b.requests = std::min<double>(r.requests_per_minute,
+                                  b.requests + seconds * r.requests_per_minute / 60.0);
+  if (r.tokens_per_minute > 0)
+    b.tokens =
+        std::min<double>(static_cast<double>(r.tokens_per_minute),
+                         b.tokens + seconds * static_cast<double>(r.tokens_per_minute) / 60.0);
+}
+
+admission_state::bucket& admission_state::bucket_of(rule_state& rs, std::string_view key,
+                                                    steady::time_point now) {
+  auto it = rs.buckets.find(std::string(key));
+  if (it == rs.buckets.end()) {
+    // (Bounded by the configuration; past it, the key shares "other"'s bucket.)
+    const std::string k = rs.buckets.size() + 1 < rs.max_keys ? std::string(key) : "other";
+    it = rs.buckets.find(k);
+    if (it == rs.buckets.end()) {
+      auto b = std::make_unique<bucket>();
+      b->requests = rs.cfg->requests_per_minute;  // a new key starts with a full minute
+      b->tokens = static_cast<double>(rs.cfg->tokens_per_minute);
+      b->refilled = now;
+      it = rs.buckets.emplace(k, std::move(b)).first;
+    }
+  }
+  return *it->second;
+}
+
+bool admission_state::admit(const facts& f, ticket& t, refusal& r, steady::time_point now) {
+  t.holds.clear();
+  for (std::size_t i = 0; i < rules_.size(); ++i) {
+    auto& rs = *rules_[i];
+    const auto& rule = *rs.cfg;
+    if (!rule.route.empty() && rule.route != f.route) continue;
+    if (!rule.model.empty() && rule.model != f.model) continue;
+    std::string_view key;
+    switch (rule.scope) {
+      case config::admission_rule::scope_kind::tenant:
+        key = f.tenant;
+        break;
+      case config::admission_rule::scope_kind::route:
+        key = f.route;
+        break;
+      case config::admission_rule::scope_kind::model:
+        key = f.model;
+        break;
+      case config::admission_rule::scope_kind::global:
+        key = "all";
+        break;
+    }
+    // A token budget reserves the prompt estimate and the output budget; an estimate larger
+    // than the whole budget waits for a full bucket (and then runs it into debt).
+    const double reserve =
+        rule.tokens_per_minute > 0
+            ? f.estimate_tokens +
+                  static_cast<double>(f.max_tokens >= 0 ? f.max_tokens : rule.assumed_max_tokens)
+            : 0.0;
+    std::unique_lock lk(rs.mu);
+    auto& b = bucket_of(rs, key, now);
+    refill(rule, b, now);
+    const auto refuse = [&](admission_reason why, double wait_s) {
+      r = {};
+      r.rule = i;
+      r.reason = why;
+      // A cap on a route, model or everything is capacity, not a tenant's rate: 503.
+      r.status = why == admission_reason::concurrency &&
+                         rule.scope != config::admission_rule::scope_kind::tenant
+                     ? 503
+                     : 429;
+      r.retry_after_s = static_cast<std::uint32_t>(std::clamp(std::ceil(wait_s), 1.0, 3600.0));
+      r.request_limit = rule.requests_per_minute;
+      r.requests_left = static_cast<std::uint64_t>(std::max(0.0, std::floor(b.requests)));
+      r.requests_reset_s = rule.requests_per_minute > 0 ? (rule.requests_per_minute - b.requests) *
+                                                              60.0 / rule.requests_per_minute
+                                                        : 0;
+      r.token_limit = rule.tokens_per_minute;
+      r.tokens_left = static_cast<std::uint64_t>(std::max(0.0, std::floor(b.tokens)));
+      r.tokens_reset_s = rule.tokens_per_minute > 0
+                             ? (static_cast<double>(rule.tokens_per_minute) - b.tokens) * 60.0 /
+                                   static_cast<double>(rule.tokens_per_minute)
+                             : 0;
+      rs.rejected[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+      return false;
+    };
+    bool ok = true;
+    if (rule.max_concurrent > 0 && b.in_flight >= rule.max_concurrent)
+      ok = refuse(admission_reason::concurrency, 1);
+    else if (rule.requests_per_minute > 0 && b.requests < 1)
+      ok = refuse(admission_reason::requests, (1 - b.requests) * 60.0 / rule.requests_per_minute);
+    else if (rule.tokens_per_minute > 0) {
+      const double need = std::min(reserve, static_cast<double>(rule.tokens_per_minute));
+      if (b.tokens < need)
+        ok = refuse(admission_reason::tokens,
+                    (need - b.tokens) * 60.0 / static_cast<double>(rule.tokens_per_minute));
+    }
+    if (!ok) {
+      lk.unlock();
+      settle(t, -2, now);  // give back what the rules before this one took
+      return false;
+    }
+    if (rule.max_concurrent > 0) ++b.in_flight;
+    if (rule.requests_per_minute > 0) b.requests -= 1;
+    if (rule.tokens_per_minute > 0) b.tokens -= reserve;
+    t.holds.push_back({i, &b, reserve, rule.max_concurrent > 0});
+  }
+  return true;
+}
+
+void admission_state::settle(ticket& t, double used, steady::time_point now) {
+  for (const auto& h : t.holds) {
+    auto& rs = *rules_[h.rule];
+    std::lock_guard lk(rs.mu);
+    auto& b = *static_cast<bucket*>(h.bucket);
+    if (h.concurrent && b.in_flight > 0) --b.in_flight;
+    if (used == -2) {
+      // Admission refused by a later rule: nothing was used.
+      if (rs.cfg->requests_per_minute > 0) b.requests += 1;
+      b.tokens += h.reserved_tokens;
+    } else if (used >= 0 && rs.cfg->tokens_per_minute > 0) {
+      refill(*rs.cfg, b, now);
+      b.tokens = std::min(static_cast<double>(rs.cfg->tokens_per_minute),
+                          b.tokens + h.reserved_tokens - used);
+    }
+  }
+  t.holds.clear();
+}
+
+namespace {
+
+// A duration as OpenAI's reset headers write it: `1s`, `6m0s`, `250ms`.
+std::string go_duration(double seconds) {
+  if (seconds < 1) return std::to_string(static_cast<long>(std::ceil(seconds * 1000))) + "ms";
+  const auto s = static_cast<long>(std::ceil(seconds));
+  if (s < 60) return std::to_string(s) + "s";
+  return std::to_string(s / 60) + "m" + std::to_string(s % 60) + "s";
+}
+
+// A moment `seconds` from now as Anthropic's reset headers write it (RFC 3339, UTC).
+std::string rfc3339_in(double seconds) {
+  const std::time_t t = std::time(nullptr) + static_cast<std::time_t>(std::ceil(seconds));
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+class admission_hook final : public hook {
+ public:
+  explicit admission_hook(std::shared_ptr<admission_state> state) : state_(std::move(state)) {}
+
+  request_status on_request_phase(const request_view& r, request_callbacks& cb) override {
+    const auto& cfg = state_->cfg();
+    std::string_view header;
+    if (!cfg.tenants.header.empty())
+      for (const auto& h : r.headers)
+        if (iequals(h.name, cfg.tenants.header)) header = h.value;
+    const auto tenant = state_->tenants().name_of(header, r.tenant);
+    admission_state::facts f;
+    f.tenant = tenant;
+    f.route = r.route;
+    f.model = r.model;
+    f.estimate_tokens = static_cast<double>(r.prompt_chars) / 4.0;
+    f.max_tokens = r.max_tokens.value_or(-1);
+    admission_state::refusal no;
+    if (state_->admit(f, ticket_, no, steady::now())) return request_status::proceed;
+    const auto& rule = cfg.admission[no.rule];
+    cb.local_reply(no.status, no.status == 503 ? "overloaded_error" : "rate_limit_error",
+                   std::string(no.status == 503 ? "capacity" : "rate limit") + " reached (" +
+                       std::string(to_string(no.reason)) + ", rule '" + rule.name +
+                       "'); retry after " + std::to_string(no.retry_after_s) + " s");
+    cb.add_reply_header("retry-after", std::to_string(no.retry_after_s));
+    cb.add_reply_header("x-tokentap-rejected-by", rule.name);
+    const auto path = r.target.substr(0, r.target.find('?'));
+    if (ends_with(path, "/messages")) {
+      if (no.request_limit > 0) {
+        cb.add_reply_header("anthropic-ratelimit-requests-limit", std::to_string(no.request_limit));
+        cb.add_reply_header("anthropic-ratelimit-requests-remaining",
+                            std::to_string(no.requests_left));
+        cb.add_reply_header("anthropic-ratelimit-requests-reset", rfc3339_in(no.requests_reset_s));
+      }
+      if (no.token_limit > 0) {
+        cb.add_reply_header("anthropic-ratelimit-tokens-limit", std::to_string(no.token_limit));
+        cb.add_reply_header("anthropic-ratelimit-tokens-remaining", std::to_string(no.tokens_left));
+        cb.add_reply_header("anthropic-ratelimit-tokens-reset", rfc3339_in(no.tokens_reset_s));
+      }
+    } else {
+      if (no.request_limit > 0) {
+        cb.add_reply_header("x-ratelimit-limit-requests", std::to_string(no.request_limit));
+        cb.add_reply_header("x-ratelimit-remaining-requests", std::to_string(no.requests_left));
+        cb.add_reply_header("x-ratelimit-reset-requests", go_duration(no.requests_reset_s));
+      }
+      if (no.token_limit > 0) {
+        cb.add_reply_header("x-ratelimit-limit-tokens", std::to_string(no.token_limit));
+        cb.add_reply_header("x-ratelimit-remaining-tokens", std::to_string(no.tokens_left));
+        cb.add_reply_header("x-ratelimit-reset-tokens", go_duration(no.tokens_reset_s));
+      }
+    }
+    return request_status::stop;
+  }
+
+  void on_stream_end(const stream_info& s) override {
+    const auto& u = s.usage;
+    double used = -1;
+    if (u.input_tokens >= 0 || u.output_tokens >= 0)
+      used = static_cast<double>(std::max<std::int64_t>(0, u.input_tokens) +
+                                 std::max<std::int64_t>(0, u.output_tokens));
+    state_->settle(ticket_, used, steady::now());
+  }
+
+  ~admission_hook() override { state_->settle(ticket_, -1, steady::now()); }
+
+  unsigned per_event() const noexcept override { return 0; }
+
+ private:
+  static bool iequals(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (std::tolower(static_cast<unsigned char>(a[i])) !=
+          std::tolower(static_cast<unsigned char>(b[i])))
+        return false;
+    return true;
+  }
+
+  std::shared_ptr<admission_state> state_;
+  admission_state::ticket ticket_;
+};
+
+}  // namespace
+
+std::unique_ptr<hook> admission_hook_factory::create() {
+  return std::make_unique<admission_hook>(state_);
+}
+
+}  // namespace tokentap::hooks

@@ -1,0 +1,178 @@
+// Admission rules on their own clock: requests and tokens per minute as continuously refilled
+// buckets, concurrency held until the exchange settles, token reservations settled from usage,
+// a refusal by a later rule giving back what earlier rules took, and bounded keys.
+#include "hooks/admission.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace tokentap::hooks {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+using rule = config::admission_rule;
+
+config::config with_rules(std::vector<rule> rules) {
+  config::config cfg;
+  cfg.routes = {{"chat", "/v1/", "up", 0}, {"batch", "/batch/", "up", 0}};
+  cfg.admission = std::move(rules);
+  return cfg;
+}
+
+admission_state::facts request(std::string_view tenant, std::string_view route = "chat",
+                               std::string_view model = "m", double estimate = 0,
+                               std::int64_t max_tokens = -1) {
+  return {tenant, route, model, estimate, max_tokens};
+}
+
+TEST(Admission, RequestsPerMinuteRefillContinuously) {
+  const auto cfg = with_rules({{.name = "rpm", .requests_per_minute = 60}});
+  admission_state s(cfg, nullptr);
+  const auto t0 = steady::now();
+  admission_state::refusal r;
+  for (int i = 0; i < 60; ++i) {
+    admission_state::ticket t;
+    ASSERT_TRUE(s.admit(request("a"), t, r, t0)) << i;
+    s.settle(t, 10, t0);
+  }
+  admission_state::ticket t;
+  ASSERT_FALSE(s.admit(request("a"), t, r, t0));
+  EXPECT_EQ(r.reason, admission_reason::requests);
+  EXPECT_EQ(r.status, 429u);
+  EXPECT_EQ(r.retry_after_s, 1u);
+  EXPECT_EQ(r.request_limit, 60u);
+  EXPECT_EQ(r.requests_left, 0u);
+  EXPECT_TRUE(t.holds.empty());
+  EXPECT_EQ(s.rejections(0, admission_reason::requests), 1u);
+  // Another tenant has its own minute; a second later this one has one request again.
+  EXPECT_TRUE(s.admit(request("b"), t, r, t0));
+  s.settle(t, 0, t0);
+  EXPECT_TRUE(s.admit(request("a"), t, r, t0 + 1s));
+  s.settle(t, 0, t0 + 1s);
+  EXPECT_FALSE(s.admit(request("a"), t, r, t0 + 1s));
+}
+
+TEST(Admission, ConcurrencyIsHeldUntilTheExchangeSettles) {
+  const auto cfg = with_rules({{.name = "two", .max_concurrent = 2}});
+  admission_state s(cfg, nullptr);
+  const auto now = steady::now();
+  admission_state::refusal r;
+  admission_state::ticket a, b, c;
+  ASSERT_TRUE(s.admit(request("t"), a, r, now));
+  ASSERT_TRUE(s.admit(request("t"), b, r, now));
+  ASSERT_FALSE(s.admit(request("t"), c, r, now));
+  EXPECT_EQ(r.reason, admission_reason::concurrency);
+  EXPECT_EQ(r.status, 429u);                      // a tenant's cap
+  ASSERT_TRUE(s.admit(request("u"), c, r, now));  // another tenant
+  s.settle(c, 0, now);
+  s.settle(a, 0, now);
+  EXPECT_TRUE(s.admit(request("t"), c, r, now));
+  s.settle(b, 0, now);
+  s.settle(c, 0, now);
+}
+
+TEST(Admission, ACapOnARouteIsCapacityAndAnswers503) {
+  const auto cfg = with_rules({{.name = "fleet-cap",
+                                .scope = rule::scope_kind::route,
+                                .route = "chat",
+                                .max_concurrent = 1}});
+  admission_state s(cfg, nullptr);
+  const auto now = steady::now();
+  admission_state::refusal r;
+  admission_state::ticket a, b;
+  ASSERT_TRUE(s.admit(request("t"), a, r, now));
+  ASSERT_FALSE(s.admit(request("u"), b, r, now));
+  EXPECT_EQ(r.status, 503u);
+  // The rule names one route: the other is not limited.
+  EXPECT_TRUE(s.admit(request("u", "batch"), b, r, now));
+  s.settle(a, 0, now);
+  s.settle(b, 0, now);
+}
+
+TEST(Admission, TokenBudgetsReserveAtAdmissionAndSettleFromUsage) {
+  const auto cfg = with_rules({{.name = "tpm", .tokens_per_minute = 1000}});
+  admission_state s(cfg, nullptr);
+  const auto now = steady::now();
+  admission_state::refusal r;
+  // 400 prompt characters (~100 tokens) + max_tokens 125: 225 reserved each.
+  std::vector<admission_state::ticket> held(4);
+  for (auto& t : held) ASSERT_TRUE(s.admit(request("t", "chat", "m", 100, 125), t, r, now));
+  admission_state::ticket next;
+  ASSERT_FALSE(s.admit(request("t", "chat", "m", 100, 125), next, r, now));
+  EXPECT_EQ(r.reason, admission_reason::tokens);
+  EXPECT_EQ(r.token_limit, 1000u);
+  EXPECT_EQ(r.tokens_left, 100u);
+  EXPECT_EQ(r.retry_after_s, 8u);  // 125 tokens more at 1000/min: 7.5 s
+  // One stream used 25 of its 225: 200 come back, enough for one more.
+  s.settle(held[0], 25, now);
+  EXPECT_TRUE(s.admit(request("t", "chat", "m", 100, 125), next, r, now));
+  // Without max_tokens the rule's assumed output budget is reserved.
+  s.settle(next, 225, now);
+  admission_state::ticket big;
+  EXPECT_FALSE(s.admit(request("t", "chat", "m", 100), big, r, now));  // 100 + 1024 > what is left
+}
+
+TEST(Admission, AStreamThatOverrunsItsReservationRunsTheBudgetIntoDebt) {
+  const auto cfg = with_rules({{.name = "tpm", .tokens_per_minute = 600}});
+  admission_state s(cfg, nullptr);
+  const auto t0 = steady::now();
+  admission_state::refusal r;
+  admission_state::ticket t;
+  ASSERT_TRUE(s.admit(request("t", "chat", "m", 0, 100), t, r, t0));
+  s.settle(t, 1100, t0);  // used 1,100 of a 600-token minute: 500 in debt
+  ASSERT_FALSE(s.admit(request("t", "chat", "m", 0, 100), t, r, t0 + 59s));
+  EXPECT_TRUE(s.admit(request("t", "chat", "m", 0, 100), t, r, t0 + 61s));
+}
+
+TEST(Admission, ARefusalByALaterRuleGivesBackWhatEarlierRulesTook) {
+  const auto cfg =
+      with_rules({{.name = "per-tenant", .requests_per_minute = 2},
+                  {.name = "global", .scope = rule::scope_kind::global, .max_concurrent = 1}});
+  admission_state s(cfg, nullptr);
+  const auto now = steady::now();
+  admission_state::refusal r;
+  admission_state::ticket a, b;
+  ASSERT_TRUE(s.admit(request("t"), a, r, now));
+  ASSERT_FALSE(s.admit(request("t"), b, r, now));
+  EXPECT_EQ(r.rule, 1u);
+  s.settle(a, 0, now);
+  // The refused request's per-tenant request was given back: one is left.
+  ASSERT_TRUE(s.admit(request("t"), b, r, now));
+  s.settle(b, 0, now);
+  EXPECT_FALSE(s.admit(request("t"), b, r, now));
+  EXPECT_EQ(r.rule, 0u);
+}
+
+TEST(Admission, KeysAreBoundedByTheConfiguration) {
+  auto cfg =
+      with_rules({{.name = "per-model", .scope = rule::scope_kind::model, .max_concurrent = 1}});
+  cfg.metrics.max_models = 2;
+  admission_state s(cfg, nullptr);
+  const auto now = steady::now();
+  admission_state::refusal r;
+  std::vector<admission_state::ticket> t(4);
+  ASSERT_TRUE(s.admit(request("x", "chat", "m1"), t[0], r, now));
+  ASSERT_TRUE(s.admit(request("x", "chat", "m2"), t[1], r, now));
+  // Every further model shares one bucket ("other").
+  ASSERT_TRUE(s.admit(request("x", "chat", "m3"), t[2], r, now));
+  EXPECT_FALSE(s.admit(request("x", "chat", "m4"), t[3], r, now));
+  for (auto& x : t) s.settle(x, 0, now);
+}
+
+TEST(TenantNames, HeaderValuesAreBoundedAndEscapedCredentialsNeverShown) {
+  tenant_names names(2);
+  EXPECT_EQ(names.name_of("team-a", 0), "team-a");
+  EXPECT_EQ(names.name_of("", 0), "anonymous");
+  const auto key = names.name_of("", 0x123456789abcdef0ull);
+  EXPECT_EQ(key, "key-123456789abc");
+  EXPECT_EQ(names.name_of("team-b", 0), "other");  // past max
+  EXPECT_EQ(names.name_of("team-a", 0), "team-a");
+  tenant_names wide(10);
+  EXPECT_EQ(wide.name_of(std::string("a b\"c\n\xff", 7), 0), "a_b_c__");
+  EXPECT_EQ(wide.name_of(std::string(500, 'x'), 0), std::string(64, 'x'));
+}
+
+}  // namespace
+}  // namespace tokentap::hooks

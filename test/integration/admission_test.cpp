@@ -1,0 +1,128 @@
+// Admission through the real proxy and simulator: a refused request never reaches the upstream
+// and is answered as the provider would (429 or 503, its error shape, retry-after, its
+// rate-limit headers); concurrency is held while a stream lasts; refusals are counted by rule.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "test/support/http_client.hpp"
+#include "test/support/metrics_text.hpp"
+#include "test/support/stack.hpp"
+
+namespace tokentap::test {
+namespace {
+
+using rule = config::admission_rule;
+
+std::function<void(config::config&)> rules(std::vector<rule> r) {
+  return [r](config::config& cfg) {
+    cfg.tenants.header = "x-tokentap-tenant";
+    cfg.admission = r;
+  };
+}
+
+request_options chat(const std::string& tenant,
+                     const std::string& target = "/v1/chat/completions") {
+  request_options o;
+  o.target = target;
+  o.body =
+      target == "/v1/messages"
+          ? R"({"model":"claude-sim","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]})"
+          : R"({"model":"sim-small","stream":true,"messages":[{"role":"user","content":"hi"}]})";
+  o.headers = {{"content-type", "application/json"},
+               {"x-tokentap-tenant", tenant},
+               {"x-sim-ttft-ms", "1"},
+               {"x-sim-itl-ms", "1"},
+               {"x-sim-tokens", "3"}};
+  if (target == "/v1/messages") o.headers.push_back({"anthropic-version", "2023-06-01"});
+  return o;
+}
+
+double rejections(const stack& s, const std::string& rule_name, const std::string& reason) {
+  request_options o;
+  o.method = "GET";
+  o.target = "/metrics";
+  return metric_sum(parse_metrics(fetch(s.proxy->admin_endpoint(), o).body),
+                    "tokentap_admission_rejections_total",
+                    {{"rule", rule_name}, {"reason", reason}});
+}
+
+TEST(Admission, ARateLimitedRequestIsAnsweredAsTheProviderWouldAndNeverForwarded) {
+  stack s(rules({{.name = "per-tenant", .requests_per_minute = 2}}));
+  EXPECT_EQ(fetch(s.proxy_ep(), chat("team-a")).status, 200);
+  EXPECT_EQ(fetch(s.proxy_ep(), chat("team-a")).status, 200);
+  const auto forwarded = s.sim->stats().requests.load();
+  const auto r = fetch(s.proxy_ep(), chat("team-a"));
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(s.sim->stats().requests.load(), forwarded);  // the upstream never saw it
+  EXPECT_NE(r.body.find(R"("error":{)"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("rate_limit_error"), std::string::npos) << r.body;
+  const auto retry = std::stoi(r.header("retry-after"));
+  EXPECT_GE(retry, 1);
+  EXPECT_LE(retry, 30);
+  EXPECT_EQ(r.header("x-ratelimit-limit-requests"), "2");
+  EXPECT_EQ(r.header("x-ratelimit-remaining-requests"), "0");
+  EXPECT_FALSE(r.header("x-ratelimit-reset-requests").empty());
+  EXPECT_EQ(r.header("x-tokentap-rejected-by"), "per-tenant");
+  // Another tenant is not limited by this one's minute.
+  EXPECT_EQ(fetch(s.proxy_ep(), chat("team-b")).status, 200);
+  EXPECT_EQ(rejections(s, "per-tenant", "requests"), 1);
+  // Anthropic's path: its error shape and its headers.
+  const auto a = fetch(s.proxy_ep(), chat("team-a", "/v1/messages"));
+  EXPECT_EQ(a.status, 429);
+  EXPECT_EQ(a.body.rfind(R"({"type":"error","error":{"type":"rate_limit_error")", 0), 0u) << a.body;
+  EXPECT_EQ(a.header("anthropic-ratelimit-requests-limit"), "2");
+  EXPECT_EQ(a.header("anthropic-ratelimit-requests-remaining"), "0");
+  EXPECT_EQ(a.header("anthropic-ratelimit-requests-reset").size(), 20u)
+      << a.header("anthropic-ratelimit-requests-reset");  // 2026-12-04T17:00:00Z
+  EXPECT_FALSE(a.header("retry-after").empty());
+}
+
+TEST(Admission, ConcurrencyIsHeldWhileAStreamLasts) {
+  stack s(rules({{.name = "one-stream", .max_concurrent = 1}}));
+  auto slow = chat("t");  // 40 tokens 20 ms apart: 0.8 s in flight
+  for (auto& h : slow.headers)
+    if (h.first == "x-sim-tokens") h.second = "40";
+  for (auto& h : slow.headers)
+    if (h.first == "x-sim-itl-ms") h.second = "20";
+  auto first = std::async(std::launch::async, [&] { return fetch(s.proxy_ep(), slow); });
+  // Wait until the first stream is in flight.
+  for (int i = 0; i < 200 && s.sim->stats().requests.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto refused = fetch(s.proxy_ep(), chat("t"));
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_EQ(refused.header("retry-after"), "1");
+  EXPECT_EQ(fetch(s.proxy_ep(), chat("other")).status, 200);
+  EXPECT_TRUE(first.get().complete);
+  EXPECT_EQ(fetch(s.proxy_ep(), chat("t")).status, 200);  // released at stream end
+  EXPECT_EQ(rejections(s, "one-stream", "concurrency"), 1);
+}
+
+TEST(Admission, ATokenBudgetSettlesFromTheReportedUsage) {
+  // 1,000 tokens a minute; each request reserves its prompt estimate + max_tokens 300.
+  stack s(rules({{.name = "tpm", .tokens_per_minute = 1000}}));
+  auto o = chat("t");
+  o.body =
+      R"({"model":"sim-small","stream":true,"max_tokens":300,)"
+      R"("stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]})";
+  // Each stream uses a handful of tokens: settled from usage, the budget comes back, so far
+  // more than 1000 / 300 requests pass.
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(fetch(s.proxy_ep(), o).status, 200) << i;
+  EXPECT_EQ(rejections(s, "tpm", "tokens"), 0);
+  // A request that asks for more than is left (what those streams used is gone for the
+  // minute) waits.
+  o.body =
+      R"({"model":"sim-small","stream":true,"max_tokens":990,"messages":[{"role":"user","content":"hi"}]})";
+  const auto r = fetch(s.proxy_ep(), o);
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(r.header("x-ratelimit-limit-tokens"), "1000");
+  EXPECT_LT(std::stoi(r.header("x-ratelimit-remaining-tokens")), 990);
+  EXPECT_GT(std::stoi(r.header("x-ratelimit-remaining-tokens")), 800);
+  EXPECT_EQ(rejections(s, "tpm", "tokens"), 1);
+}
+
+}  // namespace
+}  // namespace tokentap::test
