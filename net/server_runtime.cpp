@@ -139,7 +139,10 @@ server_runtime::~server_runtime() {
     shutdown(std::chrono::milliseconds(0));
     join();
   }
-  // Destroy workers (and any session a hard stop left behind) while the rest is still alive.
+  // Destroy workers (and any session a hard stop left behind) while the rest is still alive.  A
+  // session destroyed with its worker must not post to the others (finish() would, for the last
+  // traffic session, and an earlier worker may be gone already): the loops are over.
+  finished_.store(true);
   listeners_.clear();
   workers_.clear();
 }
