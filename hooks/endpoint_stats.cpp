@@ -6,16 +6,6 @@
 
 namespace tokentap::hooks {
 
-namespace {
-
-std::int64_t now_sec() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 void endpoint_stats::add(std::string upstream, std::string endpoint, std::function<double()> active,
                          std::function<bool()> healthy) {
   auto r = std::make_unique<row>();
@@ -31,7 +21,7 @@ void endpoint_stats::add(std::string upstream, std::string endpoint, std::functi
 void endpoint_stats::record(const stream_info& s) {
   if (s.upstream.attempts.empty()) return;
   const auto& last = s.upstream.attempts.back();
-  const auto now = now_sec();
+  const auto now = steady_seconds();
   std::lock_guard lk(mu_);
   for (auto& r : rows_) {
     if (r->endpoint != last.endpoint || r->upstream != last.upstream) continue;
@@ -59,7 +49,7 @@ void endpoint_stats::record(const stream_info& s) {
 }
 
 void endpoint_stats::append_json(std::string& out, double window_s) {
-  const auto now = now_sec();
+  const auto now = steady_seconds();
   char buf[64];
   std::lock_guard lk(mu_);
   out += '[';

@@ -431,13 +431,11 @@ void metrics_registry::add_gauge_source(const std::string& name, const std::stri
   gauge_sources_.push_back({&family.Add(labels), std::move(read)});
 }
 
-namespace {
-std::int64_t now_sec() {
+std::int64_t steady_seconds() noexcept {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
-}  // namespace
 
 void metrics_registry::fold(series& s, fold_batch& b) {
   thread_local std::vector<double> incs;  // ObserveMultiple takes doubles
@@ -452,7 +450,7 @@ void metrics_registry::fold(series& s, fold_batch& b) {
   }
   if (b.itl_keys.empty() && b.overhead_keys.empty()) return;
   std::lock_guard lk(mu_);
-  auto& sl = s.win->at(now_sec());
+  auto& sl = s.win->at(steady_seconds());
   sl.itl.add_packed(b.itl_keys, &s.win->total.itl);
   sl.overhead.add_packed(b.overhead_keys, &s.win->total.overhead);
   b.itl_keys.clear();
@@ -568,7 +566,7 @@ void metrics_registry::finish(series& s, const stream_info& sum, const std::stri
     if (t.ttft_answer_ms >= 0) sl.ttft_answer.add(t.ttft_answer_ms);
     sl.e2e.add(t.e2e_ms);
   };
-  add(s.win->at(now_sec()));
+  add(s.win->at(steady_seconds()));
   add(s.win->total);
   // The slowest recent requests table: kept as values, rendered when /api/stats asks (this runs
   // at every stream's end, on its I/O thread, under the registry's lock).
@@ -706,7 +704,7 @@ void append_slot(std::string& out, const slot& s, double seconds, std::int64_t a
 
 std::string metrics_registry::stats_json() {
   std::lock_guard lk(mu_);
-  const auto now = now_sec();
+  const auto now = steady_seconds();
   const auto n = window_.count();
   const double uptime =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();

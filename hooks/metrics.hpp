@@ -65,6 +65,9 @@ class quantile_sketch {
   std::uint64_t zeros_ = 0, count_ = 0;
 };
 
+/// The steady clock in whole seconds: the slot of a sliding window (/api/stats).
+std::int64_t steady_seconds() noexcept;
+
 /// Label values of one series.
 struct series_key {
   std::string route, model, provider;

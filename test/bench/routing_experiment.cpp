@@ -118,12 +118,7 @@ double quantile(std::vector<double> v, double q) {
 // A proxy in front of a fresh fleet, `clients` closed-loop clients for `requests` requests in
 // all; `hot`: every client sends the same first turn of one conversation.
 result run(const workload& w, const arm& a, int clients, int requests, bool hot) {
-  sim::server_options so;
-  so.host = "127.0.0.1";
-  so.port = 0;
-  so.defaults.ttft_ms = 20;
-  so.defaults.itl_ms = 4;
-  so.defaults.output_tokens = 24;
+  auto so = test::loopback_sim(20, 4, 24);
   so.defaults.prefill_us_per_token = 60;
   so.cache.capacity_blocks = static_cast<std::size_t>(working_set_blocks(w) / 3.2);
   so.cache.ttl = std::chrono::hours(1);

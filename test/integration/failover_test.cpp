@@ -321,12 +321,7 @@ TEST(Failover, AnEndpointFailingItsHealthProbeLeavesBalancingAndRejoins) {
       {{"/v1/chat/completions", stream_answer()}, {"/health", {"application/json", {"{}"}}}});
   canned_upstream draining(
       {{"/v1/chat/completions", stream_answer()}, {"/health", error_answer(503)}});
-  sim::server_options so;
-  so.host = "127.0.0.1";
-  so.port = 0;
-  so.defaults.ttft_ms = 1;
-  so.defaults.itl_ms = 1;
-  so.defaults.output_tokens = 3;
+  auto so = loopback_sim(1, 1, 3);
   auto restarted = std::make_unique<sim::server>(so);
   restarted->start();
   const auto sim_port = restarted->endpoint().port();

@@ -21,13 +21,8 @@ namespace tokentap::test {
 namespace {
 
 sim::server_options replica_options() {
-  sim::server_options o;
-  o.host = "127.0.0.1";
-  o.port = 0;
+  auto o = loopback_sim(2, 1, 4);
   o.cache.capacity_blocks = 4096;
-  o.defaults.ttft_ms = 2;
-  o.defaults.itl_ms = 1;
-  o.defaults.output_tokens = 4;
   return o;
 }
 

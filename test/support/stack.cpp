@@ -2,6 +2,16 @@
 
 namespace tokentap::test {
 
+sim::server_options loopback_sim(double ttft_ms, double itl_ms, int tokens) {
+  sim::server_options o;
+  o.host = "127.0.0.1";
+  o.port = 0;
+  o.defaults.ttft_ms = ttft_ms;
+  o.defaults.itl_ms = itl_ms;
+  o.defaults.output_tokens = tokens;
+  return o;
+}
+
 config::config test_config(const std::string& upstream_url) {
   config::config cfg;
   cfg.listen = {"127.0.0.1", 0};

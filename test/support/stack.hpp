@@ -22,6 +22,9 @@ struct stack {
   std::unique_ptr<proxy::proxy_server> proxy;
 };
 
+/// A simulator on 127.0.0.1:0 answering after `ttft_ms` with `tokens` tokens `itl_ms` apart.
+sim::server_options loopback_sim(double ttft_ms, double itl_ms, int tokens);
+
 /// A proxy config for tests: loopback listeners on port 0, two I/O threads, no access log.
 config::config test_config(const std::string& upstream_url);
 
