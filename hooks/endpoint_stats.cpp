@@ -88,13 +88,9 @@ void endpoint_stats::append_json(std::string& out, double window_s) {
     } else {
       out += "null";
     }
-    out += ",\"ttft_ms\":{\"p50\":";
-    json::append_ms(out, sum.ttft.quantile(0.5));
-    out += ",\"p95\":";
-    json::append_ms(out, sum.ttft.quantile(0.95));
-    out += ",\"p99\":";
-    json::append_ms(out, sum.ttft.quantile(0.99));
-    out += ",\"n\":" + std::to_string(sum.ttft.count()) + "},\"reasons\":{";
+    out += ',';
+    append_quantiles(out, "ttft_ms", sum.ttft);
+    out += ",\"reasons\":{";
     bool first = true;
     for (std::size_t i = 0; i < reasons.size(); ++i) {
       if (sum.routed[i] == 0) continue;

@@ -639,9 +639,7 @@ std::string metrics_registry::prometheus_text() {
   return os.str();
 }
 
-namespace {
-
-void append_q(std::string& out, const char* name, const quantile_sketch& q) {
+void append_quantiles(std::string& out, const char* name, const quantile_sketch& q) {
   out += "\"";
   out += name;
   out += "\":{\"p50\":";
@@ -652,6 +650,8 @@ void append_q(std::string& out, const char* name, const quantile_sketch& q) {
   json::append_ms(out, q.quantile(0.99));
   out += ",\"n\":" + std::to_string(q.count()) + "}";
 }
+
+namespace {
 
 void append_slot(std::string& out, const slot& s, double seconds, std::int64_t active) {
   char buf[64];
@@ -688,15 +688,15 @@ void append_slot(std::string& out, const slot& s, double seconds, std::int64_t a
     out += ":" + std::to_string(v);
   }
   out += "},";
-  append_q(out, "ttft_ms", s.ttft);
+  append_quantiles(out, "ttft_ms", s.ttft);
   out += ",";
-  append_q(out, "ttft_answer_ms", s.ttft_answer);
+  append_quantiles(out, "ttft_answer_ms", s.ttft_answer);
   out += ",";
-  append_q(out, "itl_ms", s.itl);
+  append_quantiles(out, "itl_ms", s.itl);
   out += ",";
-  append_q(out, "e2e_ms", s.e2e);
+  append_quantiles(out, "e2e_ms", s.e2e);
   out += ",";
-  append_q(out, "overhead_ms", s.overhead);
+  append_quantiles(out, "overhead_ms", s.overhead);
   out += "}";
 }
 

@@ -65,6 +65,9 @@ class quantile_sketch {
   std::uint64_t zeros_ = 0, count_ = 0;
 };
 
+/// `"name":{"p50":…,"p95":…,"p99":…,"n":…}` of a sketch, in ms (/api/stats).
+void append_quantiles(std::string& out, const char* name, const quantile_sketch& q);
+
 /// The steady clock in whole seconds: the slot of a sliding window (/api/stats).
 std::int64_t steady_seconds() noexcept;
 
