@@ -58,6 +58,26 @@ std::string admin_token(const std::string& file) {
   return token;
 }
 
+// The salt of the credential hash that names tenants: from tenants.salt_file, else the
+// TOKENTAP_TENANT_SALT environment variable, else none (each process draws its own).
+std::string tenant_salt(const std::string& file) {
+  std::string salt;
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) throw config::config_error("cannot read tenant salt file '" + file + "'");
+    std::getline(in, salt);
+  } else if (const char* env = std::getenv("TOKENTAP_TENANT_SALT")) {
+    salt = env;
+  } else {
+    return {};
+  }
+  while (!salt.empty() && (salt.back() == '\r' || salt.back() == ' ' || salt.back() == '\t'))
+    salt.pop_back();
+  if (salt.size() < 16 || salt.size() > 1024)
+    throw config::config_error("the tenant salt must be 16 to 1024 characters on one line");
+  return salt;
+}
+
 config::config proxy_config(const flags& f) {
   config::config cfg;
   if (auto path = f.get("config")) cfg = config::load_config_file(*path, /*check=*/false);
@@ -79,6 +99,7 @@ config::config proxy_config(const flags& f) {
   if (auto d = f.get("trace-dir")) cfg.trace.dir = *d;
   if (auto t = f.get("admin-token-file")) cfg.admin_token_file = *t;
   cfg.admin_token = admin_token(cfg.admin_token_file);
+  cfg.tenants.salt = tenant_salt(cfg.tenants.salt_file);
   config::validate(cfg);
   return cfg;
 }

@@ -218,13 +218,29 @@ void read_limits(const YAML::Node& n, limits_config& l) {
 config from_yaml(const YAML::Node& root) {
   config cfg;
   if (root.IsNull()) return cfg;
-  check_keys(root, {"listen",          "admin",      "admin_token_file",
-                    "threads",         "reuse_port", "upstreams",
-                    "routes",          "timeouts",   "limits",
-                    "accept_encoding", "log",        "hooks",
-                    "trace",           "timing",     "metrics",
-                    "steps",           "cache",      "max_event_bytes",
-                    "tenants",         "admission"},
+  check_keys(root,
+             {"listen",
+              "admin",
+              "admin_token_file",
+              "threads",
+              "reuse_port",
+              "upstreams",
+              "routes",
+              "timeouts",
+              "limits",
+              "accept_encoding",
+              "log",
+              "hooks",
+              "trace",
+              "timing",
+              "metrics",
+              "steps",
+              "cache",
+              "max_event_bytes",
+              "tenants",
+              "admission",
+              "priority",
+              "shed"},
              "the top level");
   if (root["listen"]) cfg.listen = address(root["listen"], "listen");
   if (root["admin"]) cfg.admin = address(root["admin"], "admin");
@@ -305,7 +321,9 @@ config from_yaml(const YAML::Node& root) {
     buckets("e2e_buckets", mc.e2e_buckets);
   }
   if (const auto& t = root["tenants"]) {
-    check_keys(t, {"header", "max"}, "tenants");
+    check_keys(t, {"header", "max", "salt_file"}, "tenants");
+    cfg.tenants.enabled = true;
+    if (t["salt_file"]) cfg.tenants.salt_file = scalar<std::string>(t["salt_file"], "salt_file");
     if (t["header"]) {
       cfg.tenants.header = scalar<std::string>(t["header"], "header");
       if (cfg.tenants.header.empty() ||
@@ -368,6 +386,75 @@ config from_yaml(const YAML::Node& root) {
         if (other.name == rule.name)
           fail(r["name"], "duplicate admission rule '" + rule.name + "'");
       cfg.admission.push_back(std::move(rule));
+    }
+  }
+  const auto priority_of = [](const YAML::Node& n, std::string_view key) {
+    const auto v = scalar<std::string>(n, key);
+    if (v == "high") return priority::high;
+    if (v == "normal") return priority::normal;
+    if (v == "low") return priority::low;
+    fail(n, std::string(key) + " must be high, normal or low, not '" + v + "'");
+  };
+  if (const auto& p = root["priority"]) {
+    check_keys(p, {"header", "default", "headroom"}, "priority");
+    cfg.priority.enabled = true;
+    if (p["header"]) {
+      cfg.priority.header = scalar<std::string>(p["header"], "header");
+      if (cfg.priority.header.empty() ||
+          cfg.priority.header.find_first_of(" :\r\n\t") != std::string::npos)
+        fail(p["header"], "priority.header must be a header name");
+    }
+    if (p["default"]) cfg.priority.fallback = priority_of(p["default"], "priority.default");
+    if (p["headroom"]) {
+      cfg.priority.headroom = scalar<double>(p["headroom"], "headroom");
+      if (!(cfg.priority.headroom >= 0 && cfg.priority.headroom <= 0.9))
+        fail(p["headroom"], "priority.headroom must be from 0 to 0.9");
+    }
+  }
+  if (const auto& sh = root["shed"]) {
+    // One rule as a mapping, or a list of them.
+    std::vector<YAML::Node> rules;
+    if (sh.IsSequence())
+      for (const auto& r : sh) rules.push_back(r);
+    else
+      rules.push_back(sh);
+    for (const auto& r : rules) {
+      check_keys(r, {"route", "when", "drop"}, "a shed rule");
+      shed_rule rule;
+      if (!r["route"]) fail(r, "a shed rule needs a route");
+      rule.route = scalar<std::string>(r["route"], "route");
+      const auto& w = r["when"];
+      if (!w) fail(r, "shed rule for route '" + rule.route + "' needs when: {ttft_p95_ms: ...}");
+      check_keys(w, {"ttft_p95_ms", "window_s", "min_requests"}, "shed.when");
+      if (!w["ttft_p95_ms"]) fail(w, "shed.when needs ttft_p95_ms");
+      rule.ttft_p95_ms = scalar<double>(w["ttft_p95_ms"], "ttft_p95_ms");
+      if (!(rule.ttft_p95_ms > 0 && rule.ttft_p95_ms <= 3600000))
+        fail(w["ttft_p95_ms"], "shed.when.ttft_p95_ms must be from 1 to 3600000");
+      if (w["window_s"]) {
+        const auto s = non_negative(w["window_s"], "window_s");
+        if (s < 1 || s > 3600) fail(w["window_s"], "shed.when.window_s must be from 1 to 3600");
+        rule.window = std::chrono::seconds(s);
+      }
+      if (w["min_requests"]) {
+        const auto m = non_negative(w["min_requests"], "min_requests");
+        if (m < 1 || m > 1000000)
+          fail(w["min_requests"], "shed.when.min_requests must be from 1 to 1000000");
+        rule.min_requests = static_cast<std::uint32_t>(m);
+      }
+      if (const auto& d = r["drop"]) {
+        if (!d.IsSequence() || d.size() == 0)
+          fail(d, "shed.drop must be a list: [low] or [low, normal]");
+        rule.drop.clear();
+        for (const auto& x : d) {
+          const auto p = priority_of(x, "shed.drop");
+          if (p == priority::high) fail(x, "shed.drop cannot drop high: that is every request");
+          rule.drop.push_back(p);
+        }
+      }
+      for (const auto& other : cfg.shed)
+        if (other.route == rule.route)
+          fail(r["route"], "a second shed rule for route '" + rule.route + "'");
+      cfg.shed.push_back(std::move(rule));
     }
   }
   if (const auto& st = root["steps"]) {
@@ -492,6 +579,18 @@ config load_config_file(const std::string& path, bool check) {
   }
 }
 
+std::string_view to_string(priority p) noexcept {
+  switch (p) {
+    case priority::high:
+      return "high";
+    case priority::low:
+      return "low";
+    case priority::normal:
+      break;
+  }
+  return "normal";
+}
+
 std::string_view to_string(balance_policy p) noexcept {
   switch (p) {
     case balance_policy::round_robin:
@@ -551,8 +650,19 @@ void validate(config& cfg) {
       throw config_error("admission rule '" + rule.name + "' names unknown route '" + rule.route +
                          "'");
   }
-  // Admission rules are enforced by the `admission` hook: configured rules bring it in.
-  if (!cfg.admission.empty() &&
+  for (const auto& rule : cfg.shed)
+    if (std::none_of(cfg.routes.begin(), cfg.routes.end(),
+                     [&](const route_config& r) { return r.name == rule.route; }))
+      throw config_error("shed rule names unknown route '" + rule.route + "'");
+  if (!cfg.shed.empty() && !cfg.priority.enabled)
+    throw config_error("shed drops requests by priority: configure priority: {header: ...}");
+  if (std::any_of(cfg.admission.begin(), cfg.admission.end(), [](const admission_rule& r) {
+        return r.scope == admission_rule::scope_kind::tenant;
+      }))
+    cfg.tenants.enabled = true;
+  // Admission rules and shedding are enforced by the `admission` hook: configuring them brings
+  // it in.
+  if ((!cfg.admission.empty() || !cfg.shed.empty()) &&
       std::find(cfg.hooks.begin(), cfg.hooks.end(), "admission") == cfg.hooks.end())
     cfg.hooks.insert(cfg.hooks.begin(), "admission");
   std::set<std::string> prefixes;

@@ -176,8 +176,38 @@ struct timing_config {
 /// salted hash of its credential (never the key), else `anonymous`.  At most `max` distinct
 /// tenants are told apart; later ones share `other`.
 struct tenants_config {
+  /// Tenants are told apart (the `tenants:` section, or an admission rule of scope tenant):
+  /// requests_total and tokens_total gain a `tenant` label, /api/stats a row per tenant.
+  bool enabled = false;
   std::string header;  ///< empty: by credential only
   std::size_t max = 100;
+  /// File holding the salt of the credential hash (`salt_file`): instances with the same salt
+  /// name a key's tenant alike; without one, each process draws its own.  The salt itself
+  /// (read by the CLI, or TOKENTAP_TENANT_SALT), not YAML.
+  std::string salt_file, salt;
+};
+
+/// Request priorities (DESIGN.md §11): the value of `header` (high, normal or low), else
+/// `default`.  Under a concurrency cap, `low` is refused past cap × (1 − headroom) and `normal`
+/// past cap × (1 − headroom / 2); `high` may use the whole cap.
+enum class priority : std::uint8_t { high, normal, low };
+std::string_view to_string(priority p) noexcept;
+struct priority_config {
+  bool enabled = false;
+  std::string header = "x-tokentap-priority";
+  priority fallback = priority::normal;  ///< `default:`
+  double headroom = 0.1;
+};
+
+/// SLO-triggered shedding of a route (`shed:`): while the route's TTFT P95 over the last
+/// `window` breaks `ttft_p95_ms` (with at least `min_requests` measured), requests of the
+/// priorities in `drop` are refused; once it is back under the SLO they are admitted again.
+struct shed_rule {
+  std::string route;
+  double ttft_p95_ms = 0;
+  std::chrono::seconds window{30};
+  std::uint32_t min_requests = 20;
+  std::vector<priority> drop{priority::low};
 };
 
 /// One admission rule (DESIGN.md §11): limits per value of its scope — each tenant, each route,
@@ -226,6 +256,8 @@ struct config {
   cache_config cache;
   tenants_config tenants;
   std::vector<admission_rule> admission;  ///< checked in order; the first that refuses answers
+  priority_config priority;
+  std::vector<shed_rule> shed;
 };
 
 /// Reads a YAML file.  Unknown keys are errors, so typos do not pass silently.  With `check`,

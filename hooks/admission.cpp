@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <ctime>
 
+#include "config/log.hpp"
 #include "hooks/metrics.hpp"
+#include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
 
@@ -20,39 +22,17 @@ std::string_view to_string(admission_reason r) noexcept {
       return "requests";
     case admission_reason::tokens:
       return "tokens";
+    case admission_reason::slo:
+      return "slo";
     case admission_reason::count_:
       break;
   }
   return "unknown";
 }
 
-std::string tenant_names::name_of(std::string_view header_value, std::uint64_t credential) {
-  std::string name;
-  if (!header_value.empty()) {
-    for (char c : header_value.substr(0, 64)) {
-      const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                         (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-' || c == ':' ||
-                         c == '@';
-      name.push_back(plain ? c : '_');
-    }
-  } else if (credential != 0) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "key-%012llx",
-                  static_cast<unsigned long long>(credential >> 16));
-    name = buf;
-  } else {
-    return "anonymous";
-  }
-  std::lock_guard lk(mu_);
-  if (known_.count(name) != 0) return name;
-  if (known_.size() >= max_) return "other";
-  known_.emplace(name, true);
-  return name;
-}
-
 admission_state::admission_state(const config::config& cfg,
                                  std::shared_ptr<metrics_registry> metrics)
-    : cfg_(&cfg), tenants_(cfg.tenants.max) {
+    : cfg_(&cfg) {
   for (const auto& r : cfg.admission) {
     auto rs = std::make_unique<rule_state>();
     rs->cfg = &r;
@@ -73,9 +53,30 @@ admission_state::admission_state(const config::config& cfg,
     }
     rules_.push_back(std::move(rs));
   }
+  for (const auto& r : cfg.shed) {
+    auto ss = std::make_unique<shed_state>();
+    ss->cfg = &r;
+    ss->name = "shed-" + r.route;
+    ss->ring.resize(static_cast<std::size_t>(r.window.count()));
+    shed_.push_back(std::move(ss));
+  }
   if (!metrics) return;
+  metrics->add_stats_section("admission",
+                             [this](std::string& out) { append_json(out, steady::now()); });
+  for (std::size_t i = 0; i < shed_.size(); ++i) {
+    const auto& route = cfg.shed[i].route;
+    metrics->add_counter_source(
+        "tokentap_admission_rejections_total",
+        "Requests an admission rule refused before anything reached the upstream, by reason",
+        [this, i] { return shed_count(i); }, {{"rule", "shed-" + route}, {"reason", "slo"}});
+    metrics->add_gauge_source(
+        "tokentap_shed_active",
+        "1 while a route breaks its TTFT SLO and its shed rule refuses the lower priorities",
+        [this, i] { return shedding(shed_[i]->cfg->route, steady::now()) ? 1.0 : 0.0; },
+        {{"route", route}});
+  }
   for (std::size_t i = 0; i < rules_.size(); ++i)
-    for (std::size_t k = 0; k < static_cast<std::size_t>(admission_reason::count_); ++k) {
+    for (std::size_t k = 0; k < static_cast<std::size_t>(admission_reason::slo); ++k) {
       const auto why = static_cast<admission_reason>(k);
       metrics->add_counter_source(
           "tokentap_admission_rejections_total",
@@ -116,8 +117,90 @@ admission_state::bucket& admission_state::bucket_of(rule_state& rs, std::string_
   return *it->second;
 }
 
+admission_state::shed_state* admission_state::shed_of(std::string_view route) noexcept {
+  for (auto& s : shed_)
+    if (s->cfg->route == route) return s.get();
+  return nullptr;
+}
+
+void admission_state::record_ttft(std::string_view route, double ttft_ms, steady::time_point now) {
+  auto* s = shed_of(route);
+  if (s == nullptr || ttft_ms < 0) return;
+  const auto sec = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  std::lock_guard lk(s->mu);
+  auto& slot = s->ring[static_cast<std::size_t>(sec) % s->ring.size()];
+  if (slot.sec != sec) {
+    slot = {};
+    slot.sec = sec;
+  }
+  slot.ttft.add(ttft_ms);
+}
+
+void admission_state::evaluate(shed_state& s, std::int64_t now_s) {
+  std::lock_guard lk(s.mu);
+  quantile_sketch all;
+  const auto n = static_cast<std::int64_t>(s.ring.size());
+  for (const auto& slot : s.ring)
+    if (slot.sec > now_s - n && slot.sec <= now_s) all.merge(slot.ttft);
+  s.samples = all.count();
+  s.p95_ms = all.quantile(0.95);
+  // Too few measurements say nothing: shedding needs evidence, and stops without it.
+  const bool breaks = s.samples >= s.cfg->min_requests && s.p95_ms > s.cfg->ttft_p95_ms;
+  if (breaks == s.active.load(std::memory_order_relaxed)) return;
+  s.active.store(breaks, std::memory_order_relaxed);
+  s.since = now_s;
+  std::string drop;
+  for (const auto p : s.cfg->drop) drop += (drop.empty() ? "" : ", ") + std::string(to_string(p));
+  if (breaks)
+    TT_LOG(warn) << "route " << s.cfg->route << ": TTFT P95 " << static_cast<long>(s.p95_ms)
+                 << " ms over " << s.cfg->window.count() << " s breaks its SLO of "
+                 << static_cast<long>(s.cfg->ttft_p95_ms) << " ms (" << s.samples
+                 << " requests): refusing priority " << drop;
+  else
+    TT_LOG(info) << "route " << s.cfg->route << ": TTFT P95 "
+                 << (s.p95_ms < 0 ? std::string("unmeasured")
+                                  : std::to_string(static_cast<long>(s.p95_ms)) + " ms")
+                 << " (" << s.samples << " requests) is back within its SLO of "
+                 << static_cast<long>(s.cfg->ttft_p95_ms) << " ms: admitting priority " << drop
+                 << " again";
+}
+
+bool admission_state::shedding(std::string_view route, steady::time_point now) {
+  auto* s = shed_of(route);
+  if (s == nullptr) return false;
+  const auto sec = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  auto seen = s->evaluated.load(std::memory_order_relaxed);
+  if (seen != sec && s->evaluated.compare_exchange_strong(seen, sec)) evaluate(*s, sec);
+  return s->active.load(std::memory_order_relaxed);
+}
+
+std::uint32_t admission_state::concurrency_cap(const config::admission_rule& r,
+                                               config::priority p) const noexcept {
+  // Lower priorities leave headroom of the cap to higher ones: low the whole headroom, normal
+  // half of it.
+  if (!cfg_->priority.enabled || p == config::priority::high) return r.max_concurrent;
+  const double share = p == config::priority::low ? 1.0 : 0.5;
+  const auto held = static_cast<std::uint32_t>(
+      std::ceil(static_cast<double>(r.max_concurrent) * cfg_->priority.headroom * share));
+  return r.max_concurrent > held ? r.max_concurrent - held : 0;
+}
+
 bool admission_state::admit(const facts& f, ticket& t, refusal& r, steady::time_point now) {
   t.holds.clear();
+  if (auto* s = shed_of(f.route);
+      s != nullptr && shedding(f.route, now) &&
+      std::find(s->cfg->drop.begin(), s->cfg->drop.end(), f.prio) != s->cfg->drop.end()) {
+    r = {};
+    r.rule = s->name;
+    r.reason = admission_reason::slo;
+    r.status = 429;
+    // The SLO is judged over the window: a client that comes back in a sixth of it sees the
+    // latest verdict.
+    r.retry_after_s =
+        static_cast<std::uint32_t>(std::clamp<std::int64_t>(s->cfg->window.count() / 6, 1, 60));
+    s->shed.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   for (std::size_t i = 0; i < rules_.size(); ++i) {
     auto& rs = *rules_[i];
     const auto& rule = *rs.cfg;
@@ -150,7 +233,7 @@ bool admission_state::admit(const facts& f, ticket& t, refusal& r, steady::time_
     refill(rule, b, now);
     const auto refuse = [&](admission_reason why, double wait_s) {
       r = {};
-      r.rule = i;
+      r.rule = rule.name;
       r.reason = why;
       // A cap on a route, model or everything is capacity, not a tenant's rate: 503.
       r.status = why == admission_reason::concurrency &&
@@ -173,7 +256,7 @@ bool admission_state::admit(const facts& f, ticket& t, refusal& r, steady::time_
       return false;
     };
     bool ok = true;
-    if (rule.max_concurrent > 0 && b.in_flight >= rule.max_concurrent)
+    if (rule.max_concurrent > 0 && b.in_flight >= concurrency_cap(rule, f.prio))
       ok = refuse(admission_reason::concurrency, 1);
     else if (rule.requests_per_minute > 0 && b.requests < 1)
       ok = refuse(admission_reason::requests, (1 - b.requests) * 60.0 / rule.requests_per_minute);
@@ -215,6 +298,47 @@ void admission_state::settle(ticket& t, double used, steady::time_point now) {
   t.holds.clear();
 }
 
+void admission_state::append_json(std::string& out, steady::time_point now) {
+  char buf[64];
+  out += "{\"shedding\":[";
+  const auto now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  for (std::size_t i = 0; i < shed_.size(); ++i) {
+    auto& s = *shed_[i];
+    shedding(s.cfg->route, now);  // (a fresh verdict when none was made this second)
+    std::lock_guard lk(s.mu);
+    if (i > 0) out += ',';
+    out += "{\"route\":";
+    json::append_string(out, s.cfg->route);
+    out += ",\"active\":";
+    out += s.active.load(std::memory_order_relaxed) ? "true" : "false";
+    out += ",\"ttft_p95_ms\":";
+    json::append_ms(out, s.p95_ms);
+    std::snprintf(buf, sizeof buf, ",\"slo_ms\":%.0f,\"window_s\":%lld", s.cfg->ttft_p95_ms,
+                  static_cast<long long>(s.cfg->window.count()));
+    out += buf;
+    out += ",\"samples\":" + std::to_string(s.samples) +
+           ",\"min_requests\":" + std::to_string(s.cfg->min_requests) + ",\"drop\":[";
+    for (std::size_t k = 0; k < s.cfg->drop.size(); ++k) {
+      if (k > 0) out += ',';
+      json::append_string(out, to_string(s.cfg->drop[k]));
+    }
+    out += "],\"since_s\":" + std::to_string(s.since > 0 ? now_s - s.since : 0) +
+           ",\"shed\":" + std::to_string(s.shed.load(std::memory_order_relaxed)) + '}';
+  }
+  out += "],\"rules\":[";
+  for (std::size_t i = 0; i < rules_.size(); ++i) {
+    if (i > 0) out += ',';
+    out += "{\"rule\":";
+    json::append_string(out, rules_[i]->cfg->name);
+    for (std::size_t k = 0; k < static_cast<std::size_t>(admission_reason::slo); ++k)
+      out += ",\"" + std::string(to_string(static_cast<admission_reason>(k))) +
+             "\":" + std::to_string(rejections(i, static_cast<admission_reason>(k)));
+    out += '}';
+  }
+  out += "]}";
+}
+
 namespace {
 
 // A duration as OpenAI's reset headers write it: `1s`, `6m0s`, `250ms`.
@@ -245,26 +369,37 @@ class admission_hook final : public hook {
 
   request_status on_request_phase(const request_view& r, request_callbacks& cb) override {
     const auto& cfg = state_->cfg();
-    std::string_view header;
-    if (!cfg.tenants.header.empty())
-      for (const auto& h : r.headers)
-        if (iequals(h.name, cfg.tenants.header)) header = h.value;
-    const auto tenant = state_->tenants().name_of(header, r.tenant);
     admission_state::facts f;
-    f.tenant = tenant;
+    f.tenant = r.tenant_name.empty() ? std::string_view("anonymous") : r.tenant_name;
+    f.prio = cfg.priority.fallback;
+    if (cfg.priority.enabled)
+      for (const auto& h : r.headers)
+        if (iequals(h.name, cfg.priority.header)) {
+          // An unknown value is the default, not an error: the request still goes through.
+          if (iequals(h.value, "high"))
+            f.prio = config::priority::high;
+          else if (iequals(h.value, "normal"))
+            f.prio = config::priority::normal;
+          else if (iequals(h.value, "low"))
+            f.prio = config::priority::low;
+        }
+    route_.assign(r.route);
     f.route = r.route;
     f.model = r.model;
     f.estimate_tokens = static_cast<double>(r.prompt_chars) / 4.0;
     f.max_tokens = r.max_tokens.value_or(-1);
     admission_state::refusal no;
     if (state_->admit(f, ticket_, no, steady::now())) return request_status::proceed;
-    const auto& rule = cfg.admission[no.rule];
+    const auto what = no.reason == admission_reason::slo
+                          ? std::string("route over its latency SLO, shedding priority ") +
+                                std::string(to_string(f.prio))
+                          : std::string(no.status == 503 ? "capacity" : "rate limit") +
+                                " reached (" + std::string(to_string(no.reason)) + ")";
     cb.local_reply(no.status, no.status == 503 ? "overloaded_error" : "rate_limit_error",
-                   std::string(no.status == 503 ? "capacity" : "rate limit") + " reached (" +
-                       std::string(to_string(no.reason)) + ", rule '" + rule.name +
-                       "'); retry after " + std::to_string(no.retry_after_s) + " s");
+                   what + ", rule '" + std::string(no.rule) + "'; retry after " +
+                       std::to_string(no.retry_after_s) + " s");
     cb.add_reply_header("retry-after", std::to_string(no.retry_after_s));
-    cb.add_reply_header("x-tokentap-rejected-by", rule.name);
+    cb.add_reply_header("x-tokentap-rejected-by", no.rule);
     const auto path = r.target.substr(0, r.target.find('?'));
     if (ends_with(path, "/messages")) {
       if (no.request_limit > 0) {
@@ -299,7 +434,12 @@ class admission_hook final : public hook {
     if (u.input_tokens >= 0 || u.output_tokens >= 0)
       used = static_cast<double>(std::max<std::int64_t>(0, u.input_tokens) +
                                  std::max<std::int64_t>(0, u.output_tokens));
-    state_->settle(ticket_, used, steady::now());
+    const auto now = steady::now();
+    state_->settle(ticket_, used, now);
+    // A route's TTFT as its shed rule judges it: requests the upstream answered with tokens.
+    if (s.outcome != stream_outcome::rejected && s.status >= 200 && s.status < 300 &&
+        s.first_token_ns >= 0 && s.start_ns > 0)
+      state_->record_ttft(route_, static_cast<double>(s.first_token_ns - s.start_ns) / 1e6, now);
   }
 
   ~admission_hook() override { state_->settle(ticket_, -1, steady::now()); }
@@ -318,6 +458,7 @@ class admission_hook final : public hook {
 
   std::shared_ptr<admission_state> state_;
   admission_state::ticket ticket_;
+  std::string route_;
 };
 
 }  // namespace

@@ -17,30 +17,14 @@
 #include <vector>
 
 #include "hooks/hook.hpp"
+#include "hooks/metrics.hpp"
 
 namespace tokentap::hooks {
 
-class metrics_registry;
-
 /// Why a rule refused: the `reason` label of tokentap_admission_rejections_total.
-enum class admission_reason : std::uint8_t { concurrency, requests, tokens, count_ };
+/// `slo`: a shed rule refused the request's priority while its route breaks its TTFT SLO.
+enum class admission_reason : std::uint8_t { concurrency, requests, tokens, slo, count_ };
 std::string_view to_string(admission_reason r) noexcept;
-
-/// Tenants told apart (tenants_config): the first `max` distinct names keep their own, later ones
-/// share `other`.  Thread safe.
-class tenant_names {
- public:
-  explicit tenant_names(std::size_t max) : max_(max) {}
-  /// The request's tenant: `header_value` when present (at most 64 bytes, anything but letters,
-  /// digits and `._-:@` replaced by `_`), else `key-` and 12 hex digits of the salted credential
-  /// hash (`credential`, 0: none), else `anonymous` — bounded as above.
-  std::string name_of(std::string_view header_value, std::uint64_t credential);
-
- private:
-  std::size_t max_;
-  std::mutex mu_;
-  std::unordered_map<std::string, bool> known_;
-};
 
 /// Every rule's counters, shared by all exchanges.
 class admission_state {
@@ -61,7 +45,7 @@ class admission_state {
 
   /// A refusal: which rule, why, and what the reply says.
   struct refusal {
-    std::size_t rule = 0;
+    std::string_view rule;  ///< the refusing rule's name (a shed rule's: `shed-<route>`)
     admission_reason reason{};
     unsigned status = 429;
     std::uint32_t retry_after_s = 1;
@@ -74,6 +58,7 @@ class admission_state {
     std::string_view tenant, route, model;
     double estimate_tokens = 0;  ///< prompt estimate + output budget
     std::int64_t max_tokens = -1;
+    config::priority prio = config::priority::normal;
   };
 
   /// Admits (filling `t`) or refuses (`t` left empty, nothing held).  `now` on the steady clock.
@@ -82,11 +67,24 @@ class admission_state {
   /// the reservation stands).
   void settle(ticket& t, double used, std::chrono::steady_clock::time_point now);
 
+  /// A measured time to first token of a request of `route` that its upstream answered, for
+  /// the route's shed rule (if it has one).  `now` on the steady clock.
+  void record_ttft(std::string_view route, double ttft_ms,
+                   std::chrono::steady_clock::time_point now);
+  /// Whether `route`'s shed rule is shedding now (re-evaluated at most once a second).
+  bool shedding(std::string_view route, std::chrono::steady_clock::time_point now);
+
+  /// `{"shedding":[{route, active, ttft_p95_ms, slo_ms, samples, min_requests, drop, since_s,
+  /// shed}], "rules":[{rule, concurrency, requests, tokens}]}` for /api/stats.
+  void append_json(std::string& out, std::chrono::steady_clock::time_point now);
+
   const config::config& cfg() const noexcept { return *cfg_; }
   std::uint64_t rejections(std::size_t rule, admission_reason r) const noexcept {
     return rules_[rule]->rejected[static_cast<std::size_t>(r)].load(std::memory_order_relaxed);
   }
-  tenant_names& tenants() noexcept { return tenants_; }
+  std::uint64_t shed_count(std::size_t shed_rule) const noexcept {
+    return shed_[shed_rule]->shed.load(std::memory_order_relaxed);
+  }
 
  private:
   struct bucket {
@@ -102,6 +100,27 @@ class admission_state {
     std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(admission_reason::count_)>
         rejected{};
   };
+  // A route's shed rule: per-second TTFT sketches over its window, and whether it sheds.
+  struct shed_state {
+    const config::shed_rule* cfg;
+    std::string name;  // shed-<route>
+    std::mutex mu;
+    struct second {
+      std::int64_t sec = -1;
+      quantile_sketch ttft;
+    };
+    std::vector<second> ring;
+    std::atomic<bool> active{false};
+    std::atomic<std::int64_t> evaluated{-1};  // the second of the last evaluation
+    double p95_ms = -1;                       // at the last evaluation (mu)
+    std::uint64_t samples = 0;                // (mu)
+    std::int64_t since = 0;                   // second the current state began (mu)
+    std::atomic<std::uint64_t> shed{0};
+  };
+  shed_state* shed_of(std::string_view route) noexcept;
+  std::uint32_t concurrency_cap(const config::admission_rule& r, config::priority p) const noexcept;
+  void evaluate(shed_state& s, std::int64_t now_s);
+
   bucket& bucket_of(rule_state& rs, std::string_view key,
                     std::chrono::steady_clock::time_point now);
   static void refill(const config::admission_rule& r, bucket& b,
@@ -109,7 +128,7 @@ class admission_state {
 
   const config::config* cfg_;
   std::vector<std::unique_ptr<rule_state>> rules_;
-  tenant_names tenants_;
+  std::vector<std::unique_ptr<shed_state>> shed_;
 };
 
 /// The "admission" hook (added by the config when it has admission rules).

@@ -96,6 +96,7 @@ struct timing_summary {
 /// dependency order; then every hook reads the whole of it in hook::on_stream_end.
 struct stream_info {
   stream_outcome outcome = stream_outcome::ok;
+  std::string tenant;  ///< request_view::tenant_name
   parsers::provider provider = parsers::provider::unknown;
   parsers::usage_counts usage;
   unsigned status = 0;

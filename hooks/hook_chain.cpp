@@ -161,6 +161,7 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
     info_.wall_start_us = r.wall_start_us;
     info_.upstream.name.assign(r.upstream);
     info_.upstream.policy.assign(r.balance);
+    info_.tenant.assign(r.tenant_name);
     flushed_ns_ = r.start_ns;
     provider_ = parsers::provider_from_path(r.target.substr(0, r.target.find('?')));
     each(all(), [&](hook& h) { h.on_request(r); });

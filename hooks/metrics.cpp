@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "hooks/endpoint_stats.hpp"
+#include "hooks/tenants.hpp"
 #include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
@@ -309,7 +310,9 @@ struct metrics_registry::series {
   std::array<Histogram*, 3> itl;
   Histogram* tpot;
   Histogram* overhead;
-  std::array<Counter*, 5> tokens;
+  std::array<Counter*, 5> tokens;  // without tenants
+  // With tenants (requests and tokens gain a `tenant` label), by tenant; guarded by mu_.
+  std::map<std::string, std::array<Counter*, 5>, std::less<>> tenant_tokens;
   std::map<std::string, Counter*> cache_event_counters;  // by event; guarded by mu_
   Counter* stalls;
   std::array<Counter*, 6> upstream_errors;
@@ -317,7 +320,8 @@ struct metrics_registry::series {
   Gauge* active;
   std::array<std::array<Counter*, 2>, 5> steps;  // [kind][redundant]
   std::array<Histogram*, 5> step_duration;       // [kind]
-  std::map<unsigned, Counter*> requests;         // by status; guarded by metrics_registry::mu_
+  // By (tenant, status), tenant "" without tenants; guarded by metrics_registry::mu_.
+  std::map<std::pair<std::string, unsigned>, Counter*> requests;
   prometheus::Labels labels;
   window* win;
 };
@@ -347,6 +351,8 @@ metrics_registry::metrics_registry(const config::config& cfg)
       window_(cfg.metrics.window),
       fam_(std::make_unique<families>(*registry_)),
       endpoints_(std::make_unique<endpoint_stats>(cfg.metrics.window)),
+      tenants_enabled_(cfg.tenants.enabled),
+      tenants_(std::make_unique<tenant_stats>(cfg.metrics.window, cfg.tenants.max + 3)),
       started_(std::chrono::steady_clock::now()) {
   if (!cfg.metrics.ttft_buckets.empty()) buckets_.ttft = cfg.metrics.ttft_buckets;
   if (!cfg.metrics.itl_buckets.empty()) buckets_.itl = cfg.metrics.itl_buckets;
@@ -387,7 +393,8 @@ metrics_registry::series& metrics_registry::resolve(std::string_view route, std:
     s->itl[i] = &f.itl.Add(with("channel", channel_names[i]), buckets_.itl);
   s->tpot = &f.tpot.Add(s->labels, buckets_.itl);
   s->overhead = &f.overhead.Add(s->labels, buckets_.itl);
-  for (std::size_t i = 0; i < 5; ++i) s->tokens[i] = &f.tokens.Add(with("type", token_types[i]));
+  if (!tenants_enabled_)
+    for (std::size_t i = 0; i < 5; ++i) s->tokens[i] = &f.tokens.Add(with("type", token_types[i]));
   s->stalls = &f.stalls.Add(s->labels);
   for (std::size_t i = 0; i < 6; ++i)
     s->upstream_errors[i] = &f.upstream_errors.Add(with("reason", error_reasons[i]));
@@ -457,15 +464,23 @@ void metrics_registry::fold(series& s, fold_batch& b) {
   b.overhead_keys.clear();
 }
 
+void metrics_registry::add_stats_section(std::string name,
+                                         std::function<void(std::string&)> render) {
+  std::lock_guard lk(mu_);
+  sections_.emplace_back(std::move(name), std::move(render));
+}
+
 void metrics_registry::count_local_reply(std::string_view route, unsigned code) {
   std::lock_guard lk(mu_);
   auto key = std::make_pair(std::string(route), code);
   auto it = local_replies_.find(key);
   if (it == local_replies_.end()) {
-    auto& c = fam_->requests.Add({{"route", key.first},
-                                  {"model", "unknown"},
-                                  {"provider", "unknown"},
-                                  {"code", std::to_string(code)}});
+    prometheus::Labels l{{"route", key.first},
+                         {"model", "unknown"},
+                         {"provider", "unknown"},
+                         {"code", std::to_string(code)}};
+    if (tenants_enabled_) l.emplace("tenant", "unknown");  // (answered before it was known)
+    auto& c = fam_->requests.Add(l);
     it = local_replies_.emplace(std::move(key), &c).first;
   }
   it->second->Increment();
@@ -507,8 +522,9 @@ void metrics_registry::finish(series& s, const stream_info& sum, const std::stri
   if (t.tpot_ms >= 0) s.tpot->Observe(t.tpot_ms / 1000.0);
   const std::array<std::int64_t, 5> tok = {u.input_tokens, u.output_tokens, u.reasoning_tokens,
                                            u.cached_input_tokens, u.cache_write_tokens};
-  for (std::size_t i = 0; i < 5; ++i)
-    if (tok[i] > 0) s.tokens[i]->Increment(static_cast<double>(tok[i]));
+  if (!tenants_enabled_)
+    for (std::size_t i = 0; i < 5; ++i)
+      if (tok[i] > 0) s.tokens[i]->Increment(static_cast<double>(tok[i]));
   if (t.stalls) s.stalls->Increment(static_cast<double>(t.stalls));
   for (std::size_t i = 0; i < 3; ++i)
     if (sum.parse_errors[i]) s.parse_errors[i]->Increment(static_cast<double>(sum.parse_errors[i]));
@@ -534,14 +550,35 @@ void metrics_registry::finish(series& s, const stream_info& sum, const std::stri
   }
 
   endpoints_->record(sum);
+  if (tenants_enabled_) tenants_->record(sum);
   std::lock_guard lk(mu_);
-  auto rit = s.requests.find(sum.status);
+  // (Tenant names are bounded: tenants.max, `other`, `anonymous`.)
+  const std::string_view tenant = tenants_enabled_ ? std::string_view(sum.tenant) : "";
+  auto rit = s.requests.find(std::make_pair(std::string(tenant), sum.status));
   if (rit == s.requests.end()) {
     auto l = s.labels;
     l.emplace("code", std::to_string(sum.status));
-    rit = s.requests.emplace(sum.status, &fam_->requests.Add(l)).first;
+    if (tenants_enabled_) l.emplace("tenant", std::string(tenant));
+    rit =
+        s.requests.emplace(std::make_pair(std::string(tenant), sum.status), &fam_->requests.Add(l))
+            .first;
   }
   rit->second->Increment();
+  if (tenants_enabled_) {
+    auto tit = s.tenant_tokens.find(tenant);
+    if (tit == s.tenant_tokens.end()) {
+      std::array<Counter*, 5> c{};
+      for (std::size_t i = 0; i < 5; ++i) {
+        auto l = s.labels;
+        l.emplace("type", token_types[i]);
+        l.emplace("tenant", std::string(tenant));
+        c[i] = &fam_->tokens.Add(l);
+      }
+      tit = s.tenant_tokens.emplace(std::string(tenant), c).first;
+    }
+    for (std::size_t i = 0; i < 5; ++i)
+      if (tok[i] > 0) tit->second[i]->Increment(static_cast<double>(tok[i]));
+  }
   // Cache events (the cache hook's, when it runs): one counter per event name.
   for (const auto& [event, evidence] : sum.cache_events) {
     auto cit = s.cache_event_counters.find(event);
@@ -770,6 +807,16 @@ std::string metrics_registry::stats_json() {
                    [](const slow_row* a, const slow_row* b) { return a->e2e_ms > b->e2e_ms; });
   out += "],\"endpoints\":";
   endpoints_->append_json(out, window_s);
+  if (tenants_enabled_) {
+    out += ",\"tenants\":";
+    tenants_->append_json(out, window_s);
+  }
+  for (const auto& [name, render] : sections_) {
+    out += ',';
+    json::append_string(out, name);
+    out += ':';
+    render(out);
+  }
   out += ",\"slowest\":[";
   for (std::size_t i = 0; i < rows.size() && i < 10; ++i) {
     if (i) out += ",";

@@ -86,6 +86,7 @@ struct bucket_config {
 bucket_config default_buckets();
 
 class endpoint_stats;
+class tenant_stats;
 
 class metrics_registry {
  public:
@@ -113,6 +114,10 @@ class metrics_registry {
   void add_gauge_source(const std::string& name, const std::string& help,
                         std::function<double()> read,
                         const std::map<std::string, std::string>& labels = {});
+
+  /// A section of /api/stats kept elsewhere: `"name":` followed by what `render` appends (a JSON
+  /// value), rendered at each query.  Call during setup.
+  void add_stats_section(std::string name, std::function<void(std::string&)> render);
 
   /// A request the proxy answered itself before any hook saw it (malformed, no route, too
   /// large): counted in tokentap_requests_total{code} with model and provider `unknown`, under
@@ -159,12 +164,15 @@ class metrics_registry {
     std::function<double()> read;
   };
   std::vector<gauge_source> gauge_sources_;
+  std::vector<std::pair<std::string, std::function<void(std::string&)>>> sections_;
   std::map<std::pair<std::string, unsigned>, prometheus::Counter*> local_replies_;  // (mu_)
   prometheus::Family<prometheus::Counter>* endpoint_responses_ = nullptr;           // (mu_)
   std::map<std::string, prometheus::Counter*, std::less<>> endpoint_counters_;      // (mu_)
   struct families;
   std::unique_ptr<families> fam_;
   std::unique_ptr<endpoint_stats> endpoints_;
+  bool tenants_enabled_;
+  std::unique_ptr<tenant_stats> tenants_;
   std::chrono::steady_clock::time_point started_;
 };
 

@@ -60,6 +60,8 @@ struct request_view {
   std::span<const parsers::message_digest> conversation;
   /// Salted hash of the credential (Authorization / x-api-key); 0 = none.  Never the key.
   std::uint64_t tenant = 0;
+  /// The tenant's name (DESIGN.md §11) when tenants are configured, else empty.
+  std::string_view tenant_name;
   /// How the upstream's endpoint was chosen: its balancing policy (DESIGN.md §10).
   std::string_view balance;
   /// Text bytes of the prompt (system, messages, prompt, input), and the request's output budget

@@ -1,5 +1,6 @@
 // The live dashboard: one self-contained page (no CDN, works offline) that polls /api/stats once
-// a second and draws the numbers, small time-series charts, the upstream endpoints and the slowest
+// a second and draws the numbers, small time-series charts, the upstream endpoints, admission
+// (SLO shedding, refusals) and tenants when configured, and the slowest
 // recent requests.
 #include "proxy/admin.hpp"
 
@@ -59,6 +60,11 @@ footer{color:var(--dim);font-size:12px;padding:0 20px 16px}
 <table id="series"><thead><tr><th>route</th><th>model</th><th>req/s</th><th>errors</th><th>active</th><th>TTFT p50</th><th>p95</th><th>p99</th><th>answer p50</th><th>ITL p50</th><th>p99</th><th>e2e p95</th><th>tok/s</th><th>cache hit</th></tr></thead><tbody></tbody></table></section>
 <section><h2>Upstream endpoints (sliding window) — where requests went and why</h2>
 <table id="endpoints"><thead><tr><th>upstream</th><th>endpoint</th><th>state</th><th>req/s</th><th>active</th><th>errors</th><th>cache hit (tokens)</th><th>TTFT p50</th><th>p99</th><th>routed by</th></tr></thead><tbody></tbody></table></section>
+<section id="admission-section" hidden><h2>Admission — SLO shedding and refusals</h2>
+<table id="shedding"><thead><tr><th>route</th><th>state</th><th>TTFT p95 (window)</th><th>SLO</th><th>measured</th><th>drops</th><th>for</th><th>shed</th></tr></thead><tbody></tbody></table>
+<table id="admission-rules"><thead><tr><th>rule</th><th>refused: concurrency</th><th>requests/min</th><th>tokens/min</th></tr></thead><tbody></tbody></table></section>
+<section id="tenants-section" hidden><h2>Tenants (sliding window)</h2>
+<table id="tenants"><thead><tr><th>tenant</th><th>req/s</th><th>requests</th><th>refused</th><th>errors</th><th>input tokens</th><th>output tokens</th><th>TTFT p50</th><th>p95</th></tr></thead><tbody></tbody></table></section>
 <section><h2>Slowest recent requests</h2>
 <table id="slowest"><thead><tr><th>route</th><th>model</th><th>provider</th><th>status</th><th>outcome</th><th>TTFT</th><th>answer TTFT</th><th>e2e (ms)</th><th>tokens</th><th>cache</th><th>reasoning steps over time</th></tr></thead><tbody></tbody></table>
 <div class="legend" style="margin-top:6px"><span><i style="background:#4fb3ff"></i>step</span><span><i style="background:#6fdc8c"></i>conclusion</span><span><i style="background:#ffb84f"></i>verification</span><span><i style="background:#ff5f7a"></i>backtrack</span><span><i style="background:#8497a8"></i>other</span><span>hatched: redundant</span></div></section>
@@ -124,6 +130,14 @@ function render(d) {
   draw("c-itl", [{color: "--a", values: t.map((x) => x.itl_p50)}, {color: "--c", values: t.map((x) => x.itl_p99)}]);
   $("series").tBodies[0].innerHTML = d.series.map((s) => { const w = s.window; return `<tr><td>${esc(s.route)}</td><td>${esc(s.model)}</td><td>${fmt(w.request_rate, 2)}</td><td class="${w.errors ? "err" : ""}">${w.errors}</td><td>${w.active}</td><td>${fmt(w.ttft_ms.p50)}</td><td>${fmt(w.ttft_ms.p95)}</td><td>${fmt(w.ttft_ms.p99)}</td><td>${fmt(w.ttft_answer_ms.p50)}</td><td>${fmt(w.itl_ms.p50, 1)}</td><td>${fmt(w.itl_ms.p99, 1)}</td><td>${fmt(w.e2e_ms.p95)}</td><td>${fmt(w.tokens_per_s, 0)}</td><td>${pct(w.cache_hit_ratio)}</td></tr>`; }).join("");
   $("endpoints").tBodies[0].innerHTML = (d.endpoints || []).map((e) => `<tr><td>${esc(e.upstream)}</td><td>${esc(e.endpoint)}</td><td class="${e.healthy ? "ok" : "err"}">${e.healthy ? "healthy" : "ejected"}</td><td>${fmt(e.request_rate, 2)}</td><td>${e.active}</td><td class="${e.errors ? "err" : ""}">${e.errors}</td><td>${pct(e.hit_ratio)}</td><td>${fmt(e.ttft_ms.p50)}</td><td>${fmt(e.ttft_ms.p99)}</td><td style="text-align:left">${Object.entries(e.reasons).map(([k, v]) => `${esc(k)} ${v}`).join(" · ")}</td></tr>`).join("");
+  const adm = d.admission;
+  $("admission-section").hidden = !adm;
+  if (adm) {
+    $("shedding").tBodies[0].innerHTML = adm.shedding.map((x) => `<tr><td>${esc(x.route)}</td><td class="${x.active ? "err" : "ok"}">${x.active ? "SHEDDING" : "within SLO"}</td><td class="${x.ttft_p95_ms > x.slo_ms ? "err" : ""}">${fmt(x.ttft_p95_ms)}</td><td>${fmt(x.slo_ms)}</td><td>${x.samples} / ${x.min_requests}</td><td>${x.drop.map(esc).join(", ")}</td><td>${x.since_s} s</td><td class="${x.shed ? "err" : ""}">${x.shed}</td></tr>`).join("");
+    $("admission-rules").tBodies[0].innerHTML = adm.rules.map((x) => `<tr><td>${esc(x.rule)}</td><td>${x.concurrency}</td><td>${x.requests}</td><td>${x.tokens}</td></tr>`).join("");
+  }
+  $("tenants-section").hidden = !d.tenants;
+  if (d.tenants) $("tenants").tBodies[0].innerHTML = d.tenants.map((x) => `<tr><td>${esc(x.tenant)}</td><td>${fmt(x.request_rate, 2)}</td><td>${x.requests}</td><td class="${x.rejected ? "err" : ""}">${x.rejected}</td><td class="${x.errors ? "err" : ""}">${x.errors}</td><td>${x.input_tokens}</td><td>${x.output_tokens}</td><td>${fmt(x.ttft_ms.p50)}</td><td>${fmt(x.ttft_ms.p95)}</td></tr>`).join("");
   $("slowest").tBodies[0].innerHTML = d.slowest.map((r) => `<tr><td>${esc(r.route)}</td><td>${esc(r.model)}</td><td>${esc(r.provider)}</td><td class="${r.status >= 400 ? "err" : ""}">${r.status}</td><td class="${r.outcome === "ok" ? "" : "err"}">${esc(r.outcome)}</td><td>${fmt(r.ttft_ms)}</td><td>${fmt(r.ttft_answer_ms)}</td><td>${fmt(r.e2e_ms)}</td><td>${r.output_tokens ?? "–"}</td><td>${esc(r.cache)}</td><td style="text-align:left">${timeline(r)}</td></tr>`).join("");
   const ev = a.cache_events || {};
   const order = ["hit", "partial", "miss", "write", "prefix_divergence", "truncation", "unexpected_miss", "expired", "prefill_anomaly", "repeated_miss"];

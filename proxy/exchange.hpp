@@ -42,6 +42,7 @@ struct exchange {
   std::optional<std::int64_t> max_tokens;  // the request's output budget, when it sets one
   std::vector<parsers::message_digest> conversation;
   std::uint64_t tenant = 0;
+  std::string tenant_name;                // when tenants are configured (DESIGN.md §11)
   std::string route_key;                  // from the request phase, for the router
   cluster* upstream_cluster = nullptr;    // the route's upstream
   endpoint* upstream_endpoint = nullptr;  // its endpoint the router chose

@@ -8,6 +8,7 @@
 #include "hooks/endpoint_stats.hpp"
 #include "hooks/hook_chain.hpp"
 #include "hooks/metrics.hpp"
+#include "hooks/tenants.hpp"
 #include "net/tls.hpp"
 #include "proxy/admin.hpp"
 #include "proxy/cluster.hpp"
@@ -23,6 +24,9 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
     : runtime_(cfg.threads), shared_(std::make_unique<proxy_shared>()) {
   shared_->cfg = std::move(cfg);
   shared_->metrics = std::make_shared<hooks::metrics_registry>(shared_->cfg);
+  shared_->credential_salt = hooks::credential_salt(shared_->cfg.tenants.salt);
+  if (shared_->cfg.tenants.enabled)
+    shared_->tenants = std::make_unique<hooks::tenant_names>(shared_->cfg.tenants.max);
   // What the proxy answers or loses on its own, before or outside any tapped stream.
   shared_->metrics->add_counter_source(
       "tokentap_rejected_requests_total",

@@ -14,7 +14,8 @@
 
 namespace tokentap::hooks {
 class metrics_registry;
-}
+class tenant_names;
+}  // namespace tokentap::hooks
 #include "net/server_runtime.hpp"
 
 namespace tokentap::hooks {
@@ -44,6 +45,9 @@ struct proxy_shared {
   std::vector<std::unique_ptr<upstream_pool>> pools;  ///< per worker
   std::shared_ptr<hooks::tap_factory> taps;
   std::shared_ptr<hooks::metrics_registry> metrics;
+  /// Tenant names (DESIGN.md §11) when tenants are configured, else nullptr.
+  std::unique_ptr<hooks::tenant_names> tenants;
+  std::uint64_t credential_salt = 0;  ///< of hooks::credential_hash
   /// The metrics hook runs: the proxy's own answers are counted among the requests too.
   bool count_local_replies = false;
   proxy_stats stats;

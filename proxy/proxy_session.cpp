@@ -18,7 +18,6 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <random>
 
 #include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
@@ -27,6 +26,7 @@
 #include "config/log.hpp"
 #include "hooks/metrics.hpp"
 #include "hooks/tap.hpp"
+#include "hooks/tenants.hpp"
 #include "net/http_rules.hpp"
 #include "net/rx_stamp.hpp"
 #include "parsers/http_body.hpp"
@@ -228,6 +228,7 @@ class proxy_session final : public relay_host, public net::session_base {
             headers,
             ex.conversation,
             ex.tenant,
+            ex.tenant_name,
             config::to_string(up.balance),
             ex.prompt_chars,
             ex.max_tokens};
@@ -337,11 +338,16 @@ class proxy_session final : public relay_host, public net::session_base {
 
   void inspect(const http::request<http::string_body>& req, exchange& ex) {
     // The tenant: a salted hash of the credential, so prefixes are never shared across tenants
-    // and the key itself never leaves this function.
+    // and the key itself never leaves this function; named when tenants are configured.
     if (auto v = req[http::field::authorization]; !v.empty())
-      ex.tenant = tenant_hash(v);
+      ex.tenant = hooks::credential_hash(v, shared_.credential_salt);
     else if (auto k = req["x-api-key"]; !k.empty())
-      ex.tenant = tenant_hash(k);
+      ex.tenant = hooks::credential_hash(k, shared_.credential_salt);
+    if (shared_.tenants) {
+      const auto& header = shared_.cfg.tenants.header;
+      ex.tenant_name = shared_.tenants->name_of(
+          header.empty() ? std::string_view() : std::string_view(req[header]), ex.tenant);
+    }
     const auto ct = req[http::field::content_type];
     if (req.body().empty() || ct.find("json") == std::string_view::npos) return;
     // Digests for the hooks (cache events) and for a balancer that routes by prefix.
@@ -353,14 +359,6 @@ class proxy_session final : public relay_host, public net::session_base {
     ex.prompt_chars = info.prompt_chars;
     ex.max_tokens = info.max_tokens;
     ex.conversation = std::move(info.digests);
-  }
-
-  static std::uint64_t tenant_hash(std::string_view secret) {
-    static const std::uint64_t salt =
-        std::random_device{}() * 0x9e3779b97f4a7c15ull ^ std::random_device{}();
-    std::uint64_t h = 14695981039346656037ull ^ salt;
-    for (unsigned char c : secret) h = (h ^ c) * 1099511628211ull;
-    return h == 0 ? 1 : h;
   }
 
   // Takes the client's request: its body for the upstream, its head (kept until the response

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "hooks/admission.hpp"
+#include "hooks/tenants.hpp"
 
 namespace {
 
@@ -27,12 +28,13 @@ void BM_AdmitAndSettle(benchmark::State& state) {
         {.name = "global", .scope = rule::scope_kind::global, .requests_per_minute = 100000000});
   }
   hooks::admission_state s(cfg, nullptr);
+  hooks::tenant_names names(cfg.tenants.max);
   std::vector<std::string> tenants;
   for (int i = 0; i < 100; ++i) tenants.push_back("tenant-" + std::to_string(i));
   std::size_t i = 0;
   for (auto _ : state) {
     const auto now = std::chrono::steady_clock::now();
-    const auto tenant = s.tenants().name_of(tenants[i++ % tenants.size()], 0);
+    const auto tenant = names.name_of(tenants[i++ % tenants.size()], 0);
     hooks::admission_state::facts f{tenant, "chat", "m", 500, 256};
     hooks::admission_state::ticket t;
     hooks::admission_state::refusal r;

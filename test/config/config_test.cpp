@@ -222,6 +222,39 @@ TEST(Config, AnActiveHealthProbeIsOptIn) {
   expect_error("upstreams: {a: {url: http://h, health: {every: 1}}}\n", "unknown key 'every'");
 }
 
+TEST(Config, PrioritiesAndShedding) {
+  auto cfg = parse_config(
+      "upstreams: {a: {url: http://h}}\n"
+      "routes: [{name: local, prefix: /, upstream: a}]\n"
+      "priority: {header: x-prio, default: low, headroom: 0.25}\n"
+      "shed: {route: local, when: {ttft_p95_ms: 2000, window_s: 30}, drop: [low, normal]}\n");
+  EXPECT_TRUE(cfg.priority.enabled);
+  EXPECT_EQ(cfg.priority.header, "x-prio");
+  EXPECT_EQ(cfg.priority.fallback, priority::low);
+  EXPECT_DOUBLE_EQ(cfg.priority.headroom, 0.25);
+  ASSERT_EQ(cfg.shed.size(), 1u);
+  EXPECT_EQ(cfg.shed[0].route, "local");
+  EXPECT_EQ(cfg.shed[0].ttft_p95_ms, 2000);
+  EXPECT_EQ(cfg.shed[0].window.count(), 30);
+  EXPECT_EQ(cfg.shed[0].drop, (std::vector<priority>{priority::low, priority::normal}));
+  EXPECT_EQ(cfg.hooks.front(), "admission");  // shedding brings the hook too
+  const std::string base =
+      "upstreams: {a: {url: http://h}}\nroutes: [{name: local, prefix: /, upstream: a}]\n";
+  expect_error(base + "priority: {default: urgent}\n",
+               "line 3: priority.default must be high, normal or low, not 'urgent'");
+  expect_error(base + "priority: {headroom: 2}\n",
+               "line 3: priority.headroom must be from 0 to 0.9");
+  expect_error(base + "priority: {}\nshed: {route: local, when: {ttft_p95_ms: -5}}\n",
+               "line 4: shed.when.ttft_p95_ms must be from 1 to 3600000");
+  expect_error(base + "priority: {}\nshed: {route: local, when: {ttft_p95_ms: 5}, drop: [high]}\n",
+               "line 4: shed.drop cannot drop high");
+  expect_error(base + "priority: {}\nshed: {route: local}\n", "needs when:");
+  expect_error(base + "priority: {}\nshed: {route: nope, when: {ttft_p95_ms: 5}}\n",
+               "shed rule names unknown route 'nope'");
+  expect_error(base + "shed: {route: local, when: {ttft_p95_ms: 5}}\n",
+               "shed drops requests by priority: configure priority");
+}
+
 TEST(Config, AdmissionRulesAndTenants) {
   auto cfg = parse_config(
       "upstreams: {a: {url: http://h}}\n"

@@ -23,8 +23,13 @@ config::config with_rules(std::vector<rule> rules) {
 
 admission_state::facts request(std::string_view tenant, std::string_view route = "chat",
                                std::string_view model = "m", double estimate = 0,
-                               std::int64_t max_tokens = -1) {
-  return {tenant, route, model, estimate, max_tokens};
+                               std::int64_t max_tokens = -1,
+                               config::priority prio = config::priority::normal) {
+  return {tenant, route, model, estimate, max_tokens, prio};
+}
+
+admission_state::facts with_priority(config::priority p) {
+  return request("t", "chat", "m", 0, -1, p);
 }
 
 TEST(Admission, RequestsPerMinuteRefillContinuously) {
@@ -136,13 +141,13 @@ TEST(Admission, ARefusalByALaterRuleGivesBackWhatEarlierRulesTook) {
   admission_state::ticket a, b;
   ASSERT_TRUE(s.admit(request("t"), a, r, now));
   ASSERT_FALSE(s.admit(request("t"), b, r, now));
-  EXPECT_EQ(r.rule, 1u);
+  EXPECT_EQ(r.rule, "global");
   s.settle(a, 0, now);
   // The refused request's per-tenant request was given back: one is left.
   ASSERT_TRUE(s.admit(request("t"), b, r, now));
   s.settle(b, 0, now);
   EXPECT_FALSE(s.admit(request("t"), b, r, now));
-  EXPECT_EQ(r.rule, 0u);
+  EXPECT_EQ(r.rule, "per-tenant");
 }
 
 TEST(Admission, KeysAreBoundedByTheConfiguration) {
@@ -161,17 +166,89 @@ TEST(Admission, KeysAreBoundedByTheConfiguration) {
   for (auto& x : t) s.settle(x, 0, now);
 }
 
-TEST(TenantNames, HeaderValuesAreBoundedAndEscapedCredentialsNeverShown) {
-  tenant_names names(2);
-  EXPECT_EQ(names.name_of("team-a", 0), "team-a");
-  EXPECT_EQ(names.name_of("", 0), "anonymous");
-  const auto key = names.name_of("", 0x123456789abcdef0ull);
-  EXPECT_EQ(key, "key-123456789abc");
-  EXPECT_EQ(names.name_of("team-b", 0), "other");  // past max
-  EXPECT_EQ(names.name_of("team-a", 0), "team-a");
-  tenant_names wide(10);
-  EXPECT_EQ(wide.name_of(std::string("a b\"c\n\xff", 7), 0), "a_b_c__");
-  EXPECT_EQ(wide.name_of(std::string(500, 'x'), 0), std::string(64, 'x'));
+TEST(Priorities, UnderAConcurrencyCapLowerPrioritiesAreRefusedFirst) {
+  auto cfg =
+      with_rules({{.name = "fleet-cap", .scope = rule::scope_kind::route, .max_concurrent = 10}});
+  cfg.priority.enabled = true;
+  cfg.priority.headroom = 0.2;  // low may use 8 of 10, normal 9, high all 10
+  admission_state s(cfg, nullptr);
+  const auto now = steady::now();
+  admission_state::refusal r;
+  std::vector<admission_state::ticket> held(10);
+  using config::priority;
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(s.admit(with_priority(priority::low), held[i], r, now));
+  admission_state::ticket t;
+  EXPECT_FALSE(s.admit(with_priority(priority::low), t, r, now));
+  EXPECT_EQ(r.status, 503);  // a route's cap is capacity
+  EXPECT_EQ(r.reason, admission_reason::concurrency);
+  ASSERT_TRUE(s.admit(with_priority(priority::normal), held[8], r, now));
+  EXPECT_FALSE(s.admit(with_priority(priority::normal), t, r, now));
+  ASSERT_TRUE(s.admit(with_priority(priority::high), held[9], r, now));
+  EXPECT_FALSE(s.admit(with_priority(priority::high), t, r, now));
+  // As streams end, low is admitted again once the route is back under its share.
+  s.settle(held[9], 0, now);
+  s.settle(held[8], 0, now);
+  EXPECT_FALSE(s.admit(with_priority(priority::low), t, r, now));
+  s.settle(held[7], 0, now);
+  EXPECT_TRUE(s.admit(with_priority(priority::low), t, r, now));
+  s.settle(t, 0, now);
+  for (int i = 0; i < 7; ++i) s.settle(held[i], 0, now);
+}
+
+TEST(Priorities, WithoutPrioritiesEveryRequestMayUseTheWholeCap) {
+  auto cfg = with_rules({{.name = "cap", .scope = rule::scope_kind::route, .max_concurrent = 2}});
+  admission_state s(cfg, nullptr);
+  const auto now = steady::now();
+  admission_state::refusal r;
+  admission_state::ticket a, b;
+  ASSERT_TRUE(s.admit(with_priority(config::priority::low), a, r, now));
+  ASSERT_TRUE(s.admit(with_priority(config::priority::low), b, r, now));
+  s.settle(a, 0, now);
+  s.settle(b, 0, now);
+}
+
+TEST(Shedding, ARouteOverItsTtftSloRefusesLowUntilItRecovers) {
+  auto cfg = with_rules({});
+  cfg.priority.enabled = true;
+  cfg.shed = {{.route = "chat",
+               .ttft_p95_ms = 500,
+               .window = std::chrono::seconds(10),
+               .min_requests = 20,
+               .drop = {config::priority::low}}};
+  admission_state s(cfg, nullptr);
+  const auto t0 = steady::now();
+  admission_state::refusal r;
+  admission_state::ticket t;
+  using config::priority;
+  // Slow, but too few measurements to judge: nothing is shed.
+  for (int i = 0; i < 19; ++i) s.record_ttft("chat", 900, t0);
+  EXPECT_TRUE(s.admit(with_priority(priority::low), t, r, t0 + 1s));
+  s.settle(t, 0, t0);
+  s.record_ttft("chat", 900, t0 + 1s);
+  // 20 measured, P95 900 ms > 500: low is refused (429, retry-after a sixth of the window),
+  // normal and high go on; another route is not affected.
+  EXPECT_FALSE(s.admit(with_priority(priority::low), t, r, t0 + 2s));
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(r.reason, admission_reason::slo);
+  EXPECT_EQ(r.rule, "shed-chat");
+  EXPECT_EQ(r.retry_after_s, 1u);
+  EXPECT_TRUE(s.admit(with_priority(priority::normal), t, r, t0 + 2s));
+  s.settle(t, 0, t0);
+  EXPECT_TRUE(s.admit(request("t", "batch", "m", 0, -1, priority::low), t, r, t0 + 2s));
+  s.settle(t, 0, t0);
+  std::string json;
+  s.append_json(json, t0 + 2s);
+  EXPECT_NE(json.find("\"route\":\"chat\",\"active\":true"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"shed\":1"), std::string::npos) << json;
+  // Fast answers outweigh the slow ones: P95 back under the SLO, low is admitted again.
+  for (int i = 0; i < 400; ++i) s.record_ttft("chat", 100, t0 + 3s);
+  EXPECT_TRUE(s.admit(with_priority(priority::low), t, r, t0 + 3s));
+  s.settle(t, 0, t0);
+  // Slow again, then the slow seconds leave the window: shedding stops by itself.
+  for (int i = 0; i < 4000; ++i) s.record_ttft("chat", 2000, t0 + 4s);
+  EXPECT_FALSE(s.admit(with_priority(priority::low), t, r, t0 + 4s));
+  EXPECT_TRUE(s.admit(with_priority(priority::low), t, r, t0 + 15s));
+  s.settle(t, 0, t0);
 }
 
 }  // namespace

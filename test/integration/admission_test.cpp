@@ -1,13 +1,19 @@
 // Admission through the real proxy and simulator: a refused request never reaches the upstream
 // and is answered as the provider would (429 or 503, its error shape, retry-after, its
 // rate-limit headers); concurrency is held while a stream lasts; refusals are counted by rule.
+// Tenants label the request and token counters and have their rows in /api/stats; a route over
+// its TTFT SLO sheds its low-priority requests and admits them again once it recovers, on the
+// metrics, /api/stats and the dashboard.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
+#include <set>
 #include <string>
 #include <thread>
 
+#include "test/support/browser.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/metrics_text.hpp"
 #include "test/support/stack.hpp"
@@ -122,6 +128,131 @@ TEST(Admission, ATokenBudgetSettlesFromTheReportedUsage) {
   EXPECT_LT(std::stoi(r.header("x-ratelimit-remaining-tokens")), 990);
   EXPECT_GT(std::stoi(r.header("x-ratelimit-remaining-tokens")), 800);
   EXPECT_EQ(rejections(s, "tpm", "tokens"), 1);
+}
+
+std::string admin_get(const stack& s, const std::string& target) {
+  request_options o;
+  o.method = "GET";
+  o.target = target;
+  return fetch(s.proxy->admin_endpoint(), o).body;
+}
+
+TEST(Tenants, RequestsAndTokensAreCountedPerTenantAndStatsHaveTheirRows) {
+  stack s(rules({{.name = "per-tenant", .requests_per_minute = 1}}));
+  auto with_usage = [](request_options o) {
+    o.body = R"({"model":"sim-small","stream":true,"stream_options":{"include_usage":true},)"
+             R"("messages":[{"role":"user","content":"hi"}]})";
+    return o;
+  };
+  EXPECT_EQ(fetch(s.proxy_ep(), with_usage(chat("team-a"))).status, 200);
+  EXPECT_EQ(fetch(s.proxy_ep(), with_usage(chat("team-b"))).status, 200);
+  EXPECT_EQ(fetch(s.proxy_ep(), with_usage(chat("team-b"))).status, 429);
+  // No tenant header: the credential names the tenant, by a salted hash, never the key.
+  auto keyed = with_usage(chat(""));
+  std::erase_if(keyed.headers, [](const auto& h) { return h.first == "x-tokentap-tenant"; });
+  keyed.headers.push_back({"authorization", "Bearer sk-test-SECRETSECRET"});
+  EXPECT_EQ(fetch(s.proxy_ep(), keyed).status, 200);
+  const auto text = admin_get(s, "/metrics");
+  const auto m = parse_metrics(text);
+  EXPECT_EQ(metric_sum(m, "tokentap_requests_total", {{"tenant", "team-a"}, {"code", "200"}}), 1);
+  EXPECT_EQ(metric_sum(m, "tokentap_requests_total", {{"tenant", "team-b"}, {"code", "200"}}), 1);
+  EXPECT_EQ(metric_sum(m, "tokentap_requests_total", {{"tenant", "team-b"}, {"code", "429"}}), 1);
+  EXPECT_EQ(metric_sum(m, "tokentap_tokens_total", {{"tenant", "team-a"}, {"type", "output"}}), 3);
+  EXPECT_EQ(text.find("SECRET"), std::string::npos);
+  const auto key_at = text.find("tenant=\"key-");
+  ASSERT_NE(key_at, std::string::npos) << text;
+  // Every request and token series carries the label (none without it).
+  for (const auto& x : m)
+    if (x.name == "tokentap_requests_total" || x.name == "tokentap_tokens_total")
+      EXPECT_EQ(x.labels.count("tenant"), 1u) << x.name;
+  const auto stats = admin_get(s, "/api/stats");
+  EXPECT_EQ(stats.find("SECRET"), std::string::npos);
+  const auto b = stats.find(R"({"tenant":"team-b")");
+  ASSERT_NE(b, std::string::npos) << stats;
+  EXPECT_NE(stats.find(R"("requests":2,"rejected":1,"errors":0)", b), std::string::npos)
+      << stats.substr(b, 200);
+  EXPECT_NE(stats.find(R"({"tenant":"team-a")"), std::string::npos);
+  EXPECT_NE(stats.find(R"({"tenant":"key-)"), std::string::npos);
+}
+
+TEST(Tenants, AnAbsurdTenantHeaderIsBoundedAndEscapedAndTenantsPastMaxShareOther) {
+  stack s([](config::config& cfg) {
+    cfg.tenants.enabled = true;
+    cfg.tenants.header = "x-tokentap-tenant";
+    cfg.tenants.max = 3;
+  });
+  EXPECT_EQ(fetch(s.proxy_ep(), chat(std::string(4000, 'x') + "\"} evil")).status, 200);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(fetch(s.proxy_ep(), chat("t" + std::to_string(i))).status, 200);
+  const auto m = parse_metrics(admin_get(s, "/metrics"));
+  std::set<std::string> tenants;
+  for (const auto& x : m)
+    if (x.name == "tokentap_requests_total") tenants.insert(x.labels.at("tenant"));
+  EXPECT_EQ(tenants, (std::set<std::string>{std::string(64, 'x'), "t0", "t1", "other"}));
+  EXPECT_EQ(metric_sum(m, "tokentap_requests_total", {{"tenant", "other"}}), 4);
+}
+
+TEST(Shedding, ARouteOverItsTtftSloShedsLowPriorityUntilItRecovers) {
+  stack s([](config::config& cfg) {
+    cfg.priority.enabled = true;
+    cfg.shed = {{.route = "default",
+                 .ttft_p95_ms = 100,
+                 .window = std::chrono::seconds(3),
+                 .min_requests = 5,
+                 .drop = {config::priority::low}}};
+    cfg.metrics.window = std::chrono::seconds(3600);
+  });
+  auto req = [](const std::string& prio, int ttft_ms) {
+    auto o = chat("t");
+    for (auto& h : o.headers)
+      if (h.first == "x-sim-ttft-ms") h.second = std::to_string(ttft_ms);
+    o.headers.push_back({"x-tokentap-priority", prio});
+    return o;
+  };
+  const auto shed_active = [&] {
+    return metric_sum(parse_metrics(admin_get(s, "/metrics")), "tokentap_shed_active",
+                      {{"route", "default"}});
+  };
+  // Fast: low goes through.
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(fetch(s.proxy_ep(), req("high", 5)).status, 200);
+  EXPECT_EQ(fetch(s.proxy_ep(), req("low", 5)).status, 200);
+  EXPECT_EQ(shed_active(), 0);
+  // The upstream slows down past the SLO: within a second (a verdict a second), low is
+  // refused; high is not.
+  for (int i = 0; i < 6; ++i) ASSERT_EQ(fetch(s.proxy_ep(), req("high", 250)).status, 200);
+  for (int i = 0; i < 15 && shed_active() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(shed_active(), 1);
+  const auto forwarded = s.sim->stats().requests.load();
+  const auto refused = fetch(s.proxy_ep(), req("low", 5));
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_EQ(s.sim->stats().requests.load(), forwarded);
+  EXPECT_EQ(refused.header("x-tokentap-rejected-by"), "shed-default");
+  EXPECT_NE(refused.body.find("latency SLO"), std::string::npos) << refused.body;
+  EXPECT_EQ(refused.header("retry-after"), "1");
+  EXPECT_EQ(fetch(s.proxy_ep(), req("normal", 5)).status, 200);
+  EXPECT_EQ(rejections(s, "shed-default", "slo"), 1);
+  const auto stats = admin_get(s, "/api/stats");
+  EXPECT_NE(stats.find(R"({"route":"default","active":true)"), std::string::npos) << stats;
+  // The dashboard shows it as it happens (the upstream stays slow while Chromium looks).
+  std::atomic<bool> looking{true};
+  auto slow = std::async(std::launch::async, [&] {
+    while (looking) fetch(s.proxy_ep(), req("high", 250));
+  });
+  const auto dom = dump_dom("http://127.0.0.1:" + std::to_string(s.proxy->admin_endpoint().port()) +
+                            "/dashboard");
+  looking = false;
+  slow.get();
+  ASSERT_FALSE(dom.empty()) << "chromium failed";
+  EXPECT_NE(dom.find("<td>default</td><td class=\"err\">SHEDDING</td>"), std::string::npos) << dom;
+  // Fast again: once the slow answers leave the 3 s window, low is admitted again.
+  for (int i = 0; i < 40 && shed_active() == 1; ++i) {
+    ASSERT_EQ(fetch(s.proxy_ep(), req("high", 5)).status, 200);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    fetch(s.proxy_ep(), req("low", 5));
+  }
+  EXPECT_EQ(shed_active(), 0);
+  EXPECT_EQ(fetch(s.proxy_ep(), req("low", 5)).status, 200);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <simdjson.h>
 #include <boost/asio/ip/address.hpp>
 
+#include "test/support/browser.hpp"
 #include "test/support/canned_upstream.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/metrics_text.hpp"
@@ -361,22 +362,8 @@ TEST(Dashboard, RendersLiveNumbersInHeadlessChromium) {
       "http://127.0.0.1:" + std::to_string(s.proxy->admin_endpoint().port()) + "/dashboard";
   const auto artifacts = std::string(TOKENTAP_BINARY_DIR) + "/test-artifacts";
   std::filesystem::create_directories(artifacts);
-  const auto profile = temp_dir();
-  const std::string flags =
-      "--headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
-      "--disable-background-networking "
-      "--disable-component-update --disable-sync --disable-dev-shm-usage --user-data-dir=" +
-      profile + " --window-size=1400,1200 --virtual-time-budget=5000 ";
-  const std::string dom_cmd = "chromium " + flags + "--dump-dom " + url + " 2>/dev/null";
-  const auto started = std::chrono::steady_clock::now();
-  FILE* p = popen(dom_cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string dom;
-  char buf[4096];
-  while (auto n = fread(buf, 1, sizeof buf, p)) dom.append(buf, n);
-  ASSERT_EQ(pclose(p), 0) << "chromium failed";
-  std::printf("chromium --dump-dom took %.1f s\n",
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  const auto dom = dump_dom(url);
+  ASSERT_FALSE(dom.empty()) << "chromium failed";
   // The TTFT card shows the simulator's 200 ms (within the sketch's 2 % and scheduling noise).
   const auto k = dom.find("id=\"ttft-p50\">");
   ASSERT_NE(k, std::string::npos) << dom.substr(0, 500);
@@ -394,8 +381,8 @@ TEST(Dashboard, RendersLiveNumbersInHeadlessChromium) {
   EXPECT_NE(dom.find("<td class=\"ok\">healthy</td>", row), std::string::npos)
       << dom.substr(row, 400);
   EXPECT_NE(dom.find("least_request 6", row), std::string::npos) << dom.substr(row, 400);
-  const std::string shot = "chromium " + flags + "--screenshot=" + artifacts + "/dashboard.png " +
-                           url + " >/dev/null 2>&1";
+  const std::string shot = "chromium " + chromium_flags() + "--screenshot=" + artifacts +
+                           "/dashboard.png " + url + " >/dev/null 2>&1";
   EXPECT_EQ(std::system(shot.c_str()), 0);
   EXPECT_GT(std::filesystem::file_size(artifacts + "/dashboard.png"), 10000u);
   std::printf("dashboard screenshot: %s/dashboard.png\n", artifacts.c_str());
