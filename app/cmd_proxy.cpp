@@ -35,47 +35,28 @@ constexpr const char* proxy_help = R"(usage: tokentap proxy [flags]
 SIGINT/SIGTERM stop accepting, let in-flight streams finish (timeouts.shutdown_grace_ms), exit 0.
 )";
 
-// The admin bearer token: from the file named by --admin-token-file / admin_token_file, else the
-// TOKENTAP_ADMIN_TOKEN environment variable, else none.  Never from argv (visible in ps).
-std::string admin_token(const std::string& file) {
-  std::string token;
+// A secret given by file or environment, never by argv (visible in ps): the first line of
+// `file` when one is named, else the variable `env`, else none.  `what` names it in errors.
+std::string read_secret(const std::string& file, const char* env, const std::string& what) {
+  std::string secret;
   if (!file.empty()) {
     std::ifstream in(file);
-    if (!in) throw config::config_error("cannot read admin token file '" + file + "'");
-    std::getline(in, token);
-  } else if (const char* env = std::getenv("TOKENTAP_ADMIN_TOKEN")) {
-    token = env;
+    if (!in) throw config::config_error("cannot read " + what + " file '" + file + "'");
+    std::getline(in, secret);
+  } else if (const char* value = std::getenv(env)) {
+    secret = value;
   } else {
     return {};
   }
-  while (!token.empty() && (token.back() == '\r' || token.back() == ' ' || token.back() == '\t'))
-    token.pop_back();
-  if (token.size() < 16 || token.size() > 1024)
-    throw config::config_error("the admin token must be 16 to 1024 characters on one line");
-  for (const char c : token)
+  while (!secret.empty() &&
+         (secret.back() == '\r' || secret.back() == ' ' || secret.back() == '\t'))
+    secret.pop_back();
+  if (secret.size() < 16 || secret.size() > 1024)
+    throw config::config_error("the " + what + " must be 16 to 1024 characters on one line");
+  for (const char c : secret)
     if (static_cast<unsigned char>(c) < 0x21 || c == 0x7f)
-      throw config::config_error("the admin token must be printable, without spaces");
-  return token;
-}
-
-// The salt of the credential hash that names tenants: from tenants.salt_file, else the
-// TOKENTAP_TENANT_SALT environment variable, else none (each process draws its own).
-std::string tenant_salt(const std::string& file) {
-  std::string salt;
-  if (!file.empty()) {
-    std::ifstream in(file);
-    if (!in) throw config::config_error("cannot read tenant salt file '" + file + "'");
-    std::getline(in, salt);
-  } else if (const char* env = std::getenv("TOKENTAP_TENANT_SALT")) {
-    salt = env;
-  } else {
-    return {};
-  }
-  while (!salt.empty() && (salt.back() == '\r' || salt.back() == ' ' || salt.back() == '\t'))
-    salt.pop_back();
-  if (salt.size() < 16 || salt.size() > 1024)
-    throw config::config_error("the tenant salt must be 16 to 1024 characters on one line");
-  return salt;
+      throw config::config_error("the " + what + " must be printable, without spaces");
+  return secret;
 }
 
 config::config proxy_config(const flags& f) {
@@ -98,8 +79,11 @@ config::config proxy_config(const flags& f) {
   if (f.has("no-access-log")) cfg.access_log = false;
   if (auto d = f.get("trace-dir")) cfg.trace.dir = *d;
   if (auto t = f.get("admin-token-file")) cfg.admin_token_file = *t;
-  cfg.admin_token = admin_token(cfg.admin_token_file);
-  cfg.tenants.salt = tenant_salt(cfg.tenants.salt_file);
+  // The admin bearer token (--admin-token-file / admin_token_file, TOKENTAP_ADMIN_TOKEN) and the
+  // salt of the credential hash that names tenants (tenants.salt_file, TOKENTAP_TENANT_SALT;
+  // without one each process draws its own).
+  cfg.admin_token = read_secret(cfg.admin_token_file, "TOKENTAP_ADMIN_TOKEN", "admin token");
+  cfg.tenants.salt = read_secret(cfg.tenants.salt_file, "TOKENTAP_TENANT_SALT", "tenant salt");
   config::validate(cfg);
   return cfg;
 }

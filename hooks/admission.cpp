@@ -72,8 +72,7 @@ admission_state::admission_state(const config::config& cfg,
     metrics->add_gauge_source(
         "tokentap_shed_active",
         "1 while a route breaks its TTFT SLO and its shed rule refuses the lower priorities",
-        [this, i] { return shedding(shed_[i]->cfg->route, steady::now()) ? 1.0 : 0.0; },
-        {{"route", route}});
+        [this, i] { return shedding(*shed_[i], steady::now()) ? 1.0 : 0.0; }, {{"route", route}});
   }
   for (std::size_t i = 0; i < rules_.size(); ++i)
     for (std::size_t k = 0; k < static_cast<std::size_t>(admission_reason::slo); ++k) {
@@ -167,11 +166,14 @@ void admission_state::evaluate(shed_state& s, std::int64_t now_s) {
 
 bool admission_state::shedding(std::string_view route, steady::time_point now) {
   auto* s = shed_of(route);
-  if (s == nullptr) return false;
+  return s != nullptr && shedding(*s, now);
+}
+
+bool admission_state::shedding(shed_state& s, steady::time_point now) {
   const auto sec = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
-  auto seen = s->evaluated.load(std::memory_order_relaxed);
-  if (seen != sec && s->evaluated.compare_exchange_strong(seen, sec)) evaluate(*s, sec);
-  return s->active.load(std::memory_order_relaxed);
+  auto seen = s.evaluated.load(std::memory_order_relaxed);
+  if (seen != sec && s.evaluated.compare_exchange_strong(seen, sec)) evaluate(s, sec);
+  return s.active.load(std::memory_order_relaxed);
 }
 
 std::uint32_t admission_state::concurrency_cap(const config::admission_rule& r,
@@ -188,8 +190,9 @@ std::uint32_t admission_state::concurrency_cap(const config::admission_rule& r,
 bool admission_state::admit(const facts& f, ticket& t, refusal& r, steady::time_point now) {
   t.holds.clear();
   if (auto* s = shed_of(f.route);
-      s != nullptr && shedding(f.route, now) &&
-      std::find(s->cfg->drop.begin(), s->cfg->drop.end(), f.prio) != s->cfg->drop.end()) {
+      s != nullptr &&
+      std::find(s->cfg->drop.begin(), s->cfg->drop.end(), f.prio) != s->cfg->drop.end() &&
+      shedding(*s, now)) {
     r = {};
     r.rule = s->name;
     r.reason = admission_reason::slo;
@@ -305,7 +308,7 @@ void admission_state::append_json(std::string& out, steady::time_point now) {
       std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   for (std::size_t i = 0; i < shed_.size(); ++i) {
     auto& s = *shed_[i];
-    shedding(s.cfg->route, now);  // (a fresh verdict when none was made this second)
+    shedding(s, now);  // (a fresh verdict when none was made this second)
     std::lock_guard lk(s.mu);
     if (i > 0) out += ',';
     out += "{\"route\":";

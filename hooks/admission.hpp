@@ -120,6 +120,7 @@ class admission_state {
   shed_state* shed_of(std::string_view route) noexcept;
   std::uint32_t concurrency_cap(const config::admission_rule& r, config::priority p) const noexcept;
   void evaluate(shed_state& s, std::int64_t now_s);
+  bool shedding(shed_state& s, std::chrono::steady_clock::time_point now);
 
   bucket& bucket_of(rule_state& rs, std::string_view key,
                     std::chrono::steady_clock::time_point now);

@@ -52,17 +52,16 @@ void tenant_stats::record(const stream_info& s) {
   if (s.tenant.empty()) return;
   const auto now = steady_seconds();
   std::lock_guard lk(mu_);
-  auto it = std::find_if(rows_.begin(), rows_.end(),
-                         [&](const std::unique_ptr<row>& r) { return r->tenant == s.tenant; });
-  if (it == rows_.end()) {
+  auto it = by_name_.find(s.tenant);
+  if (it == by_name_.end()) {
     if (rows_.size() >= max_rows_) return;  // (tenant names are bounded below this)
     auto r = std::make_unique<row>();
     r->tenant = s.tenant;
     r->ring.resize(static_cast<std::size_t>(std::max<std::int64_t>(1, window_.count())));
+    it = by_name_.emplace(r->tenant, r.get()).first;
     rows_.push_back(std::move(r));
-    it = rows_.end() - 1;
   }
-  auto& sec = (*it)->ring[static_cast<std::size_t>(now) % (*it)->ring.size()];
+  auto& sec = it->second->ring[static_cast<std::size_t>(now) % it->second->ring.size()];
   if (sec.sec != now) {
     sec = second{};
     sec.sec = now;

@@ -64,6 +64,7 @@ class tenant_stats {
   std::size_t max_rows_;
   std::mutex mu_;
   std::vector<std::unique_ptr<row>> rows_;
+  std::unordered_map<std::string, row*> by_name_;  // rows_ by tenant (up to tenants.max + 3)
 };
 
 }  // namespace tokentap::hooks
