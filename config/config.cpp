@@ -240,7 +240,8 @@ config from_yaml(const YAML::Node& root) {
               "tenants",
               "admission",
               "priority",
-              "shed"},
+              "shed",
+              "shared_state"},
              "the top level");
   if (root["listen"]) cfg.listen = address(root["listen"], "listen");
   if (root["admin"]) cfg.admin = address(root["admin"], "admin");
@@ -455,6 +456,39 @@ config from_yaml(const YAML::Node& root) {
         if (other.route == rule.route)
           fail(r["route"], "a second shed rule for route '" + rule.route + "'");
       cfg.shed.push_back(std::move(rule));
+    }
+  }
+  if (const auto& ss = root["shared_state"]) {
+    check_keys(ss, {"redis", "sync_ms", "timeout_ms", "retry_after_ms", "key_prefix"},
+               "shared_state");
+    if (ss["redis"]) {
+      // redis://host:port (no credentials in the URL: a Redis on loopback or a private network).
+      auto text = scalar<std::string>(ss["redis"], "redis");
+      if (!text.starts_with("redis://"))
+        fail(ss["redis"], "shared_state.redis must be redis://host:port");
+      std::string err;
+      auto hp = parse_host_port(text.substr(8), err);
+      if (!hp || hp->port == 0)
+        fail(ss["redis"], "shared_state.redis: " + (hp ? "needs a port" : err));
+      cfg.shared_state.redis_host = hp->host;
+      cfg.shared_state.redis_port = hp->port;
+    }
+    const auto millis = [&](const char* key, ms& out, std::int64_t lo, std::int64_t hi) {
+      if (!ss[key]) return;
+      const auto v = static_cast<std::int64_t>(non_negative(ss[key], key));
+      if (v < lo || v > hi)
+        fail(ss[key], "shared_state." + std::string(key) + " must be from " + std::to_string(lo) +
+                          " to " + std::to_string(hi));
+      out = ms(v);
+    };
+    millis("sync_ms", cfg.shared_state.sync, 10, 10000);
+    millis("timeout_ms", cfg.shared_state.timeout, 1, 5000);
+    millis("retry_after_ms", cfg.shared_state.retry_after, 10, 600000);
+    if (ss["key_prefix"]) {
+      cfg.shared_state.key_prefix = scalar<std::string>(ss["key_prefix"], "key_prefix");
+      if (cfg.shared_state.key_prefix.size() > 64 ||
+          cfg.shared_state.key_prefix.find_first_of(" \r\n\t") != std::string::npos)
+        fail(ss["key_prefix"], "shared_state.key_prefix: at most 64 characters, no spaces");
     }
   }
   if (const auto& st = root["steps"]) {

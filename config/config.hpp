@@ -181,9 +181,9 @@ struct tenants_config {
   bool enabled = false;
   std::string header;  ///< empty: by credential only
   std::size_t max = 100;
-  /// File holding the salt of the credential hash (`salt_file`): instances with the same salt
-  /// name a key's tenant alike; without one, each process draws its own.  The salt itself
-  /// (read by the CLI, or TOKENTAP_TENANT_SALT), not YAML.
+  /// File holding the salt of the credential hash (`salt_file`).  Instances that share budgets
+  /// (shared_state) need the same salt to name a key's tenant alike; without one, each process
+  /// draws its own.  The salt itself (read by load_config_file), not YAML.
   std::string salt_file, salt;
 };
 
@@ -226,6 +226,20 @@ struct admission_rule {
   std::uint32_t assumed_max_tokens = 1024;
 };
 
+/// State several proxy instances share (`shared_state`): with a Redis URL, the request and token
+/// budgets of the admission rules are kept in Redis.  Each instance decides locally, on its view
+/// of the shared budget, and exchanges what it used for the budget's new level every `sync`, in
+/// one pipelined round trip off the request path; while Redis cannot be reached it falls back to
+/// its local budgets (fail open) and says so.  Concurrency caps stay per instance.
+struct shared_state_config {
+  std::string redis_host;  ///< empty: local state only
+  std::uint16_t redis_port = 6379;
+  ms sync{100};          ///< how often each instance exchanges its counts with Redis
+  ms timeout{50};        ///< connecting and one round trip; past it, the instance is local
+  ms retry_after{1000};  ///< after a failure, how long to stay local before trying again
+  std::string key_prefix = "tokentap:";
+};
+
 struct config {
   host_port listen{"127.0.0.1", 8080};
   host_port admin{"127.0.0.1", 9464};
@@ -258,6 +272,7 @@ struct config {
   std::vector<admission_rule> admission;  ///< checked in order; the first that refuses answers
   priority_config priority;
   std::vector<shed_rule> shed;
+  shared_state_config shared_state;
 };
 
 /// Reads a YAML file.  Unknown keys are errors, so typos do not pass silently.  With `check`,

@@ -8,6 +8,7 @@
 
 #include "config/log.hpp"
 #include "hooks/metrics.hpp"
+#include "hooks/shared_budgets.hpp"
 #include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
@@ -60,7 +61,27 @@ admission_state::admission_state(const config::config& cfg,
     ss->ring.resize(static_cast<std::size_t>(r.window.count()));
     shed_.push_back(std::move(ss));
   }
+  const bool shares = !cfg.shared_state.redis_host.empty() &&
+                      std::any_of(cfg.admission.begin(), cfg.admission.end(), [](const auto& r) {
+                        return r.requests_per_minute > 0 || r.tokens_per_minute > 0;
+                      });
+  if (shares) {
+    redis_ = std::make_unique<redis_budgets>(cfg.shared_state);
+    sync_thread_ = std::thread([this] { sync_loop(); });
+  }
   if (!metrics) return;
+  if (shares) {
+    metrics->add_gauge_source(
+        "tokentap_shared_state_up",
+        "1 while admission budgets are shared through Redis, 0 while this instance decides on "
+        "its local budgets (Redis unreachable)",
+        [this] { return shared_live() ? 1.0 : 0.0; });
+    metrics->add_counter_source("tokentap_shared_state_errors_total",
+                                "Exchanges with Redis that failed (the instance stays local)",
+                                [this] { return sync_errors(); });
+    metrics->add_counter_source("tokentap_shared_state_syncs_total",
+                                "Exchanges with Redis that succeeded", [this] { return syncs(); });
+  }
   metrics->add_stats_section("admission",
                              [this](std::string& out) { append_json(out, steady::now()); });
   for (std::size_t i = 0; i < shed_.size(); ++i) {
@@ -85,7 +106,88 @@ admission_state::admission_state(const config::config& cfg,
     }
 }
 
-void admission_state::refill(const config::admission_rule& r, bucket& b, steady::time_point now) {
+admission_state::~admission_state() {
+  {
+    std::lock_guard lk(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (sync_thread_.joinable()) sync_thread_.join();
+}
+
+void admission_state::sync_loop() {
+  const auto& ss = cfg_->shared_state;
+  std::unique_lock lk(stop_mu_);
+  while (!stopping_) {
+    lk.unlock();
+    const bool ok = sync_once();
+    lk.lock();
+    stop_cv_.wait_for(lk, ok ? ss.sync : ss.retry_after, [this] { return stopping_; });
+  }
+}
+
+bool admission_state::sync_once() {
+  // Every budget's use since the last exchange, taken under its rule's lock.
+  struct ref {
+    rule_state* rs;
+    bucket* b;
+    bool tokens;
+  };
+  std::vector<redis_budgets::budget> out;
+  std::vector<ref> refs;
+  for (auto& rsp : rules_) {
+    auto& rs = *rsp;
+    std::lock_guard lk(rs.mu);
+    for (auto& [key, b] : rs.buckets) {
+      const auto base = rs.cfg->name + ':' + key;
+      if (rs.cfg->requests_per_minute > 0) {
+        const double cap = rs.cfg->requests_per_minute;
+        out.push_back({base + ":r", cap, cap / 60000.0, b->unsynced_requests});
+        refs.push_back({&rs, b.get(), false});
+      }
+      if (rs.cfg->tokens_per_minute > 0) {
+        const auto cap = static_cast<double>(rs.cfg->tokens_per_minute);
+        out.push_back({base + ":t", cap, cap / 60000.0, b->unsynced_tokens});
+        refs.push_back({&rs, b.get(), true});
+      }
+      b->unsynced_requests = b->unsynced_tokens = 0;
+    }
+  }
+  const auto levels = redis_->exchange(out);
+  const auto now = steady::now();
+  if (!levels) {
+    // What was used meanwhile is not sent again: this instance's own budgets counted it.
+    sync_errors_.fetch_add(1, std::memory_order_relaxed);
+    if (shared_live_.exchange(false) || sync_errors_.load() == 1)
+      TT_LOG(warn) << "shared_state: Redis " << cfg_->shared_state.redis_host << ":"
+                   << cfg_->shared_state.redis_port << " unreachable (" << redis_->last_error()
+                   << "): admission falls back to this instance's own budgets";
+    return false;
+  }
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    auto& [rs, b, tokens] = refs[i];
+    std::lock_guard lk(rs->mu);
+    // The shared level, less what was used here since the exchange began.
+    if (tokens)
+      b->tokens = (*levels)[i] - b->unsynced_tokens;
+    else
+      b->requests = (*levels)[i] - b->unsynced_requests;
+    b->refilled = now;
+  }
+  syncs_.fetch_add(1, std::memory_order_relaxed);
+  if (!shared_live_.exchange(true))
+    TT_LOG(info) << "shared_state: admission budgets shared through Redis "
+                 << cfg_->shared_state.redis_host << ":" << cfg_->shared_state.redis_port;
+  return true;
+}
+
+void admission_state::refill(const config::admission_rule& r, bucket& b,
+                             steady::time_point now) const {
+  // Shared budgets refill in Redis, on its clock; the next exchange brings their level.
+  if (shared_live_.load(std::memory_order_relaxed)) {
+    b.refilled = now;
+    return;
+  }
   const double seconds = std::chrono::duration<double>(now - b.refilled).count();
   if (seconds <= 0) return;
   b.refilled = now;
@@ -275,8 +377,14 @@ bool admission_state::admit(const facts& f, ticket& t, refusal& r, steady::time_
       return false;
     }
     if (rule.max_concurrent > 0) ++b.in_flight;
-    if (rule.requests_per_minute > 0) b.requests -= 1;
-    if (rule.tokens_per_minute > 0) b.tokens -= reserve;
+    if (rule.requests_per_minute > 0) {
+      b.requests -= 1;
+      b.unsynced_requests += 1;
+    }
+    if (rule.tokens_per_minute > 0) {
+      b.tokens -= reserve;
+      b.unsynced_tokens += reserve;
+    }
     t.holds.push_back({i, &b, reserve, rule.max_concurrent > 0});
   }
   return true;
@@ -290,12 +398,17 @@ void admission_state::settle(ticket& t, double used, steady::time_point now) {
     if (h.concurrent && b.in_flight > 0) --b.in_flight;
     if (used == -2) {
       // Admission refused by a later rule: nothing was used.
-      if (rs.cfg->requests_per_minute > 0) b.requests += 1;
+      if (rs.cfg->requests_per_minute > 0) {
+        b.requests += 1;
+        b.unsynced_requests -= 1;
+      }
       b.tokens += h.reserved_tokens;
+      b.unsynced_tokens -= h.reserved_tokens;
     } else if (used >= 0 && rs.cfg->tokens_per_minute > 0) {
       refill(*rs.cfg, b, now);
       b.tokens = std::min(static_cast<double>(rs.cfg->tokens_per_minute),
                           b.tokens + h.reserved_tokens - used);
+      b.unsynced_tokens += used - h.reserved_tokens;
     }
   }
   t.holds.clear();

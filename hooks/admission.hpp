@@ -4,15 +4,19 @@
 // tenant, route, model or for all requests.  Rates are token buckets refilled continuously (a
 // per-minute limit is also the burst); a token budget reserves the request's estimate at
 // admission and settles at stream end from the normalized usage, so a stream cannot overrun it
-// unseen (an overrun is charged: the bucket goes into debt).  State is local to the process.
+// unseen (an overrun is charged: the bucket goes into debt).  With `shared_state.redis`, the
+// request and token budgets are shared by every instance through Redis (hooks/shared_budgets.hpp),
+// synchronised off the request path; without Redis, or while it is unreachable, they are local.
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -20,6 +24,8 @@
 #include "hooks/metrics.hpp"
 
 namespace tokentap::hooks {
+
+class redis_budgets;
 
 /// Why a rule refused: the `reason` label of tokentap_admission_rejections_total.
 /// `slo`: a shed rule refused the request's priority while its route breaks its TTFT SLO.
@@ -30,6 +36,15 @@ std::string_view to_string(admission_reason r) noexcept;
 class admission_state {
  public:
   admission_state(const config::config& cfg, std::shared_ptr<metrics_registry> metrics);
+  ~admission_state();
+  admission_state(const admission_state&) = delete;
+  admission_state& operator=(const admission_state&) = delete;
+
+  /// Shared state: whether the last exchange with Redis succeeded (false without Redis), and
+  /// how many failed / succeeded.
+  bool shared_live() const noexcept { return shared_live_.load(std::memory_order_relaxed); }
+  std::uint64_t sync_errors() const noexcept { return sync_errors_.load(); }
+  std::uint64_t syncs() const noexcept { return syncs_.load(); }
 
   /// What one admission decision held: per rule, the bucket it counted on and the tokens it
   /// reserved; released (concurrency) and settled (tokens) once, at stream end.
@@ -91,6 +106,7 @@ class admission_state {
     std::uint32_t in_flight = 0;
     double requests = 0, tokens = 0;  // available
     std::chrono::steady_clock::time_point refilled{};
+    double unsynced_requests = 0, unsynced_tokens = 0;  // used since the last sync (shared state)
   };
   struct rule_state {
     const config::admission_rule* cfg;
@@ -124,12 +140,22 @@ class admission_state {
 
   bucket& bucket_of(rule_state& rs, std::string_view key,
                     std::chrono::steady_clock::time_point now);
-  static void refill(const config::admission_rule& r, bucket& b,
-                     std::chrono::steady_clock::time_point now);
+  void refill(const config::admission_rule& r, bucket& b,
+              std::chrono::steady_clock::time_point now) const;
+  void sync_loop();
+  bool sync_once();
 
   const config::config* cfg_;
   std::vector<std::unique_ptr<rule_state>> rules_;
   std::vector<std::unique_ptr<shed_state>> shed_;
+  // Shared state: the sync thread and what it says.
+  std::unique_ptr<redis_budgets> redis_;
+  std::atomic<bool> shared_live_{false};  // the last sync succeeded: levels come from Redis
+  std::atomic<std::uint64_t> sync_errors_{0}, syncs_{0};
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread sync_thread_;
 };
 
 /// The "admission" hook (added by the config when it has admission rules).

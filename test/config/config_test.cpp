@@ -222,12 +222,13 @@ TEST(Config, AnActiveHealthProbeIsOptIn) {
   expect_error("upstreams: {a: {url: http://h, health: {every: 1}}}\n", "unknown key 'every'");
 }
 
-TEST(Config, PrioritiesAndShedding) {
+TEST(Config, PrioritiesSheddingAndSharedState) {
   auto cfg = parse_config(
       "upstreams: {a: {url: http://h}}\n"
       "routes: [{name: local, prefix: /, upstream: a}]\n"
       "priority: {header: x-prio, default: low, headroom: 0.25}\n"
-      "shed: {route: local, when: {ttft_p95_ms: 2000, window_s: 30}, drop: [low, normal]}\n");
+      "shed: {route: local, when: {ttft_p95_ms: 2000, window_s: 30}, drop: [low, normal]}\n"
+      "shared_state: {redis: 'redis://127.0.0.1:6380', timeout_ms: 20, sync_ms: 50}\n");
   EXPECT_TRUE(cfg.priority.enabled);
   EXPECT_EQ(cfg.priority.header, "x-prio");
   EXPECT_EQ(cfg.priority.fallback, priority::low);
@@ -238,12 +239,14 @@ TEST(Config, PrioritiesAndShedding) {
   EXPECT_EQ(cfg.shed[0].window.count(), 30);
   EXPECT_EQ(cfg.shed[0].drop, (std::vector<priority>{priority::low, priority::normal}));
   EXPECT_EQ(cfg.hooks.front(), "admission");  // shedding brings the hook too
-  const std::string base =
-      "upstreams: {a: {url: http://h}}\nroutes: [{name: local, prefix: /, upstream: a}]\n";
+  EXPECT_EQ(cfg.shared_state.redis_host, "127.0.0.1");
+  EXPECT_EQ(cfg.shared_state.redis_port, 6380);
+  EXPECT_EQ(cfg.shared_state.timeout.count(), 20);
+  EXPECT_EQ(cfg.shared_state.sync.count(), 50);
+  const std::string base = "upstreams: {a: {url: http://h}}\nroutes: [{name: local, prefix: /, upstream: a}]\n";
   expect_error(base + "priority: {default: urgent}\n",
                "line 3: priority.default must be high, normal or low, not 'urgent'");
-  expect_error(base + "priority: {headroom: 2}\n",
-               "line 3: priority.headroom must be from 0 to 0.9");
+  expect_error(base + "priority: {headroom: 2}\n", "line 3: priority.headroom must be from 0 to 0.9");
   expect_error(base + "priority: {}\nshed: {route: local, when: {ttft_p95_ms: -5}}\n",
                "line 4: shed.when.ttft_p95_ms must be from 1 to 3600000");
   expect_error(base + "priority: {}\nshed: {route: local, when: {ttft_p95_ms: 5}, drop: [high]}\n",
@@ -253,6 +256,10 @@ TEST(Config, PrioritiesAndShedding) {
                "shed rule names unknown route 'nope'");
   expect_error(base + "shed: {route: local, when: {ttft_p95_ms: 5}}\n",
                "shed drops requests by priority: configure priority");
+  expect_error(base + "shared_state: {redis: 'http://h:1'}\n",
+               "line 3: shared_state.redis must be redis://host:port");
+  expect_error(base + "shared_state: {redis: 'redis://h:1', timeout_ms: 0}\n",
+               "line 3: shared_state.timeout_ms must be from 1 to 5000");
 }
 
 TEST(Config, AdmissionRulesAndTenants) {
