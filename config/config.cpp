@@ -7,53 +7,13 @@
 #include <set>
 #include <sstream>
 
+#include "config/yaml_reader.hpp"
+
 namespace tokentap::config {
 
+using namespace yaml_reader;
+
 namespace {
-
-[[noreturn]] void fail(const YAML::Node& n, const std::string& what) {
-  const auto& m = n.Mark();
-  if (m.line >= 0) throw config_error("line " + std::to_string(m.line + 1) + ": " + what);
-  throw config_error(what);
-}
-
-// A mapping key as text (a YAML key may itself be a mapping or a list: `? [a, b]: 1`).
-std::string key_name(const YAML::Node& k) {
-  if (!k.IsScalar()) fail(k, "mapping keys must be plain names");
-  return k.Scalar();
-}
-
-void check_keys(const YAML::Node& map, std::initializer_list<std::string_view> allowed,
-                std::string_view where) {
-  if (!map.IsMap()) fail(map, std::string(where) + " must be a mapping");
-  for (const auto& kv : map) {
-    const auto key = key_name(kv.first);
-    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
-      fail(kv.first, "unknown key '" + key + "' in " + std::string(where));
-  }
-}
-
-template <class T>
-T scalar(const YAML::Node& n, std::string_view key) {
-  try {
-    return n.as<T>();
-  } catch (const YAML::Exception&) {
-    fail(n, "invalid value for '" + std::string(key) + "'");
-  }
-}
-
-std::uint64_t non_negative(const YAML::Node& n, std::string_view key) {
-  const auto v = scalar<std::int64_t>(n, key);
-  if (v < 0) fail(n, "'" + std::string(key) + "' must not be negative");
-  return static_cast<std::uint64_t>(v);
-}
-
-host_port address(const YAML::Node& n, std::string_view key) {
-  std::string err;
-  auto hp = parse_host_port(scalar<std::string>(n, key), err);
-  if (!hp) fail(n, std::string(key) + ": " + err);
-  return *hp;
-}
 
 void read_upstream(const std::string& name, const YAML::Node& n, upstream_config& up) {
   check_keys(n,
@@ -241,7 +201,8 @@ config from_yaml(const YAML::Node& root) {
               "admission",
               "priority",
               "shed",
-              "shared_state"},
+              "shared_state",
+              "canary"},
              "the top level");
   if (root["listen"]) cfg.listen = address(root["listen"], "listen");
   if (root["admin"]) cfg.admin = address(root["admin"], "admin");
@@ -321,176 +282,7 @@ config from_yaml(const YAML::Node& root) {
     buckets("itl_buckets", mc.itl_buckets);
     buckets("e2e_buckets", mc.e2e_buckets);
   }
-  if (const auto& t = root["tenants"]) {
-    check_keys(t, {"header", "max", "salt_file"}, "tenants");
-    cfg.tenants.enabled = true;
-    if (t["salt_file"]) cfg.tenants.salt_file = scalar<std::string>(t["salt_file"], "salt_file");
-    if (t["header"]) {
-      cfg.tenants.header = scalar<std::string>(t["header"], "header");
-      if (cfg.tenants.header.empty() ||
-          cfg.tenants.header.find_first_of(" :\r\n\t") != std::string::npos)
-        fail(t["header"], "tenants.header must be a header name");
-    }
-    if (t["max"]) {
-      const auto m = non_negative(t["max"], "max");
-      if (m < 1 || m > 10000) fail(t["max"], "tenants.max must be from 1 to 10000");
-      cfg.tenants.max = m;
-    }
-  }
-  if (const auto& a = root["admission"]) {
-    if (!a.IsSequence()) fail(a, "admission must be a list of rules");
-    for (const auto& r : a) {
-      check_keys(r,
-                 {"name", "scope", "route", "model", "max_concurrent", "requests_per_minute",
-                  "tokens_per_minute", "assumed_max_tokens"},
-                 "an admission rule");
-      admission_rule rule;
-      if (!r["name"]) fail(r, "an admission rule needs a name");
-      rule.name = scalar<std::string>(r["name"], "name");
-      if (rule.name.empty() || rule.name.size() > 64 ||
-          rule.name.find_first_not_of(
-              "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
-              std::string::npos)
-        fail(r["name"], "admission rule name must be 1-64 letters, digits, '_', '-' or '.'");
-      const auto where = "admission rule '" + rule.name + "'";
-      if (r["scope"]) {
-        const auto sc = scalar<std::string>(r["scope"], "scope");
-        if (sc == "tenant")
-          rule.scope = admission_rule::scope_kind::tenant;
-        else if (sc == "route")
-          rule.scope = admission_rule::scope_kind::route;
-        else if (sc == "model")
-          rule.scope = admission_rule::scope_kind::model;
-        else if (sc == "global")
-          rule.scope = admission_rule::scope_kind::global;
-        else
-          fail(r["scope"],
-               where + ": scope must be tenant, route, model or global, not '" + sc + "'");
-      }
-      if (r["route"]) rule.route = scalar<std::string>(r["route"], "route");
-      if (r["model"]) rule.model = scalar<std::string>(r["model"], "model");
-      const auto limit = [&](const char* key, std::uint64_t max) -> std::uint64_t {
-        if (!r[key]) return 0;
-        const auto v = non_negative(r[key], key);
-        if (v > max) fail(r[key], where + ": " + key + " is at most " + std::to_string(max));
-        return v;
-      };
-      rule.max_concurrent = static_cast<std::uint32_t>(limit("max_concurrent", 1000000));
-      rule.requests_per_minute =
-          static_cast<std::uint32_t>(limit("requests_per_minute", 100000000));
-      rule.tokens_per_minute = limit("tokens_per_minute", std::uint64_t{1} << 40);
-      if (r["assumed_max_tokens"])
-        rule.assumed_max_tokens = static_cast<std::uint32_t>(limit("assumed_max_tokens", 10000000));
-      if (rule.max_concurrent == 0 && rule.requests_per_minute == 0 && rule.tokens_per_minute == 0)
-        fail(r, where + ": needs max_concurrent, requests_per_minute or tokens_per_minute");
-      for (const auto& other : cfg.admission)
-        if (other.name == rule.name)
-          fail(r["name"], "duplicate admission rule '" + rule.name + "'");
-      cfg.admission.push_back(std::move(rule));
-    }
-  }
-  const auto priority_of = [](const YAML::Node& n, std::string_view key) {
-    const auto v = scalar<std::string>(n, key);
-    if (v == "high") return priority::high;
-    if (v == "normal") return priority::normal;
-    if (v == "low") return priority::low;
-    fail(n, std::string(key) + " must be high, normal or low, not '" + v + "'");
-  };
-  if (const auto& p = root["priority"]) {
-    check_keys(p, {"header", "default", "headroom"}, "priority");
-    cfg.priority.enabled = true;
-    if (p["header"]) {
-      cfg.priority.header = scalar<std::string>(p["header"], "header");
-      if (cfg.priority.header.empty() ||
-          cfg.priority.header.find_first_of(" :\r\n\t") != std::string::npos)
-        fail(p["header"], "priority.header must be a header name");
-    }
-    if (p["default"]) cfg.priority.fallback = priority_of(p["default"], "priority.default");
-    if (p["headroom"]) {
-      cfg.priority.headroom = scalar<double>(p["headroom"], "headroom");
-      if (!(cfg.priority.headroom >= 0 && cfg.priority.headroom <= 0.9))
-        fail(p["headroom"], "priority.headroom must be from 0 to 0.9");
-    }
-  }
-  if (const auto& sh = root["shed"]) {
-    // One rule as a mapping, or a list of them.
-    std::vector<YAML::Node> rules;
-    if (sh.IsSequence())
-      for (const auto& r : sh) rules.push_back(r);
-    else
-      rules.push_back(sh);
-    for (const auto& r : rules) {
-      check_keys(r, {"route", "when", "drop"}, "a shed rule");
-      shed_rule rule;
-      if (!r["route"]) fail(r, "a shed rule needs a route");
-      rule.route = scalar<std::string>(r["route"], "route");
-      const auto& w = r["when"];
-      if (!w) fail(r, "shed rule for route '" + rule.route + "' needs when: {ttft_p95_ms: ...}");
-      check_keys(w, {"ttft_p95_ms", "window_s", "min_requests"}, "shed.when");
-      if (!w["ttft_p95_ms"]) fail(w, "shed.when needs ttft_p95_ms");
-      rule.ttft_p95_ms = scalar<double>(w["ttft_p95_ms"], "ttft_p95_ms");
-      if (!(rule.ttft_p95_ms > 0 && rule.ttft_p95_ms <= 3600000))
-        fail(w["ttft_p95_ms"], "shed.when.ttft_p95_ms must be from 1 to 3600000");
-      if (w["window_s"]) {
-        const auto s = non_negative(w["window_s"], "window_s");
-        if (s < 1 || s > 3600) fail(w["window_s"], "shed.when.window_s must be from 1 to 3600");
-        rule.window = std::chrono::seconds(s);
-      }
-      if (w["min_requests"]) {
-        const auto m = non_negative(w["min_requests"], "min_requests");
-        if (m < 1 || m > 1000000)
-          fail(w["min_requests"], "shed.when.min_requests must be from 1 to 1000000");
-        rule.min_requests = static_cast<std::uint32_t>(m);
-      }
-      if (const auto& d = r["drop"]) {
-        if (!d.IsSequence() || d.size() == 0)
-          fail(d, "shed.drop must be a list: [low] or [low, normal]");
-        rule.drop.clear();
-        for (const auto& x : d) {
-          const auto p = priority_of(x, "shed.drop");
-          if (p == priority::high) fail(x, "shed.drop cannot drop high: that is every request");
-          rule.drop.push_back(p);
-        }
-      }
-      for (const auto& other : cfg.shed)
-        if (other.route == rule.route)
-          fail(r["route"], "a second shed rule for route '" + rule.route + "'");
-      cfg.shed.push_back(std::move(rule));
-    }
-  }
-  if (const auto& ss = root["shared_state"]) {
-    check_keys(ss, {"redis", "sync_ms", "timeout_ms", "retry_after_ms", "key_prefix"},
-               "shared_state");
-    if (ss["redis"]) {
-      // redis://host:port (no credentials in the URL: a Redis on loopback or a private network).
-      auto text = scalar<std::string>(ss["redis"], "redis");
-      if (!text.starts_with("redis://"))
-        fail(ss["redis"], "shared_state.redis must be redis://host:port");
-      std::string err;
-      auto hp = parse_host_port(text.substr(8), err);
-      if (!hp || hp->port == 0)
-        fail(ss["redis"], "shared_state.redis: " + (hp ? "needs a port" : err));
-      cfg.shared_state.redis_host = hp->host;
-      cfg.shared_state.redis_port = hp->port;
-    }
-    const auto millis = [&](const char* key, ms& out, std::int64_t lo, std::int64_t hi) {
-      if (!ss[key]) return;
-      const auto v = static_cast<std::int64_t>(non_negative(ss[key], key));
-      if (v < lo || v > hi)
-        fail(ss[key], "shared_state." + std::string(key) + " must be from " + std::to_string(lo) +
-                          " to " + std::to_string(hi));
-      out = ms(v);
-    };
-    millis("sync_ms", cfg.shared_state.sync, 10, 10000);
-    millis("timeout_ms", cfg.shared_state.timeout, 1, 5000);
-    millis("retry_after_ms", cfg.shared_state.retry_after, 10, 600000);
-    if (ss["key_prefix"]) {
-      cfg.shared_state.key_prefix = scalar<std::string>(ss["key_prefix"], "key_prefix");
-      if (cfg.shared_state.key_prefix.size() > 64 ||
-          cfg.shared_state.key_prefix.find_first_of(" \r\n\t") != std::string::npos)
-        fail(ss["key_prefix"], "shared_state.key_prefix: at most 64 characters, no spaces");
-    }
-  }
+  read_governance(root, cfg);
   if (const auto& st = root["steps"]) {
     check_keys(st, {"triggers", "max_steps"}, "steps");
     if (st["max_steps"]) cfg.steps.max_steps = non_negative(st["max_steps"], "max_steps");
@@ -677,28 +469,6 @@ void validate(config& cfg) {
     if (it->name == up.name) throw config_error("upstream '" + up.name + "' falls back to itself");
     up.fallback_index = static_cast<std::size_t>(it - cfg.upstreams.begin());
   }
-  for (const auto& rule : cfg.admission) {
-    if (!rule.route.empty() &&
-        std::none_of(cfg.routes.begin(), cfg.routes.end(),
-                     [&](const route_config& r) { return r.name == rule.route; }))
-      throw config_error("admission rule '" + rule.name + "' names unknown route '" + rule.route +
-                         "'");
-  }
-  for (const auto& rule : cfg.shed)
-    if (std::none_of(cfg.routes.begin(), cfg.routes.end(),
-                     [&](const route_config& r) { return r.name == rule.route; }))
-      throw config_error("shed rule names unknown route '" + rule.route + "'");
-  if (!cfg.shed.empty() && !cfg.priority.enabled)
-    throw config_error("shed drops requests by priority: configure priority: {header: ...}");
-  if (std::any_of(cfg.admission.begin(), cfg.admission.end(), [](const admission_rule& r) {
-        return r.scope == admission_rule::scope_kind::tenant;
-      }))
-    cfg.tenants.enabled = true;
-  // Admission rules and shedding are enforced by the `admission` hook: configuring them brings
-  // it in.
-  if ((!cfg.admission.empty() || !cfg.shed.empty()) &&
-      std::find(cfg.hooks.begin(), cfg.hooks.end(), "admission") == cfg.hooks.end())
-    cfg.hooks.insert(cfg.hooks.begin(), "admission");
   std::set<std::string> prefixes;
   for (auto& r : cfg.routes) {
     if (r.prefix.empty() || r.prefix.front() != '/')
@@ -715,6 +485,7 @@ void validate(config& cfg) {
                    [](const route_config& a, const route_config& b) {
                      return a.prefix.size() > b.prefix.size();
                    });
+  validate_governance(cfg);
   if (cfg.limits.max_request_header_bytes < 1024)
     throw config_error("limits.max_request_header_bytes must be at least 1024");
   if (cfg.limits.max_response_header_bytes < 1024)

@@ -240,6 +240,27 @@ struct shared_state_config {
   std::string key_prefix = "tokentap:";
 };
 
+/// A canary (`canary:`, DESIGN.md §11): a share of route `route`'s requests goes to upstream
+/// `upstream` (the new version) instead of the route's own (the baseline).  The share climbs
+/// through `steps` (percent), one step per `interval` once both sides have `min_requests`
+/// measured in the step; while both have, any breach — error rate or truncated-stream rate
+/// higher than the baseline's by more than the delta, TTFT P99 or inter-token P99 above the
+/// baseline's times the ratio — sets the share to 0 at once (rollback).  A conversation keeps the
+/// side it was first sent to (the last `max_conversations` remembered); new ones are split by a
+/// hash of their root, so instances agree.
+struct canary_config {
+  std::string route{}, upstream{};
+  std::size_t upstream_index = 0;  ///< resolved by validate()
+  std::vector<double> steps{5, 25, 50, 100};
+  std::chrono::seconds interval{60};
+  std::uint32_t min_requests = 100;
+  double max_error_rate_delta = 0.005;
+  double max_ttft_p99_ratio = 1.2;
+  double max_itl_p99_ratio = 1.2;
+  double max_truncated_delta = 0.005;
+  std::size_t max_conversations = 100000;
+};
+
 struct config {
   host_port listen{"127.0.0.1", 8080};
   host_port admin{"127.0.0.1", 9464};
@@ -273,6 +294,7 @@ struct config {
   priority_config priority;
   std::vector<shed_rule> shed;
   shared_state_config shared_state;
+  std::vector<canary_config> canary;  ///< at most one per route
 };
 
 /// Reads a YAML file.  Unknown keys are errors, so typos do not pass silently.  With `check`,

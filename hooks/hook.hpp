@@ -162,6 +162,10 @@ class request_callbacks {
   virtual bool replace_body(std::string body) = 0;
   /// The request's key for the router: requests with one key prefer one endpoint.
   virtual void set_route_key(std::string_view key) = 0;
+  /// Sends the request to another configured upstream than its route's (its endpoints, balancing,
+  /// retries and fallback): e.g. a canary.  A name the configuration does not have is ignored
+  /// (the route's upstream serves) and logged.
+  virtual void set_upstream(std::string_view name) = 0;
 };
 
 class hook {

@@ -12,6 +12,7 @@
 #include "hooks/builtin_seams.hpp"
 #include "hooks/cache_hints_hook.hpp"
 #include "hooks/cache_hook.hpp"
+#include "hooks/canary.hpp"
 #include "hooks/metrics.hpp"
 #include "hooks/steps_hook.hpp"
 #include "hooks/timing_hook.hpp"
@@ -92,6 +93,9 @@ class request_phase final : public request_callbacks {
   }
   void set_route_key(std::string_view key) override {
     d_.route_key.assign(key.substr(0, max_route_key));
+  }
+  void set_upstream(std::string_view name) override {
+    d_.upstream.assign(name.substr(0, max_route_key));
   }
 
   static constexpr std::size_t max_fields = 32;      // per request, all hooks together
@@ -527,6 +531,12 @@ hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics) {
               std::make_shared<admission_state>(cfg, metrics));
         },
         {.provides = {}, .needs = {}, .reads = {}});
+  r.add(
+      "canary",
+      [metrics](const config::config& cfg) -> std::shared_ptr<hook_factory> {
+        return std::make_shared<canary_hook_factory>(std::make_shared<canary_state>(cfg, metrics));
+      },
+      {.provides = {}, .needs = {}, .reads = {}});
   r.add("cache_hints",
         [](const config::config&) -> std::shared_ptr<hook_factory> {
           return std::make_shared<cache_hints_hook_factory>();

@@ -124,6 +124,8 @@ struct request_decision {
   std::optional<std::string> body;
   /// For the router: requests with the same key prefer the same endpoint.
   std::string route_key;
+  /// For the router: the upstream to use instead of the route's (empty: the route's).
+  std::string upstream;
 };
 
 /// Per-exchange observer.  Called on the exchange's I/O thread, never concurrently.

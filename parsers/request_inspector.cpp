@@ -449,4 +449,10 @@ request_info request_inspector::inspect(std::string_view body, inspect_options o
   return info;
 }
 
+std::size_t root_of(std::span<const message_digest> conversation) noexcept {
+  for (std::size_t i = 0; i < conversation.size(); ++i)
+    if (conversation[i].role == "user") return i;
+  return conversation.size() - 1;
+}
+
 }  // namespace tokentap::parsers

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,21 @@ struct message_digest {
   std::uint64_t chars_before = 0;  ///< text bytes of the elements before it
   std::string_view role;  ///< "tools", "system", "user", "assistant", "tool", ... (static storage)
 };
+
+/// The position of a conversation's root: its first user message (its last element when it has
+/// none).  The conversation must not be empty.  Its `chain` digest names the conversation: every
+/// later turn of it has the same root.
+std::size_t root_of(std::span<const message_digest> conversation) noexcept;
+
+/// A 64-bit finalizer (splitmix64's): every input bit moves every output bit.  For spreading
+/// digests over buckets or endpoints.
+constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
 
 /// What the inspector learned from one request body.  Fields the body does not carry keep their
 /// defaults; `error` is set (and the rest is best effort) when the body is not a JSON object.

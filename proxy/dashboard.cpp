@@ -1,7 +1,6 @@
 // The live dashboard: one self-contained page (no CDN, works offline) that polls /api/stats once
 // a second and draws the numbers, small time-series charts, the upstream endpoints, admission
-// (SLO shedding, refusals) and tenants when configured, and the slowest
-// recent requests.
+// (SLO shedding, refusals), canaries and tenants when configured, and the slowest recent requests.
 #include "proxy/admin.hpp"
 
 namespace tokentap::admin {
@@ -63,6 +62,8 @@ footer{color:var(--dim);font-size:12px;padding:0 20px 16px}
 <section id="admission-section" hidden><h2>Admission — SLO shedding and refusals</h2>
 <table id="shedding"><thead><tr><th>route</th><th>state</th><th>TTFT p95 (window)</th><th>SLO</th><th>measured</th><th>drops</th><th>for</th><th>shed</th></tr></thead><tbody></tbody></table>
 <table id="admission-rules"><thead><tr><th>rule</th><th>refused: concurrency</th><th>requests/min</th><th>tokens/min</th></tr></thead><tbody></tbody></table></section>
+<section id="canary-section" hidden><h2>Canaries — share, gates and verdict (current step)</h2>
+<table id="canaries"><thead><tr><th>route</th><th>canary</th><th>state</th><th>share</th><th>step</th><th>requests canary / baseline</th><th>errors</th><th>truncated</th><th>TTFT p99</th><th>ITL p99</th><th style="text-align:left">why</th></tr></thead><tbody></tbody></table></section>
 <section id="tenants-section" hidden><h2>Tenants (sliding window)</h2>
 <table id="tenants"><thead><tr><th>tenant</th><th>req/s</th><th>requests</th><th>refused</th><th>errors</th><th>input tokens</th><th>output tokens</th><th>TTFT p50</th><th>p95</th></tr></thead><tbody></tbody></table></section>
 <section><h2>Slowest recent requests</h2>
@@ -136,6 +137,8 @@ function render(d) {
     $("shedding").tBodies[0].innerHTML = adm.shedding.map((x) => `<tr><td>${esc(x.route)}</td><td class="${x.active ? "err" : "ok"}">${x.active ? "SHEDDING" : "within SLO"}</td><td class="${x.ttft_p95_ms > x.slo_ms ? "err" : ""}">${fmt(x.ttft_p95_ms)}</td><td>${fmt(x.slo_ms)}</td><td>${x.samples} / ${x.min_requests}</td><td>${x.drop.map(esc).join(", ")}</td><td>${x.since_s} s</td><td class="${x.shed ? "err" : ""}">${x.shed}</td></tr>`).join("");
     $("admission-rules").tBodies[0].innerHTML = adm.rules.map((x) => `<tr><td>${esc(x.rule)}</td><td>${x.concurrency}</td><td>${x.requests}</td><td>${x.tokens}</td></tr>`).join("");
   }
+  $("canary-section").hidden = !d.canaries;
+  if (d.canaries) $("canaries").tBodies[0].innerHTML = d.canaries.map((x) => { const c = x.canary, b = x.baseline, bad = x.phase === "rolled_back"; return `<tr><td>${esc(x.route)}</td><td>${esc(x.upstream)}</td><td class="${bad ? "err" : "ok"}">${bad ? "ROLLED BACK (" + esc(x.reason) + ")" : esc(x.phase.replace("_", " "))}</td><td>${fmt(x.weight, 1)} %</td><td>${x.step} / ${x.steps} · ${x.step_age_s} / ${x.interval_s} s</td><td>${c.requests} / ${b.requests} (min ${x.min_requests})</td><td>${pct(c.error_rate)} / ${pct(b.error_rate)}</td><td>${pct(c.truncated_rate)} / ${pct(b.truncated_rate)}</td><td>${fmt(c.ttft_ms.p99)} / ${fmt(b.ttft_ms.p99)}</td><td>${fmt(c.itl_ms.p99, 1)} / ${fmt(b.itl_ms.p99, 1)}</td><td style="text-align:left">${esc(x.evidence)}</td></tr>`; }).join("");
   $("tenants-section").hidden = !d.tenants;
   if (d.tenants) $("tenants").tBodies[0].innerHTML = d.tenants.map((x) => `<tr><td>${esc(x.tenant)}</td><td>${fmt(x.request_rate, 2)}</td><td>${x.requests}</td><td class="${x.rejected ? "err" : ""}">${x.rejected}</td><td class="${x.errors ? "err" : ""}">${x.errors}</td><td>${x.input_tokens}</td><td>${x.output_tokens}</td><td>${fmt(x.ttft_ms.p50)}</td><td>${fmt(x.ttft_ms.p95)}</td></tr>`).join("");
   $("slowest").tBodies[0].innerHTML = d.slowest.map((r) => `<tr><td>${esc(r.route)}</td><td>${esc(r.model)}</td><td>${esc(r.provider)}</td><td class="${r.status >= 400 ? "err" : ""}">${r.status}</td><td class="${r.outcome === "ok" ? "" : "err"}">${esc(r.outcome)}</td><td>${fmt(r.ttft_ms)}</td><td>${fmt(r.ttft_answer_ms)}</td><td>${fmt(r.e2e_ms)}</td><td>${r.output_tokens ?? "–"}</td><td>${esc(r.cache)}</td><td style="text-align:left">${timeline(r)}</td></tr>`).join("");

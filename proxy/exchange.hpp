@@ -35,6 +35,7 @@ struct exchange {
   std::string request_head, request_body;
   std::string method;
   const config::route_config* route = nullptr;
+  std::size_t upstream_index = 0;  // the route's upstream, or the one the request phase chose
   std::string target_redacted;
   std::string model;
   bool stream_requested = false;

@@ -67,26 +67,7 @@ endpoint* prefix_balancer::least_load(cluster& c, const pick_context& ctx) const
   return best;
 }
 
-namespace {
-
-// A 64-bit finalizer (splitmix64's): every input bit moves every output bit.
-std::uint64_t mix(std::uint64_t x) noexcept {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// The position of the conversation's root: its first user message (its last element when it
-// has none).
-std::size_t root_of(std::span<const parsers::message_digest> conversation) noexcept {
-  for (std::size_t i = 0; i < conversation.size(); ++i)
-    if (conversation[i].role == "user") return i;
-  return conversation.size() - 1;
-}
-
-}  // namespace
+using parsers::root_of;
 
 endpoint* prefix_balancer::rendezvous(cluster& c, const pick_context& ctx) const noexcept {
   const auto root = ctx.conversation[root_of(ctx.conversation)].chain;
@@ -94,7 +75,7 @@ endpoint* prefix_balancer::rendezvous(cluster& c, const pick_context& ctx) const
   std::uint64_t best_score = 0;
   for (const auto& e : c.endpoints()) {
     if (!ctx.usable(*e)) continue;
-    const auto score = mix(root ^ e->label_hash);
+    const auto score = parsers::mix64(root ^ e->label_hash);
     if (best == nullptr || score > best_score) {
       best = e.get();
       best_score = score;

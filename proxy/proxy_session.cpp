@@ -155,6 +155,7 @@ class proxy_session final : public relay_host, public net::session_base {
       co_await send_error(ex, 404, "no_route", "no route matches " + log_safe(path, 256));
       co_return ex.client_keep_alive && !draining_;
     }
+    ex.upstream_index = ex.route->upstream_index;
 
     inspect(req, ex);
     if (shared_.taps) ex.tap = shared_.taps->create();
@@ -215,7 +216,7 @@ class proxy_session final : public relay_host, public net::session_base {
 
   hooks::request_view request_view_of(const exchange& ex, std::string_view body,
                                       std::span<const hooks::header_view> headers) const {
-    const auto& up = shared_.cfg.upstreams[ex.route->upstream_index];
+    const auto& up = shared_.cfg.upstreams[ex.upstream_index];
     return {ex.method,
             ex.target_redacted,
             ex.route->name,
@@ -244,7 +245,7 @@ class proxy_session final : public relay_host, public net::session_base {
   // The router: the route's cluster, and the endpoint its balancer picks.  False: none can take
   // the request.
   bool choose_endpoint(exchange& ex) {
-    ex.upstream_cluster = shared_.clusters[ex.route->upstream_index].get();
+    ex.upstream_cluster = shared_.clusters[ex.upstream_index].get();
     const pick_context ctx{.route_key = ex.route_key, .conversation = ex.conversation, .tried = {}};
     ex.decision = ex.upstream_cluster->choose(ctx);
     if (ex.decision.chosen == nullptr && ex.upstream_cluster->fallback() != nullptr) {
@@ -272,11 +273,22 @@ class proxy_session final : public relay_host, public net::session_base {
   }
 
   // What the request phase decided, applied to the request before its upstream head is built.
-  static void apply(hooks::request_decision& d, http::request<http::string_body>& req,
-                    exchange& ex) {
+  void apply(hooks::request_decision& d, http::request<http::string_body>& req,
+             exchange& ex) const {
     for (const auto& f : d.upstream_headers) req.set(f.name, f.value);
     if (d.body) req.body() = std::move(*d.body);
     ex.route_key = std::move(d.route_key);
+    if (!d.upstream.empty()) {
+      const auto& ups = shared_.cfg.upstreams;
+      const auto it = std::find_if(ups.begin(), ups.end(), [&](const config::upstream_config& u) {
+        return u.name == d.upstream;
+      });
+      if (it != ups.end())
+        ex.upstream_index = static_cast<std::size_t>(it - ups.begin());
+      else
+        TT_LOG(warn) << "a hook named unknown upstream '" << log_safe(d.upstream, 64) << "'; route "
+                     << ex.route->name << " uses its own";
+    }
   }
 
   // A hook stopped the request: it is answered here and nothing is forwarded.  The hooks see it
@@ -352,7 +364,7 @@ class proxy_session final : public relay_host, public net::session_base {
     if (req.body().empty() || ct.find("json") == std::string_view::npos) return;
     // Digests for the hooks (cache events) and for a balancer that routes by prefix.
     const bool by_prefix =
-        shared_.clusters[ex.route->upstream_index]->cfg().balance == config::balance_policy::prefix;
+        shared_.clusters[ex.upstream_index]->cfg().balance == config::balance_policy::prefix;
     auto info = inspector_.inspect(req.body(), {.digests = shared_.taps != nullptr || by_prefix});
     ex.model = info.model;
     ex.stream_requested = info.stream;
@@ -405,14 +417,14 @@ class proxy_session final : public relay_host, public net::session_base {
   }
 
   // Whether the request moves to another endpoint after an attempt failed with nothing sent to
-  // the client: while the client is there, the route's upstream's `retries` last, an endpoint
-  // not tried yet is left — in the upstream, else in its fallback — and that upstream's retry
-  // budget allows.  If so, the exchange now names that endpoint (and its upstream) and its
-  // request head is written for it.
+  // the client: while the client is there, its upstream's `retries` last (the route's, or the one
+  // the request phase chose), an endpoint not tried yet is left — in the upstream, else in its
+  // fallback — and that upstream's retry budget allows.  If so, the exchange now names that
+  // endpoint (and its upstream) and its request head is written for it.
   bool fail_over(exchange& ex, retry_reason why) {
     auto& failed = *ex.upstream_cluster;
-    const auto& route_upstream = *shared_.clusters[ex.route->upstream_index];
-    if (client_gone_ || ex.response_started || tried_count_ > route_upstream.cfg().retries ||
+    const auto& primary = *shared_.clusters[ex.upstream_index];
+    if (client_gone_ || ex.response_started || tried_count_ > primary.cfg().retries ||
         tried_count_ >= tried_.size())
       return false;
     tried_[tried_count_ - 1] = ex.upstream_endpoint;
@@ -421,7 +433,7 @@ class proxy_session final : public relay_host, public net::session_base {
                            .tried = {tried_.data(), tried_count_}};
     cluster* c = &failed;
     auto choice = c->choose(ctx);
-    if (choice.chosen == nullptr && c == &route_upstream && c->fallback() != nullptr) {
+    if (choice.chosen == nullptr && c == &primary && c->fallback() != nullptr) {
       c = c->fallback();
       choice = c->choose(ctx);
       choice.reason = routing_reason::fallback;
@@ -657,7 +669,7 @@ class proxy_session final : public relay_host, public net::session_base {
       co_return;
     }
     shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
-    const auto& up = shared_.cfg.upstreams[ex.route->upstream_index];
+    const auto& up = shared_.cfg.upstreams[ex.upstream_index];
     if (ec == beast::error::timeout) {
       ex.outcome = stream_outcome::timeout;
       if (ex.tap) ex.tap->on_upstream_error("timeout", 504);

@@ -677,7 +677,7 @@ TEST(HookRegistry, UnknownHookNamesAreConfigErrors) {
     FAIL() << "accepted an unknown hook";
   } catch (const config::config_error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown hook 'nope' (available: admission, cache, "
-                                         "cache_hints, metrics, steps, timing, trace)"),
+                                         "cache_hints, canary, metrics, steps, timing, trace)"),
               std::string::npos)
         << e.what();
   }

@@ -1,0 +1,41 @@
+#include "config/yaml_reader.hpp"
+
+#include <algorithm>
+
+namespace tokentap::config::yaml_reader {
+
+[[noreturn]] void fail(const YAML::Node& n, const std::string& what) {
+  const auto& m = n.Mark();
+  if (m.line >= 0) throw config_error("line " + std::to_string(m.line + 1) + ": " + what);
+  throw config_error(what);
+}
+
+std::string key_name(const YAML::Node& k) {
+  if (!k.IsScalar()) fail(k, "mapping keys must be plain names");
+  return k.Scalar();
+}
+
+void check_keys(const YAML::Node& map, std::initializer_list<std::string_view> allowed,
+                std::string_view where) {
+  if (!map.IsMap()) fail(map, std::string(where) + " must be a mapping");
+  for (const auto& kv : map) {
+    const auto key = key_name(kv.first);
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+      fail(kv.first, "unknown key '" + key + "' in " + std::string(where));
+  }
+}
+
+std::uint64_t non_negative(const YAML::Node& n, std::string_view key) {
+  const auto v = scalar<std::int64_t>(n, key);
+  if (v < 0) fail(n, "'" + std::string(key) + "' must not be negative");
+  return static_cast<std::uint64_t>(v);
+}
+
+host_port address(const YAML::Node& n, std::string_view key) {
+  std::string err;
+  auto hp = parse_host_port(scalar<std::string>(n, key), err);
+  if (!hp) fail(n, std::string(key) + ": " + err);
+  return *hp;
+}
+
+}  // namespace tokentap::config::yaml_reader
