@@ -152,7 +152,13 @@ TEST(Tenants, RequestsAndTokensAreCountedPerTenantAndStatsHaveTheirRows) {
   std::erase_if(keyed.headers, [](const auto& h) { return h.first == "x-tokentap-tenant"; });
   keyed.headers.push_back({"authorization", "Bearer sk-test-SECRETSECRET"});
   EXPECT_EQ(fetch(s.proxy_ep(), keyed).status, 200);
-  const auto text = admin_get(s, "/metrics");
+  // (A stream is counted at its end, which may come just after the client read its last byte.)
+  std::string text;
+  for (int i = 0; i < 200; ++i) {
+    text = admin_get(s, "/metrics");
+    if (metric_sum(parse_metrics(text), "tokentap_requests_total") >= 4) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   const auto m = parse_metrics(text);
   EXPECT_EQ(metric_sum(m, "tokentap_requests_total", {{"tenant", "team-a"}, {"code", "200"}}), 1);
   EXPECT_EQ(metric_sum(m, "tokentap_requests_total", {{"tenant", "team-b"}, {"code", "200"}}), 1);
@@ -162,9 +168,11 @@ TEST(Tenants, RequestsAndTokensAreCountedPerTenantAndStatsHaveTheirRows) {
   const auto key_at = text.find("tenant=\"key-");
   ASSERT_NE(key_at, std::string::npos) << text;
   // Every request and token series carries the label (none without it).
-  for (const auto& x : m)
-    if (x.name == "tokentap_requests_total" || x.name == "tokentap_tokens_total")
+  for (const auto& x : m) {
+    if (x.name == "tokentap_requests_total" || x.name == "tokentap_tokens_total") {
       EXPECT_EQ(x.labels.count("tenant"), 1u) << x.name;
+    }
+  }
   const auto stats = admin_get(s, "/api/stats");
   EXPECT_EQ(stats.find("SECRET"), std::string::npos);
   const auto b = stats.find(R"({"tenant":"team-b")");
