@@ -263,10 +263,12 @@ config from_yaml(const YAML::Node& root) {
     if (t["bodies"]) tc.bodies = scalar<bool>(t["bodies"], "bodies");
   }
   if (const auto& m = root["metrics"]) {
-    check_keys(m, {"max_models", "window_s", "ttft_buckets", "itl_buckets", "e2e_buckets"},
+    check_keys(m,
+               {"max_models", "window_s", "ttft_buckets", "itl_buckets", "e2e_buckets", "semconv"},
                "metrics");
     auto& mc = cfg.metrics;
     if (m["max_models"]) mc.max_models = non_negative(m["max_models"], "max_models");
+    if (m["semconv"]) mc.semconv = scalar<bool>(m["semconv"], "semconv");
     if (m["window_s"]) mc.window = std::chrono::seconds(non_negative(m["window_s"], "window_s"));
     auto buckets = [&](const char* key, std::vector<double>& out) {
       const auto& b = m[key];
@@ -486,6 +488,10 @@ void validate(config& cfg) {
                      return a.prefix.size() > b.prefix.size();
                    });
   validate_governance(cfg);
+  // The semantic-convention histograms are kept by their own hook: asking for them brings it in.
+  if (cfg.metrics.semconv &&
+      std::find(cfg.hooks.begin(), cfg.hooks.end(), "gen_ai_metrics") == cfg.hooks.end())
+    cfg.hooks.push_back("gen_ai_metrics");
   if (cfg.limits.max_request_header_bytes < 1024)
     throw config_error("limits.max_request_header_bytes must be at least 1024");
   if (cfg.limits.max_response_header_bytes < 1024)

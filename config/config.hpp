@@ -140,6 +140,8 @@ struct metrics_config {
   std::vector<double> ttft_buckets;  ///< seconds; empty = vLLM's TTFT boundaries
   std::vector<double> itl_buckets;   ///< seconds; empty = 50 µs .. 10 s (also TPOT, overhead)
   std::vector<double> e2e_buckets;   ///< seconds; empty = 50 ms .. 1920 s
+  /// Also the OpenTelemetry GenAI semantic-convention histograms (the gen_ai_metrics hook).
+  bool semconv = false;
 };
 
 /// Reasoning step tagging (design/STEPS.md).

@@ -13,6 +13,7 @@
 #include "hooks/cache_hints_hook.hpp"
 #include "hooks/cache_hook.hpp"
 #include "hooks/canary.hpp"
+#include "hooks/gen_ai_metrics.hpp"
 #include "hooks/metrics.hpp"
 #include "hooks/steps_hook.hpp"
 #include "hooks/timing_hook.hpp"
@@ -537,6 +538,12 @@ hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics) {
         return std::make_shared<canary_hook_factory>(std::make_shared<canary_state>(cfg, metrics));
       },
       {.provides = {}, .needs = {}, .reads = {}});
+  r.add("gen_ai_metrics",
+        [metrics](const config::config&) -> std::shared_ptr<hook_factory> {
+          if (!metrics) return nullptr;
+          return std::make_shared<gen_ai_metrics_factory>(metrics);
+        },
+        {.provides = {}, .needs = {}, .reads = {}});
   r.add("cache_hints",
         [](const config::config&) -> std::shared_ptr<hook_factory> {
           return std::make_shared<cache_hints_hook_factory>();

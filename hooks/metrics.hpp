@@ -138,6 +138,9 @@ class metrics_registry {
 
   const bucket_config& buckets() const noexcept { return buckets_; }
 
+  /// The Prometheus registry /metrics renders: for families kept by other hooks (gen_ai_metrics).
+  prometheus::Registry& prometheus_registry() noexcept { return *registry_; }
+
   /// The per-endpoint table of /api/stats (rows added at setup by the proxy).
   endpoint_stats& endpoints() noexcept { return *endpoints_; }
 

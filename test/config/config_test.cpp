@@ -445,6 +445,11 @@ steps:
   EXPECT_EQ(cfg.steps.step, (std::vector<std::string>{"Primero"}));
   EXPECT_EQ(cfg.steps.backtrack, (std::vector<std::string>{"Espera"}));
   EXPECT_EQ(cfg.steps.max_steps, 100u);
+  EXPECT_FALSE(cfg.metrics.semconv);
+  // The semantic-convention histograms bring their hook.
+  const auto sc = parse_config("upstreams: {a: {url: http://h}}\nmetrics: {semconv: true}\n");
+  EXPECT_TRUE(sc.metrics.semconv);
+  EXPECT_EQ(sc.hooks.back(), "gen_ai_metrics");
 }
 
 TEST(Config, InterceptionSectionErrors) {

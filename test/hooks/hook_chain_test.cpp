@@ -676,8 +676,9 @@ TEST(HookRegistry, UnknownHookNamesAreConfigErrors) {
     builtin_hooks().build(cfg);
     FAIL() << "accepted an unknown hook";
   } catch (const config::config_error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown hook 'nope' (available: admission, cache, "
-                                         "cache_hints, canary, metrics, steps, timing, trace)"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "unknown hook 'nope' (available: admission, cache, "
+                  "cache_hints, canary, gen_ai_metrics, metrics, steps, timing, trace)"),
               std::string::npos)
         << e.what();
   }

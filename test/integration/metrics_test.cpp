@@ -117,6 +117,87 @@ TEST(Metrics, ExactCountsAndSumsFromRealTraffic) {
   EXPECT_EQ(metric_sum(m, "tokentap_reasoning_step_duration_seconds_count", base), steps);
   const auto [rc, out] = promtool_check(text);
   EXPECT_EQ(rc, 0) << "promtool check metrics: " << out;
+  // The semantic-convention histograms are opt-in.
+  EXPECT_EQ(text.find("gen_ai_"), std::string::npos);
+}
+
+// metrics.semconv: the OpenTelemetry GenAI histograms beside tokentap's own, with the
+// conventions' names, labels and advisory buckets, from the same real traffic.
+TEST(Metrics, SemanticConventionHistogramsWhenAskedFor) {
+  stack s([](config::config& cfg) { cfg.metrics.semconv = true; });
+  const auto admin = s.proxy->admin_endpoint();
+  for (int i = 0; i < 6; ++i)
+    ASSERT_TRUE(fetch(s.proxy_ep(), stream_req("sim-small", 120, 10, 4)).complete);
+  for (int i = 0; i < 2; ++i) {
+    request_options plain;
+    plain.body = chat_body(false, "plain", false, "sim-small");
+    plain.headers = {{"x-sim-tokens", "7"}, {"x-sim-ttft-ms", "1"}, {"x-sim-itl-ms", "0"}};
+    ASSERT_TRUE(fetch(s.proxy_ep(), plain).complete);
+  }
+  auto fault = stream_req("sim-small", 1, 5, 0);
+  fault.headers.push_back({"x-sim-status", "503"});
+  EXPECT_EQ(fetch(s.proxy_ep(), fault).status, 503);
+  // (Each stream is recorded at its end, which may come just after the client's last byte.)
+  std::string text;
+  for (int i = 0; i < 200; ++i) {
+    text = scrape(admin);
+    if (metric_sum(parse_metrics(text), "gen_ai_client_operation_duration_seconds_count") >= 9)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const auto m = parse_metrics(text);
+  const std::map<std::string, std::string> base = {
+      {"gen_ai_operation_name", "chat"},
+      {"gen_ai_provider_name", "openai"},
+      {"gen_ai_request_model", "sim-small"},
+      {"server_address", "127.0.0.1"},
+      {"server_port", std::to_string(s.sim_ep().port())}};
+  auto with = [&](std::map<std::string, std::string> extra) {
+    auto l = base;
+    l.insert(extra.begin(), extra.end());
+    return l;
+  };
+  // Every answered request's duration; the failed one with its error.type.
+  EXPECT_EQ(metric_sum(m, "gen_ai_client_operation_duration_seconds_count", base), 9);
+  EXPECT_EQ(metric_sum(m, "gen_ai_client_operation_duration_seconds_count",
+                       with({{"error_type", "503"}})),
+            1);
+  // Tokens per request as the provider reported them (input includes cached), the same totals
+  // as tokentap's counters.
+  EXPECT_EQ(
+      metric_sum(m, "gen_ai_client_token_usage_count", with({{"gen_ai_token_type", "output"}})), 8);
+  EXPECT_EQ(metric_sum(m, "gen_ai_client_token_usage_sum", with({{"gen_ai_token_type", "output"}})),
+            6 * 14 + 2 * 7);
+  EXPECT_EQ(metric_sum(m, "gen_ai_client_token_usage_sum", with({{"gen_ai_token_type", "input"}})),
+            metric_sum(m, "tokentap_tokens_total", {{"type", "input"}}));
+  // TTFT of the 6 successful streams, in the conventions' buckets; TPOT per streamed request.
+  EXPECT_EQ(metric_sum(m, "gen_ai_server_time_to_first_token_seconds_count", base), 6);
+  const double ttft_sum = metric_sum(m, "gen_ai_server_time_to_first_token_seconds_sum", base);
+  EXPECT_GE(ttft_sum, 6 * 0.120);
+  EXPECT_LT(ttft_sum, 6 * 0.140);
+  EXPECT_EQ(
+      metric_sum(m, "gen_ai_server_time_to_first_token_seconds_bucket", with({{"le", "0.1"}})), 0);
+  EXPECT_EQ(
+      metric_sum(m, "gen_ai_server_time_to_first_token_seconds_bucket", with({{"le", "0.25"}})), 6);
+  EXPECT_EQ(metric_sum(m, "gen_ai_server_time_per_output_token_seconds_count", base), 6);
+  // The advisory boundaries, exactly.
+  const auto les = [&](const std::string& name) {
+    std::vector<std::string> out;
+    for (const auto& x : m)
+      if (x.name == name && x.labels.count("error_type") == 0 &&
+          x.labels.at("gen_ai_request_model") == "sim-small")
+        out.push_back(x.labels.at("le"));
+    return out;
+  };
+  EXPECT_EQ(
+      les("gen_ai_client_operation_duration_seconds_bucket"),
+      (std::vector<std::string>{"0.01", "0.02", "0.04", "0.08", "0.16", "0.32", "0.64", "1.28",
+                                "2.56", "5.12", "10.24", "20.48", "40.96", "81.92", "+Inf"}));
+  EXPECT_EQ(les("gen_ai_server_time_per_output_token_seconds_bucket"),
+            (std::vector<std::string>{"0.01", "0.025", "0.05", "0.075", "0.1", "0.15", "0.2", "0.3",
+                                      "0.4", "0.5", "0.75", "1", "2.5", "+Inf"}));
+  const auto [rc, out] = promtool_check(text);
+  EXPECT_EQ(rc, 0) << "promtool check metrics: " << out;
 }
 
 // `provider` means in the metrics what it means in the trace record: the format the stream
