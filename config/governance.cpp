@@ -10,6 +10,14 @@ namespace tokentap::config::yaml_reader {
 
 namespace {
 
+// A section that takes one entry as a mapping, or a list of them.
+std::vector<YAML::Node> one_or_many(const YAML::Node& n) {
+  if (!n.IsSequence()) return {n};
+  std::vector<YAML::Node> out;
+  for (const auto& e : n) out.push_back(e);
+  return out;
+}
+
 std::string number_text(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -111,13 +119,7 @@ void read_governance(const YAML::Node& root, config& cfg) {
     }
   }
   if (const auto& sh = root["shed"]) {
-    // One rule as a mapping, or a list of them.
-    std::vector<YAML::Node> rules;
-    if (sh.IsSequence())
-      for (const auto& r : sh) rules.push_back(r);
-    else
-      rules.push_back(sh);
-    for (const auto& r : rules) {
+    for (const auto& r : one_or_many(sh)) {
       check_keys(r, {"route", "when", "drop"}, "a shed rule");
       shed_rule rule;
       if (!r["route"]) fail(r, "a shed rule needs a route");
@@ -190,13 +192,7 @@ void read_governance(const YAML::Node& root, config& cfg) {
     }
   }
   if (const auto& ca = root["canary"]) {
-    // One canary as a mapping, or a list of them (one per route).
-    std::vector<YAML::Node> specs;
-    if (ca.IsSequence())
-      for (const auto& c : ca) specs.push_back(c);
-    else
-      specs.push_back(ca);
-    for (const auto& c : specs) {
+    for (const auto& c : one_or_many(ca)) {  // one per route
       check_keys(
           c,
           {"route", "upstream", "steps", "interval_s", "min_requests", "max_error_rate_delta",

@@ -31,7 +31,7 @@ TEST(RedisBudgets, TwoClientsDrawOnOneBudget) {
   EXPECT_NEAR((*levels)[0], 50, 0.1);
   levels = b.exchange({{"rule:t1:r", 60, 60 / 60000.0, 45}, {"rule:t2:r", 60, 0.001, 0}});
   ASSERT_TRUE(levels) << b.last_error();
-  EXPECT_NEAR((*levels)[0], 5, 0.2);   // both clients' use is taken from one budget
+  EXPECT_NEAR((*levels)[0], 5, 0.2);    // both clients' use is taken from one budget
   EXPECT_NEAR((*levels)[1], 60, 0.01);  // another key is another budget
   // Into debt, then a negative use (a settlement giving back) — never above capacity.
   levels = a.exchange({{"rule:t1:r", 60, 60 / 60000.0, 20}});

@@ -54,9 +54,9 @@ void wait_requests(const tcp::endpoint& admin, double n) {
   }
 }
 
-TEST(Metrics, ExactCountsAndSumsFromRealTraffic) {
-  stack s;
-  const auto admin = s.proxy->admin_endpoint();
+// 6 streamed requests (TTFT 120 ms, 10 tokens + 4 reasoning), 2 plain ones (7 tokens), and one
+// the upstream answers 503.
+void mixed_traffic(const stack& s) {
   for (int i = 0; i < 6; ++i)
     ASSERT_TRUE(fetch(s.proxy_ep(), stream_req("sim-small", 120, 10, 4)).complete);
   for (int i = 0; i < 2; ++i) {
@@ -68,6 +68,12 @@ TEST(Metrics, ExactCountsAndSumsFromRealTraffic) {
   auto fault = stream_req("sim-small", 1, 5, 0);
   fault.headers.push_back({"x-sim-status", "503"});
   EXPECT_EQ(fetch(s.proxy_ep(), fault).status, 503);
+}
+
+TEST(Metrics, ExactCountsAndSumsFromRealTraffic) {
+  stack s;
+  const auto admin = s.proxy->admin_endpoint();
+  ASSERT_NO_FATAL_FAILURE(mixed_traffic(s));
   wait_requests(admin, 9);
 
   const auto text = scrape(admin);
@@ -126,17 +132,7 @@ TEST(Metrics, ExactCountsAndSumsFromRealTraffic) {
 TEST(Metrics, SemanticConventionHistogramsWhenAskedFor) {
   stack s([](config::config& cfg) { cfg.metrics.semconv = true; });
   const auto admin = s.proxy->admin_endpoint();
-  for (int i = 0; i < 6; ++i)
-    ASSERT_TRUE(fetch(s.proxy_ep(), stream_req("sim-small", 120, 10, 4)).complete);
-  for (int i = 0; i < 2; ++i) {
-    request_options plain;
-    plain.body = chat_body(false, "plain", false, "sim-small");
-    plain.headers = {{"x-sim-tokens", "7"}, {"x-sim-ttft-ms", "1"}, {"x-sim-itl-ms", "0"}};
-    ASSERT_TRUE(fetch(s.proxy_ep(), plain).complete);
-  }
-  auto fault = stream_req("sim-small", 1, 5, 0);
-  fault.headers.push_back({"x-sim-status", "503"});
-  EXPECT_EQ(fetch(s.proxy_ep(), fault).status, 503);
+  ASSERT_NO_FATAL_FAILURE(mixed_traffic(s));
   // (Each stream is recorded at its end, which may come just after the client's last byte.)
   std::string text;
   for (int i = 0; i < 200; ++i) {

@@ -36,7 +36,9 @@ redis_server::redis_server() : port_(free_loopback_port()) {
   if (!start()) ADD_FAILURE() << "redis-server did not start (apt-get install redis-server)";
 }
 
-redis_server::~redis_server() { stop(); }
+redis_server::~redis_server() {
+  stop();
+}
 
 bool redis_server::start() {
   if (pid_ > 0) return true;
