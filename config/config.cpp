@@ -518,4 +518,23 @@ const route_config* match_route(const config& cfg, std::string_view path) {
   return nullptr;
 }
 
+std::string restart_only_changes(const config& running, const config& next) {
+  std::string out;
+  const auto differs = [&out](bool changed, const char* key) {
+    if (!changed) return;
+    if (!out.empty()) out += ", ";
+    out += key;
+  };
+  differs(running.listen != next.listen, "listen");
+  differs(running.admin != next.admin, "admin");
+  differs(running.admin_token != next.admin_token, "admin_token_file");
+  differs(running.threads != next.threads, "threads");
+  differs(running.reuse_port != next.reuse_port, "reuse_port");
+  differs(running.limits.max_connections != next.limits.max_connections, "limits.max_connections");
+  differs(running.metrics != next.metrics, "metrics");
+  differs(running.tenants != next.tenants, "tenants");
+  differs(running.trace != next.trace, "trace");
+  return out;
+}
+
 }  // namespace tokentap::config

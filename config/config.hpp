@@ -103,6 +103,7 @@ struct route_config {
   std::string prefix;              ///< path prefix, starts with '/'
   std::string upstream;            ///< name of an upstream
   std::size_t upstream_index = 0;  ///< resolved by validate()
+  bool operator==(const route_config&) const = default;
 };
 
 struct timeouts_config {
@@ -132,6 +133,7 @@ struct trace_config {
   std::size_t max_record_bytes = 8u << 20;  ///< events/texts beyond this are cut (marked truncated)
   double sample_rate = 1.0;                 ///< fraction of exchanges recorded
   bool bodies = true;                       ///< record request bodies and response texts
+  bool operator==(const trace_config&) const = default;
 };
 
 struct metrics_config {
@@ -142,6 +144,7 @@ struct metrics_config {
   std::vector<double> e2e_buckets;   ///< seconds; empty = 50 ms .. 1920 s
   /// Also the OpenTelemetry GenAI semantic-convention histograms (the gen_ai_metrics hook).
   bool semconv = false;
+  bool operator==(const metrics_config&) const = default;
 };
 
 /// Reasoning step tagging (design/STEPS.md).
@@ -187,6 +190,7 @@ struct tenants_config {
   /// (shared_state) need the same salt to name a key's tenant alike; without one, each process
   /// draws its own.  The salt itself (read by load_config_file), not YAML.
   std::string salt_file, salt;
+  bool operator==(const tenants_config&) const = default;
 };
 
 /// Request priorities (DESIGN.md §11): the value of `header` (high, normal or low), else
@@ -199,6 +203,7 @@ struct priority_config {
   std::string header = "x-tokentap-priority";
   priority fallback = priority::normal;  ///< `default:`
   double headroom = 0.1;
+  bool operator==(const priority_config&) const = default;
 };
 
 /// SLO-triggered shedding of a route (`shed:`): while the route's TTFT P95 over the last
@@ -210,6 +215,7 @@ struct shed_rule {
   std::chrono::seconds window{30};
   std::uint32_t min_requests = 20;
   std::vector<priority> drop{priority::low};
+  bool operator==(const shed_rule&) const = default;
 };
 
 /// One admission rule (DESIGN.md §11): limits per value of its scope — each tenant, each route,
@@ -226,6 +232,7 @@ struct admission_rule {
   std::uint32_t requests_per_minute = 0;
   std::uint64_t tokens_per_minute = 0;
   std::uint32_t assumed_max_tokens = 1024;
+  bool operator==(const admission_rule&) const = default;
 };
 
 /// State several proxy instances share (`shared_state`): with a Redis URL, the request and token
@@ -240,6 +247,7 @@ struct shared_state_config {
   ms timeout{50};        ///< connecting and one round trip; past it, the instance is local
   ms retry_after{1000};  ///< after a failure, how long to stay local before trying again
   std::string key_prefix = "tokentap:";
+  bool operator==(const shared_state_config&) const = default;
 };
 
 /// A canary (`canary:`, DESIGN.md §11): a share of route `route`'s requests goes to upstream
@@ -261,6 +269,7 @@ struct canary_config {
   double max_itl_p99_ratio = 1.2;
   double max_truncated_delta = 0.005;
   std::size_t max_conversations = 100000;
+  bool operator==(const canary_config&) const = default;
 };
 
 struct config {
@@ -311,6 +320,11 @@ void validate(config& cfg);
 
 /// Replaces all upstreams and routes with one upstream `default` served at `/`.
 void set_single_upstream(config& cfg, const std::string& url_text);
+
+/// The settings a running proxy keeps until it restarts (listeners, I/O threads, the admin token,
+/// the metric layout, tenants, trace files) that differ between `running` and `next`, named as
+/// in the file and comma-separated; empty when a reload may apply `next`.
+std::string restart_only_changes(const config& running, const config& next);
 
 /// Returns the route for `path` (longest prefix), or nullptr.
 const route_config* match_route(const config& cfg, std::string_view path);

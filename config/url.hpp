@@ -27,6 +27,7 @@ struct host_port {
   std::string host;
   std::uint16_t port = 0;
   std::string to_string() const;
+  bool operator==(const host_port&) const = default;
 };
 
 std::optional<host_port> parse_host_port(std::string_view text, std::string& error);

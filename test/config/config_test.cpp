@@ -468,5 +468,30 @@ TEST(Config, InterceptionSectionErrors) {
   }
 }
 
+// What a reload may not change: each named as in the file; everything else may change.
+TEST(Config, RestartOnlyChanges) {
+  const auto base = parse_config("upstreams:\n  a: {url: http://127.0.0.1:1}\n");
+  auto next = base;
+  next.routes.front().prefix = "/v1/";
+  next.timeouts.idle = ms(5);
+  next.upstreams.front().retries = 3;
+  next.admission = {{.name = "cap", .requests_per_minute = 1}};
+  next.log_level = "debug";
+  EXPECT_EQ(restart_only_changes(base, next), "");
+  next.listen.port = 1;
+  next.threads = 3;
+  next.metrics.max_models = 2;
+  next.tenants.header = "x-team";
+  next.trace.dir = "/tmp";
+  next.limits.max_connections = 5;
+  EXPECT_EQ(restart_only_changes(base, next),
+            "listen, threads, limits.max_connections, metrics, tenants, trace");
+  next = base;
+  next.admin.host = "0.0.0.0";
+  next.admin_token = "another-token-0123";
+  next.reuse_port = true;
+  EXPECT_EQ(restart_only_changes(base, next), "admin, admin_token_file, reuse_port");
+}
+
 }  // namespace
 }  // namespace tokentap::config
