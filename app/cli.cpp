@@ -88,10 +88,23 @@ void apply_log_level(const flags& f, std::string_view fallback) {
 // `wait_done` runs on its own thread and typically joins the servers' threads.
 void run_until_stopped(const std::function<void()>& on_first,
                        const std::function<void()>& on_second,
-                       const std::function<void()>& wait_done, std::optional<double> timeout_s) {
+                       const std::function<void()>& wait_done, std::optional<double> timeout_s,
+                       const std::function<void()>& on_reload,
+                       const std::function<void()>& on_ready) {
   asio::io_context ioc(1);
   auto guard = asio::make_work_guard(ioc);
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  asio::signal_set hangups(ioc);
+  std::function<void(error_code, int)> on_hangup = [&](error_code ec, int) {
+    if (ec) return;
+    TT_LOG(info) << "SIGHUP: reloading the configuration";
+    on_reload();
+    hangups.async_wait(on_hangup);
+  };
+  if (on_reload) {
+    hangups.add(SIGHUP);
+    hangups.async_wait(on_hangup);
+  }
   int count = 0;
   std::function<void(error_code, int)> on_signal = [&](error_code ec, int sig) {
     if (ec) return;
@@ -117,10 +130,12 @@ void run_until_stopped(const std::function<void()>& on_first,
     asio::post(ioc, [&] {
       error_code ignored;
       signals.cancel(ignored);
+      hangups.cancel(ignored);
       timer.cancel();
       guard.reset();
     });
   });
+  if (on_ready) on_ready();
   ioc.run();
   waiter.join();
 }

@@ -33,6 +33,10 @@ constexpr const char* proxy_help = R"(usage: tokentap proxy [flags]
   --trace-dir DIR          write one JSON line per exchange (DESIGN.md §5) into DIR
 
 SIGINT/SIGTERM stop accepting, let in-flight streams finish (timeouts.shutdown_grace_ms), exit 0.
+SIGHUP (or POST /admin/reload with the admin token) reads the config file again with the same
+flags: new requests use it, in-flight streams finish on theirs; an invalid file, or one that
+changes listen, admin, threads, reuse_port, limits.max_connections, metrics, tenants or trace,
+is refused with the reason and the running config kept.
 )";
 
 // A secret given by file or environment, never by argv (visible in ps): the first line of
@@ -115,13 +119,24 @@ int cmd_proxy(const std::vector<std::string>& args) {
     TT_LOG(info) << "route " << r.name << ": " << r.prefix << " -> " << up.name << " (" << endpoints
                  << ")";
   }
-  // Machine-readable readiness line for scripts and tests (ports may be ephemeral).
-  std::printf("ready proxy=%s:%u admin=%s:%u\n", server.endpoint().address().to_string().c_str(),
-              server.endpoint().port(), server.admin_endpoint().address().to_string().c_str(),
-              server.admin_endpoint().port());
-  std::fflush(stdout);
-  run_until_stopped([&] { server.shutdown(); },
-                    [&] { server.shutdown(std::chrono::milliseconds(0)); }, [&] { server.join(); });
+  server.set_config_source([&f] {
+    try {
+      return proxy_config(f);
+    } catch (const usage_error& e) {
+      throw config::config_error(e.message);
+    }
+  });
+  run_until_stopped(
+      [&] { server.shutdown(); }, [&] { server.shutdown(std::chrono::milliseconds(0)); },
+      [&] { server.join(); }, std::nullopt, [&] { server.reload_from_source(); },
+      [&] {
+        // Machine-readable readiness line for scripts and tests (ports may be ephemeral).
+        std::printf("ready proxy=%s:%u admin=%s:%u\n",
+                    server.endpoint().address().to_string().c_str(), server.endpoint().port(),
+                    server.admin_endpoint().address().to_string().c_str(),
+                    server.admin_endpoint().port());
+        std::fflush(stdout);
+      });
   TT_LOG(info) << "proxy stopped";
   return 0;
 }

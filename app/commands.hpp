@@ -28,11 +28,15 @@ config::host_port address_flag(const flags& f, std::string_view name, config::ho
 void apply_log_level(const flags& f, std::string_view fallback);
 /// Runs until `wait_done` returns, handling SIGINT/SIGTERM meanwhile: the first signal (or the
 /// optional timeout) calls `on_first` (begin a graceful stop), a second one `on_second` (force).
-/// `wait_done` runs on its own thread and typically joins the servers' threads.
+/// `wait_done` runs on its own thread and typically joins the servers' threads.  With
+/// `on_reload`, SIGHUP calls it.  `on_ready` runs once the signals are handled (the place to say
+/// "ready": a signal sent after it is never the default action).
 void run_until_stopped(const std::function<void()>& on_first,
                        const std::function<void()>& on_second,
                        const std::function<void()>& wait_done,
-                       std::optional<double> timeout_s = std::nullopt);
+                       std::optional<double> timeout_s = std::nullopt,
+                       const std::function<void()>& on_reload = {},
+                       const std::function<void()>& on_ready = {});
 /// The allocator the binary runs on (jemalloc with its version, or the C library's).
 std::string allocator_name();
 

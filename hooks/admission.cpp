@@ -31,9 +31,7 @@ std::string_view to_string(admission_reason r) noexcept {
   return "unknown";
 }
 
-admission_state::admission_state(const config::config& cfg,
-                                 std::shared_ptr<metrics_registry> metrics)
-    : cfg_(&cfg) {
+admission_state::admission_state(const config::config& cfg) : cfg_(&cfg) {
   for (const auto& r : cfg.admission) {
     auto rs = std::make_unique<rule_state>();
     rs->cfg = &r;
@@ -69,40 +67,46 @@ admission_state::admission_state(const config::config& cfg,
     redis_ = std::make_unique<redis_budgets>(cfg.shared_state);
     sync_thread_ = std::thread([this] { sync_loop(); });
   }
-  if (!metrics) return;
-  if (shares) {
-    metrics->add_gauge_source(
+}
+
+void admission_state::publish(metrics_registry& metrics, std::weak_ptr<const void> owner) {
+  const auto& cfg = *cfg_;
+  if (redis_) {
+    metrics.add_gauge_source(
         "tokentap_shared_state_up",
         "1 while admission budgets are shared through Redis, 0 while this instance decides on "
         "its local budgets (Redis unreachable)",
-        [this] { return shared_live() ? 1.0 : 0.0; });
-    metrics->add_counter_source("tokentap_shared_state_errors_total",
-                                "Exchanges with Redis that failed (the instance stays local)",
-                                [this] { return sync_errors(); });
-    metrics->add_counter_source("tokentap_shared_state_syncs_total",
-                                "Exchanges with Redis that succeeded", [this] { return syncs(); });
+        [this] { return shared_live() ? 1.0 : 0.0; }, {}, owner);
+    metrics.add_counter_source(
+        "tokentap_shared_state_errors_total",
+        "Exchanges with Redis that failed (the instance stays local)",
+        [this] { return sync_errors(); }, {}, owner);
+    metrics.add_counter_source(
+        "tokentap_shared_state_syncs_total", "Exchanges with Redis that succeeded",
+        [this] { return syncs(); }, {}, owner);
   }
-  metrics->add_stats_section("admission",
-                             [this](std::string& out) { append_json(out, steady::now()); });
+  metrics.add_stats_section(
+      "admission", [this](std::string& out) { append_json(out, steady::now()); }, owner);
   for (std::size_t i = 0; i < shed_.size(); ++i) {
     const auto& route = cfg.shed[i].route;
-    metrics->add_counter_source(
+    metrics.add_counter_source(
         "tokentap_admission_rejections_total",
         "Requests an admission rule refused before anything reached the upstream, by reason",
-        [this, i] { return shed_count(i); }, {{"rule", "shed-" + route}, {"reason", "slo"}});
-    metrics->add_gauge_source(
+        [this, i] { return shed_count(i); }, {{"rule", "shed-" + route}, {"reason", "slo"}}, owner);
+    metrics.add_gauge_source(
         "tokentap_shed_active",
         "1 while a route breaks its TTFT SLO and its shed rule refuses the lower priorities",
-        [this, i] { return shedding(*shed_[i], steady::now()) ? 1.0 : 0.0; }, {{"route", route}});
+        [this, i] { return shedding(*shed_[i], steady::now()) ? 1.0 : 0.0; }, {{"route", route}},
+        owner);
   }
   for (std::size_t i = 0; i < rules_.size(); ++i)
     for (std::size_t k = 0; k < static_cast<std::size_t>(admission_reason::slo); ++k) {
       const auto why = static_cast<admission_reason>(k);
-      metrics->add_counter_source(
+      metrics.add_counter_source(
           "tokentap_admission_rejections_total",
           "Requests an admission rule refused before anything reached the upstream, by reason",
           [this, i, why] { return rejections(i, why); },
-          {{"rule", cfg.admission[i].name}, {"reason", std::string(to_string(why))}});
+          {{"rule", cfg.admission[i].name}, {"reason", std::string(to_string(why))}}, owner);
     }
 }
 

@@ -35,7 +35,11 @@ std::string_view to_string(admission_reason r) noexcept;
 /// Every rule's counters, shared by all exchanges.
 class admission_state {
  public:
-  admission_state(const config::config& cfg, std::shared_ptr<metrics_registry> metrics);
+  /// Starts the Redis sync thread when budgets are shared.
+  explicit admission_state(const config::config& cfg);
+  /// Exports the rules' rejections, shedding and shared-state health and the /api/stats
+  /// section for as long as `owner` (holding this state) lives.
+  void publish(metrics_registry& metrics, std::weak_ptr<const void> owner);
   ~admission_state();
   admission_state(const admission_state&) = delete;
   admission_state& operator=(const admission_state&) = delete;

@@ -82,8 +82,7 @@ class canary_state::canary {
   std::unordered_map<std::uint64_t, bool> recent, older;
 };
 
-canary_state::canary_state(const config::config& cfg, std::shared_ptr<metrics_registry> metrics,
-                           steady::time_point start) {
+canary_state::canary_state(const config::config& cfg, steady::time_point start) {
   for (const auto& k : cfg.canary) {
     auto c = std::make_unique<canary>();
     c->cfg = &k;
@@ -92,10 +91,12 @@ canary_state::canary_state(const config::config& cfg, std::shared_ptr<metrics_re
     enter_step(*c, 0, start);
     canaries_.push_back(std::move(c));
   }
-  if (!metrics) return;
+}
+
+void canary_state::publish(metrics_registry& metrics, std::weak_ptr<const void> owner) {
   for (auto& cp : canaries_) {
     auto* c = cp.get();
-    metrics->add_gauge_source(
+    metrics.add_gauge_source(
         "tokentap_canary_weight",
         "The share of its route's requests a canary upstream is given, in percent (0 once rolled "
         "back)",
@@ -103,17 +104,18 @@ canary_state::canary_state(const config::config& cfg, std::shared_ptr<metrics_re
           evaluate(*c, steady::now());
           return weight(*c);
         },
-        {{"route", c->cfg->route}, {"upstream", c->cfg->upstream}});
+        {{"route", c->cfg->route}, {"upstream", c->cfg->upstream}}, owner);
   }
   for (std::size_t r = 0; r < rollbacks_.size(); ++r) {
     const auto why = static_cast<canary_reason>(r);
-    metrics->add_counter_source(
+    metrics.add_counter_source(
         "tokentap_canary_rollbacks_total",
         "Canaries whose share was set to 0 because a gate broke, by the gate",
-        [this, why] { return rollbacks(why); }, {{"reason", std::string(hooks::to_string(why))}});
+        [this, why] { return rollbacks(why); }, {{"reason", std::string(hooks::to_string(why))}},
+        owner);
   }
-  metrics->add_stats_section("canaries",
-                             [this](std::string& out) { append_json(out, steady::now()); });
+  metrics.add_stats_section(
+      "canaries", [this](std::string& out) { append_json(out, steady::now()); }, owner);
 }
 
 canary_state::~canary_state() = default;

@@ -33,8 +33,10 @@ class canary_state {
  public:
   using steady = std::chrono::steady_clock;
   /// `start`: when the first step of every canary begins.
-  canary_state(const config::config& cfg, std::shared_ptr<metrics_registry> metrics,
-               steady::time_point start = steady::now());
+  explicit canary_state(const config::config& cfg, steady::time_point start = steady::now());
+  /// Exports the canaries' weights, rollbacks and /api/stats section for as long as `owner`
+  /// (holding this state) lives.
+  void publish(metrics_registry& metrics, std::weak_ptr<const void> owner);
   ~canary_state();
   canary_state(const canary_state&) = delete;
   canary_state& operator=(const canary_state&) = delete;

@@ -7,8 +7,22 @@
 namespace tokentap::hooks {
 
 void endpoint_stats::add(std::string upstream, std::string endpoint, std::function<double()> active,
-                         std::function<bool()> healthy) {
+                         std::function<bool()> healthy, std::weak_ptr<const void> owner) {
+  const bool has_owner = !owner.expired();
+  {
+    std::lock_guard lk(mu_);
+    for (auto& r : rows_)
+      if (r->upstream == upstream && r->endpoint == endpoint) {
+        r->active = std::move(active);
+        r->healthy = std::move(healthy);
+        r->owner = std::move(owner);
+        r->has_owner = has_owner;
+        return;
+      }
+  }
   auto r = std::make_unique<row>();
+  r->owner = std::move(owner);
+  r->has_owner = has_owner;
   r->upstream = std::move(upstream);
   r->endpoint = std::move(endpoint);
   r->active = std::move(active);
@@ -52,9 +66,13 @@ void endpoint_stats::append_json(std::string& out, double window_s) {
   const auto now = steady_seconds();
   char buf[64];
   std::lock_guard lk(mu_);
+  std::erase_if(rows_,
+                [](const std::unique_ptr<row>& r) { return r->has_owner && r->owner.expired(); });
   out += '[';
   for (std::size_t k = 0; k < rows_.size(); ++k) {
     const auto& r = *rows_[k];
+    const auto keep = r.owner.lock();  // what active() and healthy() read stays alive
+    if (r.has_owner && keep == nullptr) continue;
     second sum;
     for (const auto& sec : r.ring) {
       if (sec.sec < 0 || sec.sec <= now - static_cast<std::int64_t>(r.ring.size())) continue;
@@ -65,7 +83,7 @@ void endpoint_stats::append_json(std::string& out, double window_s) {
       for (std::size_t i = 0; i < reasons.size(); ++i) sum.routed[i] += sec.routed[i];
       sum.ttft.merge(sec.ttft);
     }
-    if (k > 0) out += ',';
+    if (out.back() != '[') out += ',';
     out += "{\"upstream\":";
     json::append_string(out, r.upstream);
     out += ",\"endpoint\":";

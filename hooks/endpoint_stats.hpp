@@ -24,9 +24,11 @@ class endpoint_stats {
   explicit endpoint_stats(std::chrono::seconds window) : window_(window) {}
 
   /// A row for `endpoint` (host:port) of `upstream`; `active` and `healthy` are read when the
-  /// table is rendered.  Call during setup.
+  /// table is rendered, while `owner` lives (an empty owner: always).  Adding a row that exists
+  /// (a reload) replaces its readers and keeps its window; a row whose owner is gone leaves the
+  /// table.
   void add(std::string upstream, std::string endpoint, std::function<double()> active,
-           std::function<bool()> healthy);
+           std::function<bool()> healthy, std::weak_ptr<const void> owner = {});
 
   /// A finished exchange: counted on the endpoint that answered it (its last attempt's), if
   /// that endpoint has a row.
@@ -52,6 +54,8 @@ class endpoint_stats {
     std::string upstream, endpoint;
     std::function<double()> active;
     std::function<bool()> healthy;
+    std::weak_ptr<const void> owner;
+    bool has_owner = false;
     std::vector<second> ring;
   };
   std::chrono::seconds window_;

@@ -512,6 +512,49 @@ std::vector<std::string> hook_registry::names() const {
   return out;
 }
 
+namespace {
+
+// A hook's state with the configuration it was built from (it points into it).
+template <class State>
+struct kept {
+  explicit kept(const config::config& c) : cfg(c), state(cfg) {}
+  const config::config cfg;
+  State state;
+};
+
+// What the admission state reads of a configuration.
+bool same_admission_inputs(const config::config& a, const config::config& b) {
+  return a.admission == b.admission && a.shed == b.shed && a.priority == b.priority &&
+         a.shared_state == b.shared_state && a.tenants == b.tenants &&
+         a.routes.size() == b.routes.size() && a.metrics.max_models == b.metrics.max_models;
+}
+
+// What the canary state reads of a configuration.
+bool same_canary_inputs(const config::config& a, const config::config& b) {
+  if (a.canary != b.canary || a.routes != b.routes || a.upstreams.size() != b.upstreams.size())
+    return false;
+  for (std::size_t i = 0; i < a.upstreams.size(); ++i)
+    if (a.upstreams[i].name != b.upstreams[i].name) return false;
+  return true;
+}
+
+// The state a registry built last for this hook, when it is still in use and `cfg` leaves what
+// it reads unchanged (a reload: budgets, concurrency in flight, shedding windows and canary
+// progress carry on); else a new one, exported to `metrics`.
+template <class State, class Same>
+std::shared_ptr<State> carried_over(std::weak_ptr<kept<State>>& last, const config::config& cfg,
+                                    Same same, const std::shared_ptr<metrics_registry>& metrics) {
+  if (auto k = last.lock(); k != nullptr && same(k->cfg, cfg))
+    return std::shared_ptr<State>(k, &k->state);
+  auto k = std::make_shared<kept<State>>(cfg);
+  std::shared_ptr<State> state(k, &k->state);
+  if (metrics) state->publish(*metrics, state);
+  last = k;
+  return state;
+}
+
+}  // namespace
+
 hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics) {
   hook_registry r;
   r.add("metrics",
@@ -527,17 +570,19 @@ hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics) {
       },
       {.provides = {"cache_events"}, .needs = {"timing"}, .reads = {}});  // TTFT: prefill anomalies
   r.add("admission",
-        [metrics](const config::config& cfg) -> std::shared_ptr<hook_factory> {
+        [metrics, last = std::make_shared<std::weak_ptr<kept<admission_state>>>()](
+            const config::config& cfg) -> std::shared_ptr<hook_factory> {
           return std::make_shared<admission_hook_factory>(
-              std::make_shared<admission_state>(cfg, metrics));
+              carried_over(*last, cfg, same_admission_inputs, metrics));
         },
         {.provides = {}, .needs = {}, .reads = {}});
-  r.add(
-      "canary",
-      [metrics](const config::config& cfg) -> std::shared_ptr<hook_factory> {
-        return std::make_shared<canary_hook_factory>(std::make_shared<canary_state>(cfg, metrics));
-      },
-      {.provides = {}, .needs = {}, .reads = {}});
+  r.add("canary",
+        [metrics, last = std::make_shared<std::weak_ptr<kept<canary_state>>>()](
+            const config::config& cfg) -> std::shared_ptr<hook_factory> {
+          return std::make_shared<canary_hook_factory>(
+              carried_over(*last, cfg, same_canary_inputs, metrics));
+        },
+        {.provides = {}, .needs = {}, .reads = {}});
   r.add("gen_ai_metrics",
         [metrics](const config::config&) -> std::shared_ptr<hook_factory> {
           if (!metrics) return nullptr;
@@ -559,10 +604,18 @@ hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics) {
           return std::make_shared<timing_hook_factory>(cfg.timing);
         },
         {.provides = {"timing"}, .needs = {}, .reads = {}});
+  // One trace writer per registry and trace configuration: a registry that builds the chain
+  // again (a reload) keeps writing the same files through the same writer.
+  struct trace_writer_of_registry {
+    config::trace_config cfg;
+    std::shared_ptr<trace_hook_factory> factory;
+  };
   r.add(
       "trace",
-      [metrics](const config::config& cfg) -> std::shared_ptr<hook_factory> {
+      [metrics, last = std::make_shared<trace_writer_of_registry>()](
+          const config::config& cfg) -> std::shared_ptr<hook_factory> {
         if (cfg.trace.dir.empty()) return nullptr;  // no --trace-dir: tracing off
+        if (last->factory && last->cfg == cfg.trace) return last->factory;
         auto f = std::make_shared<trace_hook_factory>(cfg.trace);
         if (metrics) {
           metrics->add_counter_source("tokentap_trace_records_total", "Trace records written",
@@ -571,6 +624,7 @@ hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics) {
                                       "Trace records dropped (queue full or disk error)",
                                       [w = f->writer_ptr()] { return w->stats().dropped.load(); });
         }
+        *last = {cfg.trace, f};
         return f;
       },
       {.provides = {}, .needs = {"timing"}, .reads = {"steps", "cache_events"}});

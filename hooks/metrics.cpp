@@ -424,18 +424,96 @@ metrics_registry::series& metrics_registry::resolve(std::string_view route, std:
 
 void metrics_registry::add_counter_source(const std::string& name, const std::string& help,
                                           std::function<std::uint64_t()> read,
-                                          const std::map<std::string, std::string>& labels) {
+                                          const std::map<std::string, std::string>& labels,
+                                          owner_ref owner) {
   std::lock_guard lk(mu_);
   auto& family = prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
-  sources_.push_back({&family.Add(labels), std::move(read)});
+  auto* counter = &family.Add(labels);
+  const bool has_owner = !owner.expired();
+  const auto same =
+      std::find_if(sources_.begin(), sources_.end(),
+                   [counter](const counter_source& s) { return s.metric == counter; });
+  if (same == sources_.end()) {
+    counter_source s{{std::move(owner), has_owner}, &family, counter, std::move(read)};
+    sources_.push_back(std::move(s));
+    return;
+  }
+  // The series had a source: what it counted since the last scrape first, then the new one's
+  // count from where it stands now.
+  bool alive = false;
+  if (auto keep = same->lock(alive); alive) {
+    const auto now = same->read();
+    if (now > same->seen) counter->Increment(static_cast<double>(now - same->seen));
+  }
+  same->owner = std::move(owner);
+  same->has_owner = has_owner;
+  same->read = std::move(read);
+  same->seen = same->read();
 }
 
 void metrics_registry::add_gauge_source(const std::string& name, const std::string& help,
                                         std::function<double()> read,
-                                        const std::map<std::string, std::string>& labels) {
+                                        const std::map<std::string, std::string>& labels,
+                                        owner_ref owner) {
   std::lock_guard lk(mu_);
   auto& family = prometheus::BuildGauge().Name(name).Help(help).Register(*registry_);
-  gauge_sources_.push_back({&family.Add(labels), std::move(read)});
+  auto* gauge = &family.Add(labels);
+  const bool has_owner = !owner.expired();
+  const auto same = std::find_if(gauge_sources_.begin(), gauge_sources_.end(),
+                                 [gauge](const gauge_source& g) { return g.metric == gauge; });
+  if (same == gauge_sources_.end()) {
+    gauge_sources_.push_back({{std::move(owner), has_owner}, &family, gauge, std::move(read)});
+    return;
+  }
+  same->owner = std::move(owner);
+  same->has_owner = has_owner;
+  same->read = std::move(read);
+}
+
+void metrics_registry::add_endpoint(const std::string& upstream, const std::string& endpoint,
+                                    std::function<double()> active, std::function<bool()> healthy,
+                                    owner_ref owner) {
+  endpoints_->add(upstream, endpoint, std::move(active), std::move(healthy), owner);
+  std::lock_guard lk(mu_);
+  endpoint_owners_[upstream + '\x1f' + endpoint + '\x1f'] = {std::move(owner), true};
+}
+
+namespace {
+
+// Reads each source with `read`; drops those whose owner is gone, and their series.
+template <class Source, class Read>
+void poll_each(std::vector<Source>& sources, Read read) {
+  std::erase_if(sources, [&read](Source& s) {
+    bool alive = false;
+    const auto keep = s.lock(alive);
+    if (!alive) {
+      s.family->Remove(s.metric);
+      return true;
+    }
+    read(s);
+    return false;
+  });
+}
+
+}  // namespace
+
+void metrics_registry::poll_sources() {
+  // Endpoints no configuration names any more: their response counts go.
+  std::erase_if(endpoint_owners_, [this](const auto& e) {
+    if (!e.second.owner.expired()) return false;
+    auto it = endpoint_counters_.lower_bound(e.first);
+    while (it != endpoint_counters_.end() && it->first.starts_with(e.first)) {
+      endpoint_responses_->Remove(it->second);
+      it = endpoint_counters_.erase(it);
+    }
+    return true;
+  });
+  poll_each(sources_, [](counter_source& s) {
+    const auto now = s.read();
+    if (now > s.seen) s.metric->Increment(static_cast<double>(now - s.seen));
+    s.seen = std::max(s.seen, now);
+  });
+  poll_each(gauge_sources_, [](gauge_source& g) { g.metric->Set(g.read()); });
 }
 
 std::int64_t steady_seconds() noexcept {
@@ -464,10 +542,19 @@ void metrics_registry::fold(series& s, fold_batch& b) {
   b.overhead_keys.clear();
 }
 
-void metrics_registry::add_stats_section(std::string name,
-                                         std::function<void(std::string&)> render) {
+void metrics_registry::add_stats_section(std::string name, std::function<void(std::string&)> render,
+                                         owner_ref owner) {
   std::lock_guard lk(mu_);
-  sections_.emplace_back(std::move(name), std::move(render));
+  const bool has_owner = !owner.expired();
+  const auto same = std::find_if(sections_.begin(), sections_.end(),
+                                 [&name](const section& s) { return s.name == name; });
+  if (same == sections_.end()) {
+    sections_.push_back({{std::move(owner), has_owner}, std::move(name), std::move(render)});
+    return;
+  }
+  same->owner = std::move(owner);
+  same->has_owner = has_owner;
+  same->render = std::move(render);
 }
 
 void metrics_registry::count_local_reply(std::string_view route, unsigned code) {
@@ -664,12 +751,7 @@ void metrics_registry::slow_row::render(std::string& out) const {
 std::string metrics_registry::prometheus_text() {
   {
     std::lock_guard lk(mu_);
-    for (auto& s : sources_) {
-      const auto now = s.read();
-      if (now > s.seen) s.counter->Increment(static_cast<double>(now - s.seen));
-      s.seen = std::max(s.seen, now);
-    }
-    for (auto& g : gauge_sources_) g.gauge->Set(g.read());
+    poll_sources();
   }
   std::ostringstream os;
   prometheus::TextSerializer().Serialize(os, registry_->Collect());
@@ -811,12 +893,16 @@ std::string metrics_registry::stats_json() {
     out += ",\"tenants\":";
     tenants_->append_json(out, window_s);
   }
-  for (const auto& [name, render] : sections_) {
+  std::erase_if(sections_, [&out](const section& s) {
+    bool alive = false;
+    const auto keep = s.lock(alive);
+    if (!alive) return true;
     out += ',';
-    json::append_string(out, name);
+    json::append_string(out, s.name);
     out += ':';
-    render(out);
-  }
+    s.render(out);
+    return false;
+  });
   out += ",\"slowest\":[";
   for (std::size_t i = 0; i < rows.size() && i < 10; ++i) {
     if (i) out += ",";

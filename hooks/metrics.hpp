@@ -105,19 +105,28 @@ class metrics_registry {
   /// JSON for /api/stats: per route and model, over the sliding window and since start.
   std::string stats_json();
 
+  /// What a source reads lives as long as its `owner`: once the owner is gone, the source and its
+  /// series are dropped at the next scrape.  An empty owner: the registry's lifetime.
+  using owner_ref = std::weak_ptr<const void>;
+
   /// A counter kept elsewhere (the trace writer, the proxy's own accounting), read at scrape
-  /// time.  Call during setup, once per name and label set.
+  /// time.  One source per name and label set: registering the series again (a reload's new
+  /// generation) replaces its source, and the counter counts on from the new source's current
+  /// value, so it never goes back.
   void add_counter_source(const std::string& name, const std::string& help,
                           std::function<std::uint64_t()> read,
-                          const std::map<std::string, std::string>& labels = {});
+                          const std::map<std::string, std::string>& labels = {},
+                          owner_ref owner = {});
   /// A gauge kept elsewhere, read at scrape time (same rules).
   void add_gauge_source(const std::string& name, const std::string& help,
                         std::function<double()> read,
-                        const std::map<std::string, std::string>& labels = {});
+                        const std::map<std::string, std::string>& labels = {},
+                        owner_ref owner = {});
 
   /// A section of /api/stats kept elsewhere: `"name":` followed by what `render` appends (a JSON
-  /// value), rendered at each query.  Call during setup.
-  void add_stats_section(std::string name, std::function<void(std::string&)> render);
+  /// value), rendered at each query.  Registering a name again replaces its section.
+  void add_stats_section(std::string name, std::function<void(std::string&)> render,
+                         owner_ref owner = {});
 
   /// A request the proxy answered itself before any hook saw it (malformed, no route, too
   /// large): counted in tokentap_requests_total{code} with model and provider `unknown`, under
@@ -143,6 +152,11 @@ class metrics_registry {
 
   /// The per-endpoint table of /api/stats (rows added at setup by the proxy).
   endpoint_stats& endpoints() noexcept { return *endpoints_; }
+  /// An endpoint of an upstream, as long as `owner` lives: its /api/stats row (`active` and
+  /// `healthy` read at each query) and, once the owner is gone, the end of its
+  /// tokentap_upstream_endpoint_requests_total series.
+  void add_endpoint(const std::string& upstream, const std::string& endpoint,
+                    std::function<double()> active, std::function<bool()> healthy, owner_ref owner);
 
  private:
   struct window;
@@ -156,18 +170,38 @@ class metrics_registry {
   std::map<std::string, std::unique_ptr<window>, std::less<>> windows_;  // by route \x1f model
   struct slow_row;                // a recent request's summary (metrics.cpp)
   std::deque<slow_row> slowest_;  // recent requests, bounded; rendered on query
-  struct counter_source {
-    prometheus::Counter* counter;
+  // A source's owner, and whether it had one (an empty weak_ptr and an expired one look alike).
+  struct owned {
+    owner_ref owner;
+    bool has_owner = false;
+    /// The owner, kept alive while its source is read; nullptr (and true) without one.
+    std::shared_ptr<const void> lock(bool& alive) const {
+      auto p = owner.lock();
+      alive = !has_owner || p != nullptr;
+      return p;
+    }
+  };
+  struct counter_source : owned {
+    prometheus::Family<prometheus::Counter>* family;
+    prometheus::Counter* metric;
     std::function<std::uint64_t()> read;
     std::uint64_t seen = 0;
   };
   std::vector<counter_source> sources_;
-  struct gauge_source {
-    prometheus::Gauge* gauge;
+  struct gauge_source : owned {
+    prometheus::Family<prometheus::Gauge>* family;
+    prometheus::Gauge* metric;
     std::function<double()> read;
   };
   std::vector<gauge_source> gauge_sources_;
-  std::vector<std::pair<std::string, std::function<void(std::string&)>>> sections_;
+  struct section : owned {
+    std::string name;
+    std::function<void(std::string&)> render;
+  };
+  std::vector<section> sections_;
+  std::map<std::string, owned> endpoint_owners_;  // by upstream \x1f endpoint \x1f (mu_)
+  /// Reads every source into its series; drops those whose owner is gone (mu_ held).
+  void poll_sources();
   std::map<std::pair<std::string, unsigned>, prometheus::Counter*> local_replies_;  // (mu_)
   prometheus::Family<prometheus::Counter>* endpoint_responses_ = nullptr;           // (mu_)
   std::map<std::string, prometheus::Counter*, std::less<>> endpoint_counters_;      // (mu_)

@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include <boost/asio/thread_pool.hpp>
+
 #include "net/net.hpp"
 #include "net/server_runtime.hpp"
 
@@ -32,6 +34,11 @@ struct site {
   /// (Prometheus `authorization.credentials_file`) or HTTP Basic with the token as the password
   /// (what a browser prompts for, so the dashboard stays usable).
   std::string bearer_token;
+  /// Handlers that may take a while (a reload builds TLS contexts and hook state): they run on
+  /// `slow_pool`, so no I/O thread waits for them, and always need the token (403 without one
+  /// configured).
+  handler_table slow_handlers;
+  boost::asio::thread_pool* slow_pool = nullptr;
 };
 
 /// Whether an Authorization header value carries `token` (constant-time comparison).

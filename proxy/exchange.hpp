@@ -15,8 +15,13 @@
 
 namespace tokentap::proxy {
 
+struct generation;
+
 /// State of one request/response exchange.
 struct exchange {
+  /// The configuration it runs on (proxy_server.hpp), whatever reloads come while it lasts: its
+  /// session holds it until its next exchange.
+  const generation* gen = nullptr;
   // What every relayed read touches, first (one line rather than three): through request_head
   // (relay.hpp lists this range among the lines it prefetches).
   std::unique_ptr<hooks::stream_tap> tap;

@@ -17,9 +17,11 @@ namespace {
 class endpoint_probe final : public net::session_base,
                              public std::enable_shared_from_this<endpoint_probe> {
  public:
-  endpoint_probe(net::worker& w, proxy_shared& shared, cluster& c, endpoint& e)
+  endpoint_probe(net::worker& w, proxy_shared& shared, std::shared_ptr<const generation> g,
+                 cluster& c, endpoint& e)
       : session_base(w, net::listener_role::control),
         shared_(shared),
+        generation_(std::move(g)),
         cluster_(c),
         endpoint_(e),
         timer_(w.ioc.get_executor()) {}
@@ -104,6 +106,7 @@ class endpoint_probe final : public net::session_base,
   }
 
   proxy_shared& shared_;
+  std::shared_ptr<const generation> generation_;  // what cluster_ and endpoint_ belong to
   cluster& cluster_;
   endpoint& endpoint_;
   steady_timer timer_;
@@ -114,15 +117,23 @@ class endpoint_probe final : public net::session_base,
 
 }  // namespace
 
-void start_health_checks(net::worker& w, proxy_shared& shared) {
-  for (auto& c : shared.clusters) {
+void health_checks::start(net::worker& w, std::shared_ptr<const generation> g,
+                          proxy_shared& shared) {
+  for (const auto& c : g->clusters) {
     if (!c->cfg().health.enabled) continue;
-    for (auto& e : c->endpoints()) {
-      auto p = std::make_shared<endpoint_probe>(w, shared, *c, *e);
+    for (const auto& e : c->endpoints()) {
+      auto p = std::make_shared<endpoint_probe>(w, shared, g, *c, *e);
+      probes_.push_back(p);
       asio::co_spawn(w.ioc, endpoint_probe::run(std::move(p)),
                      [](std::exception_ptr ex) { log_escaped_exception(ex, "health check"); });
     }
   }
+}
+
+void health_checks::stop() {
+  for (const auto& weak : probes_)
+    if (const auto p = weak.lock()) p->drain();
+  probes_.clear();
 }
 
 }  // namespace tokentap::proxy

@@ -9,7 +9,9 @@
 #include "hooks/hook_chain.hpp"
 #include "hooks/metrics.hpp"
 #include "hooks/tenants.hpp"
+#include "net/http_rules.hpp"
 #include "net/tls.hpp"
+#include "parsers/json_out.hpp"
 #include "proxy/admin.hpp"
 #include "proxy/cluster.hpp"
 #include "proxy/deferred_taps.hpp"
@@ -19,123 +21,273 @@
 
 namespace tokentap::proxy {
 
+namespace {
+
+// What makes two configured endpoints one: a reload that keeps it keeps its pooled connections
+// and its outlier and probe state.
+std::string endpoint_identity(const config::upstream_config& up, const config::url& u) {
+  return up.name + '\x1f' + u.to_string() + '\x1f' + (up.tls_verify ? "v" : "-") + up.ca_file;
+}
+
+// Routing reasons an upstream's policy gives (and its fallback).
+std::vector<routing_reason> reasons_of(const config::upstream_config& up) {
+  std::vector<routing_reason> reasons;
+  switch (up.balance) {
+    case config::balance_policy::round_robin:
+      reasons = {routing_reason::round_robin};
+      break;
+    case config::balance_policy::least_request:
+      reasons = {routing_reason::least_request};
+      break;
+    case config::balance_policy::prefix:
+      reasons = {routing_reason::prefix_match, routing_reason::least_request,
+                 routing_reason::load_bound};
+      if (up.prefix.new_conversations == config::prefix_config::placement::hash)
+        reasons.push_back(routing_reason::hash);
+      break;
+  }
+  reasons.push_back(routing_reason::fallback);
+  return reasons;
+}
+
+// A cluster's series, read for as long as its generation lives (`owner`).
+void export_cluster(hooks::metrics_registry& m, const cluster& c,
+                    const std::weak_ptr<const void>& owner) {
+  const auto& up = c.cfg();
+  // Retries on other endpoints, per upstream and reason: labels bounded by the config.
+  for (std::size_t r = 0; r < static_cast<std::size_t>(retry_reason::count_); ++r) {
+    const auto why = static_cast<retry_reason>(r);
+    m.add_counter_source(
+        "tokentap_upstream_retries_total",
+        "Requests moved to another endpoint of their upstream before any byte reached the "
+        "client, by reason",
+        [&c, why] { return c.retries(why); },
+        {{"upstream", up.name}, {"reason", std::string(to_string(why))}}, owner);
+  }
+  // Routing decisions, by the reasons its policy gives.
+  for (const auto why : reasons_of(up))
+    m.add_counter_source(
+        "tokentap_routing_decisions_total",
+        "Requests routed, by the upstream's policy and the reason for the endpoint chosen",
+        [&c, why] { return c.decisions(why); },
+        {{"upstream", up.name},
+         {"policy", std::string(config::to_string(up.balance))},
+         {"reason", std::string(to_string(why))}},
+        owner);
+  // Per endpoint: in flight, in balancing (not ejected), ejections, probes.
+  for (const auto& e : c.endpoints()) {
+    const std::map<std::string, std::string> labels{{"upstream", up.name}, {"endpoint", e->label}};
+    const proxy::endpoint* ep = e.get();
+    m.add_gauge_source(
+        "tokentap_upstream_endpoint_active_streams", "Exchanges in flight on an endpoint",
+        [ep] { return static_cast<double>(ep->active.load(std::memory_order_relaxed)); }, labels,
+        owner);
+    m.add_gauge_source(
+        "tokentap_upstream_endpoint_healthy",
+        "1 while an endpoint is in balancing, 0 while outlier detection has ejected it or it "
+        "fails its health probe",
+        [ep] { return ep->available(steady_now_ns()) ? 1.0 : 0.0; }, labels, owner);
+    m.add_counter_source(
+        "tokentap_upstream_ejections_total",
+        "Times outlier detection left an endpoint out of balancing",
+        [&c, ep] { return c.ejections(*ep); }, labels, owner);
+    m.add_endpoint(
+        up.name, e->label,
+        [ep] { return static_cast<double>(ep->active.load(std::memory_order_relaxed)); },
+        [ep] { return ep->available(steady_now_ns()); }, owner);
+    if (up.health.enabled)
+      for (const bool passed : {true, false})
+        m.add_counter_source(
+            "tokentap_upstream_health_checks_total",
+            "Active health probes of an endpoint, by result",
+            [ep, passed] {
+              return (passed ? ep->probes_passed : ep->probes_failed)
+                  .load(std::memory_order_relaxed);
+            },
+            {{"upstream", up.name},
+             {"endpoint", e->label},
+             {"result", passed ? "success" : "failure"}},
+            owner);
+  }
+}
+
+// What outlier detection and the probes know of an endpoint, carried to its successor.
+void carry_state(const endpoint& from, endpoint& to) {
+  to.consecutive_failures.store(from.consecutive_failures.load(std::memory_order_relaxed),
+                                std::memory_order_relaxed);
+  to.ejected_until_ns.store(from.ejected_until_ns.load(std::memory_order_relaxed),
+                            std::memory_order_relaxed);
+  to.ejections.store(from.ejections.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  to.probe_failing.store(from.probe_failing.load(std::memory_order_relaxed),
+                         std::memory_order_relaxed);
+}
+
+}  // namespace
+
 proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factory> taps,
                            std::function<void(hooks::hook_registry&)> more_hooks)
-    : runtime_(cfg.threads), shared_(std::make_unique<proxy_shared>()) {
-  shared_->cfg = std::move(cfg);
-  shared_->metrics = std::make_shared<hooks::metrics_registry>(shared_->cfg);
-  shared_->credential_salt = hooks::credential_salt(shared_->cfg.tenants.salt);
-  if (shared_->cfg.tenants.enabled)
-    shared_->tenants = std::make_unique<hooks::tenant_names>(shared_->cfg.tenants.max);
+    : runtime_(cfg.threads),
+      shared_(std::make_unique<proxy_shared>()),
+      fixed_taps_(std::move(taps)) {
+  shared_->metrics = std::make_shared<hooks::metrics_registry>(cfg);
+  shared_->credential_salt = hooks::credential_salt(cfg.tenants.salt);
+  if (cfg.tenants.enabled)
+    shared_->tenants = std::make_unique<hooks::tenant_names>(cfg.tenants.max);
   // What the proxy answers or loses on its own, before or outside any tapped stream.
-  shared_->metrics->add_counter_source(
+  auto& m = *shared_->metrics;
+  m.add_counter_source(
       "tokentap_rejected_requests_total",
       "Requests the proxy answered itself: malformed (400), no route (404), head or body too "
       "large (431, 413)",
       [s = shared_.get()] { return s->stats.rejected_requests.load(std::memory_order_relaxed); });
-  shared_->metrics->add_counter_source(
+  m.add_counter_source(
       "tokentap_client_disconnects_total", "Clients that left in the middle of an exchange",
       [s = shared_.get()] { return s->stats.client_disconnects.load(std::memory_order_relaxed); });
-  if (!taps) {
-    auto registry = hooks::builtin_hooks(shared_->metrics);
-    if (more_hooks) more_hooks(registry);
-    auto factories = registry.build(shared_->cfg);
-    const auto& hooks = shared_->cfg.hooks;
-    shared_->count_local_replies =
-        !factories.empty() && std::find(hooks.begin(), hooks.end(), "metrics") != hooks.end();
-    if (!factories.empty())
-      taps = std::make_shared<hooks::hook_chain_factory>(shared_->cfg, std::move(factories));
+  for (const bool ok : {true, false})
+    m.add_counter_source(
+        "tokentap_config_reloads_total",
+        "Configuration reloads (SIGHUP, POST /admin/reload), by result: success (applied to new "
+        "requests) or failure (refused; the running configuration kept)",
+        [this, ok] {
+          return (ok ? reloads_ok_ : reloads_refused_).load(std::memory_order_relaxed);
+        },
+        {{"result", ok ? "success" : "failure"}});
+  m.add_gauge_source(
+      "tokentap_config_last_reload_successful",
+      "1 when the last reload was applied (or none was asked for), 0 when it was refused",
+      [this] { return last_reload_ok_.load(std::memory_order_relaxed) ? 1.0 : 0.0; });
+  m.add_gauge_source("tokentap_config_generation",
+                     "The configuration new requests use: 1 at start, one more per applied reload",
+                     [s = shared_.get()] { return static_cast<double>(s->current()->number); });
+  if (!fixed_taps_) {
+    hooks_ = std::make_unique<hooks::hook_registry>(hooks::builtin_hooks(shared_->metrics));
+    if (more_hooks) more_hooks(*hooks_);
   }
-  shared_->taps = std::move(taps);
   shared_->runtime = &runtime_;
-  std::size_t endpoints = 0;
-  for (const auto& up : shared_->cfg.upstreams) {
+  for (unsigned i = 0; i < runtime_.size(); ++i)
+    shared_->pools.push_back(std::make_unique<upstream_pool>(runtime_.at(i).ioc));
+  std::lock_guard lk(reload_mu_);
+  shared_->publish(build(std::move(cfg), nullptr));
+}
+
+std::shared_ptr<generation> proxy_server::build(config::config cfg, const generation* previous) {
+  auto g = std::make_shared<generation>();
+  g->number = previous ? previous->number + 1 : 1;
+  g->cfg = std::move(cfg);
+  const auto& conf = g->cfg;
+  for (const auto& up : conf.upstreams) {
     const bool https = up.endpoints.front().tls;
     if (https && !up.tls_verify)
       TT_LOG(warn) << "upstream " << up.name
                    << ": TLS certificate verification is OFF (tls_verify: false); anyone on the "
                       "path can impersonate it";
-    shared_->clusters.push_back(std::make_unique<cluster>(
-        up, endpoints, https ? net::tls_client_context(up.tls_verify, up.ca_file) : nullptr));
-    endpoints += up.endpoints.size();
-    // Retries on other endpoints, per upstream and reason: labels bounded by the config.
-    const auto* c = shared_->clusters.back().get();
-    for (std::size_t r = 0; r < static_cast<std::size_t>(retry_reason::count_); ++r) {
-      const auto why = static_cast<retry_reason>(r);
-      shared_->metrics->add_counter_source(
-          "tokentap_upstream_retries_total",
-          "Requests moved to another endpoint of their upstream before any byte reached the "
-          "client, by reason",
-          [c, why] { return c->retries(why); },
-          {{"upstream", up.name}, {"reason", std::string(to_string(why))}});
-    }
-    // Routing decisions, by the reasons its policy gives (and its fallback).
-    std::vector<routing_reason> reasons;
-    switch (up.balance) {
-      case config::balance_policy::round_robin:
-        reasons = {routing_reason::round_robin};
-        break;
-      case config::balance_policy::least_request:
-        reasons = {routing_reason::least_request};
-        break;
-      case config::balance_policy::prefix:
-        reasons = {routing_reason::prefix_match, routing_reason::least_request,
-                   routing_reason::load_bound};
-        if (up.prefix.new_conversations == config::prefix_config::placement::hash)
-          reasons.push_back(routing_reason::hash);
-        break;
-    }
-    reasons.push_back(routing_reason::fallback);
-    for (const auto why : reasons)
-      shared_->metrics->add_counter_source(
-          "tokentap_routing_decisions_total",
-          "Requests routed, by the upstream's policy and the reason for the endpoint chosen",
-          [c, why] { return c->decisions(why); },
-          {{"upstream", up.name},
-           {"policy", std::string(config::to_string(up.balance))},
-           {"reason", std::string(to_string(why))}});
-    // Per endpoint: in flight, in balancing (not ejected), ejections.
-    for (const auto& e : c->endpoints()) {
-      const std::map<std::string, std::string> labels{{"upstream", up.name},
-                                                      {"endpoint", e->label}};
-      const proxy::endpoint* ep = e.get();
-      shared_->metrics->add_gauge_source(
-          "tokentap_upstream_endpoint_active_streams", "Exchanges in flight on an endpoint",
-          [ep] { return static_cast<double>(ep->active.load(std::memory_order_relaxed)); }, labels);
-      shared_->metrics->add_gauge_source(
-          "tokentap_upstream_endpoint_healthy",
-          "1 while an endpoint is in balancing, 0 while outlier detection has ejected it or it "
-          "fails its health probe",
-          [ep] { return ep->available(steady_now_ns()) ? 1.0 : 0.0; }, labels);
-      shared_->metrics->add_counter_source(
-          "tokentap_upstream_ejections_total",
-          "Times outlier detection left an endpoint out of balancing",
-          [c, ep] { return c->ejections(*ep); }, labels);
-      shared_->metrics->endpoints().add(
-          up.name, e->label,
-          [ep] { return static_cast<double>(ep->active.load(std::memory_order_relaxed)); },
-          [ep] { return ep->available(steady_now_ns()); });
-      if (up.health.enabled)
-        for (const bool passed : {true, false})
-          shared_->metrics->add_counter_source(
-              "tokentap_upstream_health_checks_total",
-              "Active health probes of an endpoint, by result",
-              [ep, passed] {
-                return (passed ? ep->probes_passed : ep->probes_failed)
-                    .load(std::memory_order_relaxed);
-              },
-              {{"upstream", up.name},
-               {"endpoint", e->label},
-               {"result", passed ? "success" : "failure"}});
+    g->clusters.push_back(std::make_unique<cluster>(
+        up, 0, https ? net::tls_client_context(up.tls_verify, up.ca_file) : nullptr));
+    // Ids by identity: the same endpoint keeps its id (its pooled connections) and its state.
+    for (const auto& e : g->clusters.back()->endpoints()) {
+      const auto [it, added] =
+          endpoint_ids_.try_emplace(endpoint_identity(up, e->target), endpoint_ids_.size());
+      e->id = it->second;
+      if (added || previous == nullptr) continue;
+      for (const auto& c : previous->clusters)
+        for (const auto& old : c->endpoints())
+          if (old->id == e->id) carry_state(*old, *e);
     }
   }
-  for (const auto& up : shared_->cfg.upstreams)
+  for (const auto& up : conf.upstreams)
     if (!up.fallback.empty())
-      shared_->clusters[static_cast<std::size_t>(&up - shared_->cfg.upstreams.data())]
-          ->set_fallback(shared_->clusters[up.fallback_index].get());
-  for (unsigned i = 0; i < runtime_.size(); ++i)
-    shared_->pools.push_back(
-        std::make_unique<upstream_pool>(runtime_.at(i).ioc, shared_->cfg, endpoints));
+      g->clusters[static_cast<std::size_t>(&up - conf.upstreams.data())]->set_fallback(
+          g->clusters[up.fallback_index].get());
+  // The hooks last but for the metrics: makers export their state's series, replacing the
+  // running generation's, so nothing may fail after them (a TLS context above may).
+  if (hooks_) {
+    auto factories = hooks_->build(conf);
+    g->count_local_replies = !factories.empty() && std::find(conf.hooks.begin(), conf.hooks.end(),
+                                                             "metrics") != conf.hooks.end();
+    if (!factories.empty())
+      g->taps = std::make_shared<hooks::hook_chain_factory>(conf, std::move(factories));
+  } else {
+    g->taps = fixed_taps_;
+  }
+  const std::weak_ptr<const void> owner = g;
+  for (const auto& c : g->clusters) export_cluster(*shared_->metrics, *c, owner);
+  return g;
+}
+
+reload_result proxy_server::reload(config::config next) {
+  std::lock_guard lk(reload_mu_);
+  const auto running = shared_->current();
+  std::shared_ptr<generation> g;
+  try {
+    config::validate(next);
+    if (auto keys = config::restart_only_changes(running->cfg, next); !keys.empty())
+      return refused("changes settings that need a restart: " + keys);
+    g = build(std::move(next), running.get());
+  } catch (const std::exception& e) {
+    return refused(e.what());
+  }
+  // Ids of endpoints the new configuration no longer names: their idle connections go.
+  std::vector<std::size_t> gone;
+  for (const auto& c : running->clusters)
+    for (const auto& e : c->endpoints()) {
+      bool kept = false;
+      for (const auto& nc : g->clusters)
+        for (const auto& ne : nc->endpoints()) kept = kept || ne->id == e->id;
+      if (!kept) gone.push_back(e->id);
+    }
+  shared_->publish(g);
+  if (log::level l; log::parse_level(g->cfg.log_level, l)) log::set_level(l);
+  reloads_ok_.fetch_add(1, std::memory_order_relaxed);
+  last_reload_ok_.store(true, std::memory_order_relaxed);
+  if (started_) {
+    for (unsigned i = 0; i < runtime_.size(); ++i)
+      asio::post(runtime_.at(i).ioc, [pool = shared_->pools[i].get(), gone] {
+        for (const auto id : gone) pool->retire(id);
+      });
+    start_probes(g);
+  }
+  TT_LOG(info) << "configuration reloaded: generation " << g->number
+               << " takes new requests; exchanges in flight finish on generation "
+               << running->number;
+  return {.applied = true, .generation = g->number, .reason = {}};
+}
+
+reload_result proxy_server::refused(std::string why) {
+  reloads_refused_.fetch_add(1, std::memory_order_relaxed);
+  last_reload_ok_.store(false, std::memory_order_relaxed);
+  reload_result r{.applied = false,
+                  .generation = shared_->current()->number,
+                  .reason = config::config_error::one_line(why)};
+  TT_LOG(warn) << "configuration reload refused, generation " << r.generation
+               << " stays in use: " << r.reason;
+  return r;
+}
+
+reload_result proxy_server::reload_from_source() {
+  if (!config_source_) return refused("this proxy has no configuration file to read again");
+  config::config next;
+  try {
+    next = config_source_();
+  } catch (const std::exception& e) {
+    return refused(e.what());
+  }
+  return reload(std::move(next));
+}
+
+void proxy_server::start_probes(std::shared_ptr<const generation> g) {
+  // The active probes run on the first worker (a session registers on its worker's thread).
+  auto& first = runtime_.at(0);
+  auto next = std::make_shared<health_checks>();
+  asio::post(first.ioc, [&first, next, g = std::move(g), shared = shared_.get(),
+                         old = std::move(health_checks_)] {
+    if (old) old->stop();
+    next->start(first, g, *shared);
+  });
+  health_checks_ = std::move(next);
+}
+
+void proxy_server::set_config_source(std::function<config::config()> source) {
+  config_source_ = std::move(source);
 }
 
 proxy_server::~proxy_server() {
@@ -144,7 +296,8 @@ proxy_server::~proxy_server() {
 }
 
 void proxy_server::start() {
-  auto& cfg = shared_->cfg;
+  const auto gen = shared_->current();
+  const auto& cfg = gen->cfg;
   auto* shared = shared_.get();
   endpoint_ = runtime_.listen(
       cfg.listen.host, cfg.listen.port,
@@ -174,8 +327,13 @@ void proxy_server::start() {
   handlers["/"] = [](std::string_view, std::string_view) {
     return admin::response{
         200, "application/json",
-        "{\"endpoints\":[\"/dashboard\",\"/api/stats\",\"/metrics\",\"/healthz\",\"/readyz\"]}\n"};
+        "{\"endpoints\":[\"/dashboard\",\"/api/stats\",\"/metrics\",\"/healthz\","
+        "\"/readyz\",\"/admin/reload\"]}\n"};
   };
+  site->slow_handlers["/admin/reload"] = [this](std::string_view method, std::string_view) {
+    return reload_request(method);
+  };
+  site->slow_pool = &control_;
   std::shared_ptr<const admin::site> admin_site = std::move(site);
   admin_endpoint_ = runtime_.listen(
       cfg.admin.host, cfg.admin.port,
@@ -184,13 +342,29 @@ void proxy_server::start() {
       },
       1024, net::listener_role::control);
   runtime_.start();
-  // The active probes run on the first worker (a session registers on its worker's thread).
-  auto& first = runtime_.at(0);
-  asio::post(first.ioc, [&first, shared] { start_health_checks(first, *shared); });
+  std::lock_guard lk(reload_mu_);
+  started_ = true;
+  start_probes(shared_->current());
+}
+
+admin::response proxy_server::reload_request(std::string_view method) {
+  if (method != "POST")
+    return {405, "application/json",
+            net::error_body(405, "method_not_allowed", "POST /admin/reload to reload")};
+  const auto r = reload_from_source();
+  std::string body = "{\"applied\":";
+  body += r.applied ? "true" : "false";
+  body += ",\"generation\":" + std::to_string(r.generation);
+  if (!r.applied) {
+    body += ",\"reason\":";
+    json::append_string(body, r.reason);
+  }
+  body += "}\n";
+  return {r.applied ? 200u : 400u, "application/json", std::move(body)};
 }
 
 void proxy_server::shutdown() {
-  shutdown(shared_->cfg.timeouts.shutdown_grace);
+  shutdown(shared_->current()->cfg.timeouts.shutdown_grace);
 }
 
 void proxy_server::shutdown(std::chrono::milliseconds grace) {

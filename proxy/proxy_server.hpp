@@ -3,11 +3,14 @@
 // thread, and the tap factory the hook chain plugs into.
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include "config/config.hpp"
 #include "hooks/tap.hpp"
@@ -22,9 +25,14 @@ namespace tokentap::hooks {
 class hook_registry;
 }
 
+namespace tokentap::admin {
+struct response;
+}
+
 namespace tokentap::proxy {
 
 class cluster;
+class health_checks;
 class upstream_pool;
 
 /// Counters the tests and the metrics read.  Relaxed atomics: monotonic counts only.
@@ -37,21 +45,47 @@ struct proxy_stats {
   std::atomic<std::uint64_t> active_streams{0};      ///< exchanges in flight
 };
 
-/// Everything sessions share; immutable after start except the atomics and per-worker pools.
-struct proxy_shared {
-  config::config cfg;
+/// What one configuration builds, replaced whole by a reload: new requests take the newest one,
+/// and an exchange keeps the one it began with until it ends.  Immutable once published but for
+/// the atomics inside (endpoint and cluster counters, hook state).
+struct generation {
+  std::uint64_t number = 0;  ///< 1 at start, one more per applied reload
+  config::config cfg;        ///< (first: everything below points into it)
   /// Per configured upstream, in order (a route's upstream_index names one).
   std::vector<std::unique_ptr<cluster>> clusters;
-  std::vector<std::unique_ptr<upstream_pool>> pools;  ///< per worker
   std::shared_ptr<hooks::tap_factory> taps;
+  /// The metrics hook runs: the proxy's own answers are counted among the requests too.
+  bool count_local_replies = false;
+};
+
+/// Everything sessions share for the life of the process; immutable after start except the
+/// atomics, the per-worker pools and which generation is current.
+struct proxy_shared {
+  /// The configuration new requests use.
+  std::shared_ptr<const generation> current() const noexcept {
+    return current_.load(std::memory_order_acquire);
+  }
+  void publish(std::shared_ptr<const generation> g) noexcept {
+    current_.store(std::move(g), std::memory_order_release);
+  }
+
+  std::vector<std::unique_ptr<upstream_pool>> pools;  ///< per worker
   std::shared_ptr<hooks::metrics_registry> metrics;
   /// Tenant names (DESIGN.md §11) when tenants are configured, else nullptr.
   std::unique_ptr<hooks::tenant_names> tenants;
   std::uint64_t credential_salt = 0;  ///< of hooks::credential_hash
-  /// The metrics hook runs: the proxy's own answers are counted among the requests too.
-  bool count_local_replies = false;
   proxy_stats stats;
   net::server_runtime* runtime = nullptr;
+
+ private:
+  std::atomic<std::shared_ptr<const generation>> current_;
+};
+
+/// What a reload did: applied (the new generation's number), or refused and why.
+struct reload_result {
+  bool applied = false;
+  std::uint64_t generation = 0;  ///< the one in use afterwards
+  std::string reason;            ///< one line, when refused
 };
 
 class proxy_server {
@@ -68,6 +102,19 @@ class proxy_server {
   tcp::endpoint endpoint() const { return endpoint_; }
   tcp::endpoint admin_endpoint() const { return admin_endpoint_; }
 
+  /// Applies `next` to new requests (DESIGN.md §11): builds its generation — upstreams, hooks,
+  /// admission and canary state — and publishes it; exchanges in flight finish on theirs.
+  /// Refused, with the running configuration kept, when `next` changes a setting that needs a
+  /// restart (config::restart_only_changes) or cannot be built.  Thread safe; one at a time.
+  reload_result reload(config::config next);
+  /// How POST /admin/reload obtains the configuration to apply (the CLI reads the file again
+  /// with the same flags): throws config::config_error with a one-line reason.  Unset: the
+  /// endpoint answers 501.  Call before start().
+  void set_config_source(std::function<config::config()> source);
+  /// reload() of what the configuration source gives (SIGHUP, POST /admin/reload); refused with
+  /// its reason when it throws or there is none.
+  reload_result reload_from_source();
+
   /// Graceful shutdown with the configured grace period (thread safe, idempotent).
   void shutdown();
   void shutdown(std::chrono::milliseconds grace);
@@ -83,15 +130,38 @@ class proxy_server {
   /// threads.
   std::uint64_t reads_behind();
   /// The tap factory in use (a hooks::hook_chain_factory unless one was passed in), or nullptr.
-  hooks::tap_factory* taps() const noexcept { return shared_->taps.get(); }
+  hooks::tap_factory* taps() const noexcept { return shared_->current()->taps.get(); }
   hooks::metrics_registry& metrics() const noexcept { return *shared_->metrics; }
-  const config::config& cfg() const noexcept { return shared_->cfg; }
+  /// The configuration new requests use (valid until the next reload).
+  const config::config& cfg() const noexcept { return shared_->current()->cfg; }
+  std::shared_ptr<const generation> current() const noexcept { return shared_->current(); }
 
  private:
+  std::shared_ptr<generation> build(config::config cfg, const generation* previous);
+  reload_result refused(std::string why);
+  void start_probes(std::shared_ptr<const generation> g);  // reload_mu_ held
+  admin::response reload_request(std::string_view method);
+
   // The runtime outlives the shared state: pools and sessions hold sockets of its io_contexts.
   net::server_runtime runtime_;
   std::unique_ptr<proxy_shared> shared_;
+  /// The hooks a generation is built from (empty when a tap factory was passed in: every
+  /// generation uses that one).
+  std::unique_ptr<hooks::hook_registry> hooks_;
+  std::shared_ptr<hooks::tap_factory> fixed_taps_;
+  /// Endpoint ids (the pools' keys) by identity, so a reload that keeps an endpoint keeps its
+  /// pooled connections; ids are never reused.
+  std::map<std::string, std::size_t> endpoint_ids_;
+  std::mutex reload_mu_;  // one reload at a time; guards endpoint_ids_, health_checks_
+  std::function<config::config()> config_source_;
+  std::shared_ptr<health_checks> health_checks_;  // the current generation's probes
+  std::atomic<std::uint64_t> reloads_ok_{0}, reloads_refused_{0};
+  std::atomic<bool> last_reload_ok_{true};
+  bool started_ = false;  // (reload_mu_)
   tcp::endpoint endpoint_, admin_endpoint_;
+  // POST /admin/reload runs here, off the I/O threads.  Last: joined before anything it uses
+  // is destroyed.
+  boost::asio::thread_pool control_{1};
 };
 
 }  // namespace tokentap::proxy

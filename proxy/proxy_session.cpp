@@ -80,9 +80,16 @@ constexpr char last_chunk[] = "0\r\n\r\n";
 class proxy_session final : public relay_host, public net::session_base {
  public:
   proxy_session(tcp_socket socket, net::worker& w, proxy_shared& shared)
-      : relay_host(socket.get_executor(), shared.cfg.timeouts),
+      : proxy_session(std::move(socket), w, shared, shared.current()) {}
+
+  // Each exchange runs on the configuration current when its request came (exchange::gen); the
+  // connection reads its next request under the timeouts and limits of its last one.
+  proxy_session(tcp_socket socket, net::worker& w, proxy_shared& shared,
+                std::shared_ptr<const generation> g)
+      : relay_host(socket.get_executor(), g->cfg.timeouts),
         net::session_base(w),
         shared_(shared),
+        generation_(std::move(g)),
         client_(std::move(socket)) {
     error_code ec;
     const auto ep = client_.socket().remote_endpoint(ec);
@@ -112,8 +119,7 @@ class proxy_session final : public relay_host, public net::session_base {
   }
 
  private:
-  const config::timeouts_config& timeouts() const { return shared_.cfg.timeouts; }
-  const config::limits_config& limits() const { return shared_.cfg.limits; }
+  const config::limits_config& limits() const { return generation_->cfg.limits; }
 
   // ---------------------------------------------------------------- request side
 
@@ -140,6 +146,7 @@ class proxy_session final : public relay_host, public net::session_base {
     }
 
     exchange ex;
+    on_generation(ex);
     begin(req, ex);
 
     const std::string_view target = req.target();
@@ -149,7 +156,7 @@ class proxy_session final : public relay_host, public net::session_base {
       co_return false;
     }
     const auto path = target.substr(0, target.find('?'));
-    ex.route = config::match_route(shared_.cfg, path);
+    ex.route = config::match_route(ex.gen->cfg, path);
     if (!ex.route) {
       shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
       co_await send_error(ex, 404, "no_route", "no route matches " + log_safe(path, 256));
@@ -158,7 +165,7 @@ class proxy_session final : public relay_host, public net::session_base {
     ex.upstream_index = ex.route->upstream_index;
 
     inspect(req, ex);
-    if (shared_.taps) ex.tap = shared_.taps->create();
+    if (ex.gen->taps) ex.tap = ex.gen->taps->create();
     if (ex.tap) {
       hooks::request_decision d;
       request_phase(req, ex, d);
@@ -201,6 +208,16 @@ class proxy_session final : public relay_host, public net::session_base {
   // Plain functions, not coroutines, for the steps between suspensions: GCC keeps every local of
   // a coroutine in its frame, which lives as long as the stream.
 
+  // The exchange takes the current configuration, and the connection its timeouts and limits.
+  void on_generation(exchange& ex) {
+    auto g = shared_.current();
+    if (g != generation_) {
+      set_timeouts(g->cfg.timeouts);
+      generation_ = std::move(g);
+    }
+    ex.gen = generation_.get();
+  }
+
   void begin(const http::request<http::string_body>& req, exchange& ex) {
     ex.start = clock::now();
     ex.wall_start_us = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -216,7 +233,7 @@ class proxy_session final : public relay_host, public net::session_base {
 
   hooks::request_view request_view_of(const exchange& ex, std::string_view body,
                                       std::span<const hooks::header_view> headers) const {
-    const auto& up = shared_.cfg.upstreams[ex.upstream_index];
+    const auto& up = ex.gen->cfg.upstreams[ex.upstream_index];
     return {ex.method,
             ex.target_redacted,
             ex.route->name,
@@ -245,7 +262,7 @@ class proxy_session final : public relay_host, public net::session_base {
   // The router: the route's cluster, and the endpoint its balancer picks.  False: none can take
   // the request.
   bool choose_endpoint(exchange& ex) {
-    ex.upstream_cluster = shared_.clusters[ex.upstream_index].get();
+    ex.upstream_cluster = ex.gen->clusters[ex.upstream_index].get();
     const pick_context ctx{.route_key = ex.route_key, .conversation = ex.conversation, .tried = {}};
     ex.decision = ex.upstream_cluster->choose(ctx);
     if (ex.decision.chosen == nullptr && ex.upstream_cluster->fallback() != nullptr) {
@@ -279,7 +296,7 @@ class proxy_session final : public relay_host, public net::session_base {
     if (d.body) req.body() = std::move(*d.body);
     ex.route_key = std::move(d.route_key);
     if (!d.upstream.empty()) {
-      const auto& ups = shared_.cfg.upstreams;
+      const auto& ups = ex.gen->cfg.upstreams;
       const auto it = std::find_if(ups.begin(), ups.end(), [&](const config::upstream_config& u) {
         return u.name == d.upstream;
       });
@@ -328,6 +345,7 @@ class proxy_session final : public relay_host, public net::session_base {
   // Answers a request that could not be read (or closes when there is nobody to answer).
   awaitable<bool> reject(error_code ec) {
     exchange ex;
+    ex.gen = generation_.get();  // the one it was read under
     ex.start = clock::now();
     if (ec == http::error::header_limit) {
       shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
@@ -356,7 +374,7 @@ class proxy_session final : public relay_host, public net::session_base {
     else if (auto k = req["x-api-key"]; !k.empty())
       ex.tenant = hooks::credential_hash(k, shared_.credential_salt);
     if (shared_.tenants) {
-      const auto& header = shared_.cfg.tenants.header;
+      const auto& header = ex.gen->cfg.tenants.header;
       ex.tenant_name = shared_.tenants->name_of(
           header.empty() ? std::string_view() : std::string_view(req[header]), ex.tenant);
     }
@@ -364,8 +382,8 @@ class proxy_session final : public relay_host, public net::session_base {
     if (req.body().empty() || ct.find("json") == std::string_view::npos) return;
     // Digests for the hooks (cache events) and for a balancer that routes by prefix.
     const bool by_prefix =
-        shared_.clusters[ex.upstream_index]->cfg().balance == config::balance_policy::prefix;
-    auto info = inspector_.inspect(req.body(), {.digests = shared_.taps != nullptr || by_prefix});
+        ex.gen->clusters[ex.upstream_index]->cfg().balance == config::balance_policy::prefix;
+    auto info = inspector_.inspect(req.body(), {.digests = ex.gen->taps != nullptr || by_prefix});
     ex.model = info.model;
     ex.stream_requested = info.stream;
     ex.prompt_chars = info.prompt_chars;
@@ -391,7 +409,7 @@ class proxy_session final : public relay_host, public net::session_base {
   void write_request_head(exchange& ex) {
     const auto& e = *ex.upstream_endpoint;
     const forwarded_request f{e.target.base_path, e.host_header, peer_,
-                              shared_.cfg.identity_encoding, request_length_};
+                              ex.gen->cfg.identity_encoding, request_length_};
     ex.request_head.clear();
     append_upstream_request_head(ex.request_head, request_fields_, f);
   }
@@ -423,7 +441,7 @@ class proxy_session final : public relay_host, public net::session_base {
   // endpoint (and its upstream) and its request head is written for it.
   bool fail_over(exchange& ex, retry_reason why) {
     auto& failed = *ex.upstream_cluster;
-    const auto& primary = *shared_.clusters[ex.upstream_index];
+    const auto& primary = *ex.gen->clusters[ex.upstream_index];
     if (client_gone_ || ex.response_started || tried_count_ > primary.cfg().retries ||
         tried_count_ >= tried_.size())
       return false;
@@ -474,7 +492,7 @@ class proxy_session final : public relay_host, public net::session_base {
       if (!conn) {
         error_code ec;
         connect_failure why{};
-        conn = co_await pool.connect(c, e, ec, why);
+        conn = co_await pool.connect(c, e, ec, why, timeouts().connect);
         if (client_gone_) {
           ex.outcome = stream_outcome::client_disconnect;
           co_return;
@@ -669,7 +687,7 @@ class proxy_session final : public relay_host, public net::session_base {
       co_return;
     }
     shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
-    const auto& up = shared_.cfg.upstreams[ex.upstream_index];
+    const auto& up = ex.gen->cfg.upstreams[ex.upstream_index];
     if (ec == beast::error::timeout) {
       ex.outcome = stream_outcome::timeout;
       if (ex.tap) ex.tap->on_upstream_error("timeout", 504);
@@ -706,7 +724,7 @@ class proxy_session final : public relay_host, public net::session_base {
     res.prepare_payload();
     ex.status = status;
     // An answer no hook saw (the request was not read, or matched no route): counted here.
-    if (!ex.tap && shared_.count_local_replies)
+    if (!ex.tap && ex.gen->count_local_replies)
       shared_.metrics->count_local_reply(ex.route ? std::string_view(ex.route->name) : "", status);
     error_code ec;
     client_.expires_after(timeouts().client_write);
@@ -848,7 +866,7 @@ class proxy_session final : public relay_host, public net::session_base {
   }
 
   void access_log(const exchange& ex) {
-    if (!shared_.cfg.access_log || !log::enabled(log::level::info)) return;
+    if (!ex.gen->cfg.access_log || !log::enabled(log::level::info)) return;
     const auto end = clock::now();
     log::line l(log::level::info);
     l << "access peer=" << peer_ << " method=" << log_safe(ex.method, 16)
@@ -882,11 +900,16 @@ class proxy_session final : public relay_host, public net::session_base {
   bool watching_ = false;
   std::uint64_t watch_gen_ = 0;
   proxy_shared& shared_;
+  // The last exchange's configuration (the connection's first: the one current when it came),
+  // kept until the next exchange takes another: the timeouts and limits of the connection and
+  // everything that exchange refers to.
+  std::shared_ptr<const generation> generation_;
   tcp_stream client_;
   beast::flat_buffer buf_;
   std::string peer_ = "unknown";
-  // Whole conversations, however long (limits.max_request_body_bytes bounds what was read).
-  parsers::request_inspector inspector_{shared_.cfg.limits.max_request_body_bytes};
+  // Whole conversations, however long (limits.max_request_body_bytes, at the connection's start,
+  // bounds what was read).
+  parsers::request_inspector inspector_{generation_->cfg.limits.max_request_body_bytes};
 };
 
 }  // namespace

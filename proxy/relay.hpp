@@ -104,12 +104,16 @@ struct relay_source {
 /// event.  Owned by a shared_ptr (the timer's handler keeps the host alive).
 class relay_host : public std::enable_shared_from_this<relay_host> {
  public:
-  relay_host(io_executor ex, const config::timeouts_config& t) : timeouts_(t), relay_timer_(ex) {}
+  /// `t` must outlive the host, or the next set_timeouts().
+  relay_host(io_executor ex, const config::timeouts_config& t) : timeouts_(&t), relay_timer_(ex) {}
   relay_host(const relay_host&) = delete;
   relay_host& operator=(const relay_host&) = delete;
   virtual ~relay_host() = default;
 
-  const config::timeouts_config& timeouts() const noexcept { return timeouts_; }
+  const config::timeouts_config& timeouts() const noexcept { return *timeouts_; }
+  /// The timeouts of the configuration the next exchange runs on (a reload); not while a
+  /// relay runs.  Same lifetime rule.
+  void set_timeouts(const config::timeouts_config& t) noexcept { timeouts_ = &t; }
 
   /// Expiry for the next upstream operation: `t` from now, but never past the total deadline.
   static clock::time_point bounded(const exchange& ex, config::ms t,
@@ -201,7 +205,7 @@ class relay_host : public std::enable_shared_from_this<relay_host> {
     }
   }
 
-  const config::timeouts_config& timeouts_;
+  const config::timeouts_config* timeouts_;
   steady_timer relay_timer_;
 };
 

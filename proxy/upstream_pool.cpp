@@ -58,11 +58,10 @@ bool is_ip_literal(const std::string& host) {
 
 }  // namespace
 
-upstream_pool::upstream_pool(asio::io_context& ioc, const config::config& cfg,
-                             std::size_t endpoints)
-    : ioc_(ioc), cfg_(cfg), idle_(endpoints) {}
+upstream_pool::upstream_pool(asio::io_context& ioc) : ioc_(ioc) {}
 
 std::unique_ptr<upstream_connection> upstream_pool::take(const cluster& c, const endpoint& e) {
+  if (e.id >= idle_.size()) return nullptr;
   auto& q = idle_[e.id];
   const auto ttl = c.cfg().idle_ttl;
   const auto now = clock::now();
@@ -79,6 +78,7 @@ std::unique_ptr<upstream_connection> upstream_pool::take(const cluster& c, const
 
 void upstream_pool::give_back(const cluster& c, const endpoint& e,
                               std::unique_ptr<upstream_connection> conn) {
+  if (e.id >= idle_.size()) idle_.resize(e.id + 1);
   auto& q = idle_[e.id];
   const auto max = c.cfg().max_idle;
   if (max == 0) return;
@@ -97,7 +97,7 @@ awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(
     std::chrono::milliseconds within) {
   const auto& up = c.cfg();
   const auto& target = e.target;
-  const auto deadline = clock::now() + (within.count() > 0 ? within : cfg_.timeouts.connect);
+  const auto deadline = clock::now() + within;
   why = connect_failure::none;
 
   tcp_resolver resolver(ioc_);

@@ -56,8 +56,7 @@ struct endpoint;
 /// Keep-alive connections per endpoint, for one I/O thread.
 class upstream_pool {
  public:
-  /// `endpoints`: how many endpoints the clusters have together (their ids run below it).
-  upstream_pool(asio::io_context& ioc, const config::config& cfg, std::size_t endpoints);
+  explicit upstream_pool(asio::io_context& ioc);
 
   /// A healthy idle connection to endpoint `e` of `c`, or nullptr.  Connections past their idle
   /// TTL or already closed by the peer are discarded here.
@@ -67,20 +66,23 @@ class upstream_pool {
   void give_back(const cluster& c, const endpoint& e, std::unique_ptr<upstream_connection> conn);
 
   /// Opens a new connection to `e` (TCP connect, then TLS handshake with SNI and host
-  /// verification for https:// endpoints), bounded by the connect timeout (or `within`, when
-  /// given).  On failure `ec` and `why` are set and nullptr returned.
-  awaitable<std::unique_ptr<upstream_connection>> connect(
-      const cluster& c, const endpoint& e, error_code& ec, connect_failure& why,
-      std::chrono::milliseconds within = std::chrono::milliseconds(0));
+  /// verification for https:// endpoints), bounded by `within`.  On failure `ec` and `why` are
+  /// set and nullptr returned.
+  awaitable<std::unique_ptr<upstream_connection>> connect(const cluster& c, const endpoint& e,
+                                                          error_code& ec, connect_failure& why,
+                                                          std::chrono::milliseconds within);
 
   /// Drops every idle connection (shutdown).
   void clear() {
     for (auto& q : idle_) q.clear();
   }
+  /// Drops the idle connections of an endpoint no configuration names any more (a reload).
+  void retire(std::size_t endpoint_id) {
+    if (endpoint_id < idle_.size()) idle_[endpoint_id].clear();
+  }
 
  private:
   asio::io_context& ioc_;
-  const config::config& cfg_;
   std::vector<std::deque<std::unique_ptr<upstream_connection>>> idle_;  // by endpoint id
 };
 

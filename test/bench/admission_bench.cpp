@@ -46,7 +46,7 @@ void BM_AdmitAndSettle(benchmark::State& state) {
     cfg.admission.push_back(
         {.name = "global", .scope = rule::scope_kind::global, .requests_per_minute = 100000000});
   }
-  hooks::admission_state s(cfg, nullptr);
+  hooks::admission_state s(cfg);
   hooks::tenant_names names(cfg.tenants.max);
   std::vector<std::string> tenants;
   for (int i = 0; i < 100; ++i) tenants.push_back("tenant-" + std::to_string(i));

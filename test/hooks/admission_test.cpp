@@ -34,7 +34,7 @@ admission_state::facts with_priority(config::priority p) {
 
 TEST(Admission, RequestsPerMinuteRefillContinuously) {
   const auto cfg = with_rules({{.name = "rpm", .requests_per_minute = 60}});
-  admission_state s(cfg, nullptr);
+  admission_state s(cfg);
   const auto t0 = steady::now();
   admission_state::refusal r;
   for (int i = 0; i < 60; ++i) {
@@ -61,7 +61,7 @@ TEST(Admission, RequestsPerMinuteRefillContinuously) {
 
 TEST(Admission, ConcurrencyIsHeldUntilTheExchangeSettles) {
   const auto cfg = with_rules({{.name = "two", .max_concurrent = 2}});
-  admission_state s(cfg, nullptr);
+  admission_state s(cfg);
   const auto now = steady::now();
   admission_state::refusal r;
   admission_state::ticket a, b, c;
@@ -83,7 +83,7 @@ TEST(Admission, ACapOnARouteIsCapacityAndAnswers503) {
                                 .scope = rule::scope_kind::route,
                                 .route = "chat",
                                 .max_concurrent = 1}});
-  admission_state s(cfg, nullptr);
+  admission_state s(cfg);
   const auto now = steady::now();
   admission_state::refusal r;
   admission_state::ticket a, b;
@@ -98,7 +98,7 @@ TEST(Admission, ACapOnARouteIsCapacityAndAnswers503) {
 
 TEST(Admission, TokenBudgetsReserveAtAdmissionAndSettleFromUsage) {
   const auto cfg = with_rules({{.name = "tpm", .tokens_per_minute = 1000}});
-  admission_state s(cfg, nullptr);
+  admission_state s(cfg);
   const auto now = steady::now();
   admission_state::refusal r;
   // 400 prompt characters (~100 tokens) + max_tokens 125: 225 reserved each.
@@ -121,7 +121,7 @@ TEST(Admission, TokenBudgetsReserveAtAdmissionAndSettleFromUsage) {
 
 TEST(Admission, AStreamThatOverrunsItsReservationRunsTheBudgetIntoDebt) {
   const auto cfg = with_rules({{.name = "tpm", .tokens_per_minute = 600}});
-  admission_state s(cfg, nullptr);
+  admission_state s(cfg);
   const auto t0 = steady::now();
   admission_state::refusal r;
   admission_state::ticket t;
@@ -135,7 +135,7 @@ TEST(Admission, ARefusalByALaterRuleGivesBackWhatEarlierRulesTook) {
   const auto cfg =
       with_rules({{.name = "per-tenant", .requests_per_minute = 2},
                   {.name = "global", .scope = rule::scope_kind::global, .max_concurrent = 1}});
-  admission_state s(cfg, nullptr);
+  admission_state s(cfg);
   const auto now = steady::now();
   admission_state::refusal r;
   admission_state::ticket a, b;
@@ -154,7 +154,7 @@ TEST(Admission, KeysAreBoundedByTheConfiguration) {
   auto cfg =
       with_rules({{.name = "per-model", .scope = rule::scope_kind::model, .max_concurrent = 1}});
   cfg.metrics.max_models = 2;
-  admission_state s(cfg, nullptr);
+  admission_state s(cfg);
   const auto now = steady::now();
   admission_state::refusal r;
   std::vector<admission_state::ticket> t(4);
@@ -171,7 +171,7 @@ TEST(Priorities, UnderAConcurrencyCapLowerPrioritiesAreRefusedFirst) {
       with_rules({{.name = "fleet-cap", .scope = rule::scope_kind::route, .max_concurrent = 10}});
   cfg.priority.enabled = true;
   cfg.priority.headroom = 0.2;  // low may use 8 of 10, normal 9, high all 10
-  admission_state s(cfg, nullptr);
+  admission_state s(cfg);
   const auto now = steady::now();
   admission_state::refusal r;
   std::vector<admission_state::ticket> held(10);
@@ -197,7 +197,7 @@ TEST(Priorities, UnderAConcurrencyCapLowerPrioritiesAreRefusedFirst) {
 
 TEST(Priorities, WithoutPrioritiesEveryRequestMayUseTheWholeCap) {
   auto cfg = with_rules({{.name = "cap", .scope = rule::scope_kind::route, .max_concurrent = 2}});
-  admission_state s(cfg, nullptr);
+  admission_state s(cfg);
   const auto now = steady::now();
   admission_state::refusal r;
   admission_state::ticket a, b;
@@ -215,7 +215,7 @@ TEST(Shedding, ARouteOverItsTtftSloRefusesLowUntilItRecovers) {
                .window = std::chrono::seconds(10),
                .min_requests = 20,
                .drop = {config::priority::low}}};
-  admission_state s(cfg, nullptr);
+  admission_state s(cfg);
   const auto t0 = steady::now();
   admission_state::refusal r;
   admission_state::ticket t;

@@ -48,7 +48,7 @@ void feed(canary_state& s, int n, canary_state::outcome base, canary_state::outc
 TEST(Canary, ClimbsThroughItsStepsWhileEveryGateHolds) {
   const auto t0 = steady::now();
   auto cfg = with_canary({.steps = {10, 50, 100}, .interval = 10s, .min_requests = 20});
-  canary_state s(cfg, nullptr, t0);
+  canary_state s(cfg, t0);
   auto& c = *s.of_route("chat");
   EXPECT_EQ(s.of_route("other"), nullptr);
   EXPECT_EQ(s.weight(c), 10);
@@ -94,7 +94,7 @@ TEST_P(CanaryGate, ABreachRollsBackAtOnceAndSaysWhy) {
   const auto& p = GetParam();
   const auto t0 = steady::now();
   auto cfg = with_canary({.steps = {25, 100}, .interval = 600s, .min_requests = 50});
-  canary_state s(cfg, nullptr, t0);
+  canary_state s(cfg, t0);
   auto& c = *s.of_route("chat");
   // A conversation placed on the canary before the breach.
   std::uint64_t on_canary = 0;
@@ -144,7 +144,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Canary, NoVerdictOnTooFewRequestsHoweverBadTheyLook) {
   const auto t0 = steady::now();
   auto cfg = with_canary({.steps = {50, 100}, .interval = 1s, .min_requests = 20});
-  canary_state s(cfg, nullptr, t0);
+  canary_state s(cfg, t0);
   auto& c = *s.of_route("chat");
   feed(s, 19, ok(), error, t0 + 1s);
   for (int i = 0; i < 100; ++i) s.record(c, false, ok(), t0 + 2s);
@@ -160,7 +160,7 @@ TEST(Canary, NoVerdictOnTooFewRequestsHoweverBadTheyLook) {
 TEST(Canary, ALastStepBelowAllTrafficHoldsItsShareAndStaysGated) {
   const auto t0 = steady::now();
   auto cfg = with_canary({.steps = {20}, .interval = 5s, .min_requests = 10});
-  canary_state s(cfg, nullptr, t0);
+  canary_state s(cfg, t0);
   auto& c = *s.of_route("chat");
   feed(s, 10, ok(), ok(), t0 + 1s);
   s.evaluate(c, t0 + 6s);
@@ -175,7 +175,7 @@ TEST(Canary, ALastStepBelowAllTrafficHoldsItsShareAndStaysGated) {
 TEST(Canary, ConversationsKeepTheirSideAsTheShareGrows) {
   const auto t0 = steady::now();
   auto cfg = with_canary({.steps = {10, 50, 100}, .interval = 1s, .min_requests = 1});
-  canary_state s(cfg, nullptr, t0);
+  canary_state s(cfg, t0);
   auto& c = *s.of_route("chat");
   // New conversations split by the share (10 %, ± 4 standard deviations).
   std::vector<bool> side(4000);
@@ -201,7 +201,7 @@ TEST(Canary, TheMemoryOfSidesIsBoundedAndForgetsTheOldestFirst) {
   const auto t0 = steady::now();
   auto cfg =
       with_canary({.steps = {10, 90}, .interval = 1s, .min_requests = 1, .max_conversations = 100});
-  canary_state s(cfg, nullptr, t0);
+  canary_state s(cfg, t0);
   auto& c = *s.of_route("chat");
   // Conversations placed on the baseline at 10 % that a 90 % share would place on the canary.
   std::vector<std::uint64_t> kept;
