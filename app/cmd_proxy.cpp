@@ -88,6 +88,8 @@ config::config proxy_config(const flags& f) {
   // without one each process draws its own).
   cfg.admin_token = read_secret(cfg.admin_token_file, "TOKENTAP_ADMIN_TOKEN", "admin token");
   cfg.tenants.salt = read_secret(cfg.tenants.salt_file, "TOKENTAP_TENANT_SALT", "tenant salt");
+  // OpenTelemetry export: what the file leaves unset comes from the standard OTEL_* variables.
+  config::apply_otel_environment(cfg.otel, [](const char* name) { return std::getenv(name); });
   config::validate(cfg);
   return cfg;
 }

@@ -202,7 +202,8 @@ config from_yaml(const YAML::Node& root) {
               "priority",
               "shed",
               "shared_state",
-              "canary"},
+              "canary",
+              "otel"},
              "the top level");
   if (root["listen"]) cfg.listen = address(root["listen"], "listen");
   if (root["admin"]) cfg.admin = address(root["admin"], "admin");
@@ -285,6 +286,7 @@ config from_yaml(const YAML::Node& root) {
     buckets("e2e_buckets", mc.e2e_buckets);
   }
   read_governance(root, cfg);
+  read_otel(root, cfg);
   if (const auto& st = root["steps"]) {
     check_keys(st, {"triggers", "max_steps"}, "steps");
     if (st["max_steps"]) cfg.steps.max_steps = non_negative(st["max_steps"], "max_steps");
@@ -488,6 +490,7 @@ void validate(config& cfg) {
                      return a.prefix.size() > b.prefix.size();
                    });
   validate_governance(cfg);
+  validate_otel(cfg);
   // The semantic-convention histograms are kept by their own hook: asking for them brings it in.
   if (cfg.metrics.semconv &&
       std::find(cfg.hooks.begin(), cfg.hooks.end(), "gen_ai_metrics") == cfg.hooks.end())

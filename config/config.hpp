@@ -4,8 +4,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "config/url.hpp"
@@ -272,6 +275,32 @@ struct canary_config {
   bool operator==(const canary_config&) const = default;
 };
 
+/// OpenTelemetry span export (DESIGN.md §12): two spans per exchange to an OTLP/HTTP receiver.
+/// Off while `endpoint` is empty.
+struct otel_config {
+  enum class protocol_kind { protobuf, json };
+  /// Where spans are POSTed: a URL without a path gets /v1/traces (OTEL_EXPORTER_OTLP_ENDPOINT's
+  /// rule), one with a path is used as given (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT's).
+  std::string endpoint;
+  protocol_kind protocol = protocol_kind::protobuf;
+  std::vector<std::pair<std::string, std::string>> headers;  ///< sent with every export
+  std::string service_name = "tokentap";
+  double sample_rate = 1.0;      ///< of traces tokentap starts; a client's sampled flag is followed
+  bool capture_content = false;  ///< prompts and answers on the spans (opt-in)
+  std::size_t queue_spans = 2048;  ///< spans waiting for the exporter; a full queue drops
+  std::size_t batch_spans = 512;   ///< spans per export request at most
+  ms batch_delay{5000};            ///< a partial batch waits at most this long
+  ms export_timeout{10000};        ///< one export request, connect included
+  bool operator==(const otel_config&) const = default;
+};
+std::string_view to_string(otel_config::protocol_kind p) noexcept;
+
+/// The OTEL_* environment variables of the OpenTelemetry specification that apply to span export
+/// (OTEL_EXPORTER_OTLP[_TRACES]_{ENDPOINT,PROTOCOL,HEADERS,TIMEOUT}, OTEL_SERVICE_NAME,
+/// OTEL_TRACES_SAMPLER_ARG with a ratio sampler): what the file leaves unset takes them.
+/// `env` reads a variable (nullptr: unset).  Throws config_error for a bad value.
+void apply_otel_environment(otel_config& otel, const std::function<const char*(const char*)>& env);
+
 struct config {
   host_port listen{"127.0.0.1", 8080};
   host_port admin{"127.0.0.1", 9464};
@@ -306,6 +335,7 @@ struct config {
   std::vector<shed_rule> shed;
   shared_state_config shared_state;
   std::vector<canary_config> canary;  ///< at most one per route
+  otel_config otel;
 };
 
 /// Reads a YAML file.  Unknown keys are errors, so typos do not pass silently.  With `check`,

@@ -35,4 +35,8 @@ T scalar(const YAML::Node& n, std::string_view key) {
 void read_governance(const YAML::Node& root, config& cfg);
 void validate_governance(config& cfg);
 
+/// The `otel:` section (DESIGN.md §12), and its checks (which bring the `otel` hook).
+void read_otel(const YAML::Node& root, config& cfg);
+void validate_otel(config& cfg);
+
 }  // namespace tokentap::config::yaml_reader

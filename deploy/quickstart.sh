@@ -19,6 +19,7 @@ BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config libboost-dev libsim
 # What only the tests need.
 TEST_PACKAGES=(prometheus chromium   # promtool + a real Prometheus, headless Chromium: metrics and dashboard tests
                redis-server         # budgets shared by several instances (each test starts its own)
+               protobuf-compiler    # protoc decodes the OTLP bodies the proxy exports
                clang libclang-rt-14-dev)  # libFuzzer targets (test/fuzz)
 
 as_root() {

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "hooks/gen_ai_semconv.hpp"
 #include "hooks/metrics.hpp"
 
 namespace tokentap::hooks {
@@ -28,50 +29,6 @@ const Histogram::BucketBoundaries ttft_buckets{0.001, 0.005, 0.01, 0.02, 0.04, 0
                                                0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0};
 const Histogram::BucketBoundaries tpot_buckets{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
                                                0.3,  0.4,   0.5,  0.75,  1.0, 2.5};
-
-// gen_ai.operation.name of a request path: text completion endpoints, else chat.
-std::string_view operation_of(parsers::provider p, std::string_view path) {
-  using parsers::provider;
-  const auto ends = [&](std::string_view s) { return path.ends_with(s); };
-  switch (p) {
-    case provider::openai_chat:
-      return ends("/chat/completions") ? "chat" : "text_completion";
-    case provider::ollama:
-      return ends("/api/chat") ? "chat" : "text_completion";
-    case provider::tgi:
-    case provider::llamacpp:
-      return "text_completion";
-    default:
-      return "chat";
-  }
-}
-
-// gen_ai.provider.name: the API a server speaks (an OpenAI-compatible server is `openai`, as the
-// other gateways report it).
-std::string_view provider_name(parsers::provider p) {
-  using parsers::provider;
-  switch (p) {
-    case provider::openai_chat:
-    case provider::openai_responses:
-      return "openai";
-    default:
-      return parsers::to_string(p);
-  }
-}
-
-// error.type: the status the upstream (or the proxy for it) answered with, else how the stream
-// failed; empty on success.
-std::string error_type(const stream_info& s) {
-  if (s.status >= 400) return std::to_string(s.status);
-  switch (s.outcome) {
-    case stream_outcome::ok:
-    case stream_outcome::client_disconnect:
-    case stream_outcome::rejected:
-      return "";
-    default:
-      return std::string(to_string(s.outcome));
-  }
-}
 
 }  // namespace
 
@@ -168,20 +125,15 @@ class gen_ai_metrics_hook final : public hook {
         s.outcome == stream_outcome::client_disconnect || s.end_ns <= s.start_ns)
       return;
     gen_ai_metrics_factory::families::key k;
-    k.operation = operation_of(s.provider, path_);
-    k.provider = provider_name(s.provider);
+    k.operation = gen_ai_operation(s.provider, path_);
+    k.provider = gen_ai_provider(s.provider);
     k.model = fam_->metrics->model_label(model_);
     if (!s.upstream.attempts.empty()) {
-      const auto& ep = s.upstream.attempts.back().endpoint;  // host:port, [v6]:port
-      const auto colon = ep.rfind(':');
-      if (colon != std::string::npos) {
-        k.address = ep.substr(0, colon);
-        k.port = ep.substr(colon + 1);
-        if (k.address.size() > 2 && k.address.front() == '[')
-          k.address = k.address.substr(1, k.address.size() - 2);
-      }
+      const auto server = server_of(s.upstream.attempts.back().endpoint);
+      k.address = server.address;
+      k.port = server.port;
     }
-    k.error = error_type(s);
+    k.error = gen_ai_error_type(s);
     auto& h = fam_->resolve(k);
     const auto seconds = [](std::int64_t ns) { return static_cast<double>(ns) / 1e9; };
     h.duration->Observe(seconds(s.end_ns - s.start_ns));

@@ -242,9 +242,15 @@ class hook_registry {
 };
 
 class metrics_registry;
+class span_sink;
+
+/// Where the `otel` hook's spans go for an `otel:` configuration (the proxy's OTLP exporter).
+using span_sink_maker = std::function<std::shared_ptr<span_sink>(const config::otel_config&)>;
 
 /// The registry with every built-in hook.  The "metrics" hook records into `metrics` (and is
-/// skipped without one); "trace" is skipped while no trace directory is configured.
-hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics = nullptr);
+/// skipped without one); "trace" is skipped while no trace directory is configured; "otel"
+/// while no `span_sinks` are given.
+hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics = nullptr,
+                            span_sink_maker span_sinks = {});
 
 }  // namespace tokentap::hooks

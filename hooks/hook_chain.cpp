@@ -15,6 +15,7 @@
 #include "hooks/canary.hpp"
 #include "hooks/gen_ai_metrics.hpp"
 #include "hooks/metrics.hpp"
+#include "hooks/otel_hook.hpp"
 #include "hooks/steps_hook.hpp"
 #include "hooks/timing_hook.hpp"
 #include "hooks/trace_hook.hpp"
@@ -555,7 +556,7 @@ std::shared_ptr<State> carried_over(std::weak_ptr<kept<State>>& last, const conf
 
 }  // namespace
 
-hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics) {
+hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics, span_sink_maker span_sinks) {
   hook_registry r;
   r.add("metrics",
         [metrics](const config::config&) -> std::shared_ptr<hook_factory> {
@@ -628,6 +629,19 @@ hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics) {
         return f;
       },
       {.provides = {}, .needs = {"timing"}, .reads = {"steps", "cache_events"}});
+  // One exporter per registry and otel configuration, as the trace writer.
+  struct sink_of_registry {
+    config::otel_config cfg;
+    std::shared_ptr<span_sink> sink;
+  };
+  r.add("otel",
+        [span_sinks = std::move(span_sinks), last = std::make_shared<sink_of_registry>()](
+            const config::config& cfg) -> std::shared_ptr<hook_factory> {
+          if (!span_sinks || cfg.otel.endpoint.empty()) return nullptr;
+          if (!last->sink || !(last->cfg == cfg.otel)) *last = {cfg.otel, span_sinks(cfg.otel)};
+          return std::make_shared<otel_hook_factory>(cfg.otel, last->sink);
+        },
+        {.provides = {}, .needs = {}, .reads = {"timing", "steps", "cache_events"}});
   return r;
 }
 

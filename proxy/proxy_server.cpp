@@ -16,6 +16,7 @@
 #include "proxy/cluster.hpp"
 #include "proxy/deferred_taps.hpp"
 #include "proxy/health_checker.hpp"
+#include "proxy/otlp_exporter.hpp"
 #include "proxy/proxy_session.hpp"
 #include "proxy/upstream_pool.hpp"
 
@@ -160,7 +161,13 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
                      "The configuration new requests use: 1 at start, one more per applied reload",
                      [s = shared_.get()] { return static_cast<double>(s->current()->number); });
   if (!fixed_taps_) {
-    hooks_ = std::make_unique<hooks::hook_registry>(hooks::builtin_hooks(shared_->metrics));
+    hooks_ = std::make_unique<hooks::hook_registry>(hooks::builtin_hooks(
+        shared_->metrics,
+        [m = shared_->metrics](const config::otel_config& c) -> std::shared_ptr<hooks::span_sink> {
+          auto e = std::make_shared<otlp_exporter>(c);
+          e->publish(*m, e);
+          return e;
+        }));
     if (more_hooks) more_hooks(*hooks_);
   }
   shared_->runtime = &runtime_;

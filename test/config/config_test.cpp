@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+
 namespace tokentap::config {
 namespace {
 
@@ -491,6 +494,73 @@ TEST(Config, RestartOnlyChanges) {
   next.admin_token = "another-token-0123";
   next.reuse_port = true;
   EXPECT_EQ(restart_only_changes(base, next), "admin, admin_token_file, reuse_port");
+}
+
+// The otel section (DESIGN.md §12): the file first, then the OTEL_* variables for what it leaves
+// unset; bad values are one-line errors.
+TEST(Config, OtelSectionAndEnvironment) {
+  auto cfg = parse_config(
+      "upstreams:\n  a: {url: http://127.0.0.1:1}\n"
+      "otel:\n  endpoint: http://collector:4318\n  protocol: http/json\n"
+      "  headers: {x-team: infra}\n  sample_rate: 0.5\n");
+  EXPECT_EQ(cfg.otel.endpoint, "http://collector:4318/v1/traces");
+  EXPECT_EQ(cfg.otel.protocol, otel_config::protocol_kind::json);
+  ASSERT_EQ(cfg.otel.headers.size(), 1u);
+  EXPECT_EQ(cfg.otel.sample_rate, 0.5);
+  EXPECT_NE(std::find(cfg.hooks.begin(), cfg.hooks.end(), "otel"), cfg.hooks.end())
+      << "an endpoint brings the otel hook";
+  EXPECT_EQ(parse_config("upstreams:\n  a: {url: http://127.0.0.1:1}\notel:\n  endpoint: "
+                         "http://c:4318/custom/path\n")
+                .otel.endpoint,
+            "http://c:4318/custom/path");
+
+  const std::map<std::string, std::string> env{
+      {"OTEL_EXPORTER_OTLP_ENDPOINT", "https://otel.example:4318/"},
+      {"OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20abc, x-team = sre"},
+      {"OTEL_SERVICE_NAME", "gateway-7"},
+      {"OTEL_TRACES_SAMPLER", "parentbased_traceidratio"},
+      {"OTEL_TRACES_SAMPLER_ARG", "0.1"},
+      {"OTEL_EXPORTER_OTLP_TIMEOUT", "2500"}};
+  const auto get = [&env](const char* name) -> const char* {
+    const auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  otel_config o;
+  apply_otel_environment(o, get);
+  EXPECT_EQ(o.endpoint, "https://otel.example:4318/v1/traces");
+  ASSERT_EQ(o.headers.size(), 2u);
+  EXPECT_EQ(o.headers[0], (std::pair<std::string, std::string>{"authorization", "Bearer abc"}));
+  EXPECT_EQ(o.headers[1], (std::pair<std::string, std::string>{"x-team", "sre"}));
+  EXPECT_EQ(o.service_name, "gateway-7");
+  EXPECT_EQ(o.sample_rate, 0.1);
+  EXPECT_EQ(o.export_timeout, ms(2500));
+  // What the file set stays; the signal-specific endpoint is used as given.
+  otel_config f;
+  f.endpoint = "http://from-file:4318/v1/traces";
+  f.service_name = "from-file";
+  apply_otel_environment(f, get);
+  EXPECT_EQ(f.endpoint, "http://from-file:4318/v1/traces");
+  EXPECT_EQ(f.service_name, "from-file");
+  otel_config t;
+  apply_otel_environment(t, [](const char* n) -> const char* {
+    return std::string_view(n) == "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" ? "http://x:1/t" : nullptr;
+  });
+  EXPECT_EQ(t.endpoint, "http://x:1/t");
+  EXPECT_THROW(apply_otel_environment(t,
+                                      [](const char* n) -> const char* {
+                                        return std::string_view(n) == "OTEL_EXPORTER_OTLP_PROTOCOL"
+                                                   ? "grpc"
+                                                   : nullptr;
+                                      }),
+               config_error);
+
+  for (const char* bad :
+       {"otel:\n  endpoint: ftp://x\n", "otel:\n  sample_rate: 2\n", "otel:\n  protocol: grpc\n",
+        "otel:\n  bogus: 1\n", "otel:\n  endpoint: http://c:1\n  batch_spans: 5000\n",
+        "otel:\n  headers: {\"bad name\": x}\n"})
+    EXPECT_THROW(parse_config(std::string("upstreams:\n  a: {url: http://127.0.0.1:1}\n") + bad),
+                 config_error)
+        << bad;
 }
 
 }  // namespace

@@ -678,7 +678,7 @@ TEST(HookRegistry, UnknownHookNamesAreConfigErrors) {
   } catch (const config::config_error& e) {
     EXPECT_NE(std::string(e.what()).find(
                   "unknown hook 'nope' (available: admission, cache, "
-                  "cache_hints, canary, gen_ai_metrics, metrics, steps, timing, trace)"),
+                  "cache_hints, canary, gen_ai_metrics, metrics, otel, steps, timing, trace)"),
               std::string::npos)
         << e.what();
   }

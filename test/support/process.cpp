@@ -19,8 +19,12 @@ std::string tokentap_binary() {
 }
 
 process::process(std::vector<std::string> args,
+                 const std::vector<std::pair<std::string, std::string>>& env)
+    : process(program{tokentap_binary()}, std::move(args), env) {}
+
+process::process(const program& p, std::vector<std::string> args,
                  const std::vector<std::pair<std::string, std::string>>& env) {
-  args.insert(args.begin(), tokentap_binary());
+  args.insert(args.begin(), p.name);
   int out[2], err[2];
   if (pipe(out) || pipe(err)) throw std::runtime_error("pipe failed");
   posix_spawn_file_actions_t fa;
@@ -44,7 +48,7 @@ process::process(std::vector<std::string> args,
   std::vector<char*> envp;
   for (auto& v : vars) envp.push_back(v.data());
   envp.push_back(nullptr);
-  if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data()) != 0)
+  if (posix_spawnp(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data()) != 0)
     throw std::runtime_error("cannot start " + args[0]);
   posix_spawn_file_actions_destroy(&fa);
   close(out[1]);

@@ -12,11 +12,19 @@ namespace tokentap::test {
 /// Path of the binary under test (set by CMake).
 std::string tokentap_binary();
 
+/// Another program than the binary (found on PATH when not a path).
+struct program {
+  std::string name;
+};
+
 class process {
  public:
   /// Starts the binary with `args`, and `env` set over this process's environment.
   explicit process(std::vector<std::string> args,
                    const std::vector<std::pair<std::string, std::string>>& env = {});
+  /// Starts `p` with `args` and `env`.
+  process(const program& p, std::vector<std::string> args,
+          const std::vector<std::pair<std::string, std::string>>& env = {});
   ~process();
   /// Reads stdout lines until one starts with `prefix`; returns it ("" on EOF or timeout).
   std::string wait_for_line(const std::string& prefix, std::chrono::milliseconds timeout);

@@ -1,0 +1,218 @@
+#include "proxy/otlp_exporter.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+
+#include "config/log.hpp"
+#include "hooks/metrics.hpp"
+#include "net/net.hpp"
+#include "net/tls.hpp"
+#include "tokentap/version.hpp"
+
+namespace tokentap::proxy {
+
+namespace {
+
+namespace http = beast::http;
+
+hooks::otel_resource resource_of(const config::otel_config& cfg) {
+  hooks::otel_resource r;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  r.attributes = {{"service.name", cfg.service_name},
+                  {"service.version", std::string(version_string)},
+                  {"host.name", std::string(host)},
+                  {"process.pid", static_cast<std::int64_t>(::getpid())},
+                  {"telemetry.sdk.name", std::string("tokentap")},
+                  {"telemetry.sdk.language", std::string("cpp")},
+                  {"telemetry.sdk.version", std::string(version_string)}};
+  r.scope_name = "tokentap";
+  r.scope_version = version_string;
+  return r;
+}
+
+// One POST on a new connection, on `ioc` (the caller runs it, bounded).
+awaitable<void> post_on(asio::io_context& ioc, const config::url& target, const std::string& path,
+                        const config::otel_config& cfg, const std::string& body, unsigned& status,
+                        int& retry_after_s) {
+  error_code ec;
+  tcp_resolver resolver(ioc);
+  const auto results =
+      co_await resolver.async_resolve(target.host, std::to_string(target.port), use_ec(ec));
+  if (ec) co_return;
+  http::request<http::string_body> req{http::verb::post, path, 11};
+  req.set(http::field::host, target.host_header());
+  req.set(http::field::user_agent, std::string("tokentap/") + version_string);
+  req.set(http::field::content_type, cfg.protocol == config::otel_config::protocol_kind::json
+                                         ? "application/json"
+                                         : "application/x-protobuf");
+  for (const auto& [name, value] : cfg.headers) req.set(name, value);
+  req.body() = body;
+  req.prepare_payload();
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64 * 1024);
+  beast::flat_buffer buf;
+  const auto finish = [&] {
+    const auto& res = parser.get();
+    status = res.result_int();
+    const auto ra = res[http::field::retry_after];
+    if (!ra.empty() &&
+        std::all_of(ra.begin(), ra.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      retry_after_s = std::atoi(std::string(ra).c_str());
+  };
+  tcp_stream tcp(ioc);
+  tcp.expires_after(cfg.export_timeout);
+  co_await tcp.async_connect(results, use_ec(ec));
+  if (ec) co_return;
+  if (!target.tls) {
+    co_await http::async_write(tcp, req, use_ec(ec));
+    if (!ec) co_await http::async_read(tcp, buf, parser, use_ec(ec));
+    if (!ec) finish();
+    co_return;
+  }
+  static const auto tls = net::tls_client_context(true, "");
+  beast::ssl_stream<tcp_stream> s(std::move(tcp), *tls);
+  SSL_set_tlsext_host_name(s.native_handle(), target.host.c_str());
+  s.set_verify_callback(asio::ssl::host_name_verification(target.host));
+  co_await s.async_handshake(asio::ssl::stream_base::client, use_ec(ec));
+  if (!ec) co_await http::async_write(s, req, use_ec(ec));
+  if (!ec) co_await http::async_read(s, buf, parser, use_ec(ec));
+  if (!ec) finish();
+}
+
+}  // namespace
+
+otlp_exporter::otlp_exporter(config::otel_config cfg)
+    : cfg_(std::move(cfg)), resource_(resource_of(cfg_)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+void otlp_exporter::publish(hooks::metrics_registry& metrics, std::weak_ptr<const void> owner) {
+  const std::pair<const char*, const std::atomic<std::uint64_t>*> results[] = {
+      {"exported", &counts_.exported},
+      {"queue_full", &counts_.queue_full},
+      {"failed", &counts_.failed}};
+  for (const auto& [result, count] : results)
+    metrics.add_counter_source(
+        "tokentap_otel_spans_total",
+        "Spans for the OTLP receiver, by result: exported (the receiver took them), queue_full "
+        "(dropped: the export queue was full), failed (dropped: the receiver refused them or "
+        "could not be reached)",
+        [count] { return count->load(std::memory_order_relaxed); }, {{"result", result}}, owner);
+  metrics.add_gauge_source(
+      "tokentap_otel_queue_spans", "Spans waiting for the OTLP exporter",
+      [this] {
+        std::lock_guard lk(mu_);
+        return static_cast<double>(queue_.size());
+      },
+      {}, owner);
+}
+
+otlp_exporter::~otlp_exporter() {
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void otlp_exporter::export_spans(std::vector<hooks::otel_span> spans) noexcept {
+  bool full_batch = false;
+  {
+    std::lock_guard lk(mu_);
+    if (queue_.size() + spans.size() > cfg_.queue_spans) {
+      counts_.queue_full.fetch_add(spans.size(), std::memory_order_relaxed);
+      return;
+    }
+    for (auto& s : spans) queue_.push_back(std::move(s));
+    full_batch = queue_.size() >= cfg_.batch_spans;
+  }
+  if (full_batch) wake_.notify_one();
+}
+
+void otlp_exporter::run() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    wake_.wait_for(lk, cfg_.batch_delay,
+                   [this] { return stopping_ || queue_.size() >= cfg_.batch_spans; });
+    const bool last = stopping_;
+    while (!queue_.empty()) {
+      const auto n = std::min(queue_.size(), cfg_.batch_spans);
+      std::vector<hooks::otel_span> batch(std::make_move_iterator(queue_.begin()),
+                                          std::make_move_iterator(queue_.begin() + n));
+      queue_.erase(queue_.begin(), queue_.begin() + n);
+      lk.unlock();
+      export_batch(std::move(batch));
+      lk.lock();
+      if (!stopping_ && queue_.size() < cfg_.batch_spans) break;  // a partial batch waits
+    }
+    if (last) return;
+  }
+}
+
+void otlp_exporter::export_batch(std::vector<hooks::otel_span> batch) {
+  const auto body = cfg_.protocol == config::otel_config::protocol_kind::json
+                        ? hooks::otlp_json(resource_, batch)
+                        : hooks::otlp_protobuf(resource_, batch);
+  auto backoff = std::chrono::seconds(1);
+  for (int attempt = 1;; ++attempt) {
+    int retry_after_s = -1;
+    const unsigned status = post(body, retry_after_s);
+    counts_.requests.fetch_add(1, std::memory_order_relaxed);
+    if (status >= 200 && status < 300) {
+      counts_.exported.fetch_add(batch.size(), std::memory_order_relaxed);
+      return;
+    }
+    const bool retryable = status == 429 || status == 502 || status == 503 || status == 504;
+    std::unique_lock lk(mu_);
+    if (!retryable || attempt >= max_attempts || stopping_) {
+      counts_.failed.fetch_add(batch.size(), std::memory_order_relaxed);
+      dropped_unlogged_ += batch.size();
+      // One line a minute at most while the receiver stays unusable (the counter has them all).
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_warning_ >= std::chrono::minutes(1)) {
+        TT_LOG(warn) << "otel: " << dropped_unlogged_ << " spans dropped: the receiver "
+                     << (status == 0 ? std::string("could not be reached")
+                                     : "answered " + std::to_string(status))
+                     << " (" << cfg_.endpoint << "); tokentap_otel_spans_total{result=\"failed\"}";
+        last_warning_ = now;
+        dropped_unlogged_ = 0;
+      }
+      return;
+    }
+    const auto wait =
+        retry_after_s >= 0 ? std::chrono::seconds(std::min(retry_after_s, 60)) : backoff;
+    backoff = std::min(backoff * 2, std::chrono::seconds(30));
+    counts_.retries.fetch_add(1, std::memory_order_relaxed);
+    if (wake_.wait_for(lk, wait, [this] { return stopping_; })) {
+      counts_.failed.fetch_add(batch.size(), std::memory_order_relaxed);
+      return;
+    }
+  }
+}
+
+unsigned otlp_exporter::post(const std::string& body, int& retry_after_s) {
+  std::string err;
+  const auto target = config::parse_url(cfg_.endpoint, err);
+  if (!target) return 0;
+  // (parse_url keeps the path as the base path: it is the request's target here.)
+  const auto path = target->base_path.empty() ? std::string("/") : target->base_path;
+  unsigned status = 0;
+  asio::io_context ioc(1);
+  asio::co_spawn(ioc, post_on(ioc, *target, path, cfg_, body, status, retry_after_s),
+                 [](std::exception_ptr e) { log_escaped_exception(e, "otel export"); });
+  ioc.run_for(cfg_.export_timeout);
+  return status;
+}
+
+}  // namespace tokentap::proxy
