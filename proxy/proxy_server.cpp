@@ -178,7 +178,10 @@ proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factor
 }
 
 std::shared_ptr<generation> proxy_server::build(config::config cfg, const generation* previous) {
-  auto g = std::make_shared<generation>();
+  // A retired generation is destroyed on the control thread, never on an I/O thread that let it
+  // go last: its hooks may join threads (the OTLP exporter's last export, the Redis sync).
+  std::shared_ptr<generation> g(new generation,
+                                [r = reaper_](generation* dead) { r->retire(dead); });
   g->number = previous ? previous->number + 1 : 1;
   g->cfg = std::move(cfg);
   const auto& conf = g->cfg;
@@ -293,6 +296,21 @@ void proxy_server::start_probes(std::shared_ptr<const generation> g) {
   health_checks_ = std::move(next);
 }
 
+void proxy_server::generation_reaper::retire(generation* g) {
+  std::unique_lock lk(mu_);
+  if (open_) {
+    asio::post(pool_, [g] { delete g; });
+    return;
+  }
+  lk.unlock();
+  delete g;
+}
+
+void proxy_server::generation_reaper::close() {
+  std::lock_guard lk(mu_);
+  open_ = false;
+}
+
 void proxy_server::set_config_source(std::function<config::config()> source) {
   config_source_ = std::move(source);
 }
@@ -300,6 +318,9 @@ void proxy_server::set_config_source(std::function<config::config()> source) {
 proxy_server::~proxy_server() {
   shutdown(std::chrono::milliseconds(0));
   join();
+  // Generations retired from here on are destroyed where they are let go (this thread).
+  reaper_->close();
+  control_.join();
 }
 
 void proxy_server::start() {

@@ -159,9 +159,22 @@ class proxy_server {
   std::atomic<bool> last_reload_ok_{true};
   bool started_ = false;  // (reload_mu_)
   tcp::endpoint endpoint_, admin_endpoint_;
-  // POST /admin/reload runs here, off the I/O threads.  Last: joined before anything it uses
-  // is destroyed.
+  // POST /admin/reload runs here, off the I/O threads, and retired generations are destroyed
+  // here.  Last: joined before anything it uses is destroyed.
   boost::asio::thread_pool control_{1};
+  // Hands retired generations to control_ until the server is being destroyed.
+  class generation_reaper {
+   public:
+    explicit generation_reaper(boost::asio::thread_pool& pool) : pool_(pool) {}
+    void retire(generation* g);
+    void close();
+
+   private:
+    boost::asio::thread_pool& pool_;
+    std::mutex mu_;
+    bool open_ = true;
+  };
+  std::shared_ptr<generation_reaper> reaper_ = std::make_shared<generation_reaper>(control_);
 };
 
 }  // namespace tokentap::proxy

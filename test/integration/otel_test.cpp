@@ -333,6 +333,28 @@ TEST(Otel, JsonWithHeadersAndRetriesAfterA503) {
   EXPECT_EQ(metric(s, "tokentap_otel_spans_total", {{"result", "failed"}}), 0);
 }
 
+// A reload that names another receiver: new exchanges' spans go there, and the old exporter
+// sends what it had before it goes (on the control thread, not an I/O thread).
+TEST(Otel, AReloadMovesTheExportToTheNewReceiver) {
+  receiver first, second;
+  ASSERT_GT(first.port, 0);
+  ASSERT_GT(second.port, 0);
+  canned_upstream up({{"/v1/chat/completions", chat_stream()}});
+  stack s(exporting_to(up, first, [](config::otel_config& o) { o.batch_delay = 60s; }));
+  ASSERT_EQ(fetch(s.proxy_ep(), chat()).status, 200);  // waits in the first exporter's queue
+  auto next = s.proxy->cfg();
+  next.otel.endpoint = second.url() + "/v1/traces";
+  next.otel.batch_delay = 100ms;
+  ASSERT_TRUE(s.proxy->reload(next).applied);
+  ASSERT_EQ(fetch(s.proxy_ep(), chat()).status, 200);
+  EXPECT_EQ(spans_of(second.next()).size(), 2u);
+  // The first exporter flushed its queue when its generation went (the next exchange let the
+  // session's hold on it go).
+  ASSERT_EQ(fetch(s.proxy_ep(), chat()).status, 200);
+  EXPECT_EQ(spans_of(first.next()).size(), 2u);
+  EXPECT_EQ(spans_of(second.next()).size(), 2u);
+}
+
 TEST(Otel, AReceiverThatIsDownOrSlowCostsOnlyCountedDrops) {
   // Slow: connections complete (the kernel's backlog), nothing is ever answered.  Export requests
   // time out after 1.5 s; meanwhile the queue (4 spans) fills and the rest is dropped — the
