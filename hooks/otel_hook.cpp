@@ -292,17 +292,6 @@ std::optional<trace_parent> parse_traceparent(std::string_view v) noexcept {
   return p;
 }
 
-std::string to_hex(std::span<const std::uint8_t> id) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(id.size() * 2);
-  for (auto b : id) {
-    out += digits[b >> 4];
-    out += digits[b & 15];
-  }
-  return out;
-}
-
 std::string format_traceparent(const otel_trace_id& t, const otel_span_id& s, std::uint8_t flags) {
   return "00-" + to_hex(t) + "-" + to_hex(s) + "-" +
          to_hex(std::span<const std::uint8_t>(&flags, 1));

@@ -37,8 +37,6 @@ struct trace_parent {
 std::optional<trace_parent> parse_traceparent(std::string_view v) noexcept;
 /// `00-<trace id>-<span id>-<flags>`.
 std::string format_traceparent(const otel_trace_id& t, const otel_span_id& s, std::uint8_t flags);
-/// Lowercase hex of an id.
-std::string to_hex(std::span<const std::uint8_t> id);
 
 /// Where the spans go: the exporter (proxy/otlp_exporter.hpp), or a test's collector.
 class span_sink {

@@ -131,12 +131,8 @@ void put_span(std::string& out, const otel_span& s) {
 // ------------------------------------------------------------------ OTLP/JSON
 
 void append_hex(std::string& out, std::span<const std::uint8_t> id) {
-  static constexpr char digits[] = "0123456789abcdef";
   out += '"';
-  for (auto b : id) {
-    out += digits[b >> 4];
-    out += digits[b & 15];
-  }
+  out += to_hex(id);
   out += '"';
 }
 
@@ -231,6 +227,17 @@ void append_json_span(std::string& out, const otel_span& s) {
 }
 
 }  // namespace
+
+std::string to_hex(std::span<const std::uint8_t> id) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(id.size() * 2);
+  for (auto b : id) {
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
 
 std::string otlp_protobuf(const otel_resource& r, std::span<const otel_span> spans) {
   std::string out;

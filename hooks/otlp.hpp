@@ -58,6 +58,9 @@ struct otel_resource {
   std::string scope_name, scope_version;
 };
 
+/// Lowercase hex of an id (traceparent fields, OTLP/JSON ids).
+std::string to_hex(std::span<const std::uint8_t> id);
+
 /// An ExportTraceServiceRequest with one ResourceSpans holding `spans`.
 std::string otlp_protobuf(const otel_resource& r, std::span<const otel_span> spans);
 std::string otlp_json(const otel_resource& r, std::span<const otel_span> spans);

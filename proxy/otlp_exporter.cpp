@@ -93,6 +93,10 @@ awaitable<void> post_on(asio::io_context& ioc, const config::url& target, const 
 
 otlp_exporter::otlp_exporter(config::otel_config cfg)
     : cfg_(std::move(cfg)), resource_(resource_of(cfg_)) {
+  std::string err;
+  target_ = config::parse_url(cfg_.endpoint, err);  // (checked by config::validate)
+  // parse_url keeps the URL's path as its base path: here, the request's target.
+  if (target_) path_ = target_->base_path.empty() ? std::string("/") : target_->base_path;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -202,14 +206,10 @@ void otlp_exporter::export_batch(std::vector<hooks::otel_span> batch) {
 }
 
 unsigned otlp_exporter::post(const std::string& body, int& retry_after_s) {
-  std::string err;
-  const auto target = config::parse_url(cfg_.endpoint, err);
-  if (!target) return 0;
-  // (parse_url keeps the path as the base path: it is the request's target here.)
-  const auto path = target->base_path.empty() ? std::string("/") : target->base_path;
+  if (!target_) return 0;
   unsigned status = 0;
   asio::io_context ioc(1);
-  asio::co_spawn(ioc, post_on(ioc, *target, path, cfg_, body, status, retry_after_s),
+  asio::co_spawn(ioc, post_on(ioc, *target_, path_, cfg_, body, status, retry_after_s),
                  [](std::exception_ptr e) { log_escaped_exception(e, "otel export"); });
   ioc.run_for(cfg_.export_timeout);
   return status;

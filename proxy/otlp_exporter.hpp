@@ -13,6 +13,8 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -54,6 +56,8 @@ class otlp_exporter final : public hooks::span_sink {
 
   const config::otel_config cfg_;
   hooks::otel_resource resource_;
+  std::optional<config::url> target_;  // the endpoint, and its path as the request target
+  std::string path_;
   std::mutex mu_;
   std::condition_variable wake_;
   std::deque<hooks::otel_span> queue_;  // (mu_)

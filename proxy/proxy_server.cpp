@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 
 #include "config/log.hpp"
@@ -237,14 +238,12 @@ reload_result proxy_server::reload(config::config next) {
     return refused(e.what());
   }
   // Ids of endpoints the new configuration no longer names: their idle connections go.
-  std::vector<std::size_t> gone;
+  std::set<std::size_t> kept, gone;
+  for (const auto& c : g->clusters)
+    for (const auto& e : c->endpoints()) kept.insert(e->id);
   for (const auto& c : running->clusters)
-    for (const auto& e : c->endpoints()) {
-      bool kept = false;
-      for (const auto& nc : g->clusters)
-        for (const auto& ne : nc->endpoints()) kept = kept || ne->id == e->id;
-      if (!kept) gone.push_back(e->id);
-    }
+    for (const auto& e : c->endpoints())
+      if (!kept.contains(e->id)) gone.insert(e->id);
   shared_->publish(g);
   if (log::level l; log::parse_level(g->cfg.log_level, l)) log::set_level(l);
   reloads_ok_.fetch_add(1, std::memory_order_relaxed);
