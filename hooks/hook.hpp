@@ -102,6 +102,9 @@ struct stream_info {
   unsigned status = 0;
   std::string error_type, error_message;  ///< a provider error reported inside the stream
   std::string finish_reason;              ///< the last one reported (of any choice)
+  /// The response's id and model as the stream named them (stream_decoder::response_id); empty
+  /// when it did not.
+  std::string response_id, response_model;
   /// Choices that answered (highest `choices[].index` + 1 with a token or a finish reason); 0
   /// when none did.  With more than one, `by_choice` has a row per choice index seen below
   /// parsers::tracked_choices, in index order; gaps between tokens are measured per choice.
@@ -141,6 +144,9 @@ struct stream_info {
   /// Filled by the cache hook ("cache_events"): event names and their evidence (a JSON object
   /// each).
   std::vector<std::pair<std::string, std::string>> cache_events;
+  /// Filled by the trace hook ("trace_record"): the `id` of the exchange's trace record; empty
+  /// when no record is written (no trace hook, or the exchange was not sampled).
+  std::string trace_record_id;
 };
 
 /// A request-phase hook's verdict: let the request go on to the next hook and upstream, or stop
@@ -208,7 +214,7 @@ class hook_factory {
 };
 
 /// The pieces of the stream_info a hook fills (hook::fill) and those it takes: "timing",
-/// "steps", "cache_events".
+/// "steps", "cache_events", "trace_record".
 struct hook_contract {
   std::vector<std::string> provides;
   std::vector<std::string> needs;  ///< a configuration without a hook providing it is refused

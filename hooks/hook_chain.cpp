@@ -225,6 +225,8 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
       decoder_->finish(end_ns, *this);
       info_.usage = decoder_->usage();
       info_.provider = decoder_->detected_provider();
+      info_.response_id.assign(decoder_->response_id());
+      info_.response_model.assign(decoder_->response_model());
       for (auto c :
            {parsers::channel::content, parsers::channel::reasoning, parsers::channel::tool})
         tokens += decoder_->token_events(c);
@@ -628,20 +630,21 @@ hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics, span_sink
         *last = {cfg.trace, f};
         return f;
       },
-      {.provides = {}, .needs = {"timing"}, .reads = {"steps", "cache_events"}});
+      {.provides = {"trace_record"}, .needs = {"timing"}, .reads = {"steps", "cache_events"}});
   // One exporter per registry and otel configuration, as the trace writer.
   struct sink_of_registry {
     config::otel_config cfg;
     std::shared_ptr<span_sink> sink;
   };
-  r.add("otel",
-        [span_sinks = std::move(span_sinks), last = std::make_shared<sink_of_registry>()](
-            const config::config& cfg) -> std::shared_ptr<hook_factory> {
-          if (!span_sinks || cfg.otel.endpoint.empty()) return nullptr;
-          if (!last->sink || !(last->cfg == cfg.otel)) *last = {cfg.otel, span_sinks(cfg.otel)};
-          return std::make_shared<otel_hook_factory>(cfg.otel, last->sink);
-        },
-        {.provides = {}, .needs = {}, .reads = {"timing", "steps", "cache_events"}});
+  r.add(
+      "otel",
+      [span_sinks = std::move(span_sinks), last = std::make_shared<sink_of_registry>()](
+          const config::config& cfg) -> std::shared_ptr<hook_factory> {
+        if (!span_sinks || cfg.otel.endpoint.empty()) return nullptr;
+        if (!last->sink || !(last->cfg == cfg.otel)) *last = {cfg.otel, span_sinks(cfg.otel)};
+        return std::make_shared<otel_hook_factory>(cfg.otel, last->sink);
+      },
+      {.provides = {}, .needs = {}, .reads = {"timing", "steps", "cache_events", "trace_record"}});
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "hooks/gen_ai_semconv.hpp"
+#include "parsers/gen_ai_messages.hpp"
 #include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
@@ -85,11 +86,13 @@ class otel_hook final : public hook {
     start_ns_ = r.start_ns;
     max_tokens_ = r.max_tokens;
     if (cfg_.capture_content && sampled())
-      request_body_.assign(r.body.substr(0, max_captured_bytes));
+      input_ = parsers::gen_ai_input_of(r.body, max_captured_bytes);
   }
 
   void on_token(const token_event& t) override {
-    if (t.channel == parsers::channel::content && answer_.size() < max_captured_bytes)
+    if (t.channel != parsers::channel::content) return;
+    if (answer_.size() + t.text.size() > max_captured_bytes) answer_truncated_ = true;
+    if (answer_.size() < max_captured_bytes)
       answer_.append(t.text.substr(0, max_captured_bytes - answer_.size()));
   }
 
@@ -193,6 +196,8 @@ class otel_hook final : public hook {
       if (!c.finish_reason.empty()) reasons.push_back(c.finish_reason);
     if (reasons.empty() && !s.finish_reason.empty()) reasons.push_back(s.finish_reason);
     if (!reasons.empty()) add(a, "gen_ai.response.finish_reasons", std::move(reasons));
+    if (!s.response_id.empty()) add(a, "gen_ai.response.id", s.response_id);
+    if (!s.response_model.empty()) add(a, "gen_ai.response.model", s.response_model);
     if (s.first_token_ns >= s.start_ns && s.first_token_ns > 0)
       add(a, "gen_ai.response.time_to_first_chunk",
           static_cast<double>(s.first_token_ns - s.start_ns) / 1e9);
@@ -229,10 +234,14 @@ class otel_hook final : public hook {
     if (t.itl.count > 0) add(a, "tokentap.stalls", static_cast<std::int64_t>(t.stalls));
     add(a, "tokentap.outcome", std::string(to_string(s.outcome)));
     if (!s.steps.empty()) add(a, "tokentap.steps", static_cast<std::int64_t>(s.steps.size()));
+    if (!s.trace_record_id.empty()) add(a, "tokentap.trace.record_id", s.trace_record_id);
     if (s.redundant_tokens > 0)
       add(a, "tokentap.redundant_tokens", static_cast<std::int64_t>(s.redundant_tokens));
     if (cfg_.capture_content) {
-      if (!request_body_.empty()) add(a, "tokentap.request.body", request_body_);
+      if (!input_.system_instructions.empty())
+        add(a, "gen_ai.system_instructions", input_.system_instructions);
+      if (!input_.input_messages.empty()) add(a, "gen_ai.input.messages", input_.input_messages);
+      if (input_.truncated || answer_truncated_) add(a, "tokentap.content.truncated", true);
       std::string out = R"([{"role":"assistant","parts":[{"type":"text","content":)";
       json::append_string(out, answer_);
       out += "}]}]";
@@ -263,11 +272,12 @@ class otel_hook final : public hook {
 
   const config::otel_config& cfg_;
   std::shared_ptr<span_sink> sink_;
-  bool started_ = false, has_parent_ = false, stream_ = false;
+  bool started_ = false, has_parent_ = false, stream_ = false, answer_truncated_ = false;
   otel_trace_id trace_{};
   otel_span_id remote_parent_{}, server_id_{}, client_id_{};
   std::uint8_t flags_ = 0;
-  std::string trace_state_, method_, path_, route_, model_, request_body_, answer_;
+  std::string trace_state_, method_, path_, route_, model_, answer_;
+  parsers::gen_ai_input input_;
   std::optional<std::int64_t> max_tokens_;
   std::int64_t wall_start_us_ = 0;
   mono_ns start_ns_ = 0;

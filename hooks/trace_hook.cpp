@@ -443,6 +443,7 @@ class alignas(64) trace_hook final : public hook, public hot_state, public shape
 
   // The record is rendered on the writer's thread (trace_writer::record::render): ~40 k
   // instructions per stream that the I/O thread no longer spends while other streams wait.
+  void fill(stream_info& s) override { s.trace_record_id = t_.id; }
   void on_stream_end(const stream_info& s) override { finish(s); }
 
  private:

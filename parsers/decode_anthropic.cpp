@@ -26,7 +26,7 @@ void stream_decoder::impl::apply(const anthropic_counts& c) {
 }
 
 bool stream_decoder::impl::decode_anthropic(od::value root, std::int64_t t_ns) {
-  std::string_view type, text, thinking, partial_json, delta_stop, message_stop;
+  std::string_view type, text, thinking, partial_json, delta_stop, message_stop, id, model;
   anthropic_counts message_usage, usage;
   error_views err;
   blocks.clear();
@@ -49,7 +49,12 @@ bool stream_decoder::impl::decode_anthropic(od::value root, std::int64_t t_ns) {
       anthropic_usage(v, usage);
     } else if (k == "message") {  // message_start
       fields(v, [&](std::string_view mk, od::value mv) {
-        if (mk == "usage") anthropic_usage(mv, message_usage);
+        if (mk == "usage")
+          anthropic_usage(mv, message_usage);
+        else if (mk == "id")
+          id = str(mv);
+        else if (mk == "model")
+          model = str(mv);
       });
     } else if (k == "error") {
       err = error_of(v);
@@ -68,9 +73,14 @@ bool stream_decoder::impl::decode_anthropic(od::value root, std::int64_t t_ns) {
       });
     } else if (k == "stop_reason") {
       message_stop = str(v);
+    } else if (k == "id") {  // a non-streamed message
+      id = str(v);
+    } else if (k == "model") {
+      model = str(v);
     }
   });
   if (!ok || json_error) return false;
+  identify(id, model);
   apply(message_usage);
   apply(usage);
   token(channel::reasoning, thinking, t_ns);

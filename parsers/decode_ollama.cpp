@@ -4,7 +4,7 @@
 namespace tokentap::parsers {
 
 bool stream_decoder::impl::decode_ollama(od::value root, std::int64_t t_ns) {
-  std::string_view message_content, message_thinking, response, thinking, done_reason;
+  std::string_view message_content, message_thinking, response, thinking, done_reason, model;
   error_views err;
   const bool ok = fields(root, [&](std::string_view k, od::value v) {
     if (k == "message") {
@@ -26,9 +26,12 @@ bool stream_decoder::impl::decode_ollama(od::value root, std::int64_t t_ns) {
       done_reason = str(v);
     } else if (k == "error") {
       err = error_of(v);
+    } else if (k == "model") {
+      model = str(v);
     }
   });
   if (!ok || json_error) return false;
+  identify({}, model);
   token(channel::reasoning, message_thinking, t_ns);
   token(channel::reasoning, thinking, t_ns);
   content(message_content, t_ns);

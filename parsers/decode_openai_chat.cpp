@@ -14,6 +14,7 @@ bool stream_decoder::impl::chat_chunk(std::string_view payload, std::int64_t t_n
     fit_size = static_cast<std::uint32_t>(payload.size());  // <= the decoder's max event bytes
   }
   if (reader.has_facts()) chunk_facts(reader.chunk_facts());
+  identify(reader.id(), reader.model());
   using field = openai_chunk_reader::field;
   for (const auto& part : reader.parts()) {
     switch (part.what) {
@@ -145,7 +146,7 @@ void stream_decoder::impl::llamacpp_timings(od::value t) {
 bool stream_decoder::impl::decode_openai(od::value root, std::int64_t t_ns) {
   choice_list.clear();
   tool_texts.clear();
-  std::string_view top_content, stop_type;
+  std::string_view top_content, stop_type, id, model;
   std::int64_t tokens_cached = -1;
   error_views err;
   const bool ok = fields(root, [&](std::string_view k, od::value v) {
@@ -179,9 +180,14 @@ bool stream_decoder::impl::decode_openai(od::value root, std::int64_t t_ns) {
       top_content = str(v);
     } else if (k == "stop_type") {
       stop_type = str(v);
+    } else if (k == "id") {
+      id = str(v);
+    } else if (k == "model") {
+      model = str(v);
     }
   });
   if (!ok || json_error) return false;
+  identify(id, model);
   if (tokens_cached >= 0 && timings_cache < 0) timings_cache = tokens_cached;
   for (const auto& c : choice_list) emit_choice(c, t_ns);
   if (prov == provider::llamacpp) {

@@ -4,7 +4,7 @@
 namespace tokentap::parsers {
 
 bool stream_decoder::impl::decode_responses(od::value root, std::int64_t t_ns) {
-  std::string_view type, delta, status, code, message;
+  std::string_view type, delta, status, code, message, id, model;
   bool has_response = false;
   std::int64_t in = -1, out = -1, in_cached = -1, out_reasoning = -1;
   bool has_in = false, has_out = false, has_cached = false, has_reasoning = false;
@@ -43,11 +43,16 @@ bool stream_decoder::impl::decode_responses(od::value root, std::int64_t t_ns) {
           response_error = error_of(rv);
         } else if (rk == "status") {
           status = str(rv);
+        } else if (rk == "id") {
+          id = str(rv);
+        } else if (rk == "model") {
+          model = str(rv);
         }
       });
     }
   });
   if (!ok || json_error) return false;
+  identify(id, model);
   if (type == "response.output_text.delta" || type == "response.refusal.delta")
     token(channel::content, delta, t_ns);
   else if (type == "response.reasoning_summary_text.delta" ||

@@ -150,6 +150,15 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
   std::int64_t input = -1, output = -1, reasoning = -1, cached = -1, cache_write = -1;
   std::int64_t anth_input = -1, anth_read = -1, anth_creation = -1;
   std::int64_t timings_prompt = -1, timings_cache = -1, timings_predicted = -1;
+  // The response's id and model as the stream first names them (stream_decoder::response_id).
+  std::string response_id, response_model;
+
+  // Keeps the first non-empty id and model the stream names (they repeat in every chunk).
+  void identify(std::string_view id, std::string_view model) {
+    if (response_id.empty() && !id.empty()) response_id.assign(id.substr(0, max_identity_bytes));
+    if (response_model.empty() && !model.empty())
+      response_model.assign(model.substr(0, max_identity_bytes));
+  }
 
   // ------------------------------------------------------------------ framing callbacks
 

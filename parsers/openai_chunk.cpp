@@ -190,6 +190,8 @@ struct openai_chunk_reader::scan {
       if (is(key, "tokens_cached")) return count(v, 1, fact().tokens_cached);
       if (is(key, "content")) return string_value(v, 1, fact().top_content);
       if (is(key, "stop_type")) return string_value(v, 1, fact().stop_type);
+      if (is(key, "id")) return identity_value(v, r.id_);
+      if (is(key, "model")) return identity_value(v, r.model_);
       return value(v, 1);
     });
   }
@@ -326,6 +328,21 @@ struct openai_chunk_reader::scan {
     if (close == nullptr) return nullptr;
     out = std::string_view(s + 1, static_cast<std::size_t>(close - s - 1));
     if (escaped && !unescape(out, out)) return nullptr;
+    return close + 1;
+  }
+
+  // `id`, `model`: a string, else none.  One that cannot be unescaped (a lone surrogate) is
+  // none too, not a parse error: the walk reads the chunk as valid and skips it.
+  const char* identity_value(const char* s, std::string_view& out) {
+    if (*s != '"') {
+      out = {};
+      return value(s, 1);
+    }
+    bool escaped = false;
+    const char* const close = string_end(s, escaped);
+    if (close == nullptr) return nullptr;
+    out = std::string_view(s + 1, static_cast<std::size_t>(close - s - 1));
+    if (escaped && !unescape(out, out)) out = {};
     return close + 1;
   }
 
@@ -559,6 +576,7 @@ struct openai_chunk_reader::scan {
 
 bool openai_chunk_reader::read(std::string_view doc, shape* last) noexcept {
   parts_.clear();
+  id_ = model_ = {};
   if (facts_dirty_) {
     facts_ = {};
     facts_dirty_ = false;

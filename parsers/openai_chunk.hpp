@@ -7,7 +7,8 @@
 // It reads what the walk of decode_openai_chat.cpp reads, with the same meaning: per choice the
 // texts of `delta`/`message` (content, reasoning_content or reasoning, tool call arguments),
 // `text`, `finish_reason` and `index`; `usage` (prompt, completion, cached and reasoning counts),
-// `error`, llama.cpp's `timings`, `tokens_cached`, and the top-level `content` and `stop_type`.
+// `error`, llama.cpp's `timings`, `tokens_cached`, the top-level `content` and `stop_type`, and
+// the chunk's `id` and `model`.
 // A key met twice in an object: the last one wins, as in any JSON walk.  Keys with escapes are
 // unescaped.  It reads strict JSON (RFC 8259): invalid JSON or UTF-8, a lone surrogate escape in
 // a text, or nesting deeper than max_depth, and read() returns false — the caller's parse error.
@@ -111,6 +112,11 @@ class openai_chunk_reader {
   const facts& chunk_facts() const noexcept { return facts_; }
   /// Whether the chunk read said anything besides texts (chunk_facts() is not empty).
   bool has_facts() const noexcept { return facts_dirty_; }
+  /// The chunk's top-level `id` and `model` strings (unescaped; empty when absent, not strings,
+  /// or the read took a shape's short way: a shaped chunk repeats the last one's).  Valid
+  /// until the next read().  They are no facts: a chunk that names them can still be a shape.
+  std::string_view id() const noexcept { return id_; }
+  std::string_view model() const noexcept { return model_; }
   /// Reads so far that took a shape's short way.
   std::uint64_t shaped_reads() const noexcept { return shaped_reads_; }
 
@@ -131,6 +137,7 @@ class openai_chunk_reader {
   std::vector<std::string_view> tool_texts_;
   facts facts_;
   bool facts_dirty_ = false;  // facts_ holds something of an earlier read
+  std::string_view id_, model_;
   std::uint64_t shaped_reads_ = 0;
   std::string unescaped_;  // texts and keys with escapes, decoded; capacity >= the doc: no moves
 };

@@ -165,6 +165,14 @@ provider stream_decoder::detected_provider() const noexcept {
   return impl_->prov;
 }
 
+std::string_view stream_decoder::response_id() const noexcept {
+  return impl_->response_id;
+}
+
+std::string_view stream_decoder::response_model() const noexcept {
+  return impl_->response_model;
+}
+
 std::uint64_t stream_decoder::token_events(channel c) const noexcept {
   return impl_->tokens[static_cast<std::size_t>(c)];
 }

@@ -54,6 +54,9 @@ struct usage_counts {
 /// kept for the first `tracked_choices` indexes; choices past them share the last slot.
 inline constexpr std::uint32_t tracked_choices = 64;
 
+/// The longest response id or model name a decoder keeps.
+inline constexpr std::size_t max_identity_bytes = 256;
+
 /// Receives what the decoder finds.  Text views are valid only during the call.
 ///
 /// Every decoder reads a payload's JSON object whole before it reports anything, and reports
@@ -107,6 +110,11 @@ class stream_decoder {
   /// fall back to counted token events when the provider reports none).
   usage_counts usage() const;
   provider detected_provider() const noexcept;
+  /// The response's id and model as the stream first named them (OpenAI chunks' `id` and
+  /// `model`, Responses' `response.created`, Anthropic's `message_start`, Ollama's `model`), cut
+  /// at max_identity_bytes; empty when it named none (TGI).
+  std::string_view response_id() const noexcept;
+  std::string_view response_model() const noexcept;
   std::uint64_t token_events(channel c) const noexcept;
 
   /// On by default: chat completion chunks are read by openai_chunk_reader, which hands anything

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <thread>
@@ -42,7 +43,7 @@ const std::string proto_dir = node_dir + "/node_modules/@elastic/mockotlpserver"
 // A streamed OpenAI chat completion with usage (cached prompt tokens included).
 canned_response chat_stream() {
   const std::string head =
-      R"({"id":"chatcmpl-1","object":"chat.completion.chunk","model":"gpt-test",)";
+      R"({"id":"chatcmpl-1","object":"chat.completion.chunk","model":"gpt-test-0125",)";
   canned_response r{
       "text/event-stream",
       {"data: " + head +
@@ -125,6 +126,19 @@ std::vector<span_view> spans_of(const std::string& line) {
     out.push_back(std::move(v));
   }
   return out;
+}
+
+// A string attribute's value (the receiver prints values as JSON).
+std::string unquoted(const std::string& json_text) {
+  simdjson::dom::parser parser;
+  std::string_view v;
+  if (parser.parse(json_text).get_string().get(v)) return "(not a string: " + json_text + ")";
+  return std::string(v);
+}
+
+std::string file_text(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 const span_view* find_kind(const std::vector<span_view>& spans, std::int64_t kind) {
@@ -243,6 +257,8 @@ TEST(Otel, SpansReachARealReceiverAndTheUpstreamJoinsTheClientsTrace) {
   EXPECT_EQ(a.at("gen_ai.request.model"), "\"gpt-test\"");
   EXPECT_EQ(a.at("gen_ai.request.stream"), "true");
   EXPECT_EQ(a.at("gen_ai.response.finish_reasons"), "[\"stop\"]");
+  EXPECT_EQ(a.at("gen_ai.response.id"), "\"chatcmpl-1\"");
+  EXPECT_EQ(a.at("gen_ai.response.model"), "\"gpt-test-0125\"");
   EXPECT_EQ(a.at("gen_ai.usage.input_tokens"), "\"12\"");  // cached included (DESIGN.md §6)
   EXPECT_EQ(a.at("gen_ai.usage.output_tokens"), "\"2\"");
   EXPECT_EQ(a.at("gen_ai.usage.cache_read.input_tokens"), "\"4\"");
@@ -252,6 +268,8 @@ TEST(Otel, SpansReachARealReceiverAndTheUpstreamJoinsTheClientsTrace) {
   EXPECT_EQ(a.at("tokentap.outcome"), "\"ok\"");
   EXPECT_TRUE(a.contains("tokentap.itl.p50_ms")) << line;
   EXPECT_EQ(a.count("gen_ai.output.messages"), 0u) << "content without capture_content";
+  EXPECT_EQ(a.count("gen_ai.input.messages"), 0u) << "content without capture_content";
+  EXPECT_EQ(a.count("tokentap.trace.record_id"), 0u) << "no trace record without a trace dir";
   EXPECT_NE(std::find(client->events.begin(), client->events.end(), "tokentap.step"),
             client->events.end())
       << "the 'First,' step as a span event: " << line;
@@ -307,6 +325,47 @@ TEST(Otel, SpansReachARealReceiverAndTheUpstreamJoinsTheClientsTrace) {
       std::string::npos)
       << decoded;
   EXPECT_NE(decoded.find("flags: 769"), std::string::npos) << decoded;  // 0x301
+}
+
+// capture_content: the conversation and the answer in the conventions' structure; with traces
+// on, the CLIENT span names the exchange's trace record.
+TEST(Otel, ContentWhenAskedForAndTheTraceRecordOfTheExchange) {
+  receiver rx;
+  ASSERT_GT(rx.port, 0) << rx.p.err();
+  canned_upstream up({{"/v1/chat/completions", chat_stream()}});
+  const auto dir = temp_dir() + "/traces";
+  const auto to_rx = exporting_to(up, rx, [](config::otel_config& o) { o.capture_content = true; });
+  stack s([&](config::config& cfg) {
+    to_rx(cfg);
+    cfg.trace.dir = dir;
+  });
+  auto o = chat();
+  o.body = R"({"model":"gpt-test","stream":true,"messages":[)"
+           R"({"role":"system","content":"Be brief."},{"role":"user","content":"hi \"there\""}]})";
+  ASSERT_EQ(fetch(s.proxy_ep(), o).status, 200);
+  const auto line = rx.next();
+  const auto spans = spans_of(line);
+  ASSERT_EQ(spans.size(), 2u) << line << rx.p.err();
+  const auto& a = find_kind(spans, 3)->attributes;
+  EXPECT_EQ(unquoted(a.at("gen_ai.input.messages")),
+            R"([{"role":"system","parts":[{"type":"text","content":"Be brief."}]},)"
+            R"({"role":"user","parts":[{"type":"text","content":"hi \"there\""}]}])");
+  EXPECT_EQ(unquoted(a.at("gen_ai.output.messages")),
+            R"([{"role":"assistant","parts":[{"type":"text","content":"First, hello"}]}])");
+  EXPECT_EQ(a.count("tokentap.content.truncated"), 0u);
+  EXPECT_EQ(line.find("sk-secret"), std::string::npos) << line;
+
+  // The record the trace hook wrote for this exchange has the id on the span.
+  ASSERT_TRUE(a.contains("tokentap.trace.record_id")) << line;
+  std::string records;
+  for (int i = 0; i < 200 && records.empty(); ++i) {
+    if (fs::exists(dir))
+      for (const auto& f : fs::directory_iterator(dir)) records += file_text(f.path());
+    if (records.empty()) std::this_thread::sleep_for(10ms);
+  }
+  const auto at = records.find(R"({"v":1,"id":")");
+  ASSERT_NE(at, std::string::npos) << records;
+  EXPECT_EQ(a.at("tokentap.trace.record_id"), "\"" + records.substr(at + 13, 16) + "\"");
 }
 
 TEST(Otel, JsonWithHeadersAndRetriesAfterA503) {

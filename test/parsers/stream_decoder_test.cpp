@@ -86,7 +86,8 @@ TEST(OpenAIDecoder, TextStreamWithUsageChunk) {
   EXPECT_EQ(
       decode(openai_text_stream, provider::openai_chat),
       "content=Hi there|reasoning=|tool=|finish(stop)|in=10 out=5 reasoning=0 cached=0 write=-1 "
-      "cache_fields=1|provider=openai-chat");
+      "cache_fields=1|provider=openai-chat|id=chatcmpl-CVFjOTBIgA3kuQLnIXXxtg7Ge7hbs "
+      "model=gpt-3.5-turbo-0125");
 }
 
 TEST(OpenAIDecoder, ToolCallArgumentsAreTheToolChannel) {
@@ -105,7 +106,8 @@ TEST(OpenAIDecoder, ToolCallArgumentsAreTheToolChannel) {
   EXPECT_EQ(decode(s, provider::openai_chat),
             "content=|reasoning=|tool={\"personName\":\"Alice\"}|finish(tool_calls)|in=61 out=16 "
             "reasoning=0 "
-            "cached=0 write=-1 cache_fields=1|provider=openai-chat");
+            "cached=0 write=-1 cache_fields=1|provider=openai-chat|id=chatcmpl-A "
+            "model=gpt-4o-mini-2024-07-18");
 }
 
 TEST(OpenAIDecoder, DeepSeekReasoningAndCacheFieldsOnTheFinishChunk) {
@@ -118,7 +120,8 @@ TEST(OpenAIDecoder, DeepSeekReasoningAndCacheFieldsOnTheFinishChunk) {
       "\n\n";
   EXPECT_EQ(decode(s, provider::openai_chat),
             "content=好|reasoning=在|tool=|finish(stop)|in=8 out=54 reasoning=1 cached=0 write=-1 "
-            "cache_fields=1|provider=openai-chat");
+            "cache_fields=1|provider=openai-chat|id=ccf32be6-ad2f-4658-963a-fc3c22346e6b "
+            "model=deepseek-reasoner");
 }
 
 TEST(OpenAIDecoder, VllmReasoningFieldNullChoicesAndErrorsInA200Stream) {
@@ -177,7 +180,7 @@ TEST(OpenAIDecoder, NonStreamingBody) {
   EXPECT_EQ(decode(s, provider::openai_chat, "application/json"),
             "content=Hello!|reasoning=Greet.|tool=|finish(stop)|in=9 out=12 reasoning=2 cached=8 "
             "write=-1 "
-            "cache_fields=1|provider=openai-chat");
+            "cache_fields=1|provider=openai-chat|id=x model=");
 }
 
 TEST(LlamaCppDecoder, NativeCompletionStream) {
@@ -222,7 +225,7 @@ TEST(ResponsesDecoder, TextReasoningUsageAndFailure) {
   EXPECT_EQ(decode(s, provider::openai_responses),
             "content=Greetings, hello|reasoning=Two cities.|tool=|finish(completed)|in=13 out=12 "
             "reasoning=3 "
-            "cached=4 write=-1 cache_fields=1|provider=openai-responses");
+            "cached=4 write=-1 cache_fields=1|provider=openai-responses|id=resp_1 model=");
   const std::string failed =
       "event: response.failed\ndata: "
       "{\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":"
@@ -277,7 +280,7 @@ TEST(AnthropicDecoder, DocsStreamWithThinkingToolsAndCumulativeUsage) {
             "453|tool={\"location\":"
             "|finish(end_turn)finish(end_turn)|in=2160 out=30 reasoning=1 cached=2048 write=100 "
             "cache_fields=1"
-            "|provider=anthropic");
+            "|provider=anthropic|id=msg_01QC4g3HwBThD4BaNtBckFDJ model=claude-sonnet-4-5-20250929");
 }
 
 // Found by fuzz_decoder_anthropic (test/fuzz/regressions/decoder_anthropic-huge-float-count):
@@ -314,7 +317,7 @@ TEST(OllamaDecoder, NdjsonChatAndGenerate) {
   EXPECT_EQ(decode(chat, provider::ollama, "application/x-ndjson"),
             "content=Hi|reasoning=hmm|tool=|finish(stop)|in=10 out=17 reasoning=1 cached=-1 "
             "write=-1 cache_fields=0"
-            "|provider=ollama");
+            "|provider=ollama|id= model=gemma2:2b");
   const std::string generate =
       "{\"model\": \"llama3.2\", \"created_at\": \"2023-08-04T08:52:19.385406455-07:00\", "
       "\"response\": \"The\", \"done\": false}\n"
@@ -326,7 +329,7 @@ TEST(OllamaDecoder, NdjsonChatAndGenerate) {
   EXPECT_EQ(decode(generate, provider::ollama, "application/x-ndjson"),
             "content=The|reasoning=|tool=|error(,model unloaded)|in=26 out=259 reasoning=0 "
             "cached=-1 write=-1 "
-            "cache_fields=0|provider=ollama");
+            "cache_fields=0|provider=ollama|id= model=llama3.2");
 }
 
 TEST(TgiDecoder, DataWithoutSpaceDetailsAndErrors) {
@@ -380,7 +383,7 @@ TEST(KeyOrder, ResponsesEventsWithTheTypeLast) {
       "\n\n";
   EXPECT_EQ(decode(s, provider::openai_responses),
             "content=Hello|reasoning=|tool=|finish(completed)|in=13 out=2 reasoning=0 cached=4 "
-            "write=-1 cache_fields=1|provider=openai-responses");
+            "write=-1 cache_fields=1|provider=openai-responses|id=resp_1 model=");
   // Without the path's help the stream is still recognized, with Python's ", " / ": " spacing.
   const std::string python =
       "data: {\"delta\": \"Hi\", \"type\": \"response.output_text.delta\"}\n\n";
@@ -469,9 +472,10 @@ TEST(Choices, ChunksReadByTheirShapeKeepTheirChoice) {
   for (int i = 0; i < 6; ++i)
     s += R"(data: {"id":"c","choices":[{"index":)" + std::to_string(i / 3) +
          R"(,"delta":{"content":"t)" + std::to_string(i) + R"("}}]})" + "\n\n";
-  EXPECT_EQ(decode(s, provider::openai_chat),
-            "content=t0t1t2t3t4t5|reasoning=|tool=||in=-1 out=6 reasoning=0 cached=-1 write=-1 "
-            "cache_fields=0|provider=openai-chat|choice 1=content:t3|content:t4|content:t5|");
+  EXPECT_EQ(
+      decode(s, provider::openai_chat),
+      "content=t0t1t2t3t4t5|reasoning=|tool=||in=-1 out=6 reasoning=0 cached=-1 write=-1 "
+      "cache_fields=0|provider=openai-chat|choice 1=content:t3|content:t4|content:t5||id=c model=");
 }
 
 // ---- robustness
@@ -500,7 +504,7 @@ TEST(DecoderRobustness, EscapedKeysAreTheSameKeysAndInvalidUtf8AnywhereIsAnError
       "data: {\"choices\":[{\"delta\":{\"content\\\\\":\"y\",\"content\":\"c\"}}]}\n\n";
   EXPECT_EQ(decode(s, provider::openai_chat),
             "content=abc|reasoning=|tool=|parse_error(json)|in=-1 out=3 "
-            "reasoning=0 cached=-1 write=-1 cache_fields=0|provider=openai-chat");
+            "reasoning=0 cached=-1 write=-1 cache_fields=0|provider=openai-chat|id=x\"y model=");
 }
 
 TEST(DecoderRobustness, TenMegabyteEventIsSkippedAndDecodingResumes) {

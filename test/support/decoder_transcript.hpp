@@ -50,7 +50,13 @@ struct decoder_transcript : parsers::decoder_handler {
            " cached=" + std::to_string(u.cached_input_tokens) +
            " write=" + std::to_string(u.cache_write_tokens) +
            " cache_fields=" + (u.cache_fields ? "1" : "0") +
-           "|provider=" + std::string(to_string(d.detected_provider())) + choices();
+           "|provider=" + std::string(to_string(d.detected_provider())) + choices() + identity(d);
+  }
+
+  /// "" when the stream named no response id or model, else "|id=… model=…".
+  static std::string identity(const parsers::stream_decoder& d) {
+    if (d.response_id().empty() && d.response_model().empty()) return "";
+    return "|id=" + std::string(d.response_id()) + " model=" + std::string(d.response_model());
   }
 
   /// "" when every token was choice 0's, else each later choice's tokens.
