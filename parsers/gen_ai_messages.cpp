@@ -3,67 +3,47 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <array>
 
 #include "parsers/json_out.hpp"
-#include "parsers/json_scratch.hpp"
 
 namespace tokentap::parsers {
 
 namespace {
 
-namespace od = simdjson::ondemand;
-
-struct gen_ai_messages_tag;
+namespace dom = simdjson::dom;
 
 constexpr std::size_t max_name_bytes = 256;  // roles, ids, tool names, part types
 
-std::string_view str(od::value v) {
+std::string_view str(dom::element v) {
   std::string_view s;
   return v.get_string().get(s) ? std::string_view{} : s;
 }
 
-bool is_string(od::value v) {
-  od::json_type t;
-  return !v.type().get(t) && t == od::json_type::string;
+bool is_string(dom::element v) {
+  return v.is_string();
 }
 
-// An object's or array's JSON text as written (Anthropic's tool `input`), else empty.
-std::string_view raw(od::value v) {
-  od::json_type t;
-  std::string_view out;
-  if (v.type().get(t)) return {};
-  if (t == od::json_type::object) {
-    od::object o;
-    if (v.get_object().get(o) || o.raw_json().get(out)) return {};
-  } else if (t == od::json_type::array) {
-    od::array a;
-    if (v.get_array().get(a) || a.raw_json().get(out)) return {};
-  }
-  return out;
+// An object's or array's JSON text, minified (Anthropic's tool `input`, Ollama's tool
+// arguments), else empty.
+std::string json_text(dom::element v) {
+  if (!v.is_object() && !v.is_array()) return {};
+  return simdjson::minify(v);
 }
 
 template <class F>
-bool fields(od::value v, F&& f) {
-  od::object o;
+bool fields(dom::element v, F&& f) {
+  dom::object o;
   if (v.get_object().get(o)) return false;
-  for (auto field : o) {
-    od::field fd;
-    std::string_view key;
-    if (std::move(field).get(fd) || fd.unescaped_key().get(key)) return false;
-    f(key, std::move(fd).value());
-  }
+  for (auto [key, value] : o) f(key, value);
   return true;
 }
 
 template <class F>
-bool elements(od::value v, F&& f) {
-  od::array a;
+bool elements(dom::element v, F&& f) {
+  dom::array a;
   if (v.get_array().get(a)) return false;
-  for (auto item : a) {
-    od::value val;
-    if (item.get(val)) return false;
-    f(val);
-  }
+  for (auto item : a) f(item);
   return true;
 }
 
@@ -130,18 +110,26 @@ class writer {
     parts += '}';
   }
 
+  // Where the next messages go: one list per source (`messages`, `input`, `prompt`, `inputs`),
+  // joined in that order whatever the order of the body's keys.
+  void source(std::size_t i) { at_ = &sources_[i]; }
+
   void message(std::string_view role, const std::string& parts) {
-    out_.push_back(out_.empty() ? '[' : ',');
-    out_ += "{\"role\":";
-    json::append_string(out_, name(role.empty() ? std::string_view("user") : role));
-    out_ += ",\"parts\":[";
-    out_ += parts;
-    out_ += "]}";
+    auto& out = *at_;
+    out += ",{\"role\":";
+    json::append_string(out, name(role.empty() ? std::string_view("user") : role));
+    out += ",\"parts\":[";
+    out += parts;
+    out += "]}";
   }
 
   std::string messages() && {
-    if (!out_.empty()) out_ += ']';
-    return std::move(out_);
+    std::string all;
+    for (const auto& m : sources_) all += m;
+    if (all.empty()) return all;
+    all[0] = '[';  // (each message starts with a comma)
+    all += ']';
+    return all;
   }
 
   bool truncated = false;
@@ -154,7 +142,8 @@ class writer {
   }
 
   std::size_t left_;
-  std::string out_;
+  std::array<std::string, 4> sources_;
+  std::string* at_ = &sources_[0];
 };
 
 // The providers' roles in the conventions' terms (OpenAI's `developer` is a system role).
@@ -165,17 +154,18 @@ std::string_view role_of(std::string_view role) {
 // A content given as a string or as blocks: OpenAI parts (`text`, `image_url`, …), Anthropic
 // blocks (`text`, `thinking`, `tool_use`, `tool_result`, `image`, …), Responses parts
 // (`input_text`, `output_text`, `input_image`, …).
-void content(writer& w, std::string& parts, od::value v);
+void content(writer& w, std::string& parts, dom::element v);
 
 // A block's or part's fields, whatever their order.
 struct block {
-  std::string_view type, text, thinking, id, name, tool_use_id, call_id, arguments, output;
+  std::string_view type, text, thinking, id, name, tool_use_id, call_id, output;
+  std::string arguments;
   bool arguments_are_json = false;
   std::string result;  // tool_result's content as one text
 };
 
-void read_block(od::value v, block& b) {
-  fields(v, [&](std::string_view k, od::value fv) {
+void read_block(dom::element v, block& b) {
+  fields(v, [&](std::string_view k, dom::element fv) {
     if (k == "type") {
       b.type = str(fv);
     } else if (k == "text") {
@@ -191,7 +181,7 @@ void read_block(od::value v, block& b) {
     } else if (k == "call_id") {
       b.call_id = str(fv);
     } else if (k == "input") {  // Anthropic tool_use: an object
-      b.arguments = raw(fv);
+      b.arguments = json_text(fv);
       b.arguments_are_json = !b.arguments.empty();
     } else if (k == "arguments") {  // Responses function_call: a string
       b.arguments = str(fv);
@@ -201,8 +191,8 @@ void read_block(od::value v, block& b) {
       if (is_string(fv)) {
         b.result = str(fv);
       } else {
-        elements(fv, [&](od::value part) {
-          fields(part, [&](std::string_view pk, od::value pv) {
+        elements(fv, [&](dom::element part) {
+          fields(part, [&](std::string_view pk, dom::element pv) {
             if (pk == "text") b.result += str(pv);
           });
         });
@@ -228,12 +218,12 @@ void write_block(writer& w, std::string& parts, const block& b) {
   }
 }
 
-void content(writer& w, std::string& parts, od::value v) {
+void content(writer& w, std::string& parts, dom::element v) {
   if (is_string(v)) {
     w.text(parts, "text", str(v));
     return;
   }
-  elements(v, [&](od::value item) {
+  elements(v, [&](dom::element item) {
     if (is_string(item)) {
       w.text(parts, "text", str(item));
       return;
@@ -246,22 +236,23 @@ void content(writer& w, std::string& parts, od::value v) {
 
 // OpenAI's and Ollama's `tool_calls`: `[{"id":…,"function":{"name":…,"arguments":…}}]`, the
 // arguments a string (OpenAI) or an object (Ollama).
-void tool_calls(writer& w, std::string& parts, od::value v) {
-  elements(v, [&](od::value call) {
-    std::string_view id, name, arguments;
+void tool_calls(writer& w, std::string& parts, dom::element v) {
+  elements(v, [&](dom::element call) {
+    std::string_view id, name;
+    std::string arguments;
     bool json = false;
-    fields(call, [&](std::string_view k, od::value cv) {
+    fields(call, [&](std::string_view k, dom::element cv) {
       if (k == "id") {
         id = str(cv);
       } else if (k == "function") {
-        fields(cv, [&](std::string_view fk, od::value fv) {
+        fields(cv, [&](std::string_view fk, dom::element fv) {
           if (fk == "name") {
             name = str(fv);
           } else if (fk == "arguments") {
             if (is_string(fv)) {
               arguments = str(fv);
             } else {
-              arguments = raw(fv);
+              arguments = json_text(fv);
               json = !arguments.empty();
             }
           }
@@ -273,11 +264,11 @@ void tool_calls(writer& w, std::string& parts, od::value v) {
 }
 
 // One element of `messages`: role, content, tool calls; a `tool` message answers a call.
-void message(writer& w, od::value v) {
+void message(writer& w, dom::element v) {
   std::string_view role, tool_call_id, text;
   std::string parts, calls;
   bool text_content = false;
-  fields(v, [&](std::string_view k, od::value mv) {
+  fields(v, [&](std::string_view k, dom::element mv) {
     if (k == "role") {
       role = str(mv);
     } else if (k == "content") {
@@ -309,14 +300,14 @@ void message(writer& w, od::value v) {
 }
 
 // Responses `input` items: messages (role + content) and function calls and their outputs.
-void input_item(writer& w, od::value v) {
+void input_item(writer& w, dom::element v) {
   std::string_view role;
   std::string parts;
   block b;
   bool has_content = false;
   std::string_view text;
   bool text_content = false;
-  fields(v, [&](std::string_view k, od::value iv) {
+  fields(v, [&](std::string_view k, dom::element iv) {
     if (k == "role") {
       role = str(iv);
     } else if (k == "content") {
@@ -354,12 +345,12 @@ void input_item(writer& w, od::value v) {
 }
 
 // `system` or `instructions`: a text, or text blocks.
-void instructions(writer& w, std::string& out, od::value v) {
+void instructions(writer& w, std::string& out, dom::element v) {
   if (is_string(v)) {
     w.text(out, "text", str(v));
     return;
   }
-  elements(v, [&](od::value item) {
+  elements(v, [&](dom::element item) {
     block b;
     read_block(item, b);
     if (!b.text.empty()) w.text(out, "text", b.text);
@@ -370,33 +361,48 @@ void instructions(writer& w, std::string& out, od::value v) {
 
 gen_ai_input gen_ai_input_of(std::string_view body, std::size_t max_text_bytes) {
   gen_ai_input in;
-  auto& scratch = detail::thread_json_scratch<gen_ai_messages_tag>();
-  od::document doc;
-  od::value root;
-  if (scratch.parser.iterate(scratch.pad(body)).get(doc) || doc.get_value().get(root)) return in;
+  // The whole document, validated before anything is read: a body that is not JSON gives
+  // nothing, never part of a conversation.
+  thread_local dom::parser parser;
+  // What a large body made the parser grow to goes back once it is read.
+  struct release_large {
+    dom::parser& p;
+    std::size_t size;
+    ~release_large() {
+      if (size > (std::size_t{1} << 20)) p = dom::parser();
+    }
+  } release{parser, body.size()};
+  dom::element root;
+  if (parser.parse(body.data(), body.size()).get(root)) return in;
   writer w(max_text_bytes);
-  std::string system;
-  const bool ok = fields(root, [&](std::string_view k, od::value v) {
+  std::array<std::string, 2> system;  // `system`, then `instructions`
+  const bool ok = fields(root, [&](std::string_view k, dom::element v) {
     if (k == "messages") {
-      elements(v, [&](od::value m) { message(w, m); });
+      w.source(0);
+      elements(v, [&](dom::element m) { message(w, m); });
     } else if (k == "system" || k == "instructions") {
-      instructions(w, system, v);
+      instructions(w, system[k == "system" ? 0 : 1], v);
     } else if (k == "input") {
+      w.source(1);
       if (is_string(v)) {
         std::string parts;
         w.text(parts, "text", str(v));
         w.message("user", parts);
       } else {
-        elements(v, [&](od::value item) { input_item(w, item); });
+        elements(v, [&](dom::element item) { input_item(w, item); });
       }
     } else if ((k == "prompt" || k == "inputs") && is_string(v)) {
+      w.source(k == "prompt" ? 2 : 3);
       std::string parts;
       w.text(parts, "text", str(v));
       w.message("user", parts);
     }
   });
   if (!ok) return in;
-  if (!system.empty()) in.system_instructions = "[" + system + "]";
+  auto joined = std::move(system[0]);
+  if (!joined.empty() && !system[1].empty()) joined += ',';
+  joined += system[1];
+  if (!joined.empty()) in.system_instructions = "[" + joined + "]";
   in.truncated = w.truncated;
   in.input_messages = std::move(w).messages();
   return in;

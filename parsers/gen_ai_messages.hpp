@@ -8,7 +8,8 @@
 // their type only.
 //
 // Pure: no I/O, no Boost, never throws.  Whole documents (a request body is read whole before
-// it is forwarded).
+// it is forwarded), validated whole before anything is read: a body that is not JSON gives
+// nothing.
 #include <cstddef>
 #include <string>
 #include <string_view>

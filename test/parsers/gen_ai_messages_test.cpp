@@ -3,6 +3,7 @@
 #include "parsers/gen_ai_messages.hpp"
 
 #include <gtest/gtest.h>
+#include <simdjson.h>
 
 #include "parsers/json_out.hpp"
 #include "test/support/json_keys.hpp"
@@ -127,6 +128,16 @@ TEST(GenAiMessages, TextsShareOneBudgetAndAreCutAtACharacterBoundary) {
 TEST(GenAiMessages, WhatIsNoConversationGivesNothing) {
   for (const char* body : {"", "not json", "[1,2]", R"({"model":"x"})", R"({"messages":[}")"})
     EXPECT_EQ(gen_ai_input_of(body, 1024).input_messages, "") << body;
+  // On-Demand does not validate what it skips: an invalid tool input is not copied out as it is.
+  const auto broken = gen_ai_input_of(
+      R"({"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f",)"
+      R"("input":{"x":[1 2 \u0000]}}]}]})",
+      1024);
+  EXPECT_EQ(broken.input_messages.find("[1 2"), std::string::npos) << broken.input_messages;
+  if (!broken.input_messages.empty()) {
+    simdjson::dom::parser p;
+    EXPECT_FALSE(p.parse(broken.input_messages).error()) << broken.input_messages;
+  }
   // Strings are escaped again on the way out.
   EXPECT_EQ(read(R"({"messages":[{"role":"user","content":"a\"b\\c\n\u0001"}]})").input_messages,
             R"([{"role":"user","parts":[{"type":"text","content":"a\"b\\c\n\u0001"}]}])");
