@@ -284,7 +284,12 @@ struct otel_config {
   std::string endpoint;
   protocol_kind protocol = protocol_kind::protobuf;
   std::vector<std::pair<std::string, std::string>> headers;  ///< sent with every export
+  enum class compression_kind { none, gzip };
+  compression_kind compression = compression_kind::none;  ///< of export bodies
   std::string service_name = "tokentap";
+  /// More attributes of the Resource the spans come from (deployment.environment,
+  /// k8s.pod.name, ...), beside service.name and what the exporter names itself.
+  std::vector<std::pair<std::string, std::string>> resource_attributes;
   double sample_rate = 1.0;      ///< of traces tokentap starts; a client's sampled flag is followed
   bool capture_content = false;  ///< prompts and answers on the spans (opt-in)
   std::size_t queue_spans = 2048;  ///< spans waiting for the exporter; a full queue drops

@@ -61,6 +61,35 @@ otel_config::protocol_kind protocol_of(std::string_view v, const std::string& wh
                      std::string(v) + "'");
 }
 
+otel_config::compression_kind compression_of(std::string_view v, const std::string& where) {
+  if (v == "gzip") return otel_config::compression_kind::gzip;
+  if (v == "none") return otel_config::compression_kind::none;
+  throw config_error(where + " must be gzip or none, not '" + std::string(v) + "'");
+}
+
+// `key=value` pairs separated by commas, values %-encoded (W3C baggage octets), as
+// OTEL_EXPORTER_OTLP_HEADERS and OTEL_RESOURCE_ATTRIBUTES write them; a key `into` already has
+// (the file's) is kept.
+void add_pairs(std::vector<std::pair<std::string, std::string>>& into, const std::string& list,
+               const char* name) {
+  std::size_t at = 0;
+  while (at < list.size()) {
+    auto end = list.find(',', at);
+    if (end == std::string::npos) end = list.size();
+    const std::string_view item(list.data() + at, end - at);
+    at = end + 1;
+    if (trim(item).empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string_view::npos || trim(item.substr(0, eq)).empty())
+      throw config_error(std::string(name) + " must be key=value pairs separated by commas");
+    auto key = trim(item.substr(0, eq));
+    auto value = percent_decoded(trim(item.substr(eq + 1)));
+    const bool set =
+        std::any_of(into.begin(), into.end(), [&key](const auto& kv) { return kv.first == key; });
+    if (!set) into.emplace_back(std::move(key), std::move(value));
+  }
+}
+
 }  // namespace
 
 std::string_view to_string(otel_config::protocol_kind p) noexcept {
@@ -84,27 +113,27 @@ void apply_otel_environment(otel_config& otel, const std::function<const char*(c
     if (v.empty()) v = get("OTEL_EXPORTER_OTLP_PROTOCOL");
     if (!v.empty()) otel.protocol = protocol_of(v, "OTEL_EXPORTER_OTLP_PROTOCOL");
   }
-  for (const char* name : {"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"}) {
-    const auto list = get(name);
-    std::size_t at = 0;
-    while (at < list.size()) {
-      auto end = list.find(',', at);
-      if (end == std::string::npos) end = list.size();
-      const std::string_view item(list.data() + at, end - at);
-      at = end + 1;
-      if (trim(item).empty()) continue;
-      const auto eq = item.find('=');
-      if (eq == std::string_view::npos)
-        throw config_error(std::string(name) + " must be key=value pairs separated by commas");
-      auto key = trim(item.substr(0, eq));
-      auto value = percent_decoded(trim(item.substr(eq + 1)));
-      const bool set = std::any_of(otel.headers.begin(), otel.headers.end(),
-                                   [&key](const auto& h) { return h.first == key; });
-      if (!set) otel.headers.emplace_back(std::move(key), std::move(value));
-    }
+  for (const char* name : {"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"})
+    add_pairs(otel.headers, get(name), name);
+  // (service.name there is OTEL_SERVICE_NAME's or the file's to say: below.)
+  add_pairs(otel.resource_attributes, get("OTEL_RESOURCE_ATTRIBUTES"), "OTEL_RESOURCE_ATTRIBUTES");
+  if (otel.compression == defaults.compression) {
+    auto v = get("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION");
+    if (v.empty()) v = get("OTEL_EXPORTER_OTLP_COMPRESSION");
+    if (!v.empty()) otel.compression = compression_of(v, "OTEL_EXPORTER_OTLP_COMPRESSION");
   }
   if (otel.service_name == defaults.service_name)
     if (auto v = get("OTEL_SERVICE_NAME"); !v.empty()) otel.service_name = v;
+  // service.name in OTEL_RESOURCE_ATTRIBUTES names the service when neither the file nor
+  // OTEL_SERVICE_NAME does; it is service_name, not a second attribute.
+  auto& attrs = otel.resource_attributes;
+  if (auto it = std::find_if(attrs.begin(), attrs.end(),
+                             [](const auto& kv) { return kv.first == "service.name"; });
+      it != attrs.end()) {
+    if (otel.service_name == defaults.service_name && !it->second.empty())
+      otel.service_name = it->second;
+    attrs.erase(it);
+  }
   if (otel.export_timeout == defaults.export_timeout) {
     auto v = get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT");
     if (v.empty()) v = get("OTEL_EXPORTER_OTLP_TIMEOUT");
@@ -137,8 +166,9 @@ void read_otel(const YAML::Node& root, config& cfg) {
   const auto& o = root["otel"];
   if (!o) return;
   check_keys(o,
-             {"endpoint", "protocol", "headers", "service_name", "sample_rate", "capture_content",
-              "queue_spans", "batch_spans", "batch_delay_ms", "export_timeout_ms"},
+             {"endpoint", "protocol", "compression", "headers", "service_name",
+              "resource_attributes", "sample_rate", "capture_content", "queue_spans", "batch_spans",
+              "batch_delay_ms", "export_timeout_ms"},
              "otel");
   auto& c = cfg.otel;
   if (o["endpoint"]) c.endpoint = traces_url(scalar<std::string>(o["endpoint"], "endpoint"));
@@ -160,6 +190,23 @@ void read_otel(const YAML::Node& root, config& cfg) {
     }
   }
   if (o["service_name"]) c.service_name = scalar<std::string>(o["service_name"], "service_name");
+  if (o["compression"]) {
+    try {
+      c.compression =
+          compression_of(scalar<std::string>(o["compression"], "compression"), "otel.compression");
+    } catch (const config_error& e) {
+      fail(o["compression"], e.what());
+    }
+  }
+  if (const auto& r = o["resource_attributes"]) {
+    if (!r.IsMap()) fail(r, "otel.resource_attributes must be a mapping of attribute -> value");
+    for (const auto& kv : r) {
+      auto key = key_name(kv.first);
+      if (key == "service.name")
+        fail(kv.first, "otel.resource_attributes: set service_name instead");
+      c.resource_attributes.emplace_back(std::move(key), scalar<std::string>(kv.second, key));
+    }
+  }
   if (o["sample_rate"]) {
     c.sample_rate = scalar<double>(o["sample_rate"], "sample_rate");
     if (!(c.sample_rate >= 0 && c.sample_rate <= 1))

@@ -15,7 +15,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 # What the build needs (the test libraries too: the one build directory configures both).
 BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config libboost-dev libsimdjson-dev
                 prometheus-cpp-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
-                libyaml-cpp-dev libjemalloc-dev libhiredis-dev curl ca-certificates openssl)
+                libyaml-cpp-dev libjemalloc-dev libhiredis-dev zlib1g-dev curl ca-certificates openssl)
 # What only the tests need.
 TEST_PACKAGES=(prometheus chromium   # promtool + a real Prometheus, headless Chromium: metrics and dashboard tests
                redis-server         # budgets shared by several instances (each test starts its own)

@@ -1,5 +1,7 @@
 #include "hooks/otlp.hpp"
 
+#include <zlib.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -268,6 +270,24 @@ std::string otlp_json(const otel_resource& r, std::span<const otel_span> spans) 
     append_json_span(out, spans[i]);
   }
   out += "]}]}]}";
+  return out;
+}
+
+std::optional<std::string> otlp_gzip(const std::string& in) {
+  if (in.size() > 0xffffffffu) return std::nullopt;  // (a batch is a few MB at most)
+  z_stream z{};
+  // 15 + 16: the largest window, with a gzip header and trailer instead of zlib's.
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    return std::nullopt;
+  std::string out(deflateBound(&z, static_cast<uLong>(in.size())), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) return std::nullopt;
   return out;
 }
 

@@ -5,6 +5,7 @@
 // protobuf library; checked against Google's protoc and a protobufjs receiver in the tests.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <variant>
@@ -64,5 +65,9 @@ std::string to_hex(std::span<const std::uint8_t> id);
 /// An ExportTraceServiceRequest with one ResourceSpans holding `spans`.
 std::string otlp_protobuf(const otel_resource& r, std::span<const otel_span> spans);
 std::string otlp_json(const otel_resource& r, std::span<const otel_span> spans);
+
+/// `body` as one gzip member (RFC 1952, zlib's default level), for `Content-Encoding: gzip`;
+/// nullopt only when zlib has no memory for its state.
+std::optional<std::string> otlp_gzip(const std::string& body);
 
 }  // namespace tokentap::hooks

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -24,17 +25,25 @@ namespace {
 
 namespace http = beast::http;
 
+// service.name, the configured resource attributes, then what the exporter knows of itself
+// (host.name, process.pid, ...) unless the configuration said it already.
 hooks::otel_resource resource_of(const config::otel_config& cfg) {
   hooks::otel_resource r;
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  r.attributes = {{"service.name", cfg.service_name},
-                  {"service.version", std::string(version_string)},
-                  {"host.name", std::string(host)},
-                  {"process.pid", static_cast<std::int64_t>(::getpid())},
-                  {"telemetry.sdk.name", std::string("tokentap")},
-                  {"telemetry.sdk.language", std::string("cpp")},
-                  {"telemetry.sdk.version", std::string(version_string)}};
+  r.attributes = {{"service.name", cfg.service_name}};
+  for (const auto& [key, value] : cfg.resource_attributes) r.attributes.push_back({key, value});
+  const auto add = [&r](std::string key, hooks::otel_attribute::value_type v) {
+    if (std::none_of(r.attributes.begin(), r.attributes.end(),
+                     [&key](const auto& a) { return a.key == key; }))
+      r.attributes.push_back({std::move(key), std::move(v)});
+  };
+  add("service.version", std::string(version_string));
+  add("host.name", std::string(host));
+  add("process.pid", static_cast<std::int64_t>(::getpid()));
+  add("telemetry.sdk.name", std::string("tokentap"));
+  add("telemetry.sdk.language", std::string("cpp"));
+  add("telemetry.sdk.version", std::string(version_string));
   r.scope_name = "tokentap";
   r.scope_version = version_string;
   return r;
@@ -55,6 +64,8 @@ awaitable<void> post_on(asio::io_context& ioc, const config::url& target, const 
   req.set(http::field::content_type, cfg.protocol == config::otel_config::protocol_kind::json
                                          ? "application/json"
                                          : "application/x-protobuf");
+  if (cfg.compression == config::otel_config::compression_kind::gzip)
+    req.set(http::field::content_encoding, "gzip");
   for (const auto& [name, value] : cfg.headers) req.set(name, value);
   req.body() = body;
   req.prepare_payload();
@@ -165,9 +176,17 @@ void otlp_exporter::run() {
 }
 
 void otlp_exporter::export_batch(std::vector<hooks::otel_span> batch) {
-  const auto body = cfg_.protocol == config::otel_config::protocol_kind::json
-                        ? hooks::otlp_json(resource_, batch)
-                        : hooks::otlp_protobuf(resource_, batch);
+  auto body = cfg_.protocol == config::otel_config::protocol_kind::json
+                  ? hooks::otlp_json(resource_, batch)
+                  : hooks::otlp_protobuf(resource_, batch);
+  if (cfg_.compression == config::otel_config::compression_kind::gzip) {
+    auto compressed = hooks::otlp_gzip(body);
+    if (!compressed) {  // (the body must be what Content-Encoding says)
+      counts_.failed.fetch_add(batch.size(), std::memory_order_relaxed);
+      return;
+    }
+    body = std::move(*compressed);
+  }
   auto backoff = std::chrono::seconds(1);
   for (int attempt = 1;; ++attempt) {
     int retry_after_s = -1;

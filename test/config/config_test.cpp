@@ -554,8 +554,45 @@ TEST(Config, OtelSectionAndEnvironment) {
                                       }),
                config_error);
 
+  // Compression and the Resource: the file's first, then the variables; service.name in
+  // OTEL_RESOURCE_ATTRIBUTES names the service when nothing else does.
+  const auto file = parse_config(
+      "upstreams:\n  a: {url: http://127.0.0.1:1}\n"
+      "otel:\n  endpoint: http://c:4318\n  compression: gzip\n"
+      "  resource_attributes: {deployment.environment: prod}\n");
+  EXPECT_EQ(file.otel.compression, otel_config::compression_kind::gzip);
+  ASSERT_EQ(file.otel.resource_attributes.size(), 1u);
+  EXPECT_EQ(file.otel.resource_attributes[0].second, "prod");
+  const std::map<std::string, std::string> resource_env{
+      {"OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"},
+      {"OTEL_RESOURCE_ATTRIBUTES",
+       "service.name=ledger, deployment.environment=staging,k8s.pod.name=gw%2D1"}};
+  const auto rget = [&resource_env](const char* name) -> const char* {
+    const auto it = resource_env.find(name);
+    return it == resource_env.end() ? nullptr : it->second.c_str();
+  };
+  otel_config r = file.otel;
+  apply_otel_environment(r, rget);
+  EXPECT_EQ(r.service_name, "ledger");
+  EXPECT_EQ(r.resource_attributes,
+            (std::vector<std::pair<std::string, std::string>>{{"deployment.environment", "prod"},
+                                                              {"k8s.pod.name", "gw-1"}}));
+  otel_config plain;
+  apply_otel_environment(plain, rget);
+  EXPECT_EQ(plain.compression, otel_config::compression_kind::gzip);
+  for (const auto& [name, value] : std::map<std::string, std::string>{
+           {"OTEL_EXPORTER_OTLP_COMPRESSION", "zstd"}, {"OTEL_RESOURCE_ATTRIBUTES", "novalue"}}) {
+    otel_config x;
+    EXPECT_THROW(
+        apply_otel_environment(
+            x, [&](const char* n) -> const char* { return name == n ? value.c_str() : nullptr; }),
+        config_error)
+        << name << "=" << value;
+  }
+
   for (const char* bad :
        {"otel:\n  endpoint: ftp://x\n", "otel:\n  sample_rate: 2\n", "otel:\n  protocol: grpc\n",
+        "otel:\n  compression: br\n", "otel:\n  resource_attributes: {service.name: x}\n",
         "otel:\n  bogus: 1\n", "otel:\n  endpoint: http://c:1\n  batch_spans: 5000\n",
         "otel:\n  headers: {\"bad name\": x}\n"})
     EXPECT_THROW(parse_config(std::string("upstreams:\n  a: {url: http://127.0.0.1:1}\n") + bad),

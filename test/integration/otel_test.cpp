@@ -368,13 +368,15 @@ TEST(Otel, ContentWhenAskedForAndTheTraceRecordOfTheExchange) {
   EXPECT_EQ(a.at("tokentap.trace.record_id"), "\"" + records.substr(at + 13, 16) + "\"");
 }
 
-TEST(Otel, JsonWithHeadersAndRetriesAfterA503) {
+TEST(Otel, JsonGzipWithHeadersAndResourceAndRetriesAfterA503) {
   receiver rx({{"RECEIVER_FAIL", "1"}, {"RECEIVER_STATUS", "503"}, {"RECEIVER_RETRY_AFTER", "1"}});
   ASSERT_GT(rx.port, 0) << rx.p.err();
   canned_upstream up({{"/v1/chat/completions", chat_stream()}});
   stack s(exporting_to(up, rx, [](config::otel_config& o) {
     o.protocol = config::otel_config::protocol_kind::json;
     o.headers = {{"x-tenant", "team-a"}};
+    o.compression = config::otel_config::compression_kind::gzip;
+    o.resource_attributes = {{"deployment.environment", "test"}, {"host.name", "gw-a"}};
   }));
   ASSERT_EQ(fetch(s.proxy_ep(), chat()).status, 200);
   const auto refused = rx.next();
@@ -385,6 +387,12 @@ TEST(Otel, JsonWithHeadersAndRetriesAfterA503) {
   EXPECT_GE(waited, 800ms) << "the retry did not wait for Retry-After";
   EXPECT_NE(line.find(R"("content_type":"application/json")"), std::string::npos) << line;
   EXPECT_NE(line.find(R"("x-tenant":"team-a")"), std::string::npos) << line;
+  // Compressed (the receiver gunzips what says Content-Encoding: gzip), the Resource as configured:
+  // a configured host.name wins over the machine's.
+  EXPECT_NE(line.find(R"("content_encoding":"gzip")"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("deployment.environment":"test")"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("host.name":"gw-a")"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("service.name":"tokentap-test")"), std::string::npos) << line;
   const auto spans = spans_of(line);
   ASSERT_EQ(spans.size(), 2u) << line;
   EXPECT_EQ(find_kind(spans, 3)->attributes.at("gen_ai.usage.output_tokens"), "\"2\"");

@@ -1,13 +1,15 @@
 // A strict OTLP/HTTP trace receiver for the tests (DESIGN.md §12): it decodes every
 // ExportTraceServiceRequest with protobufjs and the official opentelemetry-proto files (those
-// @elastic/mockotlpserver bundles), or as OTLP/JSON, refuses what does not decode (400), and
-// prints each decoded request as one JSON line: {"content_type", "spans": [...]} with ids in hex
-// and 64-bit numbers as strings.  Each raw body is also saved under RECEIVER_DIR (when set) for a
+// @elastic/mockotlpserver bundles), or as OTLP/JSON, gzip-compressed or not, refuses what does
+// not decode (400), and prints each decoded request as one JSON line: {"content_type",
+// "content_encoding", "sent_bytes", "resources": [...], "spans": [...]} with ids in hex and
+// 64-bit numbers as strings.  Each raw body is also saved under RECEIVER_DIR (when set) for a
 // second decoder (protoc).  RECEIVER_FAIL=N answers the first N requests with RECEIVER_STATUS
 // (default 503) and `Retry-After: RECEIVER_RETRY_AFTER` (default 1).
 //
 //   node otlp_receiver.mjs      → prints "listening PORT", then a line per request
 import http from 'node:http';
+import zlib from 'node:zlib';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
@@ -67,7 +69,7 @@ const server = http.createServer((req, res) => {
   const chunks = [];
   req.on('data', (c) => chunks.push(c));
   req.on('end', () => {
-    const body = Buffer.concat(chunks);
+    const raw = Buffer.concat(chunks);
     if (req.method !== 'POST' || req.url !== '/v1/traces') {
       res.writeHead(404).end();
       return;
@@ -79,7 +81,11 @@ const server = http.createServer((req, res) => {
       return;
     }
     const type = req.headers['content-type'];
+    const encoding = req.headers['content-encoding'] || '';
     try {
+      // A gzip body must say so (Content-Encoding), as the OTLP/HTTP specification has it.
+      if (encoding !== '' && encoding !== 'gzip') throw new Error(`unsupported content-encoding ${encoding}`);
+      const body = encoding === 'gzip' ? zlib.gunzipSync(raw) : raw;
       const { msg, fromJson } = decode(type, body);
       if (process.env.RECEIVER_DIR)
         fs.writeFileSync(path.join(process.env.RECEIVER_DIR, `request-${n}.${fromJson ? 'json' : 'bin'}`), body);
@@ -90,7 +96,7 @@ const server = http.createServer((req, res) => {
         resources.push(attrs(rs.resource && rs.resource.attributes));
         for (const ss of rs.scopeSpans || []) for (const s of ss.spans || []) spans.push(span(s, fromJson));
       }
-      process.stdout.write(JSON.stringify({ content_type: type, headers: { authorization: req.headers.authorization || '', 'x-tenant': req.headers['x-tenant'] || '' }, resources, spans }) + '\n');
+      process.stdout.write(JSON.stringify({ content_type: type, content_encoding: encoding, sent_bytes: raw.length, headers: { authorization: req.headers.authorization || '', 'x-tenant': req.headers['x-tenant'] || '' }, resources, spans }) + '\n');
       if (fromJson) {
         res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
       } else {
