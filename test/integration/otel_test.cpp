@@ -4,7 +4,7 @@
 // is decoded again by Google's `protoc --decode` with the same files.  Checked: span names,
 // kinds, parent/child ids, attributes, that the upstream saw the propagated trace, parent-based
 // sampling, no secret on any span, OTLP/JSON with headers, retries on 503 with Retry-After, and
-// a receiver that is down or slow costing the proxy nothing but counted drops.
+// a receiver that is down, slow or answers garbage costing the proxy nothing but counted drops.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -191,6 +191,27 @@ struct silent_listener {
   ~silent_listener() { ::close(fd); }
   int fd = -1;
   std::uint16_t port = 0;
+};
+
+// A listener that answers every connection with bytes that are not HTTP, then closes it.
+struct garbage_listener : silent_listener {
+  garbage_listener()
+      : t([this] {
+          for (;;) {
+            const int c = ::accept(fd, nullptr, nullptr);
+            if (c < 0) return;  // (shut down)
+            char buf[4096];
+            (void)::recv(c, buf, sizeof buf, 0);
+            const char junk[] = "\x16\x03\x01 not HTTP at all\r\n\r\n\xff\xfe";
+            (void)::send(c, junk, sizeof junk - 1, MSG_NOSIGNAL);
+            ::close(c);
+          }
+        }) {}
+  ~garbage_listener() {
+    ::shutdown(fd, SHUT_RDWR);
+    t.join();
+  }
+  std::thread t;
 };
 
 double metric(const stack& s, const std::string& name,
@@ -422,7 +443,7 @@ TEST(Otel, AReloadMovesTheExportToTheNewReceiver) {
   EXPECT_EQ(spans_of(second.next()).size(), 2u);
 }
 
-TEST(Otel, AReceiverThatIsDownOrSlowCostsOnlyCountedDrops) {
+TEST(Otel, AReceiverThatIsDownSlowOrAnswersGarbageCostsOnlyCountedDrops) {
   // Slow: connections complete (the kernel's backlog), nothing is ever answered.  Export requests
   // time out after 1.5 s; meanwhile the queue (4 spans) fills and the rest is dropped — the
   // requests themselves do not wait.
@@ -458,6 +479,23 @@ TEST(Otel, AReceiverThatIsDownOrSlowCostsOnlyCountedDrops) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(fetch(d.proxy_ep(), chat()).status, 200);
   EXPECT_EQ(metric_reaching(d, "tokentap_otel_spans_total", {{"result", "failed"}}, 6), 6);
   EXPECT_EQ(metric(d, "tokentap_otel_spans_total", {{"result", "exported"}}), 0);
+  // Garbage: a receiver that answers bytes that are not HTTP.  Counted, never retried.
+  garbage_listener junk;
+  canned_upstream up3({{"/v1/chat/completions", chat_stream()}});
+  stack g([&](config::config& cfg) {
+    std::string err;
+    cfg.upstreams.front().endpoints = {
+        *config::parse_url("http://127.0.0.1:" + std::to_string(up3.port()), err)};
+    cfg.otel.endpoint = "http://127.0.0.1:" + std::to_string(junk.port) + "/v1/traces";
+    cfg.otel.batch_delay = 50ms;
+  });
+  for (int i = 0; i < 2; ++i) {
+    const auto r = fetch(g.proxy_ep(), chat());
+    EXPECT_EQ(r.status, 200);
+    EXPECT_TRUE(r.complete);
+  }
+  EXPECT_EQ(metric_reaching(g, "tokentap_otel_spans_total", {{"result", "failed"}}, 4), 4);
+  EXPECT_EQ(metric(g, "tokentap_otel_spans_total", {{"result", "exported"}}), 0);
 }
 
 }  // namespace
