@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include "parsers/json_out.hpp"
 
@@ -151,196 +152,125 @@ std::string_view role_of(std::string_view role) {
   return role == "developer" ? std::string_view("system") : role;
 }
 
-// A content given as a string or as blocks: OpenAI parts (`text`, `image_url`, …), Anthropic
-// blocks (`text`, `thinking`, `tool_use`, `tool_result`, `image`, …), Responses parts
-// (`input_text`, `output_text`, `input_image`, …).
-void content(writer& w, std::string& parts, dom::element v);
-
-// A block's or part's fields, whatever their order.
-struct block {
-  std::string_view type, text, thinking, id, name, tool_use_id, call_id, output;
-  std::string arguments;
+// An object's fields this reader uses, whatever their order (a key met twice: the last one):
+// a message, a content block or part, a Responses input item, a tool call or its function.
+struct item {
+  std::string_view type, role, text, thinking, id, name, tool_use_id, tool_call_id, call_id, output;
+  std::string arguments;  ///< `arguments` or Anthropic's `input`: a string, or JSON when an object
   bool arguments_are_json = false;
-  std::string result;  // tool_result's content as one text
+  std::optional<dom::element> content, tool_calls, function;
 };
 
-void read_block(dom::element v, block& b) {
+item read_item(dom::element v) {
+  item it;
   fields(v, [&](std::string_view k, dom::element fv) {
     if (k == "type") {
-      b.type = str(fv);
+      it.type = str(fv);
+    } else if (k == "role") {
+      it.role = str(fv);
     } else if (k == "text") {
-      b.text = str(fv);
+      it.text = str(fv);
     } else if (k == "thinking") {
-      b.thinking = str(fv);
+      it.thinking = str(fv);
     } else if (k == "id") {
-      b.id = str(fv);
+      it.id = str(fv);
     } else if (k == "name") {
-      b.name = str(fv);
+      it.name = str(fv);
     } else if (k == "tool_use_id") {
-      b.tool_use_id = str(fv);
+      it.tool_use_id = str(fv);
+    } else if (k == "tool_call_id") {
+      it.tool_call_id = str(fv);
     } else if (k == "call_id") {
-      b.call_id = str(fv);
-    } else if (k == "input") {  // Anthropic tool_use: an object
-      b.arguments = json_text(fv);
-      b.arguments_are_json = !b.arguments.empty();
-    } else if (k == "arguments") {  // Responses function_call: a string
-      b.arguments = str(fv);
+      it.call_id = str(fv);
     } else if (k == "output") {
-      b.output = str(fv);
-    } else if (k == "content") {  // tool_result: a string or text blocks
-      if (is_string(fv)) {
-        b.result = str(fv);
-      } else {
-        elements(fv, [&](dom::element part) {
-          fields(part, [&](std::string_view pk, dom::element pv) {
-            if (pk == "text") b.result += str(pv);
-          });
-        });
-      }
+      it.output = str(fv);
+    } else if (k == "arguments" || k == "input") {
+      it.arguments = is_string(fv) ? std::string(str(fv)) : json_text(fv);
+      it.arguments_are_json = !is_string(fv) && !it.arguments.empty();
+    } else if (k == "content") {
+      it.content = fv;
+    } else if (k == "tool_calls") {
+      it.tool_calls = fv;
+    } else if (k == "function") {
+      it.function = fv;
     }
   });
+  return it;
 }
 
-void write_block(writer& w, std::string& parts, const block& b) {
-  const auto t = b.type;
-  if (t == "text" || t == "input_text" || t == "output_text") {
-    w.text(parts, "text", b.text);
-  } else if (t == "thinking") {
-    w.text(parts, "reasoning", b.thinking);
-  } else if (t == "tool_use") {
-    w.tool_call(parts, b.id, b.name, b.arguments, b.arguments_are_json);
-  } else if (t == "tool_result") {
-    w.tool_response(parts, b.tool_use_id, b.result);
-  } else if (t == "refusal") {
-    w.text(parts, "text", b.text);
-  } else {
-    w.other(parts, t);
-  }
+// A content as one text: a string, or its blocks' texts (a tool's result).
+std::string text_of(const std::optional<dom::element>& v) {
+  if (!v) return {};
+  if (is_string(*v)) return std::string(str(*v));
+  std::string out;
+  elements(*v, [&](dom::element part) { out += read_item(part).text; });
+  return out;
 }
 
+// A content given as a string or as blocks: OpenAI parts (`text`, `image_url`, …), Anthropic
+// blocks (`text`, `thinking`, `tool_use`, `tool_result`, `image`, …), Responses parts
+// (`input_text`, `output_text`, `input_image`, …).  An empty string says nothing (an
+// assistant's "" beside its tool calls).
 void content(writer& w, std::string& parts, dom::element v) {
   if (is_string(v)) {
-    w.text(parts, "text", str(v));
+    if (!str(v).empty()) w.text(parts, "text", str(v));
     return;
   }
-  elements(v, [&](dom::element item) {
-    if (is_string(item)) {
-      w.text(parts, "text", str(item));
+  elements(v, [&](dom::element part) {
+    if (is_string(part)) {
+      w.text(parts, "text", str(part));
       return;
     }
-    block b;
-    read_block(item, b);
-    write_block(w, parts, b);
-  });
-}
-
-// OpenAI's and Ollama's `tool_calls`: `[{"id":…,"function":{"name":…,"arguments":…}}]`, the
-// arguments a string (OpenAI) or an object (Ollama).
-void tool_calls(writer& w, std::string& parts, dom::element v) {
-  elements(v, [&](dom::element call) {
-    std::string_view id, name;
-    std::string arguments;
-    bool json = false;
-    fields(call, [&](std::string_view k, dom::element cv) {
-      if (k == "id") {
-        id = str(cv);
-      } else if (k == "function") {
-        fields(cv, [&](std::string_view fk, dom::element fv) {
-          if (fk == "name") {
-            name = str(fv);
-          } else if (fk == "arguments") {
-            if (is_string(fv)) {
-              arguments = str(fv);
-            } else {
-              arguments = json_text(fv);
-              json = !arguments.empty();
-            }
-          }
-        });
-      }
-    });
-    w.tool_call(parts, id, name, arguments, json);
-  });
-}
-
-// One element of `messages`: role, content, tool calls; a `tool` message answers a call.
-void message(writer& w, dom::element v) {
-  std::string_view role, tool_call_id, text;
-  std::string parts, calls;
-  bool text_content = false;
-  fields(v, [&](std::string_view k, dom::element mv) {
-    if (k == "role") {
-      role = str(mv);
-    } else if (k == "content") {
-      if (is_string(mv)) {
-        text = str(mv);
-        text_content = true;
-      } else {
-        content(w, parts, mv);
-      }
-    } else if (k == "tool_calls") {
-      tool_calls(w, calls, mv);
-    } else if (k == "tool_call_id") {
-      tool_call_id = str(mv);
+    const auto b = read_item(part);
+    const auto t = b.type;
+    if (t == "text" || t == "input_text" || t == "output_text" || t == "refusal") {
+      w.text(parts, "text", b.text);
+    } else if (t == "thinking") {
+      w.text(parts, "reasoning", b.thinking);
+    } else if (t == "tool_use") {
+      w.tool_call(parts, b.id, b.name, b.arguments, b.arguments_are_json);
+    } else if (t == "tool_result") {
+      w.tool_response(parts, b.tool_use_id, text_of(b.content));
+    } else {
+      w.other(parts, t);
     }
   });
-  if (role == "tool" && !tool_call_id.empty()) {
-    std::string response;
-    w.tool_response(response, tool_call_id, text);
-    w.message(role, response);
+}
+
+// One element of `messages`: its content, then its tool calls (OpenAI's and Ollama's
+// `[{"id":…,"function":{"name":…,"arguments":…}}]`); a `tool` message answers a call.
+void message(writer& w, dom::element v) {
+  const auto m = read_item(v);
+  std::string parts;
+  if (m.role == "tool" && !m.tool_call_id.empty()) {
+    w.tool_response(parts, m.tool_call_id, text_of(m.content));
+    w.message(m.role, parts);
     return;
   }
-  if (text_content && !text.empty()) {  // (an assistant's "" beside its tool calls)
-    std::string t;
-    w.text(t, "text", text);
-    parts = t + (parts.empty() ? "" : "," + parts);
+  if (m.content) content(w, parts, *m.content);
+  if (m.tool_calls) {
+    elements(*m.tool_calls, [&](dom::element call) {
+      const auto c = read_item(call);
+      const auto f = c.function ? read_item(*c.function) : item{};
+      w.tool_call(parts, c.id, f.name, f.arguments, f.arguments_are_json);
+    });
   }
-  if (!calls.empty()) parts += (parts.empty() ? "" : ",") + calls;
-  w.message(role_of(role), parts);
+  w.message(role_of(m.role), parts);
 }
 
 // Responses `input` items: messages (role + content) and function calls and their outputs.
 void input_item(writer& w, dom::element v) {
-  std::string_view role;
+  const auto it = read_item(v);
   std::string parts;
-  block b;
-  bool has_content = false;
-  std::string_view text;
-  bool text_content = false;
-  fields(v, [&](std::string_view k, dom::element iv) {
-    if (k == "role") {
-      role = str(iv);
-    } else if (k == "content") {
-      has_content = true;
-      if (is_string(iv)) {
-        text = str(iv);
-        text_content = true;
-      } else {
-        content(w, parts, iv);
-      }
-    } else if (k == "type") {
-      b.type = str(iv);
-    } else if (k == "call_id") {
-      b.call_id = str(iv);
-    } else if (k == "name") {
-      b.name = str(iv);
-    } else if (k == "arguments") {
-      b.arguments = str(iv);
-    } else if (k == "output") {
-      b.output = str(iv);
-    }
-  });
-  if (b.type == "function_call") {
-    std::string call;
-    w.tool_call(call, b.call_id, b.name, b.arguments, false);
-    w.message("assistant", call);
-  } else if (b.type == "function_call_output") {
-    std::string response;
-    w.tool_response(response, b.call_id, b.output);
-    w.message("tool", response);
-  } else if (has_content) {
-    if (text_content) w.text(parts, "text", text);
-    w.message(role_of(role), parts);
+  if (it.type == "function_call") {
+    w.tool_call(parts, it.call_id, it.name, it.arguments, it.arguments_are_json);
+    w.message("assistant", parts);
+  } else if (it.type == "function_call_output") {
+    w.tool_response(parts, it.call_id, it.output);
+    w.message("tool", parts);
+  } else if (it.content) {
+    content(w, parts, *it.content);
+    w.message(role_of(it.role), parts);
   }
 }
 
@@ -350,10 +280,9 @@ void instructions(writer& w, std::string& out, dom::element v) {
     w.text(out, "text", str(v));
     return;
   }
-  elements(v, [&](dom::element item) {
-    block b;
-    read_block(item, b);
-    if (!b.text.empty()) w.text(out, "text", b.text);
+  elements(v, [&](dom::element block) {
+    const auto text = read_item(block).text;
+    if (!text.empty()) w.text(out, "text", text);
   });
 }
 

@@ -116,6 +116,16 @@ TEST(GenAiMessages, TextsShareOneBudgetAndAreCutAtACharacterBoundary) {
   EXPECT_EQ(in.input_messages, R"([{"role":"user","parts":[{"type":"text","content":"abc"}]},)"
                                R"({"role":"user","parts":[{"type":"text","content":"é"}]},)"
                                R"({"role":"user","parts":[{"type":"text","content":"z"}]}])");
+  // The budget goes to a message's content before its tool calls, whatever the keys' order (read()
+  // compares the body with its keys sorted and reversed).
+  const auto calls = read(R"({"messages":[{"tool_calls":[{"id":"c","function":{"name":"f",)"
+                          R"("arguments":"0123456789"}}],"role":"assistant","content":"abcdef"}]})",
+                          8);
+  EXPECT_TRUE(calls.truncated);
+  EXPECT_NE(calls.input_messages.find(R"({"type":"text","content":"abcdef"})"), std::string::npos)
+      << calls.input_messages;
+  EXPECT_NE(calls.input_messages.find(R"("arguments":"01")"), std::string::npos)
+      << calls.input_messages;
   // A tool's JSON arguments that no longer fit become their text, cut.
   const auto args = read(R"({"messages":[{"role":"assistant","content":[{"type":"tool_use",)"
                          R"("id":"t","name":"f","input":{"k":"0123456789"}}]}]})",
