@@ -6,12 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include <simdjson.h>
 #include <boost/asio/ip/address.hpp>
@@ -287,7 +289,6 @@ TEST(Metrics, ApiStatsReportsWindowQuantiles) {
   const auto t = body.find("\"ttft_ms\":{\"p50\":", k);
   ASSERT_NE(t, std::string::npos);
   const double p50 = std::atof(body.c_str() + t + 17);
-  EXPECT_NEAR(p50, 150, 150 * 0.02 + 15) << body.substr(t, 80);
   // The slowest requests: every one of the five, slowest first, with what the dashboard shows.
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
@@ -296,6 +297,7 @@ TEST(Metrics, ApiStatsReportsWindowQuantiles) {
   ASSERT_FALSE(doc["slowest"].get_array().get(rows)) << body;
   EXPECT_EQ(rows.size(), 5u);
   double previous = 1e300;
+  std::vector<double> ttfts;
   for (auto row : rows) {
     std::string_view route, model, provider, outcome, cache;
     std::uint64_t status = 0;
@@ -311,11 +313,21 @@ TEST(Metrics, ApiStatsReportsWindowQuantiles) {
     EXPECT_EQ(provider, "openai-chat");
     EXPECT_EQ(outcome, "ok");
     EXPECT_EQ(status, 200u);
-    EXPECT_NEAR(ttft, 150, 150 * 0.02 + 15);
+    // The simulator sends the first token 150 ms after the request; a loaded machine (the
+    // sanitizer suites) delays it by tens of ms, never brings it forward.
+    EXPECT_GE(ttft, 150 * 0.98);
+    EXPECT_LT(ttft, 150 + 100);
     EXPECT_GE(e2e, ttft);
     EXPECT_LE(e2e, previous);
     previous = e2e;
+    ttfts.push_back(ttft);
   }
+  // The window's P50 is the median of the same five requests' TTFTs, within the sketch's 2 %
+  // relative error: between the second and the fourth of them.
+  ASSERT_EQ(ttfts.size(), 5u);
+  std::sort(ttfts.begin(), ttfts.end());
+  EXPECT_GE(p50, ttfts[1] * 0.98) << body.substr(t, 80);
+  EXPECT_LE(p50, ttfts[3] * 1.02) << body.substr(t, 80);
 }
 
 // ---- a real Prometheus scraping the admin port
