@@ -145,10 +145,12 @@ pick_result round_robin_balancer::choose(cluster& c, const pick_context& ctx) no
   const auto n = eps.size();
   if (n == 0) return {};
   // A retry takes the endpoints after the one that failed, without taking the next request's
-  // turn.
-  std::size_t at = ctx.tried.empty()
-                       ? static_cast<std::size_t>(next_.fetch_add(1, std::memory_order_relaxed))
-                       : ctx.tried.back()->id - eps.front()->id + 1;
+  // turn.  (By its place in this cluster: ids follow endpoints through reloads, so a cluster's
+  // are not always consecutive, and a fallback's retry failed on another cluster.)
+  const endpoint* failed = ctx.tried.empty() ? nullptr : ctx.tried.back();
+  const bool ours = failed != nullptr && failed->index < n && eps[failed->index].get() == failed;
+  std::size_t at = ours ? failed->index + 1
+                        : static_cast<std::size_t>(next_.fetch_add(1, std::memory_order_relaxed));
   for (std::size_t i = 0; i < n; ++i, ++at)
     if (auto* e = eps[at % n].get(); ctx.usable(*e))
       return {.chosen = e, .reason = routing_reason::round_robin};

@@ -121,6 +121,30 @@ TEST(RoundRobin, ARetryTakesTheNextEndpointNotTriedWithoutTakingTheNextRequestsT
   EXPECT_EQ(c.pick({.route_key = {}, .conversation = {}, .tried = {all, 3}}), nullptr);
 }
 
+// A reload keeps each endpoint's id (its pooled connections, its state) and numbers new ones
+// after all the ids ever given: a cluster's ids need not be consecutive nor in its order.  A
+// retry still takes the endpoint after the failed one in the cluster's order.
+TEST(RoundRobin, ARetryTakesTheNextEndpointWhateverTheIds) {
+  auto up = upstream_of({"http://a", "http://b", "http://c"});
+  up.balance = config::balance_policy::round_robin;
+  cluster c(up, 0, nullptr);
+  auto& eps = c.endpoints();
+  eps[0]->id = 7;
+  eps[1]->id = 2;
+  eps[2]->id = 5;
+  for (std::size_t i = 0; i < 3; ++i) {
+    endpoint* tried[] = {eps[i].get()};
+    EXPECT_EQ(c.pick({.route_key = {}, .conversation = {}, .tried = {tried, 1}}),
+              eps[(i + 1) % 3].get())
+        << "after endpoint " << i;
+  }
+  // A retry on a fallback failed on another cluster: the fallback's own turn, any endpoint.
+  auto other_up = upstream_of({"http://x"});
+  cluster other(other_up, 9, nullptr);
+  endpoint* elsewhere[] = {other.endpoints()[0].get()};
+  EXPECT_NE(c.pick({.route_key = {}, .conversation = {}, .tried = {elsewhere, 1}}), nullptr);
+}
+
 // Retries in flight stay under 20 % of the exchanges in flight, and at least 3 may run.
 TEST(RetryBudget, RetriesInFlightStayUnderAFifthOfTheExchangesAndAtLeastThree) {
   const auto up = upstream_of({"http://a", "http://b"});
