@@ -23,7 +23,8 @@ namespace tokentap::proxy {
 /// One address of a cluster, with what the proxy derives from it once.  Shared: an exchange that
 /// counts on it keeps it alive (a hard stop destroys pending sessions after the clusters).
 struct endpoint : std::enable_shared_from_this<endpoint> {
-  std::size_t id = 0;       ///< index among the endpoints of every cluster (the pools' key)
+  /// The pools' key: the same for the same endpoint through reloads, never given to another.
+  std::size_t id = 0;
   std::uint32_t index = 0;  ///< position among its cluster's endpoints
   config::url target;
   std::string host_header;       ///< its `Host` value
@@ -51,6 +52,9 @@ struct endpoint : std::enable_shared_from_this<endpoint> {
   // and the probes' outcomes.
   std::atomic<bool> probe_failing{false};
   std::atomic<std::uint64_t> probes_passed{0}, probes_failed{0};
+
+  /// No configuration names it any more (a reload): its connections are not kept for reuse.
+  std::atomic<bool> retired{false};
 
   /// In balancing: neither ejected nor failing its probe.
   bool available(std::int64_t now_ns) const noexcept {

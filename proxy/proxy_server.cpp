@@ -194,10 +194,13 @@ std::shared_ptr<generation> proxy_server::build(config::config cfg, const genera
                       "path can impersonate it";
     g->clusters.push_back(std::make_unique<cluster>(
         up, 0, https ? net::tls_client_context(up.tls_verify, up.ca_file) : nullptr));
-    // Ids by identity: the same endpoint keeps its id (its pooled connections) and its state.
+    // Ids by identity: the same endpoint keeps its id (its pooled connections) and its state; a
+    // new one takes an id never given before (connections to a removed endpoint may still be
+    // in flight under its id).
     for (const auto& e : g->clusters.back()->endpoints()) {
       const auto [it, added] =
-          endpoint_ids_.try_emplace(endpoint_identity(up, e->target), endpoint_ids_.size());
+          endpoint_ids_.try_emplace(endpoint_identity(up, e->target), next_endpoint_id_);
+      if (added) ++next_endpoint_id_;
       e->id = it->second;
       if (added || previous == nullptr) continue;
       for (const auto& c : previous->clusters)
@@ -237,13 +240,20 @@ reload_result proxy_server::reload(config::config next) {
   } catch (const std::exception& e) {
     return refused(e.what());
   }
-  // Ids of endpoints the new configuration no longer names: their idle connections go.
+  // Ids of endpoints the new configuration no longer names: their idle connections go, and the
+  // connections of their exchanges still in flight are closed when those end.  Their identities
+  // are forgotten (one named again later is a new endpoint), so the map stays the size of the
+  // configuration.
   std::set<std::size_t> kept, gone;
   for (const auto& c : g->clusters)
     for (const auto& e : c->endpoints()) kept.insert(e->id);
   for (const auto& c : running->clusters)
     for (const auto& e : c->endpoints())
-      if (!kept.contains(e->id)) gone.insert(e->id);
+      if (!kept.contains(e->id)) {
+        gone.insert(e->id);
+        e->retired.store(true, std::memory_order_relaxed);
+      }
+  std::erase_if(endpoint_ids_, [&](const auto& entry) { return !kept.contains(entry.second); });
   shared_->publish(g);
   if (log::level l; log::parse_level(g->cfg.log_level, l)) log::set_level(l);
   reloads_ok_.fetch_add(1, std::memory_order_relaxed);

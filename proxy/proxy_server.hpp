@@ -151,7 +151,8 @@ class proxy_server {
   std::shared_ptr<hooks::tap_factory> fixed_taps_;
   /// Endpoint ids (the pools' keys) by identity, so a reload that keeps an endpoint keeps its
   /// pooled connections; ids are never reused.
-  std::map<std::string, std::size_t> endpoint_ids_;
+  std::map<std::string, std::size_t> endpoint_ids_;  // of the running generation's endpoints
+  std::size_t next_endpoint_id_ = 0;
   std::mutex reload_mu_;  // one reload at a time; guards endpoint_ids_, health_checks_
   std::function<config::config()> config_source_;
   std::shared_ptr<health_checks> health_checks_;  // the current generation's probes

@@ -61,8 +61,9 @@ bool is_ip_literal(const std::string& host) {
 upstream_pool::upstream_pool(asio::io_context& ioc) : ioc_(ioc) {}
 
 std::unique_ptr<upstream_connection> upstream_pool::take(const cluster& c, const endpoint& e) {
-  if (e.id >= idle_.size()) return nullptr;
-  auto& q = idle_[e.id];
+  const auto held = idle_.find(e.id);
+  if (held == idle_.end()) return nullptr;
+  auto& q = held->second;
   const auto ttl = c.cfg().idle_ttl;
   const auto now = clock::now();
   while (!q.empty()) {
@@ -78,10 +79,9 @@ std::unique_ptr<upstream_connection> upstream_pool::take(const cluster& c, const
 
 void upstream_pool::give_back(const cluster& c, const endpoint& e,
                               std::unique_ptr<upstream_connection> conn) {
-  if (e.id >= idle_.size()) idle_.resize(e.id + 1);
-  auto& q = idle_[e.id];
   const auto max = c.cfg().max_idle;
-  if (max == 0) return;
+  if (max == 0 || e.retired.load(std::memory_order_relaxed)) return;
+  auto& q = idle_[e.id];
   conn->idle = true;
   conn->idle_since = clock::now();
   ++conn->exchanges;

@@ -4,8 +4,8 @@
 #include <deque>
 #include <memory>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
-#include <vector>
 
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
@@ -73,17 +73,18 @@ class upstream_pool {
                                                           std::chrono::milliseconds within);
 
   /// Drops every idle connection (shutdown).
-  void clear() {
-    for (auto& q : idle_) q.clear();
-  }
-  /// Drops the idle connections of an endpoint no configuration names any more (a reload).
-  void retire(std::size_t endpoint_id) {
-    if (endpoint_id < idle_.size()) idle_[endpoint_id].clear();
-  }
+  void clear() { idle_.clear(); }
+  /// Drops the idle connections of an endpoint no configuration names any more (a reload; its
+  /// `retired` flag is set first, so none is given back after).
+  void retire(std::size_t endpoint_id) { idle_.erase(endpoint_id); }
+
+  /// Endpoints with idle connections kept (at most those the configuration names).
+  std::size_t endpoints_held() const noexcept { return idle_.size(); }
 
  private:
   asio::io_context& ioc_;
-  std::vector<std::deque<std::unique_ptr<upstream_connection>>> idle_;  // by endpoint id
+  std::unordered_map<std::size_t, std::deque<std::unique_ptr<upstream_connection>>>
+      idle_;  // by endpoint id
 };
 
 }  // namespace tokentap::proxy

@@ -118,6 +118,9 @@ TEST(Reload, StreamsInFlightFinishOnTheirConfigWhileNewRequestsTakeTheNewOne) {
   }
   EXPECT_EQ(a.stats().disconnects.load(), 0u);
   EXPECT_EQ(s.proxy->stats().client_disconnects.load(), 0u);
+  // Their upstream connections are not kept for reuse: no configuration names that endpoint.
+  EXPECT_TRUE(eventually([&] { return a.stats().open_connections.load() == 0; }))
+      << a.stats().open_connections.load() << " connections to the removed endpoint still open";
 
   // The reload is counted; the endpoint no configuration names leaves the metrics once its
   // last exchange ended, and the new one is there.
