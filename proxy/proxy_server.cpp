@@ -186,6 +186,7 @@ std::shared_ptr<generation> proxy_server::build(config::config cfg, const genera
   g->number = previous ? previous->number + 1 : 1;
   g->cfg = std::move(cfg);
   const auto& conf = g->cfg;
+  g->rules = std::make_shared<const connection_rules>(conf.timeouts, conf.limits);
   for (const auto& up : conf.upstreams) {
     const bool https = up.endpoints.front().tls;
     if (https && !up.tls_verify)

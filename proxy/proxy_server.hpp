@@ -45,6 +45,13 @@ struct proxy_stats {
   std::atomic<std::uint64_t> active_streams{0};      ///< exchanges in flight
 };
 
+/// What a client connection keeps of its last exchange's configuration between requests (the
+/// keep-alive wait, the next request's head and body), without holding the whole generation.
+struct connection_rules {
+  config::timeouts_config timeouts;
+  config::limits_config limits;
+};
+
 /// What one configuration builds, replaced whole by a reload: new requests take the newest one,
 /// and an exchange keeps the one it began with until it ends.  Immutable once published but for
 /// the atomics inside (endpoint and cluster counters, hook state).
@@ -56,6 +63,7 @@ struct generation {
   std::shared_ptr<hooks::tap_factory> taps;
   /// The metrics hook runs: the proxy's own answers are counted among the requests too.
   bool count_local_replies = false;
+  std::shared_ptr<const connection_rules> rules;  ///< cfg's timeouts and limits
 };
 
 /// Everything sessions share for the life of the process; immutable after start except the

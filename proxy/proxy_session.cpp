@@ -83,13 +83,17 @@ class proxy_session final : public relay_host, public net::session_base {
       : proxy_session(std::move(socket), w, shared, shared.current()) {}
 
   // Each exchange runs on the configuration current when its request came (exchange::gen); the
-  // connection reads its next request under the timeouts and limits of its last one.
+  // connection reads its next request under the timeouts and limits of its last one, which it
+  // keeps without the generation (connection_rules): an idle connection does not hold a
+  // configuration a reload replaced (its hooks, clusters and metric series go once its last
+  // exchange ended).
   proxy_session(tcp_socket socket, net::worker& w, proxy_shared& shared,
                 std::shared_ptr<const generation> g)
-      : relay_host(socket.get_executor(), g->cfg.timeouts),
+      : relay_host(socket.get_executor(), g->rules->timeouts),
         net::session_base(w),
         shared_(shared),
         generation_(std::move(g)),
+        rules_(generation_->rules),
         client_(std::move(socket)) {
     error_code ec;
     const auto ep = client_.socket().remote_endpoint(ec);
@@ -119,7 +123,7 @@ class proxy_session final : public relay_host, public net::session_base {
   }
 
  private:
-  const config::limits_config& limits() const { return generation_->cfg.limits; }
+  const config::limits_config& limits() const { return rules_->limits; }
 
   // ---------------------------------------------------------------- request side
 
@@ -127,6 +131,7 @@ class proxy_session final : public relay_host, public net::session_base {
   // request to answer (reject), `ec` clear means the connection is done (closed, idle, draining).
   awaitable<bool> next_request(http::request<http::string_body>& req, error_code& ec) {
     idle_ = true;
+    generation_.reset();
     if (draining_) co_return false;
     // Waiting for the next request: the keep-alive timeout applies until its first byte.
     const auto wait = first_request_ ? timeouts().client_header : timeouts().keepalive;
@@ -211,10 +216,9 @@ class proxy_session final : public relay_host, public net::session_base {
   // The exchange takes the current configuration, and the connection its timeouts and limits.
   void on_generation(exchange& ex) {
     auto g = shared_.current();
-    if (g != generation_) {
-      set_timeouts(g->cfg.timeouts);
-      generation_ = std::move(g);
-    }
+    rules_ = g->rules;
+    set_timeouts(rules_->timeouts);
+    generation_ = std::move(g);
     ex.gen = generation_.get();
   }
 
@@ -345,7 +349,8 @@ class proxy_session final : public relay_host, public net::session_base {
   // Answers a request that could not be read (or closes when there is nobody to answer).
   awaitable<bool> reject(error_code ec) {
     exchange ex;
-    ex.gen = generation_.get();  // the one it was read under
+    if (!generation_) generation_ = shared_.current();
+    ex.gen = generation_.get();  // (the limits it was read under are rules_')
     ex.start = clock::now();
     if (ec == http::error::header_limit) {
       shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
@@ -900,10 +905,10 @@ class proxy_session final : public relay_host, public net::session_base {
   bool watching_ = false;
   std::uint64_t watch_gen_ = 0;
   proxy_shared& shared_;
-  // The last exchange's configuration (the connection's first: the one current when it came),
-  // kept until the next exchange takes another: the timeouts and limits of the connection and
-  // everything that exchange refers to.
+  // The exchange's configuration, everything it refers to; none between requests, when the
+  // connection keeps only the last exchange's rules (relay_host's timeouts point into them).
   std::shared_ptr<const generation> generation_;
+  std::shared_ptr<const connection_rules> rules_;
   tcp_stream client_;
   beast::flat_buffer buf_;
   std::string peer_ = "unknown";

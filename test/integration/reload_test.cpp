@@ -76,12 +76,15 @@ TEST(Reload, StreamsInFlightFinishOnTheirConfigWhileNewRequestsTakeTheNewOne) {
   ASSERT_TRUE(reference.complete);
   const auto short_stream = stream_request(5, 1);
 
-  // A kept-alive client connection, first used before the reload.
+  // A kept-alive client connection, first used before the reload; and one used only before
+  // it, idle from then on (it must not keep the old configuration alive).
   connection kept(s.proxy_ep());
   ASSERT_EQ(kept.request(short_stream).status, 200);
+  connection idle(s.proxy_ep());
+  ASSERT_EQ(idle.request(short_stream).status, 200);
 
   const auto a_requests = a.stats().requests.load();
-  ASSERT_TRUE(eventually([&] { return a.stats().streams_completed.load() == 2; }));
+  ASSERT_TRUE(eventually([&] { return a.stats().streams_completed.load() == 3; }));
   const auto a_completed = a.stats().streams_completed.load();
   constexpr int in_flight = 6;
   std::vector<std::future<response>> streams;
@@ -136,11 +139,15 @@ TEST(Reload, StreamsInFlightFinishOnTheirConfigWhileNewRequestsTakeTheNewOne) {
     EXPECT_FALSE(x.labels.count("endpoint") && x.labels.at("endpoint") == label_of(a))
         << x.name << ": a series of an endpoint no configuration names";
   EXPECT_EQ(metric_sum(metrics, "tokentap_config_reloads_total", {{"result", "success"}}), 1);
+  // The connection idle since before the reload serves its next request on the new one.
+  const auto b_before_idle = b->stats().requests.load();
+  EXPECT_EQ(idle.request(short_stream).status, 200);
+  EXPECT_EQ(b->stats().requests.load(), b_before_idle + 1);
   EXPECT_EQ(metric_sum(metrics, "tokentap_config_generation"), 2);
   // Counters of the upstream kept their count across the reload (never back to 0): every
   // request of both generations was routed.
   EXPECT_EQ(metric_sum(metrics, "tokentap_routing_decisions_total", {{"upstream", "default"}}),
-            1 + in_flight + 2);
+            2 + in_flight + 2);
 }
 
 // Active probes follow the configuration: an endpoint a reload removed is probed no more, a new
