@@ -78,9 +78,6 @@ class upstream_pool {
   /// `retired` flag is set first, so none is given back after).
   void retire(std::size_t endpoint_id) { idle_.erase(endpoint_id); }
 
-  /// Endpoints with idle connections kept (at most those the configuration names).
-  std::size_t endpoints_held() const noexcept { return idle_.size(); }
-
  private:
   asio::io_context& ioc_;
   std::unordered_map<std::size_t, std::deque<std::unique_ptr<upstream_connection>>>

@@ -138,11 +138,13 @@ TEST(RoundRobin, ARetryTakesTheNextEndpointWhateverTheIds) {
               eps[(i + 1) % 3].get())
         << "after endpoint " << i;
   }
-  // A retry on a fallback failed on another cluster: the fallback's own turn, any endpoint.
+  // A retry on a fallback failed on another cluster: it is the fallback's first attempt and
+  // takes the next turn (the retries above took none), like a new request.
   auto other_up = upstream_of({"http://x"});
   cluster other(other_up, 9, nullptr);
   endpoint* elsewhere[] = {other.endpoints()[0].get()};
-  EXPECT_NE(c.pick({.route_key = {}, .conversation = {}, .tried = {elsewhere, 1}}), nullptr);
+  EXPECT_EQ(c.pick({.route_key = {}, .conversation = {}, .tried = {elsewhere, 1}}), eps[0].get());
+  EXPECT_EQ(c.pick({.route_key = {}, .conversation = {}, .tried = {}}), eps[1].get());
 }
 
 // Retries in flight stay under 20 % of the exchanges in flight, and at least 3 may run.
