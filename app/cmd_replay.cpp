@@ -22,7 +22,9 @@ constexpr const char* replay_help = R"(usage: tokentap replay serve --trace FILE
 replay send: re-issues the recorded requests (redacted headers dropped; --header adds credentials)
 with the recorded arrival pattern, a fixed concurrency or a fixed rate, measures TTFT, answer TTFT,
 ITL, end to end and tokens/s exactly as the proxy does, and prints recorded vs replayed
-P50/P95/P99 with the change in percent.  Exit status 1 if any request failed.
+P50/P95/P99 with the change in percent.  Each failure is listed with its id, how the record ended
+and how the replay did: "failed as recorded" (the incident reproduced), "failed anew" (the record
+was ok), "no longer fails".  Exit status 1 if a request failed anew.
 
   --target URL             http://host:port of the server under test
   --concurrency N          a closed loop of N clients (instead of the recorded arrival pattern)
@@ -38,7 +40,7 @@ headers and body byte for byte, each recorded read sent at its recorded offset.
 
   --trace FILE|DIR         trace file (JSON Lines from --trace-dir), or a directory of them;
                            more may follow
-  --listen HOST:PORT       (default 127.0.0.1:8082)
+  --listen HOST:PORT       (default 127.0.0.1:8090, clear of the demo's ports)
   --speed X                timing multiplier: 2 = twice as fast (default 1)
   --match body|sequence    body: by a hash of method, path and body (default); sequence: in
                            recorded order.  A request that matches nothing gets 404 naming its hash.
@@ -69,8 +71,15 @@ std::vector<std::string> trace_files(const flags& f) {
   return files;
 }
 
+// The records of those files; none at all is a usage error (exit 2) naming where it looked.
 replay::read_result load_traces(const std::vector<std::string>& files) {
   auto r = replay::read_traces(files);
+  if (r.records.empty()) {
+    std::string where;
+    for (const auto& f : files) where += (where.empty() ? "" : ", ") + f;
+    throw usage_error{"no trace records found in " + where +
+                      (r.warnings.empty() ? "" : " (" + r.warnings.front() + ")")};
+  }
   for (const auto& w : r.warnings) TT_LOG(warn) << w;
   if (r.skipped > r.warnings.size())
     TT_LOG(warn) << (r.skipped - r.warnings.size()) << " more lines skipped";
@@ -103,16 +112,23 @@ int cmd_replay_send(const std::vector<std::string>& args) {
   }
   o.progress = isatty(STDERR_FILENO);
   const auto traces = load_traces(trace_files(f));
-  if (traces.records.empty()) throw usage_error{"no usable trace records in the given files"};
   const auto result = replay::send(traces.records, o);
   std::cout << result.table;
-  std::cout << traces.records.size() << " requests, " << result.failed << " failed\n";
+  std::cout << traces.records.size() << " requests, " << result.failed << " failed ("
+            << result.failed_as_recorded << " as recorded, " << result.failed_anew << " anew), "
+            << result.recovered << " recorded failures no longer fail\n";
+  // The failures a person looks at first: anew, then as recorded; a long list is cut.
+  std::size_t shown = 0, at = 0;
+  for (; at < result.failures.size() && shown < 50; ++shown)
+    at = result.failures.find('\n', at) + 1;
+  std::cout << result.failures.substr(0, at);
+  if (at < result.failures.size()) std::cout << "  … (--report FILE lists them all)\n";
   if (auto report = f.get("report")) {
     std::ofstream out(*report);
     if (!out) throw usage_error{"--report: cannot write " + *report};
     out << result.json;
   }
-  return result.failed == 0 ? 0 : 1;
+  return result.failed_anew == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -126,7 +142,7 @@ int cmd_replay(const std::vector<std::string>& args) {
                         {"trace", "listen", "speed", "match", "threads", "log-level"}, {});
   apply_log_level(f, "info");
   replay::serve_options o;
-  const auto hp = address_flag(f, "listen", {"127.0.0.1", 8082});
+  const auto hp = address_flag(f, "listen", {"127.0.0.1", 8090});
   o.host = hp.host;
   o.port = hp.port;
   o.speed = f.number("speed", 1, 0.001, 1000);
@@ -135,7 +151,6 @@ int cmd_replay(const std::vector<std::string>& args) {
   if (m != "body" && m != "sequence") throw usage_error{"--match must be body or sequence"};
   o.match = m == "body" ? replay::match_mode::body : replay::match_mode::sequence;
   auto traces = load_traces(trace_files(f));
-  if (traces.records.empty()) throw usage_error{"no usable trace records in the given files"};
   const auto n = traces.records.size();
   replay::replay_server server(std::move(traces.records), o);
   server.start();

@@ -37,6 +37,7 @@ struct capture_factory : hooks::hook_factory {
       m_.e2e_ms = s.timing.e2e_ms;
       m_.itl_median_ms = s.timing.itl.p50;
       m_.tokens_per_s = s.timing.tokens_per_s;
+      m_.outcome = hooks::to_string(s.outcome);  // a 2xx stream with an error event: stream_error
     }
     measured& m_;
   };
@@ -59,6 +60,7 @@ awaitable<void> send_one(const record& r, const send_options& o, measured& m) {
   auto ec = co_await client.connect(o.host, o.port, std::chrono::seconds(10));
   if (ec) {
     m.error = "connect: " + ec.message();
+    m.outcome = "no_response";
     co_return;
   }
   http::request<http::string_body> req;
@@ -90,6 +92,7 @@ awaitable<void> send_one(const record& r, const send_options& o, measured& m) {
   if (ec) {
     m.error = "request: " + ec.message();
     tap->on_stream_end(hooks::stream_outcome::upstream_error, mono_now_ns());
+    m.outcome = "no_response";
     co_return;
   }
   m.status = static_cast<int>(client.status());
@@ -107,18 +110,34 @@ awaitable<void> send_one(const record& r, const send_options& o, measured& m) {
   }
   tap->on_stream_end(ec ? hooks::stream_outcome::upstream_reset : hooks::stream_outcome::ok,
                      mono_now_ns());
-  m.ok = !ec && m.status < 400;
+  m.ok = !ec && m.status < 400 && m.outcome == "ok";
   if (ec) m.error = "response: " + ec.message();
+}
+
+// "stream_error", "upstream_reset after 200", "status 503", "ok".
+std::string describe(std::string_view outcome, int status) {
+  std::string s(outcome);
+  if (status >= 400 && outcome != "no_response")
+    s = (outcome == "ok" ? "" : s + ", ") + "status " + std::to_string(status);
+  return s;
 }
 
 }  // namespace
 
-namespace {}  // namespace
+bool failed(const record& r) noexcept {
+  return (!r.outcome.empty() && r.outcome != "ok") || r.status >= 400;
+}
 
 send_result send(const std::vector<record>& records, const send_options& o) {
   send_result res;
   res.replayed.resize(records.size());
-  for (std::size_t i = 0; i < records.size(); ++i) res.replayed[i].id = records[i].id;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    auto& m = res.replayed[i];
+    m.id = records[i].id;
+    m.recorded_ok = !failed(records[i]);
+    m.recorded_outcome =
+        describe(records[i].outcome.empty() ? "ok" : records[i].outcome, records[i].status);
+  }
   asio::io_context ioc(1);
   std::size_t done = 0;
   std::mutex mu;
@@ -178,7 +197,31 @@ send_result send(const std::vector<record>& records, const send_options& o) {
   }
   ioc.run();
 
-  for (const auto& m : res.replayed) res.failed += m.ok ? 0 : 1;
+  // Replaying an incident reproduces its failures: those are expected; a failure where the
+  // record was ok is news, and so is a recorded failure that no longer happens.
+  std::string anew, as_recorded, recovered;
+  auto line = [](std::string& to, const char* what, const measured& m) {
+    to += "  " + std::string(what) + "  " + m.id + "  recorded: " + m.recorded_outcome +
+          "  replayed: " + describe(m.outcome.empty() ? "no_response" : m.outcome, m.status);
+    if (!m.error.empty()) to += " (" + m.error + ")";
+    to += "\n";
+  };
+  for (const auto& m : res.replayed) {
+    if (!m.ok) {
+      ++res.failed;
+      if (m.recorded_ok) {
+        ++res.failed_anew;
+        line(anew, "failed anew      ", m);
+      } else {
+        ++res.failed_as_recorded;
+        line(as_recorded, "failed as recorded", m);
+      }
+    } else if (!m.recorded_ok) {
+      ++res.recovered;
+      line(recovered, "no longer fails  ", m);
+    }
+  }
+  res.failures = anew + as_recorded + recovered;
   // Recorded vs replayed, side by side.
   struct metric {
     const char* name;
@@ -200,7 +243,10 @@ send_result send(const std::vector<record>& records, const send_options& o) {
     }
   }
   res.json = "{\"requests\":" + std::to_string(records.size()) +
-             ",\"failed\":" + std::to_string(res.failed) + ",\"metrics\":{";
+             ",\"failed\":" + std::to_string(res.failed) +
+             ",\"failed_as_recorded\":" + std::to_string(res.failed_as_recorded) +
+             ",\"failed_anew\":" + std::to_string(res.failed_anew) +
+             ",\"recovered\":" + std::to_string(res.recovered) + ",\"metrics\":{";
   std::vector<comparison_row> table;
   for (std::size_t k = 0; k < metrics.size(); ++k) {
     const auto a = percentiles_of(metrics[k].rec), b = percentiles_of(metrics[k].rep);
@@ -224,12 +270,18 @@ send_result send(const std::vector<record>& records, const send_options& o) {
   res.json += "},\"failures\":[";
   bool first = true;
   for (const auto& m : res.replayed) {
-    if (m.ok) continue;
+    if (m.ok && m.recorded_ok) continue;
     if (!first) res.json += ",";
     first = false;
     res.json += "{\"id\":";
     json::append_string(res.json, m.id);
-    res.json += ",\"status\":" + std::to_string(m.status) + ",\"error\":";
+    res.json += ",\"recorded\":";
+    json::append_string(res.json, m.recorded_outcome);
+    res.json += ",\"as_recorded\":";
+    res.json += m.ok == m.recorded_ok ? "true" : "false";
+    res.json += ",\"status\":" + std::to_string(m.status) + ",\"outcome\":";
+    json::append_string(res.json, m.outcome.empty() ? "no_response" : m.outcome);
+    res.json += ",\"error\":";
     json::append_string(res.json, m.error);
     res.json += "}";
   }

@@ -23,6 +23,16 @@ std::uint64_t request_hash(std::string_view method, std::string_view path, std::
   return h;
 }
 
+recorded_end end_of(const record& r) noexcept {
+  const bool upstream_answered = r.upstream_headers_ms >= 0;
+  if (r.outcome == "upstream_reset")
+    return upstream_answered ? recorded_end::reset : recorded_end::no_answer;
+  if (r.outcome == "timeout") return recorded_end::stall;
+  if (r.outcome == "upstream_error" && !upstream_answered) return recorded_end::no_answer;
+  if (r.outcome == "client_disconnect") return recorded_end::cut;
+  return recorded_end::complete;
+}
+
 namespace {
 
 std::string hex(std::uint64_t v) {
@@ -54,6 +64,20 @@ awaitable<bool> answer(net::http_connection<tcp_stream>& c, net::http_request& r
     ~unregister() { c.waiting_on(nullptr); }
   } guard{c};
   error_code ec;
+  const auto end = end_of(*r);
+  // A stall lasts until the recorded exchange ended (the client's or the proxy's timeout then).
+  auto stall = [&]() -> awaitable<void> {
+    const double last =
+        r->events.empty() ? 0.0 : static_cast<double>(r->events.back().t_us) / 1000.0;
+    timer.expires_at(at(std::max(r->e2e_ms, last)));
+    co_await timer.async_wait(use_ec(ec));
+  };
+  if (end == recorded_end::no_answer ||
+      (end == recorded_end::stall && r->upstream_headers_ms < 0)) {
+    if (end == recorded_end::stall) co_await stall();
+    if (r->outcome == "upstream_reset") c.reset();
+    co_return false;  // the connection closes with no response, as the upstream's did
+  }
   // The head when the upstream sent it, then each read at its recorded offset.
   timer.expires_at(at(std::max(0.0, r->upstream_headers_ms)));
   co_await timer.async_wait(use_ec(ec));
@@ -70,6 +94,19 @@ awaitable<bool> answer(net::http_connection<tcp_stream>& c, net::http_request& r
     if (c.closed()) co_return false;
     if (e.bytes.empty()) continue;
     if (!co_await c.write_chunk(e.bytes)) co_return false;
+  }
+  switch (end) {
+    case recorded_end::complete:
+      break;
+    case recorded_end::reset:
+      c.reset();
+      co_return false;
+    case recorded_end::stall:
+      co_await stall();
+      co_return false;
+    case recorded_end::cut:
+    case recorded_end::no_answer:
+      co_return false;  // closed without the terminal chunk
   }
   co_return co_await c.write_last_chunk() && res.keep_alive();
 }

@@ -17,11 +17,24 @@ enum class match_mode { body, sequence };
 
 struct serve_options {
   std::string host = "127.0.0.1";
-  std::uint16_t port = 8082;
+  std::uint16_t port = 8090;
   unsigned threads = 1;
   double speed = 1.0;
   match_mode match = match_mode::body;
 };
+
+/// How a recorded response ended, which `replay serve` reproduces after its recorded bytes.
+enum class recorded_end {
+  complete,   ///< the whole response: a terminal chunk (ok, stream_error, a 4xx/5xx answer)
+  cut,        ///< the stream stopped short: the connection closes (FIN) without a terminal chunk
+  reset,      ///< the upstream connection broke: an RST without a terminal chunk
+  stall,      ///< nothing more until the recorded end of the exchange, then cut
+  no_answer,  ///< the upstream never answered (the proxy made the error): close before any byte
+};
+
+/// The end a record's outcome stands for.  A proxy-made answer (no upstream head recorded) to an
+/// unreachable or silent upstream is no answer at all, after the recorded wait for a timeout.
+recorded_end end_of(const record& r) noexcept;
 
 /// Hash identifying a request: method, path (secrets redacted as in traces) and body.
 std::uint64_t request_hash(std::string_view method, std::string_view redacted_path,

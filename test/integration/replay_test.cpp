@@ -241,6 +241,71 @@ TEST(Replay, BinaryServesATraceFile) {
 namespace tokentap::test {
 namespace {
 
+// An incident replays with its failures: a stream the upstream reset is cut where the recording
+// was cut, with the same bytes and then a reset, never a clean end; a 503 is recorded as an
+// upstream error; `replay send` tells the failures it reproduced from new ones.
+TEST(Replay, FailuresReplayAsTheyWereRecorded) {
+  recording rec;
+  auto reset = streamed();
+  reset.body = chat_body(true, "reset me");
+  reset.headers.push_back({"x-sim-reset-after", "5"});
+  const auto original_reset = rec.send(reset);
+  ASSERT_FALSE(original_reset.complete);  // the live client saw the stream break
+  auto unavailable = streamed();
+  unavailable.body = chat_body(true, "unavailable");
+  unavailable.headers.push_back({"x-sim-status", "503"});
+  const auto original_503 = rec.send(unavailable);
+  ASSERT_EQ(original_503.status, 503u);
+  auto fine = streamed();
+  fine.body = chat_body(true, "fine");
+  rec.send(fine);
+
+  auto traces = replay::read_traces(files_in(rec.dir));
+  ASSERT_EQ(traces.records.size(), 3u);
+  std::map<std::string, std::string> outcome;  // by request body
+  for (const auto& r : traces.records) outcome[r.body.value_or("")] = r.outcome;
+  EXPECT_EQ(outcome[reset.body], "upstream_reset");
+  EXPECT_EQ(outcome[unavailable.body], "upstream_error");  // never "ok"
+  EXPECT_EQ(outcome[fine.body], "ok");
+
+  replay::serve_options so;
+  so.port = 0;
+  replay::replay_server server(traces.records, so);
+  server.start();
+  const auto replayed_reset = fetch(server.endpoint(), reset);
+  EXPECT_FALSE(replayed_reset.complete) << "a recorded reset replayed as a clean end";
+  EXPECT_EQ(replayed_reset.body, original_reset.body);  // the same bytes, up to the cut
+  const auto replayed_503 = fetch(server.endpoint(), unavailable);
+  EXPECT_EQ(replayed_503.status, 503u);
+  EXPECT_TRUE(replayed_503.complete);
+  EXPECT_TRUE(fetch(server.endpoint(), fine).complete);
+
+  // replay send against the replayed upstream: the reset and the 503 fail as recorded, nothing
+  // fails anew, exit status 0; against a target that refuses, the good one fails anew.
+  const auto file = files_in(rec.dir)[0];
+  const auto target = "http://127.0.0.1:" + std::to_string(server.endpoint().port());
+  auto r = run({"replay", "send", "--trace", file, "--target", target, "--concurrency", "1"},
+               std::chrono::seconds(30));
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("3 requests, 2 failed (2 as recorded, 0 anew)"), std::string::npos) << r.out;
+  for (const auto& rec_ : traces.records) {
+    if (rec_.outcome == "ok") continue;
+    const auto at = r.out.find("failed as recorded  " + rec_.id + "  recorded: " + rec_.outcome);
+    EXPECT_NE(at, std::string::npos) << rec_.id << "\n" << r.out;
+  }
+  EXPECT_NE(r.out.find("recorded: upstream_reset  replayed: upstream_reset"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("recorded: upstream_error, status 503  replayed: status 503"),
+            std::string::npos)
+      << r.out;
+  r = run({"replay", "send", "--trace", file, "--target",
+           "http://127.0.0.1:" + std::to_string(closed_port()), "--concurrency", "1"},
+          std::chrono::seconds(30));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("3 requests, 3 failed (2 as recorded, 1 anew)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("failed anew        "), std::string::npos) << r.out;
+}
+
 TEST(ReplaySend, ReissuesRecordedRequestsAndComparesPercentiles) {
   recording rec;
   for (int i = 0; i < 4; ++i) {
@@ -257,7 +322,7 @@ TEST(ReplaySend, ReissuesRecordedRequestsAndComparesPercentiles) {
                std::chrono::seconds(30));
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("recorded p50 / p95 / p99"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("4 requests, 0 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 requests, 0 failed (0 as recorded, 0 anew)"), std::string::npos) << r.out;
   std::ifstream in(report);
   const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(json.find(R"("requests":4,"failed":0)"), std::string::npos) << json;
@@ -272,7 +337,7 @@ TEST(ReplaySend, ReissuesRecordedRequestsAndComparesPercentiles) {
            "http://127.0.0.1:" + std::to_string(closed_port()), "--rate", "100"},
           std::chrono::seconds(30));
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.out.find("4 requests, 4 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 requests, 4 failed (0 as recorded, 4 anew)"), std::string::npos) << r.out;
 }
 
 }  // namespace
