@@ -173,12 +173,26 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
     each(all(), [&](hook& h) { h.on_request(r); });
   }
 
+  // llama.cpp's server names itself (`Server: llama.cpp`): its OpenAI-compatible chat streams
+  // are llama.cpp's from the head on, also when one ends in an error before any `timings`.
+  bool served_by_llamacpp(const response_view& r) const noexcept {
+    if (provider_ != parsers::provider::openai_chat) return false;
+    constexpr std::string_view server = "server";  // (letters only: `| 0x20` lowers them)
+    for (const auto& h : r.headers)
+      if (h.name.size() == server.size() &&
+          std::equal(server.begin(), server.end(), h.name.begin(),
+                     [](char a, char b) { return a == (b | 0x20); }))
+        return h.value.starts_with("llama.cpp");
+    return false;
+  }
+
   void on_response_head(const response_view& r) noexcept override {
     info_.status = r.status;
     info_.head_ns = r.t_ns;
     // A compressed body is passed through untouched and not decoded.
     if (r.content_encoding.empty() || r.content_encoding == "identity")
-      decoder_.emplace(provider_, r.content_type, max_event_bytes_);
+      decoder_.emplace(served_by_llamacpp(r) ? parsers::provider::llamacpp : provider_,
+                       r.content_type, max_event_bytes_);
     streamed_ = r.content_type.find("event-stream") != std::string_view::npos ||
                 r.content_type.find("ndjson") != std::string_view::npos;
     each(all(), [&](hook& h) { h.on_response_head(r); });
@@ -212,6 +226,7 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
                                          a.matched_messages});
   }
   const parsers::usage_counts* usage() const noexcept override { return &info_.usage; }
+  stream_outcome judged_outcome(stream_outcome) const noexcept override { return info_.outcome; }
   static constexpr std::size_t max_attempts = 16;
 
   void on_upstream_error(std::string_view reason, unsigned status) noexcept override {

@@ -148,6 +148,9 @@ class stream_tap {
   /// connection retried on a new one is not an attempt of its own).
   virtual void on_upstream_attempt(const upstream_attempt&) noexcept {}
   virtual void on_stream_end(stream_outcome, mono_ns end_ns) noexcept {}
+  /// After on_stream_end: how the tap judged the exchange's end — the outcome it was given, or
+  /// stream_error for a 2xx stream in which the provider reported an error.
+  virtual stream_outcome judged_outcome(stream_outcome given) const noexcept { return given; }
   /// After on_stream_end: the provider's usage as the tap read it (normalized, DESIGN.md §6);
   /// nullptr when it reads none.
   virtual const parsers::usage_counts* usage() const noexcept { return nullptr; }

@@ -203,6 +203,7 @@ class proxy_session final : public relay_host, public net::session_base {
     shared_.stats.active_streams.fetch_sub(1, std::memory_order_relaxed);
     if (ex.tap) {
       ex.tap->on_stream_end(ex.outcome, mono_now_ns());
+      ex.outcome = ex.tap->judged_outcome(ex.outcome);  // an error inside a 200 stream
       report_cache(ex);
     }
     access_log(ex);
@@ -611,6 +612,9 @@ class proxy_session final : public relay_host, public net::session_base {
     release_request(ex);
     auto& ures = parser->get();
     ex.status = ures.result_int();
+    // The upstream answered, but with a failure of its own (500, or a 502/503/504 that no
+    // other endpoint could take over).
+    if (ex.status >= 500) ex.outcome = stream_outcome::upstream_error;
 
     const bool no_body = ex.head || ex.status == 204 || ex.status == 304;
     const auto length = parser->content_length();
@@ -728,6 +732,9 @@ class proxy_session final : public relay_host, public net::session_base {
     res.keep_alive(keep);
     res.prepare_payload();
     ex.status = status;
+    // An answer of our own that no failure upstream explains is a refusal (bad request, no
+    // route, a hook's decision), never "ok".
+    if (ex.outcome == stream_outcome::ok) ex.outcome = stream_outcome::rejected;
     // An answer no hook saw (the request was not read, or matched no route): counted here.
     if (!ex.tap && ex.gen->count_local_replies)
       shared_.metrics->count_local_reply(ex.route ? std::string_view(ex.route->name) : "", status);
