@@ -200,6 +200,36 @@ TEST(LlamaCppDecoder, NativeCompletionStream) {
 
 // ---- OpenAI Responses (reference §3b)
 
+// llama.cpp's llama-server ends a failed Responses stream with a bare {"error":…} event and no
+// response.completed or response.failed (recorded from the real engine).
+TEST(ResponsesDecoder, ABareErrorEventEndsTheStreamWithItsError) {
+  const std::string s =
+      "event: response.output_text.delta\ndata: "
+      "{\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"delta\":\" ref\"}\n\n"
+      "data: {\"error\":{\"code\":500,\"message\":\"Context size has been exceeded.\","
+      "\"type\":\"server_error\"}}\n\n";
+  EXPECT_EQ(
+      decode(s, provider::openai_responses),
+      "content= ref|reasoning=|tool=|error(server_error,Context size has been exceeded.)"
+      "|in=-1 out=1 reasoning=0 cached=-1 write=-1 cache_fields=0|provider=openai-responses");
+}
+
+// A Responses answer without a stream (llama-server's, verbatim): its texts, usage and end.
+TEST(ResponsesDecoder, AWholeResponseHasItsTextsAndUsage) {
+  const std::string body =
+      R"({"completed_at":1796524019,"created_at":1796524019,"id":"resp_SlNJ","model":"./tiny.gguf",)"
+      R"("object":"response","output":[{"content":[{"type":"output_text","annotations":[],)"
+      R"("logprobs":[],"text":" triggeredmerce"}],"id":"msg_jbx","role":"assistant",)"
+      R"("status":"completed","type":"message"},{"type":"reasoning","summary":[{"type":)"
+      R"("summary_text","text":"Thought."}]},{"type":"function_call","name":"f","arguments":)"
+      R"("{\"a\":1}"}],"status":"completed","usage":{"input_tokens":30,"output_tokens":5,)"
+      R"("total_tokens":35,"input_tokens_details":{"cached_tokens":29}}})";
+  EXPECT_EQ(decode(body, provider::openai_responses, "application/json; charset=utf-8"),
+            "content= triggeredmerce|reasoning=Thought.|tool={\"a\":1}|finish(completed)|in=30 "
+            "out=5 reasoning=1 cached=29 write=-1 cache_fields=1|provider=openai-responses|"
+            "id=resp_SlNJ model=./tiny.gguf");
+}
+
 TEST(ResponsesDecoder, TextReasoningUsageAndFailure) {
   const std::string s =
       "event: response.created\ndata: "
