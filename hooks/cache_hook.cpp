@@ -54,6 +54,7 @@ prefix_tracker::analysis prefix_tracker::observe(std::uint64_t scope,
       break;
     }
   std::uint64_t conv_key = 0;
+  a.continues = first_user + 1 < conv.size();
   if (first_user < conv.size()) {
     conv_key = mix(scope, conv[first_user].hash);
     if (auto* prev = conversations_.find(conv_key)) {
@@ -63,6 +64,8 @@ prefix_tracker::analysis prefix_tracker::observe(std::uint64_t scope,
       if (k < p.size() && k < conv.size()) {
         a.divergence_at = static_cast<int>(k);
         a.previous_elements = p.size();
+      } else if (k == p.size() && k < conv.size()) {
+        a.previous_input_tokens = prev->input_tokens;  // the previous turn, whole, then more
       }
     } else if (auto* pos = user_positions_.find(mix(scope, conv[first_user].hash));
                pos && pos->index > 0) {
@@ -76,6 +79,7 @@ prefix_tracker::analysis prefix_tracker::observe(std::uint64_t scope,
   for (const auto& d : conv) prefixes_.put(mix(scope, d.chain), cfg_.max_prefixes).last = now;
   if (conv_key) {
     auto& c = conversations_.put(conv_key, cfg_.max_conversations);
+    c.input_tokens = -1;
     c.chains.clear();
     c.user_hashes.clear();
     for (const auto& d : conv) {
@@ -93,6 +97,18 @@ prefix_tracker::analysis prefix_tracker::observe(std::uint64_t scope,
     }
   }
   return a;
+}
+
+void prefix_tracker::remember_input(std::uint64_t scope,
+                                    std::span<const parsers::message_digest> conv,
+                                    std::int64_t input_tokens) {
+  if (conv.empty()) return;
+  const auto root = parsers::root_of(conv);
+  if (conv[root].role != "user") return;
+  std::lock_guard lk(mu_);
+  auto* c = conversations_.find(mix(scope, conv[root].hash));
+  if (c && c->chains.size() == conv.size() && c->chains.back() == conv.back().chain)
+    c->input_tokens = input_tokens;
 }
 
 std::size_t prefix_tracker::record_miss(std::uint64_t prefix_key, clock::time_point now) {
@@ -130,25 +146,13 @@ class cache_hook final : public hook {
  public:
   explicit cache_hook(std::shared_ptr<prefix_tracker> t) : tracker_(std::move(t)) {}
 
+  // The conversation is compared at the stream's end, with what the endpoint that answered
+  // saw before: each replica keeps its own cache.
   void on_request(const request_view& r) override {
     model_ = std::string(r.model);
     scope_ = mix(mix(r.tenant, hash_str(r.route)), hash_str(r.model));
     model_scope_ = mix(hash_str(r.route), hash_str(r.model));
-    if (r.conversation.empty()) return;
-    a_ = tracker_->observe(scope_, r.conversation, prefix_tracker::clock::now());
-    observed_ = true;
-    if (a_.divergence_at >= 0) {
-      const auto& d = r.conversation[static_cast<std::size_t>(a_.divergence_at)];
-      add("prefix_divergence",
-          "\"at_message\":" + std::to_string(a_.divergence_at) + ",\"role\":\"" +
-              std::string(d.role) +
-              "\",\"previous_messages\":" + std::to_string(a_.previous_elements) +
-              ",\"shared_tokens_est\":" + std::to_string(d.chars_before / bytes_per_token));
-    }
-    if (a_.dropped_messages > 0) {
-      add("truncation", "\"reason\":\"head_dropped\",\"dropped_user_messages\":" +
-                            std::to_string(a_.dropped_messages));
-    }
+    conversation_.assign(r.conversation.begin(), r.conversation.end());
   }
 
   unsigned per_event() const noexcept override { return 0; }
@@ -156,11 +160,49 @@ class cache_hook final : public hook {
   void fill(stream_info& s) override {
     const auto& cfg = tracker_->cfg();
     const auto& u = s.usage;
-    // Provider-reported events.
-    const auto cls = cache_class(u);
-    const std::string counts = "\"cached_tokens\":" + std::to_string(u.cached_input_tokens) +
-                               ",\"input_tokens\":" + std::to_string(u.input_tokens);
+    const auto& attempts = s.upstream.attempts;
+    const auto scope = attempts.empty() ? scope_ : mix(scope_, hash_str(attempts.back().endpoint));
+    if (!conversation_.empty()) {
+      a_ = tracker_->observe(scope, conversation_, prefix_tracker::clock::now());
+      observed_ = true;
+      if (u.input_tokens > 0) tracker_->remember_input(scope, conversation_, u.input_tokens);
+    }
+    // Provider-reported events, judged against what could have been cached: a turn that repeats
+    // the previous one whole and had (nearly) all of it cached is a hit, however long the new
+    // part is.
+    auto cls = cache_class(u);
+    if (cls == "partial" && a_.previous_input_tokens > 0 &&
+        static_cast<double>(u.cached_input_tokens) >=
+            0.9 * static_cast<double>(std::min(a_.previous_input_tokens, u.input_tokens)))
+      cls = "hit";
+    if (cls != "unknown") s.cache_outcome = cls;
+    std::string counts = "\"cached_tokens\":" + std::to_string(u.cached_input_tokens) +
+                         ",\"input_tokens\":" + std::to_string(u.input_tokens);
+    if (a_.previous_input_tokens >= 0)
+      counts += ",\"previous_turn_input_tokens\":" + std::to_string(a_.previous_input_tokens);
     if (cls == "hit" || cls == "partial" || cls == "miss") add(std::string(cls), counts);
+    // A known conversation that changed before the end of its previous turn.  Not a first turn
+    // set against a longer conversation that opened with the same message: that is a new
+    // conversation.  And not when the engine reports the whole prompt cached (but for the one
+    // or two tokens an engine always computes again): then the comparison was wrong, not the
+    // cache.  (Caches reuse tokens, not messages: a partly cached prompt may have diverged
+    // inside a message, past the element's start that shared_tokens_est counts to.)
+    if (a_.divergence_at >= 0 && (a_.continues || a_.previous_elements <= conversation_.size())) {
+      const auto& d = conversation_[static_cast<std::size_t>(a_.divergence_at)];
+      const auto shared_est = static_cast<std::int64_t>(d.chars_before / bytes_per_token);
+      const bool contradicted = u.cache_fields && u.cached_input_tokens > 0 &&
+                                u.cached_input_tokens >= u.input_tokens - 2;
+      if (!contradicted)
+        add("prefix_divergence",
+            "\"at_message\":" + std::to_string(a_.divergence_at) + ",\"role\":\"" +
+                std::string(d.role) +
+                "\",\"previous_messages\":" + std::to_string(a_.previous_elements) +
+                ",\"shared_tokens_est\":" + std::to_string(shared_est));
+    }
+    if (a_.dropped_messages > 0) {
+      add("truncation", "\"reason\":\"head_dropped\",\"dropped_user_messages\":" +
+                            std::to_string(a_.dropped_messages));
+    }
     if (u.cache_write_tokens > 0)
       add("write", "\"cache_write_tokens\":" + std::to_string(u.cache_write_tokens));
 
@@ -210,7 +252,7 @@ class cache_hook final : public hook {
     // Prefill slower than usual for this model, per uncached token.
     if (s.timing.ttft_ms > 0 && u.input_tokens > 0) {
       const auto uncached = u.input_tokens - std::max<std::int64_t>(0, u.cached_input_tokens);
-      if (uncached > 0) {
+      if (uncached >= prefill_min_uncached) {
         const double per_token = s.timing.ttft_ms / static_cast<double>(uncached);
         const auto [median, samples] = tracker_->prefill_sample(model_scope_, per_token);
         if (samples >= cfg.prefill_min_samples && median > 0 &&
@@ -234,7 +276,13 @@ class cache_hook final : public hook {
   }
 
   std::shared_ptr<prefix_tracker> tracker_;
+  // Below this many uncached tokens TTFT is the engine's fixed floor (scheduling, the first
+  // decode step, its HTTP front end), not prefill: a near-complete cache hit with 1 uncached
+  // token and 3 ms TTFT is no prefill anomaly.
+  static constexpr std::int64_t prefill_min_uncached = 32;
+
   std::string model_;
+  std::vector<parsers::message_digest> conversation_;  // the request's (bounded by the inspector)
   std::uint64_t scope_ = 0, model_scope_ = 0;
   prefix_tracker::analysis a_;
   bool observed_ = false;

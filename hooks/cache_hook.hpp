@@ -3,17 +3,23 @@
 //
 // Providers report how many prompt tokens were cached; tokentap sees every prompt.  For each
 // request the hook keeps the chain of cumulative hashes of its conversation (parsers::
-// message_digest), scoped by tenant (a salted hash of the credential, never the key), route and
-// model, in bounded LRUs.  From them it recognizes:
+// message_digest), scoped by tenant (a salted hash of the credential, never the key), route,
+// model and by the endpoint that answered (each replica has its own cache), in bounded LRUs.
+// It judges hit / partial / miss against what the engine could have had cached — the previous
+// turn's prompt when the request repeats it — and recognizes:
 //   prefix_divergence  a known conversation (same first user message) changed before the end of
-//                      its previous turn (at_message 0 = the first element, e.g. the system prompt)
+//                      its previous turn (at_message 0 = the first element, e.g. the system
+//                      prompt); only for a request that continues a conversation (a first turn
+//                      is a new one), never when the provider reports a hit
 //   truncation         the conversation's head was dropped (its first user message sits later in a
 //                      recent conversation), or the input reached a fraction of the context window
 //   unexpected_miss    a prefix worth >= min_prefix_tokens was seen within the TTL, yet the
 //   provider
 //                      reports < 50 % of it cached
 //   expired            the same, but it was last seen longer ago than the TTL
-//   prefill_anomaly    TTFT per uncached input token above k x the model's rolling median
+//   prefill_anomaly    TTFT per uncached input token above k x the model's rolling median, for
+//                      prompts of >= prefill_min_uncached uncached tokens (below that TTFT is
+//                      the engine's fixed floor, not prefill)
 //   repeated_miss      the same prefix missed >= N times within a window
 // plus the provider-reported hit / partial / miss / write.  Each event carries its evidence.
 #include <chrono>
@@ -43,11 +49,20 @@ class prefix_tracker {
     int divergence_at = -1;          ///< prefix_divergence: first differing element
     std::size_t previous_elements = 0;
     int dropped_messages = -1;  ///< truncation of the head: elements dropped
+    /// The previous request of this conversation, when this one repeats it whole and goes on:
+    /// its input tokens (-1 unknown) — what the engine could have kept cached for this one.
+    std::int64_t previous_input_tokens = -1;
+    bool continues = false;  ///< the request goes on past its first user message
   };
 
   /// Compares the request with what was seen, then remembers it.
   analysis observe(std::uint64_t scope, std::span<const parsers::message_digest> conv,
                    clock::time_point now);
+
+  /// The provider's count of the request's input tokens, for the next turn of its conversation
+  /// (`observe` remembered the conversation; nothing when it was forgotten since).
+  void remember_input(std::uint64_t scope, std::span<const parsers::message_digest> conv,
+                      std::int64_t input_tokens);
 
   /// Counts a miss of `prefix_key`; returns the misses within the window (this one included).
   std::size_t record_miss(std::uint64_t prefix_key, clock::time_point now);
@@ -66,6 +81,7 @@ class prefix_tracker {
   struct conversation {
     std::uint64_t key;
     std::vector<std::uint64_t> chains;
+    std::int64_t input_tokens = -1;          // the provider's count for its last request
     std::vector<std::uint64_t> user_hashes;  // hashes of its user messages, in order
     clock::time_point last;
   };

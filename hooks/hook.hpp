@@ -144,6 +144,10 @@ struct stream_info {
   /// Filled by the cache hook ("cache_events"): event names and their evidence (a JSON object
   /// each).
   std::vector<std::pair<std::string, std::string>> cache_events;
+  /// Also the cache hook's: hit, partial or miss judged against what the engine could have had
+  /// cached (the previous turn's prompt); empty when the hook does not run or the provider
+  /// reports no cache fields (then the class follows from usage alone: cache_class).
+  std::string_view cache_outcome;
   /// Filled by the trace hook ("trace_record"): the `id` of the exchange's trace record; empty
   /// when no record is written (no trace hook, or the exchange was not sampled).
   std::string trace_record_id;

@@ -145,6 +145,41 @@ TEST(Cache, ChangedSystemPromptIsAPrefixDivergenceAtMessageZero) {
       << ev;
 }
 
+// Each replica has its own cache: a request is compared with what its own endpoint saw.  The
+// first turn went to one replica, the second (another system prompt) to the other, which never
+// saw the conversation: its miss is no divergence of a prompt it did not hold.
+TEST(Cache, ARequestIsComparedWithWhatItsEndpointSaw) {
+  sim::server_options so;
+  so.port = 0;
+  sim::server other(so);
+  other.start();
+  cache_stack c([&](config::config& cfg) {
+    auto& u = cfg.upstreams[0];
+    std::string err;
+    u.endpoints.push_back(
+        *config::parse_url("http://127.0.0.1:" + std::to_string(other.endpoint().port()), err));
+    u.balance = config::balance_policy::round_robin;
+  });
+  c.send(convo({msg("system", system_prompt + " Today is Monday."), msg("user", "plan my week")}));
+  const auto ev = cache_events(c.send(
+      convo({msg("system", system_prompt + " Today is Tuesday."), msg("user", "plan my week"),
+             msg("assistant", "sure"), msg("user", "add gym")})));
+  EXPECT_FALSE(has(ev, R"("event":"prefix_divergence")")) << ev;
+  EXPECT_TRUE(has(ev, R"("event":"miss")")) << ev;  // the other replica had nothing cached
+  other.shutdown();
+  other.join();
+}
+
+// A first turn that opens with a longer conversation's first message is a new conversation.
+TEST(Cache, ANewConversationWithAKnownFirstMessageIsNoDivergence) {
+  cache_stack c;
+  c.send(convo({msg("system", system_prompt + " App one."), msg("user", "hello"),
+                msg("assistant", "hi"), msg("user", "what can you do")}));
+  const auto ev = cache_events(
+      c.send(convo({msg("system", system_prompt + " App two."), msg("user", "hello")})));
+  EXPECT_FALSE(has(ev, R"("event":"prefix_divergence")")) << ev;
+}
+
 TEST(Cache, EditedHistoryDivergesWhereItChanged) {
   cache_stack c;
   c.send(convo({msg("system", system_prompt), msg("user", "q1"), msg("assistant", "a1"),
