@@ -22,26 +22,13 @@
 #include "config/log.hpp"
 #include "hooks/hook.hpp"
 #include "net/net.hpp"
+#include "proxy/process_metrics.hpp"
 #include "tokentap/version.hpp"
-
-// jemalloc's control interface: present when the binary is linked with jemalloc (CMakeLists.txt)
-// or it is preloaded, null otherwise (a weak reference; jemalloc's header is not needed).
-extern "C" int mallctl(const char* name, void* oldp, std::size_t* oldlenp, void* newp,
-                       std::size_t newlen) __attribute__((weak));
 
 namespace tokentap::app {
 
-// The allocator the process runs on, for --version and the proxy's start-up line: "jemalloc
-// 5.3.0" or "libc malloc".
 std::string allocator_name() {
-  const char* v = nullptr;
-  std::size_t n = sizeof v;
-  if (mallctl != nullptr && mallctl("version", static_cast<void*>(&v), &n, nullptr, 0) == 0 &&
-      v != nullptr) {
-    const std::string_view version(v);
-    return "jemalloc " + std::string(version.substr(0, version.find('-')));
-  }
-  return "libc malloc";
+  return proxy::allocator_name();
 }
 
 constexpr const char* main_help = R"(tokentap — a tracing reverse proxy for LLM inference endpoints
@@ -141,6 +128,12 @@ void run_until_stopped(const std::function<void()>& on_first,
 }
 
 int cmd_check_config(const std::vector<std::string>& args) {
+  if (want_help(args))
+    return std::cout << "usage: tokentap check-config FILE\n\n"
+                        "Reads FILE as `tokentap proxy --config FILE` would (upstreams, routes, "
+                        "hooks and\ntheir settings) and exits 0 when the proxy would start with "
+                        "it, 2 with a one-line\nreason when it would not.\n",
+           0;
   auto f = flags::parse("check-config", args, {}, {});
   if (f.positional().size() != 1) throw usage_error{"usage: tokentap check-config FILE"};
   const auto cfg = config::load_config_file(f.positional()[0]);

@@ -136,8 +136,10 @@ using prometheus::Histogram;
 
 constexpr std::array<const char*, 4> cache_names = {"hit", "partial", "miss", "unknown"};
 constexpr std::array<const char*, 3> channel_names = {"content", "reasoning", "tool"};
-constexpr std::array<const char*, 5> token_types = {"input", "output", "reasoning", "cached_input",
-                                                    "cache_write"};
+// Disjoint parts, so that any sum over `type` counts each token once: input = input_uncached +
+// cached_input + cache_write, output = output_answer + reasoning (docs/metrics.md).
+constexpr std::array<const char*, 5> token_types = {"input_uncached", "output_answer", "reasoning",
+                                                    "cached_input", "cache_write"};
 constexpr std::array<const char*, 6> error_reasons = {"connect", "tls",        "timeout",
                                                       "reset",   "status_5xx", "stream_error"};
 constexpr std::array<const char*, 3> stage_names = {"framing", "json", "oversize"};
@@ -191,7 +193,8 @@ struct metrics_registry::families {
                  .Register(r)),
         tokens(prometheus::BuildCounter()
                    .Name("tokentap_tokens_total")
-                   .Help("Tokens from usage, normalized (cached and reasoning are subsets)")
+                   .Help("Tokens from usage, normalized, in disjoint parts: input_uncached, "
+                         "cached_input, cache_write, output_answer, reasoning")
                    .Register(r)),
         steps(prometheus::BuildCounter()
                   .Name("tokentap_reasoning_steps_total")
@@ -247,6 +250,9 @@ struct slot {
   std::int64_t sec = -1;
   std::uint64_t requests = 0, errors = 0, output_tokens = 0, cache_hits = 0, cache_known = 0,
                 steps = 0;
+  // Input and cached input tokens of the requests whose provider reports cache fields: the hit
+  // ratio by tokens, as providers bill it.
+  std::uint64_t cache_input_tokens = 0, cached_tokens = 0;
   quantile_sketch ttft, ttft_answer, itl, e2e, overhead;
   std::map<std::string, std::uint64_t> cache_events;  // by event name (a handful of kinds)
   void merge(const slot& o) {
@@ -256,6 +262,8 @@ struct slot {
     output_tokens += o.output_tokens;
     cache_hits += o.cache_hits;
     cache_known += o.cache_known;
+    cache_input_tokens += o.cache_input_tokens;
+    cached_tokens += o.cached_tokens;
     steps += o.steps;
     ttft.merge(o.ttft);
     ttft_answer.merge(o.ttft_answer);
@@ -601,14 +609,18 @@ void metrics_registry::finish(series& s, const stream_info& sum, const std::stri
                               const std::string& route, std::uint64_t steps) {
   const auto& t = sum.timing;
   const auto& u = sum.usage;
-  const auto cache = cache_class(u);
+  const auto cache = sum.cache_outcome.empty() ? cache_class(u) : sum.cache_outcome;
   s.duration->Observe(t.e2e_ms / 1000.0);
   if (t.ttft_ms >= 0)
     s.ttft[static_cast<std::size_t>(cache_index(cache))]->Observe(t.ttft_ms / 1000.0);
   if (t.ttft_answer_ms >= 0) s.ttft_answer->Observe(t.ttft_answer_ms / 1000.0);
   if (t.tpot_ms >= 0) s.tpot->Observe(t.tpot_ms / 1000.0);
-  const std::array<std::int64_t, 5> tok = {u.input_tokens, u.output_tokens, u.reasoning_tokens,
-                                           u.cached_input_tokens, u.cache_write_tokens};
+  const auto part = [](std::int64_t n) { return std::max<std::int64_t>(0, n); };
+  const std::array<std::int64_t, 5> tok = {
+      part(u.input_tokens) -
+          std::min(part(u.input_tokens), part(u.cached_input_tokens) + part(u.cache_write_tokens)),
+      part(u.output_tokens) - std::min(part(u.output_tokens), part(u.reasoning_tokens)),
+      u.reasoning_tokens, u.cached_input_tokens, u.cache_write_tokens};
   if (!tenants_enabled_)
     for (std::size_t i = 0; i < 5; ++i)
       if (tok[i] > 0) s.tokens[i]->Increment(static_cast<double>(tok[i]));
@@ -683,6 +695,11 @@ void metrics_registry::finish(series& s, const stream_info& sum, const std::stri
     if (cache != "unknown") {
       ++sl.cache_known;
       if (cache == "hit") ++sl.cache_hits;
+    }
+    if (u.cache_fields && u.input_tokens > 0) {
+      sl.cache_input_tokens += static_cast<std::uint64_t>(u.input_tokens);
+      sl.cached_tokens += static_cast<std::uint64_t>(
+          std::clamp<std::int64_t>(u.cached_input_tokens, 0, u.input_tokens));
     }
     sl.steps += steps;
     for (const auto& [event, evidence] : sum.cache_events) ++sl.cache_events[event];
@@ -784,7 +801,16 @@ void append_slot(std::string& out, const slot& s, double seconds, std::int64_t a
   std::snprintf(buf, sizeof buf, ",\"tokens_per_s\":%.1f",
                 seconds > 0 ? s.output_tokens / seconds : 0.0);
   out += buf;
+  // One meaning of "cache hit ratio" everywhere: cached input tokens / input tokens.  The share
+  // of requests judged a hit (cache_outcome) is its own, differently named figure.
   out += ",\"cache_hit_ratio\":";
+  if (s.cache_input_tokens) {
+    std::snprintf(buf, sizeof buf, "%.4f", double(s.cached_tokens) / double(s.cache_input_tokens));
+    out += buf;
+  } else {
+    out += "null";
+  }
+  out += ",\"cache_hit_requests_share\":";
   if (s.cache_known) {
     std::snprintf(buf, sizeof buf, "%.4f", double(s.cache_hits) / double(s.cache_known));
     out += buf;
@@ -861,24 +887,33 @@ std::string metrics_registry::stats_json() {
   for (const auto& [w, a] : active) all_active += a;
   out += "],\"all\":";
   append_slot(out, all_window, window_s, all_active);
-  // Per-second history for the charts (oldest first).
-  out += ",\"timeline\":[";
+  // Per-second history for the charts (oldest first): counts per second, quantiles over the
+  // trailing chart_span seconds — one second often holds too few requests for a P95 apart
+  // from the P99 — with the number of samples they are taken over (`ttft_n`).
+  constexpr std::size_t chart_span = 10;
+  out += ",\"chart_span_s\":" + std::to_string(chart_span) + ",\"timeline\":[";
   for (std::size_t i = 0; i < timeline.size(); ++i) {
     const auto& sl = timeline[i];
+    slot span;
+    for (std::size_t j = i + 1 > chart_span ? i + 1 - chart_span : 0; j <= i; ++j)
+      span.merge(timeline[j]);
     if (i) out += ",";
     out += "{\"t\":" + std::to_string(static_cast<long long>(i) - n + 1) +
            ",\"requests\":" + std::to_string(sl.requests) +
            ",\"errors\":" + std::to_string(sl.errors) +
-           ",\"tokens\":" + std::to_string(sl.output_tokens) + ",\"ttft_p50\":";
-    json::append_ms(out, sl.ttft.quantile(0.5));
+           ",\"tokens\":" + std::to_string(sl.output_tokens) +
+           ",\"ttft_n\":" + std::to_string(span.ttft.count()) + ",\"ttft_p50\":";
+    json::append_ms(out, span.ttft.quantile(0.5));
     out += ",\"ttft_p95\":";
-    json::append_ms(out, sl.ttft.quantile(0.95));
+    json::append_ms(out, span.ttft.quantile(0.95));
     out += ",\"ttft_p99\":";
-    json::append_ms(out, sl.ttft.quantile(0.99));
+    json::append_ms(out, span.ttft.quantile(0.99));
     out += ",\"itl_p50\":";
-    json::append_ms(out, sl.itl.quantile(0.5));
+    json::append_ms(out, span.itl.quantile(0.5));
+    out += ",\"itl_p95\":";
+    json::append_ms(out, span.itl.quantile(0.95));
     out += ",\"itl_p99\":";
-    json::append_ms(out, sl.itl.quantile(0.99));
+    json::append_ms(out, span.itl.quantile(0.99));
     out += "}";
   }
   // The slowest of the recent requests.
@@ -924,6 +959,7 @@ class metrics_hook final : public hook {
   void on_request(const request_view& r) override {
     route_ = std::string(r.route);
     model_ = reg_->model_label(r.model);
+    named_model_ = !r.model.empty();
     path_provider_ =
         parsers::to_string(parsers::provider_from_path(r.target.substr(0, r.target.find('?'))));
     series_ = &reg_->resolve(route_, model_, path_provider_);
@@ -957,8 +993,15 @@ class metrics_hook final : public hook {
   void on_stream_end(const stream_info& sum) override {
     if (!series_) return;
     auto* final_series = series_;
-    if (const auto provider = parsers::to_string(sum.provider); provider != path_provider_)
+    const auto provider = parsers::to_string(sum.provider);
+    // A request that names no model (llama.cpp's native /completion) counts under the model
+    // its answer named.
+    if (!named_model_ && !sum.response_model.empty()) {
+      model_ = reg_->model_label(sum.response_model);
       final_series = &reg_->resolve(route_, model_, provider);
+    } else if (provider != path_provider_) {
+      final_series = &reg_->resolve(route_, model_, provider);
+    }
     reg_->fold(*final_series, batch_);
     reg_->finish(*final_series, sum, model_, route_, sum.steps.size());
     series_active().Decrement();
@@ -983,6 +1026,7 @@ class metrics_hook final : public hook {
   metrics_registry::fold_batch batch_;
   metrics_registry::series* series_ = nullptr;
   std::string route_, model_;
+  bool named_model_ = false;        // the request named its model
   std::string_view path_provider_;  // (a static name)
   mono_ns last_fold_ = 0;
 };

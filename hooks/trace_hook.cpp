@@ -460,6 +460,8 @@ class alignas(64) trace_hook final : public hook, public hot_state, public shape
 
   void finish(const stream_info& s) {
     events_.seal();
+    // A request that names no model (llama.cpp's native /completion) is the answer's model's.
+    if (t_.model.empty()) t_.model = s.response_model;
     auto f = std::make_shared<finished_stream>(
         finished_stream{std::move(t_), cfg_.bodies, events_truncated_ || text_truncated_, s});
     trace_writer::record rec;

@@ -155,11 +155,23 @@ tcp::endpoint server_runtime::listen(const std::string& host, std::uint16_t port
   const auto addr = asio::ip::make_address(host);
   tcp::endpoint ep(addr, port);
   l->protocol = ep.protocol();
-  l->acceptor.open(ep.protocol());
-  l->acceptor.set_option(tcp::acceptor::reuse_address(true));
-  if (reuse_port) l->acceptor.set_option(reuse_port_option{});
-  l->acceptor.bind(ep);
-  l->acceptor.listen(asio::socket_base::max_listen_connections);
+  // A failure names the address: "bind 127.0.0.1:8080: Address already in use".
+  error_code ec;
+  auto check = [&](const char* what) {
+    if (ec)
+      throw boost::system::system_error(
+          ec, std::string(what) + " " + host + ":" + std::to_string(port));
+  };
+  l->acceptor.open(ep.protocol(), ec);
+  check("open");
+  l->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  check("setsockopt");
+  if (reuse_port) l->acceptor.set_option(reuse_port_option{}, ec);
+  check("setsockopt SO_REUSEPORT");
+  l->acceptor.bind(ep, ec);
+  check("bind");
+  l->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  check("listen");
   listeners_.push_back(l);
   l->do_accept();
   return l->acceptor.local_endpoint();

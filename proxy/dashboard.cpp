@@ -35,28 +35,28 @@ footer{color:var(--dim);font-size:12px;padding:0 20px 16px}
  <div class="card"><div class="v" id="active">–</div><div class="l">active streams</div></div>
  <div class="card"><div class="v" id="tok-rate">–</div><div class="l">output tokens / s</div></div>
  <div class="card"><div class="v" id="ttft-p50">–</div><div class="l">TTFT p50 (ms)</div></div>
- <div class="card"><div class="v" id="ttft-p95">–</div><div class="l">TTFT p95 (ms)</div></div>
+ <div class="card"><div class="v" id="ttft-p95">–</div><div class="l">TTFT p95 (ms) · <span id="ttft-n">–</span> requests</div></div>
  <div class="card"><div class="v" id="ttft-p99">–</div><div class="l">TTFT p99 (ms)</div></div>
  <div class="card"><div class="v" id="answer-p50">–</div><div class="l">answer TTFT p50 (ms)</div></div>
- <div class="card"><div class="v" id="itl-p50">–</div><div class="l">inter-token p50 / p99 (ms)</div></div>
- <div class="card"><div class="v" id="e2e-p95">–</div><div class="l">end-to-end p95 (ms)</div></div>
+ <div class="card"><div class="v" id="itl">–</div><div class="l">inter-token p50 / p95 / p99 (ms)</div></div>
+ <div class="card"><div class="v" id="e2e">–</div><div class="l">end-to-end p50 / p95 / p99 (ms)</div></div>
  <div class="card"><div class="v" id="overhead-p99">–</div><div class="l">proxy overhead p99 (ms)</div></div>
- <div class="card"><div class="v" id="cache-hit">–</div><div class="l">cache hit ratio</div></div>
+ <div class="card"><div class="v" id="cache-hit">–</div><div class="l">cache hit (cached / input tokens)</div></div>
 </section>
 <section class="charts">
- <div class="chart"><h2>Time to first token (ms)</h2><canvas id="c-ttft"></canvas>
+ <div class="chart"><h2>Time to first token (ms, trailing <span id="span-s">10</span> s · <span id="span-n">–</span> requests)</h2><canvas id="c-ttft"></canvas>
   <div class="legend"><span><i style="background:var(--a)"></i>p50</span><span><i style="background:var(--b)"></i>p95</span><span><i style="background:var(--c)"></i>p99</span></div></div>
  <div class="chart"><h2>Requests and errors per second</h2><canvas id="c-req"></canvas>
   <div class="legend"><span><i style="background:var(--a)"></i>requests</span><span><i style="background:var(--c)"></i>errors</span></div></div>
  <div class="chart"><h2>Output tokens per second</h2><canvas id="c-tok"></canvas>
   <div class="legend"><span><i style="background:var(--d)"></i>tokens</span></div></div>
  <div class="chart"><h2>Inter-token latency (ms)</h2><canvas id="c-itl"></canvas>
-  <div class="legend"><span><i style="background:var(--a)"></i>p50</span><span><i style="background:var(--c)"></i>p99</span></div></div>
+  <div class="legend"><span><i style="background:var(--a)"></i>p50</span><span><i style="background:var(--b)"></i>p95</span><span><i style="background:var(--c)"></i>p99</span></div></div>
 </section>
 <section><h2>Prompt-cache events (sliding window) — why the cache missed</h2>
 <div class="cards" id="cache-events"></div></section>
 <section><h2>By route and model (sliding window)</h2>
-<table id="series"><thead><tr><th>route</th><th>model</th><th>req/s</th><th>errors</th><th>active</th><th>TTFT p50</th><th>p95</th><th>p99</th><th>answer p50</th><th>ITL p50</th><th>p99</th><th>e2e p95</th><th>tok/s</th><th>cache hit</th></tr></thead><tbody></tbody></table></section>
+<table id="series"><thead><tr><th>route</th><th>model</th><th>req/s</th><th>errors</th><th>active</th><th>TTFT p50</th><th>p95</th><th>p99</th><th>answer p50</th><th>ITL p50</th><th>p95</th><th>p99</th><th>e2e p50</th><th>p95</th><th>p99</th><th>tok/s</th><th>cache hit (tokens)</th><th>hit requests</th></tr></thead><tbody></tbody></table></section>
 <section><h2>Upstream endpoints (sliding window) — where requests went and why</h2>
 <table id="endpoints"><thead><tr><th>upstream</th><th>endpoint</th><th>state</th><th>req/s</th><th>active</th><th>errors</th><th>cache hit (tokens)</th><th>TTFT p50</th><th>p99</th><th>routed by</th></tr></thead><tbody></tbody></table></section>
 <section id="admission-section" hidden><h2>Admission — SLO shedding and refusals</h2>
@@ -119,8 +119,9 @@ function render(d) {
   $("ttft-p95").textContent = fmt(a.ttft_ms.p95);
   $("ttft-p99").textContent = fmt(a.ttft_ms.p99);
   $("answer-p50").textContent = fmt(a.ttft_answer_ms.p50);
-  $("itl-p50").textContent = fmt(a.itl_ms.p50, 1) + " / " + fmt(a.itl_ms.p99, 1);
-  $("e2e-p95").textContent = fmt(a.e2e_ms.p95);
+  $("ttft-n").textContent = a.ttft_ms.n;
+  $("itl").textContent = [a.itl_ms.p50, a.itl_ms.p95, a.itl_ms.p99].map((x) => fmt(x, 1)).join(" / ");
+  $("e2e").textContent = [a.e2e_ms.p50, a.e2e_ms.p95, a.e2e_ms.p99].map((x) => fmt(x)).join(" / ");
   $("overhead-p99").textContent = fmt(a.overhead_ms.p99, 3);
   $("cache-hit").textContent = pct(a.cache_hit_ratio);
   $("win").textContent = d.window_s; $("qerr").textContent = (100 * d.quantile_relative_error).toFixed(0);
@@ -128,8 +129,9 @@ function render(d) {
   draw("c-ttft", [{color: "--a", values: t.map((x) => x.ttft_p50)}, {color: "--b", values: t.map((x) => x.ttft_p95)}, {color: "--c", values: t.map((x) => x.ttft_p99)}]);
   draw("c-req", [{color: "--a", values: t.map((x) => x.requests)}, {color: "--c", values: t.map((x) => x.errors)}]);
   draw("c-tok", [{color: "--d", values: t.map((x) => x.tokens)}]);
-  draw("c-itl", [{color: "--a", values: t.map((x) => x.itl_p50)}, {color: "--c", values: t.map((x) => x.itl_p99)}]);
-  $("series").tBodies[0].innerHTML = d.series.map((s) => { const w = s.window; return `<tr><td>${esc(s.route)}</td><td>${esc(s.model)}</td><td>${fmt(w.request_rate, 2)}</td><td class="${w.errors ? "err" : ""}">${w.errors}</td><td>${w.active}</td><td>${fmt(w.ttft_ms.p50)}</td><td>${fmt(w.ttft_ms.p95)}</td><td>${fmt(w.ttft_ms.p99)}</td><td>${fmt(w.ttft_answer_ms.p50)}</td><td>${fmt(w.itl_ms.p50, 1)}</td><td>${fmt(w.itl_ms.p99, 1)}</td><td>${fmt(w.e2e_ms.p95)}</td><td>${fmt(w.tokens_per_s, 0)}</td><td>${pct(w.cache_hit_ratio)}</td></tr>`; }).join("");
+  draw("c-itl", [{color: "--a", values: t.map((x) => x.itl_p50)}, {color: "--b", values: t.map((x) => x.itl_p95)}, {color: "--c", values: t.map((x) => x.itl_p99)}]);
+  $("span-s").textContent = d.chart_span_s; $("span-n").textContent = t.length ? t[t.length - 1].ttft_n : 0;
+  $("series").tBodies[0].innerHTML = d.series.map((s) => { const w = s.window; return `<tr><td>${esc(s.route)}</td><td>${esc(s.model)}</td><td>${fmt(w.request_rate, 2)}</td><td class="${w.errors ? "err" : ""}">${w.errors}</td><td>${w.active}</td><td>${fmt(w.ttft_ms.p50)}</td><td>${fmt(w.ttft_ms.p95)}</td><td>${fmt(w.ttft_ms.p99)}</td><td>${fmt(w.ttft_answer_ms.p50)}</td><td>${fmt(w.itl_ms.p50, 1)}</td><td>${fmt(w.itl_ms.p95, 1)}</td><td>${fmt(w.itl_ms.p99, 1)}</td><td>${fmt(w.e2e_ms.p50)}</td><td>${fmt(w.e2e_ms.p95)}</td><td>${fmt(w.e2e_ms.p99)}</td><td>${fmt(w.tokens_per_s, 0)}</td><td>${pct(w.cache_hit_ratio)}</td><td>${pct(w.cache_hit_requests_share)}</td></tr>`; }).join("");
   $("endpoints").tBodies[0].innerHTML = (d.endpoints || []).map((e) => `<tr><td>${esc(e.upstream)}</td><td>${esc(e.endpoint)}</td><td class="${e.healthy ? "ok" : "err"}">${e.healthy ? "healthy" : "ejected"}</td><td>${fmt(e.request_rate, 2)}</td><td>${e.active}</td><td class="${e.errors ? "err" : ""}">${e.errors}</td><td>${pct(e.hit_ratio)}</td><td>${fmt(e.ttft_ms.p50)}</td><td>${fmt(e.ttft_ms.p99)}</td><td style="text-align:left">${Object.entries(e.reasons).map(([k, v]) => `${esc(k)} ${v}`).join(" · ")}</td></tr>`).join("");
   const adm = d.admission;
   $("admission-section").hidden = !adm;

@@ -18,8 +18,10 @@
 #include "proxy/deferred_taps.hpp"
 #include "proxy/health_checker.hpp"
 #include "proxy/otlp_exporter.hpp"
+#include "proxy/process_metrics.hpp"
 #include "proxy/proxy_session.hpp"
 #include "proxy/upstream_pool.hpp"
+#include "tokentap/version.hpp"
 
 namespace tokentap::proxy {
 
@@ -354,7 +356,9 @@ void proxy_server::start() {
     return admin::response{200, "application/json", "{\"status\":\"ready\"}\n"};
   };
   handlers["/metrics"] = [m = shared_->metrics](std::string_view, std::string_view) {
-    return admin::response{200, "text/plain; version=0.0.4; charset=utf-8", m->prometheus_text()};
+    auto text = m->prometheus_text();
+    append_process_metrics(text, version_string);
+    return admin::response{200, "text/plain; version=0.0.4; charset=utf-8", std::move(text)};
   };
   handlers["/api/stats"] = [m = shared_->metrics](std::string_view, std::string_view) {
     return admin::response{200, "application/json", m->stats_json()};

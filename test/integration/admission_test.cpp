@@ -163,7 +163,8 @@ TEST(Tenants, RequestsAndTokensAreCountedPerTenantAndStatsHaveTheirRows) {
   EXPECT_EQ(metric_sum(m, "tokentap_requests_total", {{"tenant", "team-a"}, {"code", "200"}}), 1);
   EXPECT_EQ(metric_sum(m, "tokentap_requests_total", {{"tenant", "team-b"}, {"code", "200"}}), 1);
   EXPECT_EQ(metric_sum(m, "tokentap_requests_total", {{"tenant", "team-b"}, {"code", "429"}}), 1);
-  EXPECT_EQ(metric_sum(m, "tokentap_tokens_total", {{"tenant", "team-a"}, {"type", "output"}}), 3);
+  EXPECT_EQ(
+      metric_sum(m, "tokentap_tokens_total", {{"tenant", "team-a"}, {"type", "output_answer"}}), 3);
   EXPECT_EQ(text.find("SECRET"), std::string::npos);
   const auto key_at = text.find("tenant=\"key-");
   ASSERT_NE(key_at, std::string::npos) << text;

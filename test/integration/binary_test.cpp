@@ -41,7 +41,7 @@ TEST(Binary, VersionAndHelp) {
   for (const char* cmd :
        {"proxy", "sim", "demo", "replay serve", "replay send", "analyze", "check-config"})
     EXPECT_NE(r.out.find(std::string("\n  ") + cmd + " "), std::string::npos) << cmd << r.out;
-  for (const char* cmd : {"proxy", "sim", "demo"}) {
+  for (const char* cmd : {"proxy", "sim", "demo", "check-config", "analyze", "replay"}) {
     r = run({cmd, "--help"});
     EXPECT_EQ(r.status, 0) << cmd;
     EXPECT_NE(r.out.find("usage: tokentap"), std::string::npos) << cmd;
@@ -61,6 +61,11 @@ TEST(Binary, BadUsageIsOneLineAndExitTwo) {
       {"proxy", "--config", "/nonexistent.yaml"},
       {"sim", "--itl-dist", "zipf"},
       {"check-config"},
+      // Nothing to analyze or replay is an error, not an empty report.
+      {"analyze", "/no/such/dir"},
+      {"analyze", std::string(TOKENTAP_SOURCE_DIR) + "/config"},  // a directory without traces
+      {"replay", "serve", "--trace", "/no/such/dir", "--listen", "127.0.0.1:0"},
+      {"replay", "send", "--trace", "/no/such/dir", "--target", "http://127.0.0.1:1"},
   };
   for (const auto& args : cases) {
     const auto r = run(args);
@@ -71,6 +76,8 @@ TEST(Binary, BadUsageIsOneLineAndExitTwo) {
       EXPECT_EQ(lines(r.err), 1) << joined << ": " << r.err;
       EXPECT_EQ(r.err.rfind("tokentap ", 0), 0u) << r.err;
     }
+    if (!args.empty() && (args[0] == "analyze" || args[0] == "replay"))
+      EXPECT_NE(r.err.find("no trace records found in "), std::string::npos) << r.err;
   }
 }
 
@@ -207,6 +214,7 @@ TEST(Binary, ReusePortSharesTheListenerBetweenProcesses) {
                           "http://127.0.0.1:" + std::to_string(first.sim->endpoint().port())});
   EXPECT_EQ(taken.status, 2);
   EXPECT_NE(taken.err.find("in use"), std::string::npos) << taken.err;
+  EXPECT_NE(taken.err.find("bind " + at + ": "), std::string::npos) << taken.err;
   EXPECT_EQ(lines(taken.err), 1) << taken.err;
   for (const auto* b : {&first, &second}) {
     b->proc->signal(SIGTERM);

@@ -21,6 +21,7 @@
 #include "test/support/browser.hpp"
 #include "test/support/canned_upstream.hpp"
 #include "test/support/http_client.hpp"
+#include "tokentap/version.hpp"
 #include "test/support/metrics_text.hpp"
 #include "test/support/process.hpp"
 #include "test/support/stack.hpp"
@@ -89,10 +90,14 @@ TEST(Metrics, ExactCountsAndSumsFromRealTraffic) {
   };
   EXPECT_EQ(metric_sum(m, "tokentap_requests_total", with({{"code", "200"}})), 8);
   EXPECT_EQ(metric_sum(m, "tokentap_requests_total", with({{"code", "503"}})), 1);
-  // Tokens from the simulator's usage blocks: 6 x (10 + 4) streamed, 2 x 7 plain.
-  EXPECT_EQ(metric_sum(m, "tokentap_tokens_total", with({{"type", "output"}})), 6 * 14 + 2 * 7);
+  // Tokens from the simulator's usage blocks: 6 x (10 + 4) streamed, 2 x 7 plain.  The types
+  // are disjoint parts: the answer's tokens and the reasoning's add up to the output.
+  EXPECT_EQ(metric_sum(m, "tokentap_tokens_total", with({{"type", "output_answer"}})),
+            6 * 10 + 2 * 7);
   EXPECT_EQ(metric_sum(m, "tokentap_tokens_total", with({{"type", "reasoning"}})), 6 * 4);
   EXPECT_EQ(metric_sum(m, "tokentap_tokens_total", with({{"type", "cached_input"}})), 0);
+  EXPECT_EQ(metric_sum(m, "tokentap_tokens_total", with({{"type", "output"}})), 0);  // no more
+  EXPECT_EQ(metric_sum(m, "tokentap_tokens_total", with({{"type", "input"}})), 0);
   // TTFT only for streamed responses; the simulator reports cached_tokens 0: a cache miss.
   EXPECT_EQ(metric_sum(m, "tokentap_time_to_first_token_seconds_count", with({{"cache", "miss"}})),
             6);
@@ -123,6 +128,14 @@ TEST(Metrics, ExactCountsAndSumsFromRealTraffic) {
   const double steps = metric_sum(m, "tokentap_reasoning_steps_total", base);
   EXPECT_GE(steps, 6);
   EXPECT_EQ(metric_sum(m, "tokentap_reasoning_step_duration_seconds_count", base), steps);
+  // The build and the process, as every Prometheus client library reports them.
+  EXPECT_EQ(metric_sum(m, "tokentap_build_info", {{"version", version_string}}), 1) << text;
+  EXPECT_GT(metric_sum(m, "process_cpu_seconds_total"), 0);
+  EXPECT_GT(metric_sum(m, "process_resident_memory_bytes"), 1 << 20);
+  EXPECT_GT(metric_sum(m, "process_open_fds"), 2);
+  EXPECT_GT(metric_sum(m, "process_max_fds"), metric_sum(m, "process_open_fds"));
+  EXPECT_GT(metric_sum(m, "process_start_time_seconds"), 1.7e9);
+  EXPECT_GE(metric_sum(m, "process_threads"), 2);
   const auto [rc, out] = promtool_check(text);
   EXPECT_EQ(rc, 0) << "promtool check metrics: " << out;
   // The semantic-convention histograms are opt-in.
@@ -167,7 +180,13 @@ TEST(Metrics, SemanticConventionHistogramsWhenAskedFor) {
   EXPECT_EQ(metric_sum(m, "gen_ai_client_token_usage_sum", with({{"gen_ai_token_type", "output"}})),
             6 * 14 + 2 * 7);
   EXPECT_EQ(metric_sum(m, "gen_ai_client_token_usage_sum", with({{"gen_ai_token_type", "input"}})),
-            metric_sum(m, "tokentap_tokens_total", {{"type", "input"}}));
+            metric_sum(m, "tokentap_tokens_total", {{"type", "input_uncached"}}) +
+                metric_sum(m, "tokentap_tokens_total", {{"type", "cached_input"}}) +
+                metric_sum(m, "tokentap_tokens_total", {{"type", "cache_write"}}));
+  // Every sum over the types counts each token once: input + output, as reported.
+  EXPECT_EQ(metric_sum(m, "tokentap_tokens_total", {}),
+            metric_sum(m, "gen_ai_client_token_usage_sum", {{"gen_ai_token_type", "input"}}) +
+                metric_sum(m, "gen_ai_client_token_usage_sum", {{"gen_ai_token_type", "output"}}));
   // TTFT of the 6 successful streams, in the conventions' buckets; TPOT per streamed request.
   EXPECT_EQ(metric_sum(m, "gen_ai_server_time_to_first_token_seconds_count", base), 6);
   const double ttft_sum = metric_sum(m, "gen_ai_server_time_to_first_token_seconds_sum", base);
