@@ -801,29 +801,23 @@ void append_slot(std::string& out, const slot& s, double seconds, std::int64_t a
   std::snprintf(buf, sizeof buf, ",\"tokens_per_s\":%.1f",
                 seconds > 0 ? s.output_tokens / seconds : 0.0);
   out += buf;
+  // `,"name":num/den` with `digits` decimals, or null without a denominator.
+  auto ratio = [&](const char* name, std::uint64_t num, std::uint64_t den, int digits) {
+    out += ",\"";
+    out += name;
+    out += "\":";
+    if (den == 0) {
+      out += "null";
+      return;
+    }
+    std::snprintf(buf, sizeof buf, "%.*f", digits, double(num) / double(den));
+    out += buf;
+  };
   // One meaning of "cache hit ratio" everywhere: cached input tokens / input tokens.  The share
   // of requests judged a hit (cache_outcome) is its own, differently named figure.
-  out += ",\"cache_hit_ratio\":";
-  if (s.cache_input_tokens) {
-    std::snprintf(buf, sizeof buf, "%.4f", double(s.cached_tokens) / double(s.cache_input_tokens));
-    out += buf;
-  } else {
-    out += "null";
-  }
-  out += ",\"cache_hit_requests_share\":";
-  if (s.cache_known) {
-    std::snprintf(buf, sizeof buf, "%.4f", double(s.cache_hits) / double(s.cache_known));
-    out += buf;
-  } else {
-    out += "null";
-  }
-  out += ",\"steps_per_response\":";
-  if (s.requests) {
-    std::snprintf(buf, sizeof buf, "%.2f", double(s.steps) / double(s.requests));
-    out += buf;
-  } else {
-    out += "null";
-  }
+  ratio("cache_hit_ratio", s.cached_tokens, s.cache_input_tokens, 4);
+  ratio("cache_hit_requests_share", s.cache_hits, s.cache_known, 4);
+  ratio("steps_per_response", s.steps, s.requests, 2);
   out += ",\"active\":" + std::to_string(active) + ",\"cache_events\":{";
   bool first_event = true;
   for (const auto& [k, v] : s.cache_events) {

@@ -21,11 +21,11 @@
 #include "test/support/browser.hpp"
 #include "test/support/canned_upstream.hpp"
 #include "test/support/http_client.hpp"
-#include "tokentap/version.hpp"
 #include "test/support/metrics_text.hpp"
 #include "test/support/process.hpp"
 #include "test/support/stack.hpp"
 #include "test/support/tls_cert.hpp"
+#include "tokentap/version.hpp"
 
 namespace tokentap::test {
 namespace {
@@ -292,6 +292,52 @@ TEST(Metrics, LongStreamsShowUpWhileRunning) {
             30);
   EXPECT_EQ(metric_sum(m, "tokentap_active_streams"), 1);
   EXPECT_TRUE(running.get().complete);
+}
+
+// "Cache hit ratio" is cached input tokens / input tokens wherever it is shown, the share of
+// requests judged a hit a figure of its own: a long prompt sent twice (a hit the second time)
+// and a short one sent once make the two differ.
+TEST(Metrics, CacheHitRatioIsByTokens) {
+  sim::server_options so;
+  so.cache.capacity_blocks = 100000;
+  stack s({}, so);
+  const std::string long_prompt = "Summarize: " + std::string(4000, 'x');
+  for (const auto& prompt : {long_prompt, long_prompt, std::string("short one")}) {
+    request_options o;
+    o.body = chat_body(true, prompt);
+    o.headers = {{"x-sim-tokens", "2"}, {"x-sim-ttft-ms", "5"}, {"x-sim-itl-ms", "1"}};
+    ASSERT_TRUE(fetch(s.proxy_ep(), o).complete);
+  }
+  wait_requests(s.proxy->admin_endpoint(), 3);
+  const auto m = parse_metrics(scrape(s.proxy->admin_endpoint()));
+  const double cached = metric_sum(m, "tokentap_tokens_total", {{"type", "cached_input"}});
+  const double input = cached +
+                       metric_sum(m, "tokentap_tokens_total", {{"type", "input_uncached"}}) +
+                       metric_sum(m, "tokentap_tokens_total", {{"type", "cache_write"}});
+  ASSERT_GT(cached, 0);
+  const double hits =
+      metric_sum(m, "tokentap_time_to_first_token_seconds_count", {{"cache", "hit"}});
+  const double judged =
+      hits + metric_sum(m, "tokentap_time_to_first_token_seconds_count", {{"cache", "partial"}}) +
+      metric_sum(m, "tokentap_time_to_first_token_seconds_count", {{"cache", "miss"}});
+  ASSERT_EQ(judged, 3);
+  ASSERT_GT(std::abs(cached / input - hits / judged), 0.05) << "the two figures coincide";
+  simdjson::dom::parser parser;
+  const auto body = scrape(s.proxy->admin_endpoint(), "/api/stats");
+  simdjson::dom::element doc;
+  ASSERT_FALSE(parser.parse(body).get(doc)) << body;
+  for (const auto* where : {"all", "series"}) {
+    auto w = std::string(where) == "all" ? doc["all"] : doc["series"].at(0)["window"];
+    double ratio = -1, share = -1;
+    ASSERT_FALSE(w["cache_hit_ratio"].get(ratio)) << body;
+    ASSERT_FALSE(w["cache_hit_requests_share"].get(share)) << body;
+    EXPECT_NEAR(ratio, cached / input, 1e-4) << where;
+    EXPECT_NEAR(share, hits / judged, 1e-4) << where;
+  }
+  // The endpoint table says the same by tokens.
+  double endpoint_ratio = -1;
+  ASSERT_FALSE(doc["endpoints"].at(0)["hit_ratio"].get(endpoint_ratio)) << body;
+  EXPECT_NEAR(endpoint_ratio, cached / input, 1e-3);
 }
 
 TEST(Metrics, ApiStatsReportsWindowQuantiles) {
