@@ -32,6 +32,7 @@ was ok), "no longer fails".  Exit status 1 if a request failed anew.
   --speed X                recorded arrival pattern X times faster (default 1)
   --header "Name: value"   one header added to every request (e.g. credentials)
   --report FILE            also write the comparison as JSON
+  --id ID[,ID...]          only the exchanges with these trace record ids
 
 replay serve:
 
@@ -44,17 +45,22 @@ headers and body byte for byte, each recorded read sent at its recorded offset.
   --speed X                timing multiplier: 2 = twice as fast (default 1)
   --match body|sequence    body: by a hash of method, path and body (default); sequence: in
                            recorded order.  A request that matches nothing gets 404 naming its hash.
+  --id ID[,ID...]          only the exchanges with these trace record ids (with --match sequence:
+                           every request gets that one, e.g. the slowest of an incident)
 )";
 
 constexpr const char* analyze_help =
     R"(usage: tokentap analyze FILE|DIR... [--format text|json] [--by model|route|provider]
        tokentap analyze --compare A B [--format text|json]
-       tokentap analyze FILE... --export csv|aiperf
+       tokentap analyze FILE|DIR... --export csv|aiperf
+       tokentap analyze FILE|DIR... --id ID[,ID...] [--format text|json]
 
 --compare: two trace files side by side (B against A) with deltas and a behaviour-drift score (KL
 divergence of output-length and step-kind distributions).  --export: per-request rows for other
 load tools (csv: timestamps, token counts, TTFT, end to end, the ITL list; aiperf: JSON Lines with
-timestamp, input_length, output_length).
+timestamp, input_length, output_length).  --id: the exchanges with those trace record ids in full
+(the dashboard's slowest requests show theirs): request, outcome, timing, usage, cache events,
+steps, reads, and the commands that replay it; with --format json, the records as written.
 
 Counts, outcome mix, TTFT / answer TTFT / end-to-end / ITL / overhead percentiles, tokens, cache
 hit ratio and events, reasoning steps per response and the redundant-token share, slowest requests.
@@ -71,13 +77,34 @@ std::vector<std::string> trace_files(const flags& f) {
   return files;
 }
 
-// The records of those files; none at all is a usage error (exit 2) naming where it looked.
-replay::read_result load_traces(const std::vector<std::string>& files) {
-  auto r = replay::read_traces(files);
+// --id ID[,ID...]: the records to keep (empty: all).
+std::vector<std::string> ids_of(const flags& f) {
+  std::vector<std::string> ids;
+  if (auto v = f.get("id")) {
+    for (std::size_t at = 0; at <= v->size();) {
+      const auto comma = std::min(v->find(',', at), v->size());
+      if (comma > at) ids.push_back(v->substr(at, comma - at));
+      at = comma + 1;
+    }
+    if (ids.empty()) throw usage_error{"--id needs a record id"};
+  }
+  return ids;
+}
+
+// The records of those files (only those named by `ids`, when any); none at all is a usage error
+// (exit 2) naming where it looked.
+replay::read_result load_traces(const std::vector<std::string>& files,
+                                const std::vector<std::string>& ids = {}) {
+  auto r = replay::read_traces(files, ids);
   if (r.records.empty()) {
     std::string where;
     for (const auto& f : files) where += (where.empty() ? "" : ", ") + f;
-    throw usage_error{"no trace records found in " + where +
+    std::string which = "no trace records";
+    if (!ids.empty()) {
+      which = "no trace record with id";
+      for (const auto& id : ids) which += " " + id;
+    }
+    throw usage_error{which + " found in " + where +
                       (r.warnings.empty() ? "" : " (" + r.warnings.front() + ")")};
   }
   for (const auto& w : r.warnings) TT_LOG(warn) << w;
@@ -89,7 +116,8 @@ replay::read_result load_traces(const std::vector<std::string>& files) {
 int cmd_replay_send(const std::vector<std::string>& args) {
   auto f = flags::parse(
       "replay send", args,
-      {"trace", "target", "concurrency", "rate", "speed", "header", "report", "log-level"}, {});
+      {"trace", "target", "concurrency", "rate", "speed", "header", "report", "id", "log-level"},
+      {});
   apply_log_level(f, "info");
   replay::send_options o;
   const auto target = f.get("target");
@@ -111,7 +139,7 @@ int cmd_replay_send(const std::vector<std::string>& args) {
     o.headers.emplace_back(h->substr(0, colon), value);
   }
   o.progress = isatty(STDERR_FILENO);
-  const auto traces = load_traces(trace_files(f));
+  const auto traces = load_traces(trace_files(f), ids_of(f));
   const auto result = replay::send(traces.records, o);
   std::cout << result.table;
   std::cout << traces.records.size() << " requests, " << result.failed << " failed ("
@@ -139,7 +167,7 @@ int cmd_replay(const std::vector<std::string>& args) {
   if (args[0] != "serve")
     throw usage_error{"unknown replay command '" + args[0] + "' (available: serve, send)"};
   auto f = flags::parse("replay serve", {args.begin() + 1, args.end()},
-                        {"trace", "listen", "speed", "match", "threads", "log-level"}, {});
+                        {"trace", "listen", "speed", "match", "threads", "id", "log-level"}, {});
   apply_log_level(f, "info");
   replay::serve_options o;
   const auto hp = address_flag(f, "listen", {"127.0.0.1", 8090});
@@ -150,7 +178,7 @@ int cmd_replay(const std::vector<std::string>& args) {
   const auto m = f.get("match").value_or("body");
   if (m != "body" && m != "sequence") throw usage_error{"--match must be body or sequence"};
   o.match = m == "body" ? replay::match_mode::body : replay::match_mode::sequence;
-  auto traces = load_traces(trace_files(f));
+  auto traces = load_traces(trace_files(f), ids_of(f));
   const auto n = traces.records.size();
   replay::replay_server server(std::move(traces.records), o);
   server.start();
@@ -166,7 +194,7 @@ int cmd_replay(const std::vector<std::string>& args) {
 
 int cmd_analyze(const std::vector<std::string>& args) {
   if (want_help(args)) return std::cout << analyze_help, 0;
-  auto f = flags::parse("analyze", args, {"format", "by", "trace", "compare", "export"}, {});
+  auto f = flags::parse("analyze", args, {"format", "by", "trace", "compare", "export", "id"}, {});
   replay::analyze_options o;
   const auto fmt = f.get("format").value_or("text");
   if (fmt != "text" && fmt != "json") throw usage_error{"--format must be text or json"};
@@ -186,6 +214,14 @@ int cmd_analyze(const std::vector<std::string>& args) {
     const auto ta = load_traces({*a});
     const auto tb = load_traces({f.positional()[0]});
     std::cout << replay::compare(ta.records, tb.records, o.json);
+    return 0;
+  }
+  if (f.get("id")) {
+    // One exchange (or a few) in full: for a person, or its record as written (json).
+    const auto files = trace_files(f);
+    const auto traces = load_traces(files, ids_of(f));
+    for (const auto& r : traces.records)
+      std::cout << (o.json ? r.raw + "\n" : replay::describe(r, files.front()));
     return 0;
   }
   const auto traces = load_traces(trace_files(f));

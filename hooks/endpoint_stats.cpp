@@ -1,5 +1,7 @@
 #include "hooks/endpoint_stats.hpp"
 
+#include <cmath>
+
 #include <cstdio>
 
 #include "parsers/json_out.hpp"
@@ -7,14 +9,14 @@
 namespace tokentap::hooks {
 
 void endpoint_stats::add(std::string upstream, std::string endpoint, std::function<double()> active,
-                         std::function<bool()> healthy, std::weak_ptr<const void> owner) {
+                         std::function<endpoint_health()> health, std::weak_ptr<const void> owner) {
   const bool has_owner = !owner.expired();
   {
     std::lock_guard lk(mu_);
     for (auto& r : rows_)
       if (r->upstream == upstream && r->endpoint == endpoint) {
         r->active = std::move(active);
-        r->healthy = std::move(healthy);
+        r->health = std::move(health);
         r->owner = std::move(owner);
         r->has_owner = has_owner;
         return;
@@ -26,7 +28,7 @@ void endpoint_stats::add(std::string upstream, std::string endpoint, std::functi
   r->upstream = std::move(upstream);
   r->endpoint = std::move(endpoint);
   r->active = std::move(active);
-  r->healthy = std::move(healthy);
+  r->health = std::move(health);
   r->ring.resize(static_cast<std::size_t>(std::max<std::int64_t>(1, window_.count())));
   std::lock_guard lk(mu_);
   rows_.push_back(std::move(r));
@@ -71,7 +73,7 @@ void endpoint_stats::append_json(std::string& out, double window_s) {
   out += '[';
   for (std::size_t k = 0; k < rows_.size(); ++k) {
     const auto& r = *rows_[k];
-    const auto keep = r.owner.lock();  // what active() and healthy() read stays alive
+    const auto keep = r.owner.lock();  // what active() and health() read stays alive
     if (r.has_owner && keep == nullptr) continue;
     second sum;
     for (const auto& sec : r.ring) {
@@ -88,9 +90,17 @@ void endpoint_stats::append_json(std::string& out, double window_s) {
     json::append_string(out, r.upstream);
     out += ",\"endpoint\":";
     json::append_string(out, r.endpoint);
-    std::snprintf(buf, sizeof buf, ",\"active\":%.0f,\"healthy\":%s", r.active(),
-                  r.healthy() ? "true" : "false");
+    const auto h = r.health();
+    std::snprintf(buf, sizeof buf, ",\"active\":%.0f,\"healthy\":%s,\"probe_failing\":%s",
+                  r.active(), h.healthy ? "true" : "false", h.probe_failing ? "true" : "false");
     out += buf;
+    out += ",\"ejection_ends_in_s\":";
+    if (std::isnan(h.ejection_ends_in_s)) {
+      out += "null";
+    } else {
+      std::snprintf(buf, sizeof buf, "%.1f", h.ejection_ends_in_s);
+      out += buf;
+    }
     std::snprintf(buf, sizeof buf, ",\"request_rate\":%.3f",
                   window_s > 0 ? static_cast<double>(sum.requests) / window_s : 0.0);
     out += buf;

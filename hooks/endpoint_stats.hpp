@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,22 +20,32 @@
 
 namespace tokentap::hooks {
 
+/// An endpoint's standing in balancing, read when the table is rendered.
+struct endpoint_health {
+  bool healthy = true;         ///< in balancing
+  bool probe_failing = false;  ///< out because its health probe fails
+  /// Outlier detection: seconds until an ejected endpoint comes back (> 0), or since the last
+  /// ejection ended (<= 0); NaN when it was never ejected.
+  double ejection_ends_in_s = std::numeric_limits<double>::quiet_NaN();
+};
+
 class endpoint_stats {
  public:
   explicit endpoint_stats(std::chrono::seconds window) : window_(window) {}
 
-  /// A row for `endpoint` (host:port) of `upstream`; `active` and `healthy` are read when the
+  /// A row for `endpoint` (host:port) of `upstream`; `active` and `health` are read when the
   /// table is rendered, while `owner` lives (an empty owner: always).  Adding a row that exists
   /// (a reload) replaces its readers and keeps its window; a row whose owner is gone leaves the
   /// table.
   void add(std::string upstream, std::string endpoint, std::function<double()> active,
-           std::function<bool()> healthy, std::weak_ptr<const void> owner = {});
+           std::function<endpoint_health()> health, std::weak_ptr<const void> owner = {});
 
   /// A finished exchange: counted on the endpoint that answered it (its last attempt's), if
   /// that endpoint has a row.
   void record(const stream_info& s);
 
-  /// `[{upstream, endpoint, active, healthy, request_rate, requests, errors, hit_ratio,
+  /// `[{upstream, endpoint, active, healthy, probe_failing, ejection_ends_in_s (null: never
+  /// ejected), request_rate, requests, errors, hit_ratio,
   /// cached_tokens, prompt_tokens, ttft_ms: {p50, p95, p99, n}, reasons: {...}}, ...]` over the
   /// window (`window_s`: its length so far).
   void append_json(std::string& out, double window_s);
@@ -53,7 +64,7 @@ class endpoint_stats {
   struct row {
     std::string upstream, endpoint;
     std::function<double()> active;
-    std::function<bool()> healthy;
+    std::function<endpoint_health()> health;
     std::weak_ptr<const void> owner;
     bool has_owner = false;
     std::vector<second> ring;

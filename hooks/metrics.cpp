@@ -289,6 +289,7 @@ struct metrics_registry::slow_row {
   double ttft_ms, ttft_answer_ms, e2e_ms;
   std::int64_t output_tokens;
   std::string_view cache;
+  std::string trace_id;          // the exchange's trace record (empty: none written)
   std::vector<step_span> steps;  // at most 200
 
   void render(std::string& out) const;
@@ -361,7 +362,8 @@ metrics_registry::metrics_registry(const config::config& cfg)
       endpoints_(std::make_unique<endpoint_stats>(cfg.metrics.window)),
       tenants_enabled_(cfg.tenants.enabled),
       tenants_(std::make_unique<tenant_stats>(cfg.metrics.window, cfg.tenants.max + 3)),
-      started_(std::chrono::steady_clock::now()) {
+      started_(std::chrono::steady_clock::now()),
+      trace_dir_(cfg.trace.dir) {
   if (!cfg.metrics.ttft_buckets.empty()) buckets_.ttft = cfg.metrics.ttft_buckets;
   if (!cfg.metrics.itl_buckets.empty()) buckets_.itl = cfg.metrics.itl_buckets;
   if (!cfg.metrics.e2e_buckets.empty()) buckets_.e2e = cfg.metrics.e2e_buckets;
@@ -479,9 +481,9 @@ void metrics_registry::add_gauge_source(const std::string& name, const std::stri
 }
 
 void metrics_registry::add_endpoint(const std::string& upstream, const std::string& endpoint,
-                                    std::function<double()> active, std::function<bool()> healthy,
-                                    owner_ref owner) {
-  endpoints_->add(upstream, endpoint, std::move(active), std::move(healthy), owner);
+                                    std::function<double()> active,
+                                    std::function<endpoint_health()> health, owner_ref owner) {
+  endpoints_->add(upstream, endpoint, std::move(active), std::move(health), owner);
   std::lock_guard lk(mu_);
   endpoint_owners_[upstream + '\x1f' + endpoint + '\x1f'] = {std::move(owner), true};
 }
@@ -711,12 +713,19 @@ void metrics_registry::finish(series& s, const stream_info& sum, const std::stri
   add(s.win->total);
   // The slowest recent requests table: kept as values, rendered when /api/stats asks (this runs
   // at every stream's end, on its I/O thread, under the registry's lock).
-  slow_row row{route,        model,
-               sum.provider, sum.outcome,
-               sum.status,   sum.wall_start_us,
-               t.ttft_ms,    t.ttft_answer_ms,
-               t.e2e_ms,     u.output_tokens,
-               cache,        {}};
+  slow_row row{route,
+               model,
+               sum.provider,
+               sum.outcome,
+               sum.status,
+               sum.wall_start_us,
+               t.ttft_ms,
+               t.ttft_answer_ms,
+               t.e2e_ms,
+               u.output_tokens,
+               cache,
+               sum.trace_record_id,
+               {}};
   const auto n_steps = std::min<std::size_t>(sum.steps.size(), 200);
   row.steps.reserve(n_steps);
   for (std::size_t i = 0; i < n_steps; ++i)
@@ -750,6 +759,11 @@ void metrics_registry::slow_row::render(std::string& out) const {
   json::append_int(out, output_tokens);
   out += ",\"cache\":";
   json::append_string(out, cache);
+  out += ",\"trace_id\":";
+  if (trace_id.empty())
+    out += "null";
+  else
+    json::append_string(out, trace_id);
   // Step spans (ms from the request start) for the dashboard's timeline view.
   out += ",\"steps\":[";
   for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -849,7 +863,12 @@ std::string metrics_registry::stats_json() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   const double window_s = std::min<double>(static_cast<double>(n), std::max(1.0, uptime));
   std::string out = "{\"window_s\":" + std::to_string(n) + ",\"quantile_relative_error\":" +
-                    std::to_string(quantile_sketch::relative_error) + ",\"series\":[";
+                    std::to_string(quantile_sketch::relative_error) + ",\"trace_dir\":";
+  if (trace_dir_.empty())
+    out += "null";
+  else
+    json::append_string(out, trace_dir_);
+  out += ",\"series\":[";
   // Active streams per window key (sum over providers).
   std::map<const window*, std::int64_t> active;
   for (const auto& [k, s] : series_)

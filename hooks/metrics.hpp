@@ -86,6 +86,7 @@ struct bucket_config {
 bucket_config default_buckets();
 
 class endpoint_stats;
+struct endpoint_health;
 class tenant_stats;
 
 class metrics_registry {
@@ -156,7 +157,8 @@ class metrics_registry {
   /// `healthy` read at each query) and, once the owner is gone, the end of its
   /// tokentap_upstream_endpoint_requests_total series.
   void add_endpoint(const std::string& upstream, const std::string& endpoint,
-                    std::function<double()> active, std::function<bool()> healthy, owner_ref owner);
+                    std::function<double()> active, std::function<endpoint_health()> health,
+                    owner_ref owner);
 
  private:
   struct window;
@@ -211,6 +213,7 @@ class metrics_registry {
   bool tenants_enabled_;
   std::unique_ptr<tenant_stats> tenants_;
   std::chrono::steady_clock::time_point started_;
+  std::string trace_dir_;  // where trace records go (empty: none), for the dashboard's commands
 };
 
 /// The "metrics" hook: per-stream tallies folded into a shared metrics_registry.

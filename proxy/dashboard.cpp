@@ -21,7 +21,7 @@ h1{font-size:18px;margin:0}h2{font-size:13px;color:var(--dim);font-weight:600;ma
 .charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:12px}
 .chart{background:var(--panel);border:1px solid var(--line);border-radius:8px;padding:10px}
 canvas{width:100%;height:140px;display:block}.legend span{margin-right:12px;font-size:12px;color:var(--dim)}
-.legend i{display:inline-block;width:10px;height:3px;margin-right:4px;vertical-align:middle}
+code.cmd{cursor:pointer;font-size:12px;border-bottom:1px dashed var(--dim)}code.cmd.copied::after{content:" copied";color:var(--d)}.legend i{display:inline-block;width:10px;height:3px;margin-right:4px;vertical-align:middle}
 table{width:100%;border-collapse:collapse;background:var(--panel);border:1px solid var(--line);border-radius:8px;font-variant-numeric:tabular-nums}
 th,td{padding:6px 10px;border-bottom:1px solid var(--line);text-align:right;white-space:nowrap}th{color:var(--dim);font-weight:600;font-size:12px}
 td:first-child,th:first-child,td:nth-child(2),th:nth-child(2){text-align:left}.err{color:var(--c)}.ok{color:var(--d)}
@@ -67,7 +67,7 @@ footer{color:var(--dim);font-size:12px;padding:0 20px 16px}
 <section id="tenants-section" hidden><h2>Tenants (sliding window)</h2>
 <table id="tenants"><thead><tr><th>tenant</th><th>req/s</th><th>requests</th><th>refused</th><th>errors</th><th>input tokens</th><th>output tokens</th><th>TTFT p50</th><th>p95</th></tr></thead><tbody></tbody></table></section>
 <section><h2>Slowest recent requests</h2>
-<table id="slowest"><thead><tr><th>route</th><th>model</th><th>provider</th><th>status</th><th>outcome</th><th>TTFT</th><th>answer TTFT</th><th>e2e (ms)</th><th>tokens</th><th>cache</th><th>reasoning steps over time</th></tr></thead><tbody></tbody></table>
+<table id="slowest"><thead><tr><th>route</th><th>model</th><th>provider</th><th>status</th><th>outcome</th><th>TTFT</th><th>answer TTFT</th><th>e2e (ms)</th><th>tokens</th><th>cache</th><th>reasoning steps over time</th><th>trace record</th></tr></thead><tbody></tbody></table>
 <div class="legend" style="margin-top:6px"><span><i style="background:#4fb3ff"></i>step</span><span><i style="background:#6fdc8c"></i>conclusion</span><span><i style="background:#ffb84f"></i>verification</span><span><i style="background:#ff5f7a"></i>backtrack</span><span><i style="background:#8497a8"></i>other</span><span>hatched: redundant</span></div></section>
 </main>
 <footer>Quantiles from a log-bucketed sketch (relative error ≤ <span id="qerr">2</span> %) over the last <span id="win">60</span> s. Raw metrics: <a href="/metrics" style="color:var(--a)">/metrics</a> · <a href="/api/stats" style="color:var(--a)">/api/stats</a></footer>
@@ -108,6 +108,23 @@ function timeline(r) {
   }).join("");
   return `<svg class="steps" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}"><rect width="${w}" height="${h}" fill="#0f1419"/>${spans}</svg>`;
 }
+// An endpoint's state, with when an ejection ends (or ended, within the last minutes).
+function state(e) {
+  const t = e.ejection_ends_in_s;
+  if (!e.healthy && e.probe_failing) return "failing its probe";
+  if (!e.healthy) return t > 0 ? `ejected · back in ${Math.ceil(t)} s` : "ejected";
+  return t !== null && t > -300 ? `healthy · back ${Math.round(-t)} s ago` : "healthy";
+}
+// A shell word: as it is when safe, else single-quoted.
+function shq(s) { return /^[\w@%+=:,./-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'"; }
+// Copies a slowest request's command (works on plain http, where navigator.clipboard is absent).
+function copyText(el) {
+  const t = document.createElement("textarea");
+  t.value = el.dataset.cmd; document.body.appendChild(t); t.select();
+  try { document.execCommand("copy"); el.classList.add("copied"); } catch (e) {}
+  t.remove();
+  setTimeout(() => el.classList.remove("copied"), 1200);
+}
 function render(d) {
   const a = d.all;
   $("req-rate").textContent = fmt(a.request_rate, 2);
@@ -132,7 +149,7 @@ function render(d) {
   draw("c-itl", [{color: "--a", values: t.map((x) => x.itl_p50)}, {color: "--b", values: t.map((x) => x.itl_p95)}, {color: "--c", values: t.map((x) => x.itl_p99)}]);
   $("span-s").textContent = d.chart_span_s; $("span-n").textContent = t.length ? t[t.length - 1].ttft_n : 0;
   $("series").tBodies[0].innerHTML = d.series.map((s) => { const w = s.window; return `<tr><td>${esc(s.route)}</td><td>${esc(s.model)}</td><td>${fmt(w.request_rate, 2)}</td><td class="${w.errors ? "err" : ""}">${w.errors}</td><td>${w.active}</td><td>${fmt(w.ttft_ms.p50)}</td><td>${fmt(w.ttft_ms.p95)}</td><td>${fmt(w.ttft_ms.p99)}</td><td>${fmt(w.ttft_answer_ms.p50)}</td><td>${fmt(w.itl_ms.p50, 1)}</td><td>${fmt(w.itl_ms.p95, 1)}</td><td>${fmt(w.itl_ms.p99, 1)}</td><td>${fmt(w.e2e_ms.p50)}</td><td>${fmt(w.e2e_ms.p95)}</td><td>${fmt(w.e2e_ms.p99)}</td><td>${fmt(w.tokens_per_s, 0)}</td><td>${pct(w.cache_hit_ratio)}</td><td>${pct(w.cache_hit_requests_share)}</td></tr>`; }).join("");
-  $("endpoints").tBodies[0].innerHTML = (d.endpoints || []).map((e) => `<tr><td>${esc(e.upstream)}</td><td>${esc(e.endpoint)}</td><td class="${e.healthy ? "ok" : "err"}">${e.healthy ? "healthy" : "ejected"}</td><td>${fmt(e.request_rate, 2)}</td><td>${e.active}</td><td class="${e.errors ? "err" : ""}">${e.errors}</td><td>${pct(e.hit_ratio)}</td><td>${fmt(e.ttft_ms.p50)}</td><td>${fmt(e.ttft_ms.p99)}</td><td style="text-align:left">${Object.entries(e.reasons).map(([k, v]) => `${esc(k)} ${v}`).join(" · ")}</td></tr>`).join("");
+  $("endpoints").tBodies[0].innerHTML = (d.endpoints || []).map((e) => `<tr><td>${esc(e.upstream)}</td><td>${esc(e.endpoint)}</td><td class="${e.healthy ? "ok" : "err"}">${state(e)}</td><td>${fmt(e.request_rate, 2)}</td><td>${e.active}</td><td class="${e.errors ? "err" : ""}">${e.errors}</td><td>${pct(e.hit_ratio)}</td><td>${fmt(e.ttft_ms.p50)}</td><td>${fmt(e.ttft_ms.p99)}</td><td style="text-align:left">${Object.entries(e.reasons).map(([k, v]) => `${esc(k)} ${v}`).join(" · ")}</td></tr>`).join("");
   const adm = d.admission;
   $("admission-section").hidden = !adm;
   if (adm) {
@@ -143,7 +160,7 @@ function render(d) {
   if (d.canaries) $("canaries").tBodies[0].innerHTML = d.canaries.map((x) => { const c = x.canary, b = x.baseline, bad = x.phase === "rolled_back"; return `<tr><td>${esc(x.route)}</td><td>${esc(x.upstream)}</td><td class="${bad ? "err" : "ok"}">${bad ? "ROLLED BACK (" + esc(x.reason) + ")" : esc(x.phase.replace("_", " "))}</td><td>${fmt(x.weight, 1)} %</td><td>${x.step} / ${x.steps} · ${x.step_age_s} / ${x.interval_s} s</td><td>${c.requests} / ${b.requests} (min ${x.min_requests})</td><td>${pct(c.error_rate)} / ${pct(b.error_rate)}</td><td>${pct(c.truncated_rate)} / ${pct(b.truncated_rate)}</td><td>${fmt(c.ttft_ms.p99)} / ${fmt(b.ttft_ms.p99)}</td><td>${fmt(c.itl_ms.p99, 1)} / ${fmt(b.itl_ms.p99, 1)}</td><td style="text-align:left">${esc(x.evidence)}</td></tr>`; }).join("");
   $("tenants-section").hidden = !d.tenants;
   if (d.tenants) $("tenants").tBodies[0].innerHTML = d.tenants.map((x) => `<tr><td>${esc(x.tenant)}</td><td>${fmt(x.request_rate, 2)}</td><td>${x.requests}</td><td class="${x.rejected ? "err" : ""}">${x.rejected}</td><td class="${x.errors ? "err" : ""}">${x.errors}</td><td>${x.input_tokens}</td><td>${x.output_tokens}</td><td>${fmt(x.ttft_ms.p50)}</td><td>${fmt(x.ttft_ms.p95)}</td></tr>`).join("");
-  $("slowest").tBodies[0].innerHTML = d.slowest.map((r) => `<tr><td>${esc(r.route)}</td><td>${esc(r.model)}</td><td>${esc(r.provider)}</td><td class="${r.status >= 400 ? "err" : ""}">${r.status}</td><td class="${r.outcome === "ok" ? "" : "err"}">${esc(r.outcome)}</td><td>${fmt(r.ttft_ms)}</td><td>${fmt(r.ttft_answer_ms)}</td><td>${fmt(r.e2e_ms)}</td><td>${r.output_tokens ?? "–"}</td><td>${esc(r.cache)}</td><td style="text-align:left">${timeline(r)}</td></tr>`).join("");
+  $("slowest").tBodies[0].innerHTML = d.slowest.map((r) => `<tr><td>${esc(r.route)}</td><td>${esc(r.model)}</td><td>${esc(r.provider)}</td><td class="${r.status >= 400 ? "err" : ""}">${r.status}</td><td class="${r.outcome === "ok" ? "" : "err"}">${esc(r.outcome)}</td><td>${fmt(r.ttft_ms)}</td><td>${fmt(r.ttft_answer_ms)}</td><td>${fmt(r.e2e_ms)}</td><td>${r.output_tokens ?? "–"}</td><td>${esc(r.cache)}</td><td style="text-align:left">${timeline(r)}</td><td style="text-align:left">${r.trace_id && d.trace_dir ? `<code class="cmd" data-cmd="${esc(`tokentap analyze ${shq(d.trace_dir)} --id ${r.trace_id}`)}" title="click: copy the command that shows this exchange" onclick="copyText(this)">${esc(r.trace_id)}</code>` : esc(r.trace_id || "–")}</td></tr>`).join("");
   const ev = a.cache_events || {};
   const order = ["hit", "partial", "miss", "write", "prefix_divergence", "truncation", "unexpected_miss", "expired", "prefill_anomaly", "repeated_miss"];
   $("cache-events").innerHTML = order.map((k) => `<div class="card"><div class="v${["hit","partial","miss","write"].includes(k) || !ev[k] ? "" : " err"}" id="cache-${k}">${ev[k] || 0}</div><div class="l">${k.replace(/_/g, " ")}</div></div>`).join("");

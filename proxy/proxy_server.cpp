@@ -98,7 +98,16 @@ void export_cluster(hooks::metrics_registry& m, const cluster& c,
     m.add_endpoint(
         up.name, e->label,
         [ep] { return static_cast<double>(ep->active.load(std::memory_order_relaxed)); },
-        [ep] { return ep->available(steady_now_ns()); }, owner);
+        [ep] {
+          const auto now = steady_now_ns();
+          hooks::endpoint_health h;
+          h.healthy = ep->available(now);
+          h.probe_failing = ep->probe_failing.load(std::memory_order_relaxed);
+          if (const auto until = ep->ejected_until_ns.load(std::memory_order_relaxed); until > 0)
+            h.ejection_ends_in_s = static_cast<double>(until - now) / 1e9;
+          return h;
+        },
+        owner);
     if (up.health.enabled)
       for (const bool passed : {true, false})
         m.add_counter_source(

@@ -208,6 +208,41 @@ std::string analyze(const std::vector<record>& records, const analyze_options& o
   return out;
 }
 
+std::string describe(const record& r, const std::string& trace_path) {
+  auto ms = [](double v) { return v < 0 ? std::string("-") : fmt(v) + " ms"; };
+  auto count = [](std::int64_t n) { return n < 0 ? std::string("-") : std::to_string(n); };
+  std::string out = "record " + r.id + "  " + r.start + "\n";
+  out += "  route " + r.route + "  model " + (r.model.empty() ? "-" : r.model) + "  provider " +
+         r.provider + "\n";
+  out += "  " + r.method + " " + r.path + " -> " + std::to_string(r.status) + ", outcome " +
+         r.outcome + (r.error_type.empty() ? "" : " (error " + r.error_type + ")") + "\n";
+  out += "  timing: TTFT " + ms(r.ttft_ms) + ", answer TTFT " + ms(r.ttft_answer_ms) +
+         ", end to end " + ms(r.e2e_ms) + ", upstream head " + ms(r.upstream_headers_ms) +
+         "\n          ITL p50 / p95 / p99 " + fmt(r.itl_p50, 2) + " / " + fmt(r.itl_p95, 2) +
+         " / " + fmt(r.itl_p99, 2) + " ms, stalls " + std::to_string(r.stalls) + ", " +
+         (r.tokens_per_s < 0 ? std::string("-") : fmt(r.tokens_per_s)) + " tokens/s\n";
+  out += "  tokens: input " + count(r.input_tokens) + " (cached " + count(r.cached_input_tokens) +
+         "), output " + count(r.output_tokens) + " (reasoning " + count(r.reasoning_tokens) + ")\n";
+  out += "  cache:";
+  if (r.cache.empty()) out += " -";
+  for (const auto& c : r.cache) out += " " + c.event;
+  std::map<std::string, std::size_t> kinds;
+  for (const auto& st : r.steps) ++kinds[st.kind + (st.redundant ? " (redundant)" : "")];
+  out += "\n  steps: " + std::to_string(r.steps.size());
+  for (const auto& [k, v] : kinds) out += " " + k + "=" + std::to_string(v);
+  std::size_t bytes = 0;
+  for (const auto& e : r.events) bytes += e.bytes.size();
+  out += "\n  reads: " + std::to_string(r.events.size()) + " (" + std::to_string(bytes) +
+         " bytes), the last at " +
+         (r.events.empty() ? std::string("-")
+                           : fmt(static_cast<double>(r.events.back().t_us) / 1000.0) + " ms") +
+         "\n";
+  out += "  replay it:\n    tokentap replay serve --trace " + trace_path + " --id " + r.id +
+         " --match sequence\n    tokentap replay send --trace " + trace_path + " --id " + r.id +
+         " --target http://HOST:PORT\n";
+  return out;
+}
+
 percentiles3 percentiles_of(std::vector<double> values) {
   const auto q = quantiles_of(std::move(values));
   return {q.p50, q.p95, q.p99};

@@ -19,6 +19,10 @@ struct analyze_options {
 
 std::string analyze(const std::vector<record>& records, const analyze_options& opts);
 
+/// One exchange in full, for a person: request, answer, outcome, timing, usage, cache events,
+/// reasoning steps, reads, and the commands that replay it from `trace_path`.
+std::string describe(const record& r, const std::string& trace_path);
+
 /// Two trace sets side by side (A = baseline, B = candidate) with deltas and a distribution-shift
 /// score: the KL divergence D(B || A) of output lengths (log2 buckets) and of step kinds.
 std::string compare(const std::vector<record>& a, const std::vector<record>& b, bool json);

@@ -230,7 +230,19 @@ std::vector<std::string> files_of(const std::string& path) {
 }  // namespace
 
 read_result read_traces(const std::vector<std::string>& paths) {
+  return read_traces(paths, {});
+}
+
+read_result read_traces(const std::vector<std::string>& paths,
+                        const std::vector<std::string>& ids) {
   read_result out;
+  // A line that does not contain one of the ids as a JSON string is not parsed at all.
+  auto wanted = [&](const std::string& line) {
+    if (ids.empty()) return true;
+    for (const auto& id : ids)
+      if (line.find("\"" + id + "\"") != std::string::npos) return true;
+    return false;
+  };
   auto warn = [&](std::string w) {
     ++out.skipped;
     if (out.warnings.size() < 20) out.warnings.push_back(std::move(w));
@@ -250,11 +262,17 @@ read_result read_traces(const std::vector<std::string>& paths) {
     std::size_t line_no = 0;
     for (std::string line; std::getline(in, line);) {
       ++line_no;
-      if (line.empty()) continue;
-      if (auto r = parse_record(line))
-        out.records.push_back(std::move(*r));
-      else
+      if (line.empty() || !wanted(line)) continue;
+      auto r = parse_record(line);
+      if (!r) {
         warn(f + ":" + std::to_string(line_no) + ": not a valid trace record, skipped");
+        continue;
+      }
+      if (!ids.empty()) {
+        if (std::find(ids.begin(), ids.end(), r->id) == ids.end()) continue;
+        r->raw = std::move(line);
+      }
+      out.records.push_back(std::move(*r));
     }
   }
   return out;

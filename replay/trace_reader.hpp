@@ -46,6 +46,7 @@ struct record {
   std::vector<step_record> steps;
   std::int64_t redundant_tokens = 0;
   std::vector<cache_event> cache;
+  std::string raw;  ///< the line as written; kept only when records are read by id
 };
 
 struct read_result {
@@ -57,6 +58,9 @@ struct read_result {
 /// Reads every file; a directory stands for its *.jsonl files in name order.  A file that cannot
 /// be opened, or a directory without trace files, is a warning too.
 read_result read_traces(const std::vector<std::string>& paths);
+
+/// The same, keeping only the records whose `id` is one of `ids` (each with its line in `raw`).
+read_result read_traces(const std::vector<std::string>& paths, const std::vector<std::string>& ids);
 
 /// RFC 3339 "YYYY-MM-DDTHH:MM:SS.uuuuuuZ" (the traces' `start`) as µs since the epoch, or -1.
 std::int64_t parse_rfc3339_us(const std::string& s);

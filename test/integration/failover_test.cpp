@@ -1,6 +1,7 @@
 // Upstreams with several endpoints, against real sockets: balancing, and a request that fails on
 // one endpoint before any byte reached the client moving to another (DESIGN.md §10).
 #include <gtest/gtest.h>
+#include <simdjson.h>
 
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -189,8 +191,35 @@ TEST(Failover, AnEndpointThatKeepsFailingIsEjectedAndTriedAgainLater) {
   EXPECT_EQ(endpoint_metric(s, "tokentap_upstream_endpoint_healthy", live.port()), 1);
   EXPECT_EQ(endpoint_metric(s, "tokentap_upstream_ejections_total", dead), 1);
   EXPECT_EQ(endpoint_metric(s, "tokentap_upstream_endpoint_active_streams", live.port()), 0);
+  // The endpoint table says when it comes back, then since when it is back; the live one was
+  // never ejected.
+  auto ejection_ends_in = [&](std::uint16_t port) {
+    request_options o;
+    o.method = "GET";
+    o.target = "/api/stats";
+    const auto stats = fetch(s.proxy->admin_endpoint(), o).body;
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    EXPECT_FALSE(parser.parse(stats).get(doc)) << stats;
+    for (auto row : doc["endpoints"].get_array()) {
+      std::string_view endpoint;
+      if (row["endpoint"].get(endpoint) || endpoint != endpoint_label(port)) continue;
+      double t = 0;
+      return row["ejection_ends_in_s"].get(t) ? std::optional<double>() : std::optional(t);
+    }
+    ADD_FAILURE() << "no row for " << port << ": " << stats;
+    return std::optional<double>();
+  };
+  const auto while_ejected = ejection_ends_in(dead);
+  ASSERT_TRUE(while_ejected);
+  EXPECT_GT(*while_ejected, 0);
+  EXPECT_LE(*while_ejected, 0.4);
+  EXPECT_FALSE(ejection_ends_in(live.port()));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(endpoint_metric(s, "tokentap_upstream_endpoint_healthy", dead), 1);
+  const auto back = ejection_ends_in(dead);
+  ASSERT_TRUE(back);
+  EXPECT_LT(*back, 0);
   for (int i = 0; i < 4; ++i) ASSERT_EQ(fetch(s.proxy_ep(), chat()).status, 200);
   // Tried again: two more failures, ejected again, for twice as long.
   EXPECT_EQ(retries_counted(s, "connect"), 4);

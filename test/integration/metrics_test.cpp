@@ -508,7 +508,11 @@ TEST(Dashboard, RendersLiveNumbersInHeadlessChromium) {
   // The cards show the sliding window (60 s by default). Chromium's first start on a fresh CI
   // machine once took over a minute, and the six requests had left the window by the time the
   // page asked: the window here is an hour, so the test checks the rendering, not the clock.
-  stack s([](config::config& cfg) { cfg.metrics.window = std::chrono::seconds(3600); });
+  const auto traces = temp_dir() + "/traces";
+  stack s([&](config::config& cfg) {
+    cfg.metrics.window = std::chrono::seconds(3600);
+    cfg.trace.dir = traces;
+  });
   for (int i = 0; i < 6; ++i)
     ASSERT_TRUE(fetch(s.proxy_ep(), stream_req("sim-small", 200, 10, 3)).complete);
   wait_requests(s.proxy->admin_endpoint(), 6);
@@ -535,6 +539,31 @@ TEST(Dashboard, RendersLiveNumbersInHeadlessChromium) {
   EXPECT_NE(dom.find("<td class=\"ok\">healthy</td>", row), std::string::npos)
       << dom.substr(row, 400);
   EXPECT_NE(dom.find("least_request 6", row), std::string::npos) << dom.substr(row, 400);
+  // Inter-token and end to end at P50 / P95 / P99, and how many requests the TTFT cards hold.
+  auto card = [&](const std::string& id) {
+    const auto at = dom.find("id=\"" + id + "\">");
+    if (at == std::string::npos) return std::string();
+    const auto b = dom.find('>', at) + 1;
+    return dom.substr(b, dom.find('<', b) - b);
+  };
+  for (const char* id : {"itl", "e2e"}) {
+    const auto text = card(id);
+    EXPECT_EQ(std::count(text.begin(), text.end(), '/'), 2) << id << ": " << text;
+    EXPECT_EQ(text.find("–"), std::string::npos) << id << ": " << text;
+  }
+  EXPECT_EQ(card("ttft-n"), "6");
+  // The slowest requests carry their trace record, as a command that shows it; that command
+  // finds it.
+  const std::string command = "tokentap analyze " + traces + " --id ";
+  const auto cmd = dom.find(command);
+  ASSERT_NE(cmd, std::string::npos) << dom.substr(dom.find("id=\"slowest\""), 2000);
+  const auto id = dom.substr(cmd + command.size(), 16);
+  const auto shown_record = run({"analyze", traces, "--id", id});
+  EXPECT_EQ(shown_record.status, 0) << shown_record.err;
+  EXPECT_EQ(shown_record.out.rfind("record " + id, 0), 0u) << shown_record.out;
+  EXPECT_NE(shown_record.out.find("replay serve --trace " + traces + " --id " + id),
+            std::string::npos)
+      << shown_record.out;
   const std::string shot = "chromium " + chromium_flags() + "--screenshot=" + artifacts +
                            "/dashboard.png " + url + " >/dev/null 2>&1";
   EXPECT_EQ(std::system(shot.c_str()), 0);

@@ -298,6 +298,22 @@ TEST(Replay, FailuresReplayAsTheyWereRecorded) {
   EXPECT_NE(r.out.find("recorded: upstream_error, status 503  replayed: status 503"),
             std::string::npos)
       << r.out;
+  // One record by its id (as the dashboard's slowest requests name it).
+  std::string reset_id;
+  for (const auto& rec_ : traces.records)
+    if (rec_.outcome == "upstream_reset") reset_id = rec_.id;
+  r = run({"replay", "send", "--trace", file, "--id", reset_id, "--target", target},
+          std::chrono::seconds(30));
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("1 requests, 1 failed (1 as recorded, 0 anew)"), std::string::npos) << r.out;
+  r = run({"analyze", file, "--id", "0123456789abcdef"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("no trace record with id 0123456789abcdef found in " + file),
+            std::string::npos)
+      << r.err;
+  r = run({"analyze", file, "--id", reset_id, "--format", "json"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(replay::parse_record(r.out.substr(0, r.out.find('\n')))->id, reset_id) << r.out;
   r = run({"replay", "send", "--trace", file, "--target",
            "http://127.0.0.1:" + std::to_string(closed_port()), "--concurrency", "1"},
           std::chrono::seconds(30));
