@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <regex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "test/support/canned_upstream.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/metrics_text.hpp"
+#include "test/support/ports.hpp"
 #include "test/support/process.hpp"
 #include "test/support/stack.hpp"
 #include "test/support/tls_cert.hpp"
@@ -500,6 +503,68 @@ TEST(Prometheus, ScrapesTheAdminPortAndComputesTtftQuantiles) {
     ++checked;
   }
   EXPECT_GE(checked, 12);
+}
+
+// ---- the shipped Grafana dashboard
+
+// Every metric a panel of deploy/grafana-dashboard.json queries is one the proxy exports: the real
+// binary with endpoints, routing, admission, shedding and a canary configured, after traffic.
+// (The Prometheus test above runs each query; this one makes sure none asks for a name that
+// does not exist, which PromQL answers with an empty success.)
+TEST(Grafana, EveryMetricItQueriesExists) {
+  sim::server_options so;
+  so.port = 0;
+  sim::server a(so), b(so), next(so);
+  for (auto* x : {&a, &b, &next}) x->start();
+  const auto port = [](sim::server& x) { return std::to_string(x.endpoint().port()); };
+  const auto dir = temp_dir();
+  std::ofstream(dir + "/all.yaml")
+      << "listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\nthreads: 2\n"
+      << "upstreams:\n  main:\n    endpoints: [http://127.0.0.1:" << port(a)
+      << ", http://127.0.0.1:" << port(b) << "]\n    balance: round_robin\n"
+      << "  next: {url: http://127.0.0.1:" << port(next) << "}\n"
+      << "routes:\n  - {name: chat, prefix: /, upstream: main}\n"
+      << "trace: {dir: " << dir << "/traces}\n"
+      << "priority: {header: x-tokentap-priority}\n"
+      << "admission:\n  - {name: per-route, scope: route, requests_per_minute: 100000}\n"
+      << "shed:\n  - {route: chat, when: {ttft_p95_ms: 60000}, drop: [low]}\n"
+      << "canary:\n  - {route: chat, upstream: next, steps: [50]}\n";
+  process proxy({"proxy", "--config", dir + "/all.yaml"});
+  const auto line = proxy.wait_for_line("ready ", std::chrono::seconds(10));
+  const auto proxy_ep = ready_address(line, "proxy");
+  const auto admin_ep = ready_address(line, "admin");
+  ASSERT_NE(proxy_ep.port(), 0) << proxy.err();
+  for (int i = 0; i < 6; ++i)
+    ASSERT_TRUE(fetch(proxy_ep, stream_req("sim-small", 5, 1, 1)).complete);
+  request_options none;
+  none.target = "/no/such/thing";
+  none.body = "{";
+  fetch(proxy_ep, none);
+  const auto text = scrape(admin_ep);
+
+  std::ifstream in(std::string(TOKENTAP_SOURCE_DIR) + "/deploy/grafana-dashboard.json");
+  const std::string dash((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::regex name(R"(\b(tokentap_[a-z_]+|process_[a-z_]+))");
+  std::set<std::string> queried;
+  for (std::sregex_iterator it(dash.begin(), dash.end(), name), end; it != end; ++it) {
+    auto n = (*it)[1].str();
+    for (const char* suffix : {"_bucket", "_sum", "_count"})
+      if (n.size() > std::strlen(suffix) && n.ends_with(suffix) &&
+          text.find("# TYPE " + n + " ") == std::string::npos)
+        n.resize(n.size() - std::strlen(suffix));
+    queried.insert(n);
+  }
+  for (const char* covered :  // what the built-in dashboard shows beyond latency and tokens
+       {"tokentap_upstream_endpoint_requests_total", "tokentap_upstream_endpoint_healthy",
+        "tokentap_routing_decisions_total", "tokentap_upstream_ejections_total",
+        "tokentap_upstream_retries_total", "tokentap_admission_rejections_total",
+        "tokentap_shed_active", "tokentap_canary_weight", "tokentap_canary_rollbacks_total"})
+    EXPECT_TRUE(queried.count(covered)) << covered << " is on no panel";
+  EXPECT_GE(queried.size(), 20u);
+  for (const auto& n : queried)
+    EXPECT_NE(text.find("# TYPE " + n + " "), std::string::npos) << n << " is not in /metrics";
+  proxy.signal(SIGTERM);
+  EXPECT_EQ(proxy.wait(std::chrono::seconds(10)), 0);
 }
 
 // ---- the dashboard in a real browser
