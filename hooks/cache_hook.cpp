@@ -192,12 +192,19 @@ class cache_hook final : public hook {
       const auto shared_est = static_cast<std::int64_t>(d.chars_before / bytes_per_token);
       const bool contradicted = u.cache_fields && u.cached_input_tokens > 0 &&
                                 u.cached_input_tokens >= u.input_tokens - 2;
+      // The evidence carries the provider's own count beside the estimate (the elements before
+      // the change): more cached than estimated means the change lies inside that element.
       if (!contradicted)
         add("prefix_divergence",
             "\"at_message\":" + std::to_string(a_.divergence_at) + ",\"role\":\"" +
                 std::string(d.role) +
                 "\",\"previous_messages\":" + std::to_string(a_.previous_elements) +
-                ",\"shared_tokens_est\":" + std::to_string(shared_est));
+                ",\"shared_tokens_est\":" + std::to_string(shared_est) +
+                (u.cache_fields && u.cached_input_tokens >= 0
+                     ? ",\"cached_tokens\":" + std::to_string(u.cached_input_tokens) +
+                           ",\"input_tokens\":" + std::to_string(u.input_tokens) +
+                           (u.cached_input_tokens > shared_est ? ",\"within_message\":true" : "")
+                     : std::string()));
     }
     if (a_.dropped_messages > 0) {
       add("truncation", "\"reason\":\"head_dropped\",\"dropped_user_messages\":" +
