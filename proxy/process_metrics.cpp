@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -29,7 +30,8 @@ std::string allocator_name() {
 
 namespace {
 
-void gauge(std::string& out, const char* name, const char* type, const char* help, double v) {
+void write_series(std::string& out, const char* name, const char* type, const char* help,
+                  double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.17g", v);
   out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
@@ -70,22 +72,26 @@ void append_process_metrics(std::string& out, std::string_view version) {
     std::string f[24];  // fields 3 .. 26
     for (auto& x : f) in >> x;
     if (in) {
-      const double utime = std::stod(f[11]), stime = std::stod(f[12]);
-      const double threads = std::stod(f[17]), start_ticks = std::stod(f[19]);
-      const double vsize = std::stod(f[20]), rss_pages = std::stod(f[21]);
-      gauge(out, "process_cpu_seconds_total", "counter",
-            "Total user and system CPU time spent in seconds.", (utime + stime) / ticks);
-      gauge(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", vsize);
-      gauge(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
-            rss_pages * page);
-      gauge(out, "process_threads", "gauge", "Number of OS threads in the process.", threads);
+      // Field N of proc(5) is f[N - 3]: utime 14, stime 15, num_threads 20, starttime 22,
+      // vsize 23, rss 24.
+      const auto field = [&](int n) { return std::strtod(f[n - 3].c_str(), nullptr); };
+      const double utime = field(14), stime = field(15), threads = field(20),
+                   start_ticks = field(22), vsize = field(23), rss_pages = field(24);
+      write_series(out, "process_cpu_seconds_total", "counter",
+                   "Total user and system CPU time spent in seconds.", (utime + stime) / ticks);
+      write_series(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.",
+                   vsize);
+      write_series(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+                   rss_pages * page);
+      write_series(out, "process_threads", "gauge", "Number of OS threads in the process.",
+                   threads);
       // The start time: boot time (/proc/stat btime) + start ticks since boot.
       std::ifstream proc_stat("/proc/stat");
       for (std::string line; std::getline(proc_stat, line);) {
         if (line.rfind("btime ", 0) == 0) {
-          gauge(out, "process_start_time_seconds", "gauge",
-                "Start time of the process since unix epoch in seconds.",
-                std::stod(line.substr(6)) + start_ticks / ticks);
+          write_series(out, "process_start_time_seconds", "gauge",
+                       "Start time of the process since unix epoch in seconds.",
+                       std::strtod(line.c_str() + 6, nullptr) + start_ticks / ticks);
           break;
         }
       }
@@ -96,11 +102,12 @@ void append_process_metrics(std::string& out, std::string_view version) {
   for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end;
        it.increment(ec))
     ++fds;
-  if (!ec) gauge(out, "process_open_fds", "gauge", "Number of open file descriptors.", double(fds));
+  if (!ec)
+    write_series(out, "process_open_fds", "gauge", "Number of open file descriptors.", double(fds));
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) == 0)
-    gauge(out, "process_max_fds", "gauge", "Maximum number of open file descriptors.",
-          static_cast<double>(lim.rlim_cur));
+    write_series(out, "process_max_fds", "gauge", "Maximum number of open file descriptors.",
+                 static_cast<double>(lim.rlim_cur));
 }
 
 }  // namespace tokentap::proxy
