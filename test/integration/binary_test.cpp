@@ -172,10 +172,23 @@ TEST(Binary, ServesAndReportsHealth) {
   r = fetch(b.proxy, long_stream(5, 1));
   EXPECT_TRUE(r.complete);
   EXPECT_EQ(r.status, 200);
+  // A request the proxy refuses is no "ok" exchange; an upstream's 5xx is its failure.
+  {
+    connection c(b.proxy);
+    c.send_raw("GARBAGE\r\n\r\n");
+    EXPECT_EQ(c.read_response().status, 400u);
+  }
+  auto unavailable = long_stream(1, 1);
+  unavailable.headers.push_back({"x-sim-status", "503"});
+  EXPECT_EQ(fetch(b.proxy, unavailable).status, 503u);
   b.proc->signal(SIGTERM);
   EXPECT_EQ(b.proc->wait(std::chrono::seconds(10)), 0);
   // One access-log line per request, without the credentials.
-  EXPECT_NE(b.proc->err().find("access "), std::string::npos);
+  const auto log = b.proc->err();
+  EXPECT_NE(log.find("status=200 outcome=ok"), std::string::npos) << log;
+  EXPECT_NE(log.find("status=400 outcome=rejected"), std::string::npos) << log;
+  EXPECT_NE(log.find("status=503 outcome=upstream_error"), std::string::npos) << log;
+  EXPECT_EQ(log.find("status=400 outcome=ok"), std::string::npos) << log;
 }
 
 // Two processes share one listening port (--reuse-port, SO_REUSEPORT): the kernel spreads the

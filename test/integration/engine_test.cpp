@@ -250,12 +250,13 @@ TEST_F(Engine, NativeCompletionIsCountedUnderTheEnginesModel) {
 // the engine's fixed TTFT floor: no prefill anomaly.  A new conversation that opens with the same
 // user message under another system prompt is a new conversation, not a diverged one.
 TEST_F(Engine, CacheJudgedAgainstWhatTheEngineCouldReuse) {
-  // Cold prompts first, so the prefill median has its samples.
+  // Cold prompts first, so the prefill median has its samples (streamed: TTFT is measured on
+  // streams).
   for (int i = 0; i < 8; ++i) {
-    const auto a =
-        send("/v1/chat/completions",
-             R"({"model":"tiny","max_tokens":2,"messages":[{"role":"user","content":"cold )" +
-                 std::to_string(i) + " " + words(40, "sample") + "\"}]}");
+    const auto a = send(
+        "/v1/chat/completions",
+        R"({"model":"tiny","stream":true,"max_tokens":2,"messages":[{"role":"user","content":"cold )" +
+            std::to_string(i) + " " + words(40, "sample") + "\"}]}");
     ++sent_;
     ASSERT_EQ(a.status, 200u) << a.body;
   }
@@ -290,11 +291,13 @@ TEST_F(Engine, CacheJudgedAgainstWhatTheEngineCouldReuse) {
   EXPECT_NE(events.find("hit "), std::string::npos) << second.substr(second.find("\"cache\":"));
   EXPECT_EQ(events.find("partial"), std::string::npos) << events;
   // The same request again: all but the last token cached, TTFT at the engine's floor.
-  a = send("/v1/chat/completions",
-           R"({"model":"tiny","max_tokens":2,"messages":[{"role":"user","content":"cold 0 )" +
-               words(40, "sample") + "\"}]}");
+  a = send(
+      "/v1/chat/completions",
+      R"({"model":"tiny","stream":true,"max_tokens":2,"messages":[{"role":"user","content":"cold 0 )" +
+          words(40, "sample") + "\"}]}");
   ++sent_;
   const auto again = lines(sent_).back();
+  ASSERT_NE(cache_events_of(again).find("hit "), std::string::npos) << again;
   EXPECT_EQ(cache_events_of(again).find("prefill_anomaly"), std::string::npos)
       << again.substr(again.find("\"cache\":"));
   // Another system prompt, the same first user message, a first turn: no divergence.
