@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <thread>
 
 #include "replay/analyze.hpp"
@@ -25,8 +27,11 @@ std::vector<std::string> files_in(const std::string& dir) {
 }
 
 struct recording {
-  recording()
-      : dir(temp_dir() + "/traces"), s([this](config::config& cfg) { cfg.trace.dir = dir; }) {}
+  explicit recording(std::function<void(config::config&)> tweak = {})
+      : dir(temp_dir() + "/traces"), s([this, tweak](config::config& cfg) {
+          cfg.trace.dir = dir;
+          if (tweak) tweak(cfg);
+        }) {}
   // Sends through the proxy; waits for the trace record.
   response send(const request_options& o) {
     auto r = fetch(s.proxy_ep(), o);
@@ -320,6 +325,73 @@ TEST(Replay, FailuresReplayAsTheyWereRecorded) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("3 requests, 3 failed (2 as recorded, 1 anew)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("failed anew        "), std::string::npos) << r.out;
+}
+
+// A stream the proxy timed out replays as a stall until the recorded end, then a cut; one the
+// client left replays cut where the client left: the recorded bytes, never a terminal chunk.
+TEST(Replay, AStallAndALeftClientReplayAsTheyEnded) {
+  recording rec([](config::config& cfg) { cfg.timeouts.idle = std::chrono::milliseconds(300); });
+  auto stalled = streamed();
+  stalled.body = chat_body(true, "stall me");
+  stalled.headers.push_back({"x-sim-stall-after", "3"});
+  stalled.headers.push_back({"x-sim-stall-ms", "5000"});
+  const auto original_stall = rec.send(stalled);
+  ASSERT_FALSE(original_stall.complete);
+  request_options left;
+  left.body = chat_body(true, "leave me");
+  left.headers = {{"x-sim-ttft-ms", "20"}, {"x-sim-itl-ms", "20"}, {"x-sim-tokens", "200"}};
+  {
+    // The client waits 250 ms into a 4 s stream, then goes.
+    connection c(rec.s.proxy_ep());
+    c.send_raw(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: "
+        "application/json\r\nx-sim-ttft-ms: 20\r\nx-sim-itl-ms: 20\r\nx-sim-tokens: "
+        "200\r\ncontent-length: " +
+        std::to_string(left.body.size()) + "\r\n\r\n" + left.body);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    c.close();
+  }
+  for (int i = 0; i < 300 && replay::read_traces(files_in(rec.dir)).records.size() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+
+  auto traces = replay::read_traces(files_in(rec.dir));
+  ASSERT_EQ(traces.records.size(), 2u);
+  std::map<std::string, replay::record> by_body;
+  for (const auto& r : traces.records) by_body[r.body.value_or("")] = r;
+  const auto& timed_out = by_body[stalled.body];
+  const auto& client_left = by_body[left.body];
+  EXPECT_EQ(timed_out.outcome, "timeout");
+  EXPECT_EQ(client_left.outcome, "client_disconnect");
+  EXPECT_EQ(replay::end_of(timed_out), replay::recorded_end::stall);
+  EXPECT_EQ(replay::end_of(client_left), replay::recorded_end::cut);
+  auto bytes_of = [](const replay::record& r) {
+    std::string b;
+    for (const auto& e : r.events) b += e.bytes;
+    return b;
+  };
+
+  replay::serve_options so;
+  so.port = 0;
+  replay::replay_server server(traces.records, so);
+  server.start();
+  auto patient = [](request_options o) {
+    o.timeout = std::chrono::milliseconds(10000);
+    return o;
+  };
+  const auto asked = std::chrono::steady_clock::now();
+  const auto replayed_stall = fetch(server.endpoint(), patient(stalled));
+  const double took_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - asked).count();
+  EXPECT_FALSE(replayed_stall.complete);
+  EXPECT_EQ(replayed_stall.body, bytes_of(timed_out));
+  // Silent after the last recorded read, until the recorded end of the exchange.
+  ASSERT_FALSE(timed_out.events.empty());
+  EXPECT_GT(timed_out.e2e_ms, timed_out.events.back().t_us / 1000.0 + 250);
+  EXPECT_GE(took_ms, timed_out.e2e_ms - 5);
+  const auto replayed_left = fetch(server.endpoint(), patient(left));
+  EXPECT_FALSE(replayed_left.complete);
+  EXPECT_EQ(replayed_left.body, bytes_of(client_left));
+  EXPECT_FALSE(replayed_left.body.empty());
 }
 
 TEST(ReplaySend, ReissuesRecordedRequestsAndComparesPercentiles) {
