@@ -36,15 +36,12 @@ class Engine : public ::testing::Test {
                        << "}\nroutes:\n  - {name: engine, prefix: /, upstream: llama}\n"
                           "trace: {dir: "
                        << *traces_ << "}\ncache: {prefill_min_samples: 5}\n";
-    proxy_ = new process({"proxy", "--config", cfg});
-    const auto line = proxy_->wait_for_line("ready ", std::chrono::seconds(10));
-    proxy_ep_ = ready_address(line, "proxy");
-    admin_ep_ = ready_address(line, "admin");
+    proxy_ = new proxy_process({"--config", cfg});
   }
   static void TearDownTestSuite() {
     if (proxy_) {
-      proxy_->signal(SIGTERM);
-      proxy_->wait(std::chrono::seconds(10));
+      proxy_->proc.signal(SIGTERM);
+      proxy_->proc.wait(std::chrono::seconds(10));
     }
     delete proxy_;
     delete engine_;
@@ -56,7 +53,7 @@ class Engine : public ::testing::Test {
   void SetUp() override {
     if (!llama_server::available()) GTEST_SKIP() << "no engine at " << llama_server::folder();
     ASSERT_TRUE(engine_->ok()) << "llama-server did not start:\n" << engine_->log();
-    ASSERT_NE(proxy_ep_.port(), 0) << proxy_->err();
+    ASSERT_NE(proxy_->proxy.port(), 0) << proxy_->proc.err();
   }
 
   static response send(const std::string& target, const std::string& body) {
@@ -64,7 +61,7 @@ class Engine : public ::testing::Test {
     o.target = target;
     o.body = body;
     o.timeout = std::chrono::milliseconds(60000);
-    return fetch(proxy_ep_, o);
+    return fetch(proxy_->proxy, o);
   }
 
   // Every trace line written so far, as text (the writer is asynchronous: waits for `n`).
@@ -99,21 +96,19 @@ class Engine : public ::testing::Test {
     request_options o;
     o.method = "GET";
     o.target = "/metrics";
-    return fetch(admin_ep_, o).body;
+    return fetch(proxy_->admin, o).body;
   }
 
   static std::size_t sent_;
   static llama_server* engine_;
-  static process* proxy_;
+  static proxy_process* proxy_;
   static std::string* traces_;
-  static tcp::endpoint proxy_ep_, admin_ep_;
 };
 
 std::size_t Engine::sent_ = 0;
 llama_server* Engine::engine_ = nullptr;
-process* Engine::proxy_ = nullptr;
+proxy_process* Engine::proxy_ = nullptr;
 std::string* Engine::traces_ = nullptr;
-tcp::endpoint Engine::proxy_ep_, Engine::admin_ep_;
 
 std::string words(int n, const std::string& word = "word") {
   std::string s;
@@ -157,7 +152,7 @@ std::vector<response> overflow(const tcp::endpoint& proxy, const std::string& ta
 }
 
 TEST_F(Engine, AResponsesStreamEndedByABareErrorIsAStreamError) {
-  const auto answers = overflow(proxy_ep_, "/v1/responses", "responses-overflow-", true);
+  const auto answers = overflow(proxy_->proxy, "/v1/responses", "responses-overflow-", true);
   sent_ += answers.size();
   std::size_t errored = 0;
   for (std::size_t i = 0; i < answers.size(); ++i) {
@@ -178,7 +173,7 @@ TEST_F(Engine, AResponsesStreamEndedByABareErrorIsAStreamError) {
 }
 
 TEST_F(Engine, AChatStreamEndedByAnErrorIsOneStreamErrorEverywhere) {
-  const auto answers = overflow(proxy_ep_, "/v1/chat/completions", "chat-overflow-", false);
+  const auto answers = overflow(proxy_->proxy, "/v1/chat/completions", "chat-overflow-", false);
   sent_ += answers.size();
   std::size_t errored = 0;
   for (std::size_t i = 0; i < answers.size(); ++i) {
@@ -194,10 +189,11 @@ TEST_F(Engine, AChatStreamEndedByAnErrorIsOneStreamErrorEverywhere) {
   }
   ASSERT_GE(errored, 1u);
   // The access log says what the trace says.
-  for (int i = 0; i < 100 && proxy_->err().find("outcome=stream_error") == std::string::npos; ++i)
+  for (int i = 0; i < 100 && proxy_->proc.err().find("outcome=stream_error") == std::string::npos;
+       ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_NE(proxy_->err().find("status=200 outcome=stream_error"), std::string::npos)
-      << proxy_->err();
+  EXPECT_NE(proxy_->proc.err().find("status=200 outcome=stream_error"), std::string::npos)
+      << proxy_->proc.err();
   // One provider for the route's chat series: the failed streams beside the good ones.
   const auto m = parse_metrics(metrics());
   EXPECT_GT(

@@ -771,10 +771,9 @@ TEST(Shutdown, SigtermDuring500LiveStreamsLetsThemAllFinish) {
                                  << "routes:\n  - {prefix: /, upstream: s}\n"
                                  << "timeouts: {shutdown_grace_ms: 20000}\n"
                                  << "log: {level: warn, access_log: false}\n";
-  process proc({"proxy", "--config", dir + "/c.yaml"});
-  const auto ready = proc.wait_for_line("ready ", std::chrono::seconds(10));
-  const auto ep = ready_address(ready, "proxy");
-  const auto admin = ready_address(ready, "admin");
+  proxy_process binary({"--config", dir + "/c.yaml"});
+  auto& proc = binary.proc;
+  const auto ep = binary.proxy, admin = binary.admin;
   ASSERT_NE(ep.port(), 0) << proc.err();
 
   constexpr int streams = 500;

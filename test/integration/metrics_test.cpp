@@ -529,18 +529,16 @@ TEST(Grafana, EveryMetricItQueriesExists) {
       << "admission:\n  - {name: per-route, scope: route, requests_per_minute: 100000}\n"
       << "shed:\n  - {route: chat, when: {ttft_p95_ms: 60000}, drop: [low]}\n"
       << "canary:\n  - {route: chat, upstream: next, steps: [50]}\n";
-  process proxy({"proxy", "--config", dir + "/all.yaml"});
-  const auto line = proxy.wait_for_line("ready ", std::chrono::seconds(10));
-  const auto proxy_ep = ready_address(line, "proxy");
-  const auto admin_ep = ready_address(line, "admin");
-  ASSERT_NE(proxy_ep.port(), 0) << proxy.err();
+  proxy_process p({"--config", dir + "/all.yaml"});
+  ASSERT_NE(p.proxy.port(), 0) << p.proc.err();
+  const auto proxy_ep = p.proxy;
   for (int i = 0; i < 6; ++i)
     ASSERT_TRUE(fetch(proxy_ep, stream_req("sim-small", 5, 1, 1)).complete);
   request_options none;
   none.target = "/no/such/thing";
   none.body = "{";
   fetch(proxy_ep, none);
-  const auto text = scrape(admin_ep);
+  const auto text = scrape(p.admin);
 
   std::ifstream in(std::string(TOKENTAP_SOURCE_DIR) + "/deploy/grafana-dashboard.json");
   const std::string dash((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -563,8 +561,8 @@ TEST(Grafana, EveryMetricItQueriesExists) {
   EXPECT_GE(queried.size(), 20u);
   for (const auto& n : queried)
     EXPECT_NE(text.find("# TYPE " + n + " "), std::string::npos) << n << " is not in /metrics";
-  proxy.signal(SIGTERM);
-  EXPECT_EQ(proxy.wait(std::chrono::seconds(10)), 0);
+  p.proc.signal(SIGTERM);
+  EXPECT_EQ(p.proc.wait(std::chrono::seconds(10)), 0);
 }
 
 // ---- the dashboard in a real browser

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "test/support/ports.hpp"
+
 extern char** environ;
 
 namespace tokentap::test {
@@ -130,6 +132,16 @@ run_result run(std::vector<std::string> args, std::chrono::milliseconds timeout)
   process p(std::move(args));
   const int status = p.wait(timeout);
   return {status, p.out(), p.err()};
+}
+
+proxy_process::proxy_process(std::vector<std::string> args)
+    : proc([&] {
+        args.insert(args.begin(), "proxy");
+        return args;
+      }()) {
+  const auto line = proc.wait_for_line("ready ", std::chrono::seconds(10));
+  proxy = ready_address(line, "proxy");
+  admin = ready_address(line, "admin");
 }
 
 }  // namespace tokentap::test

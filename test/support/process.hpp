@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include <boost/asio/ip/tcp.hpp>
+
 namespace tokentap::test {
 
 /// Path of the binary under test (set by CMake).
@@ -43,6 +45,15 @@ class process {
   std::string out_, err_;
   std::size_t consumed_ = 0;
   bool exited_ = false;
+};
+
+/// The binary's `proxy` with `args` (e.g. {"--config", FILE}), started and waited for until its
+/// `ready` line: where it listens and where its admin port is (port 0 when it did not start;
+/// `proc.err()` then says why).
+struct proxy_process {
+  explicit proxy_process(std::vector<std::string> args);
+  process proc;
+  boost::asio::ip::tcp::endpoint proxy, admin;
 };
 
 /// Runs to completion; returns {exit status, stdout, stderr}.
