@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <regex>
 #include <thread>
 
 #include "replay/trace_reader.hpp"
@@ -224,6 +225,61 @@ TEST_F(Engine, AResponsesAnswerWithoutAStreamHasItsUsageAndText) {
   std::string_view recorded = q.parse(line)["text"]["content"];
   EXPECT_EQ(recorded, text);
   EXPECT_FALSE(recorded.empty());
+}
+
+// What differs per request in the engine's answers: ids, creation times, its timings, the cached
+// part of the prompt.
+std::string per_request_fields_masked(std::string body) {
+  for (const auto& [pattern, with] : std::vector<std::pair<std::regex, std::string>>{
+           {std::regex(R"re("id":"[^"]*")re"), R"("id":"-")"},
+           {std::regex(R"re("created":[0-9]+)re"), R"("created":0)"},
+           {std::regex(R"re("timings":\{[^}]*\})re"), R"("timings":{})"},
+           // (the second of two equal requests finds the first's prompt in the engine's cache)
+           {std::regex(R"re("cached_tokens":[0-9]+)re"), R"("cached_tokens":0)"}})
+    body = std::regex_replace(body, pattern, with);
+  return body;
+}
+
+// Streamed and whole answers through the proxy are the engine's, byte for byte but for what
+// differs per request (greedy decoding makes the text repeat); the trace holds exactly what the
+// client got; the usage is the engine's own; and the proxy never saw the first token before the
+// engine's own prefill could have produced it.
+TEST_F(Engine, AnswersAreTheEnginesByteForByte) {
+  const tcp::endpoint engine(boost::asio::ip::make_address("127.0.0.1"), engine_->port());
+  for (const bool stream : {true, false}) {
+    const std::string body =
+        std::string(R"({"model":"tiny","max_tokens":12,"temperature":0,"seed":7,"stream":)") +
+        (stream ? "true" : "false") + R"(,"messages":[{"role":"user","content":"byte for byte )" +
+        (stream ? "s" : "w") + R"("}]})";
+    request_options o;
+    o.body = body;
+    o.timeout = std::chrono::milliseconds(60000);
+    const auto direct = fetch(engine, o);
+    const auto proxied = send("/v1/chat/completions", body);
+    ++sent_;
+    ASSERT_EQ(direct.status, 200u) << direct.body;
+    ASSERT_EQ(proxied.status, 200u) << proxied.body;
+    EXPECT_EQ(per_request_fields_masked(proxied.body), per_request_fields_masked(direct.body));
+    const auto line = record_with(std::string("byte for byte ") + (stream ? "s" : "w"), sent_);
+    const auto r = replay::parse_record(line);
+    ASSERT_TRUE(r) << line;
+    std::string recorded;
+    for (const auto& e : r->events) recorded += e.bytes;
+    EXPECT_EQ(recorded, proxied.body);
+    // The engine's own account of this answer: its timings (the last object that has them).
+    const auto t = proxied.body.rfind("\"timings\":");
+    ASSERT_NE(t, std::string::npos);
+    const auto timings = proxied.body.substr(t + 10, proxied.body.find('}', t) - t - 9);
+    simdjson::dom::parser p;
+    const auto tj = p.parse(timings);
+    const int64_t prompt_n = tj["prompt_n"], cache_n = tj["cache_n"],
+                  predicted_n = tj["predicted_n"];
+    const double prompt_ms = tj["prompt_ms"];
+    EXPECT_EQ(r->input_tokens, prompt_n + cache_n) << timings;  // prompt_n excludes the cached
+    EXPECT_EQ(r->cached_input_tokens, cache_n);
+    EXPECT_EQ(r->output_tokens, predicted_n);
+    if (stream) EXPECT_GE(r->ttft_ms, prompt_ms) << timings;
+  }
 }
 
 TEST_F(Engine, NativeCompletionIsCountedUnderTheEnginesModel) {

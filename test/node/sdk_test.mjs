@@ -184,9 +184,13 @@ const quickHeaders = { 'x-tokentap-tenant': 'sdk', 'x-sim-tokens': '3', 'x-sim-i
 // A response header of an SDK error (a Headers object in newer SDKs, a plain record in older).
 const headerOf = (err, name) => (typeof err.headers?.get === 'function' ? err.headers.get(name) : err.headers?.[name]);
 
+// Runs `body` while a slow stream holds the tenant's slot: from its first event on (a fixed wait
+// raced the stream's start on a loaded machine, and the "refused" request went through).
 async function whileAStreamRuns(startSlow, body) {
-  const slow = startSlow();
-  await new Promise((r) => setTimeout(r, 100));  // the slow stream holds the tenant's slot
+  let started;
+  const first = new Promise((r) => { started = r; });
+  const slow = startSlow(started);
+  await Promise.race([first, slow]);
   try {
     return await body();
   } finally {
@@ -196,9 +200,9 @@ async function whileAStreamRuns(startSlow, body) {
 
 test('OpenAI SDK: an admission refusal is a RateLimitError, and its retry honours retry-after', async () => {
   const slowClient = new OpenAI({ baseURL: `${limitedUrl}/v1`, apiKey: 'sk-a', defaultHeaders: slowHeaders });
-  const slowStream = async () => {
+  const slowStream = async (started = () => {}) => {
     const s = await slowClient.chat.completions.create({ model: 'sim-small', stream: true, messages: [{ role: 'user', content: 'slow' }] });
-    for await (const _ of s) { /* drain */ }
+    for await (const _ of s) started();
   };
   const noRetry = new OpenAI({ baseURL: `${limitedUrl}/v1`, apiKey: 'sk-a', maxRetries: 0, defaultHeaders: quickHeaders });
   await whileAStreamRuns(slowStream, () => assert.rejects(
@@ -217,9 +221,9 @@ test('OpenAI SDK: an admission refusal is a RateLimitError, and its retry honour
 
 test('Anthropic SDK: an admission refusal is a RateLimitError, and its retry honours retry-after', async () => {
   const slowClient = new Anthropic({ baseURL: limitedUrl, apiKey: 'sk-ant-a', defaultHeaders: slowHeaders });
-  const slowStream = async () => {
+  const slowStream = async (started = () => {}) => {
     const s = await slowClient.messages.create({ model: 'claude-sim', max_tokens: 64, stream: true, messages: [{ role: 'user', content: 'slow' }] });
-    for await (const _ of s) { /* drain */ }
+    for await (const _ of s) started();
   };
   const noRetry = new Anthropic({ baseURL: limitedUrl, apiKey: 'sk-ant-a', maxRetries: 0, defaultHeaders: quickHeaders });
   await whileAStreamRuns(slowStream, () => assert.rejects(
