@@ -76,8 +76,9 @@ TEST(Binary, BadUsageIsOneLineAndExitTwo) {
       EXPECT_EQ(lines(r.err), 1) << joined << ": " << r.err;
       EXPECT_EQ(r.err.rfind("tokentap ", 0), 0u) << r.err;
     }
-    if (!args.empty() && (args[0] == "analyze" || args[0] == "replay"))
+    if (!args.empty() && (args[0] == "analyze" || args[0] == "replay")) {
       EXPECT_NE(r.err.find("no trace records found in "), std::string::npos) << r.err;
+    }
   }
 }
 
