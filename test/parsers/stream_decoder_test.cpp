@@ -208,10 +208,9 @@ TEST(ResponsesDecoder, ABareErrorEventEndsTheStreamWithItsError) {
       "{\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"delta\":\" ref\"}\n\n"
       "data: {\"error\":{\"code\":500,\"message\":\"Context size has been exceeded.\","
       "\"type\":\"server_error\"}}\n\n";
-  EXPECT_EQ(
-      decode(s, provider::openai_responses),
-      "content= ref|reasoning=|tool=|error(server_error,Context size has been exceeded.)"
-      "|in=-1 out=1 reasoning=0 cached=-1 write=-1 cache_fields=0|provider=openai-responses");
+  EXPECT_EQ(decode(s, provider::openai_responses),
+            "content= ref|reasoning=|tool=|error(server_error,Context size has been exceeded.)"
+            "|in=-1 out=1 reasoning=0 cached=-1 write=-1 cache_fields=0|provider=openai-responses");
 }
 
 // A Responses answer without a stream (llama-server's, verbatim): its texts, usage and end.
