@@ -176,14 +176,8 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
   // llama.cpp's server names itself (`Server: llama.cpp`): its OpenAI-compatible chat streams
   // are llama.cpp's from the head on, also when one ends in an error before any `timings`.
   bool served_by_llamacpp(const response_view& r) const noexcept {
-    if (provider_ != parsers::provider::openai_chat) return false;
-    constexpr std::string_view server = "server";  // (letters only: `| 0x20` lowers them)
-    for (const auto& h : r.headers)
-      if (h.name.size() == server.size() &&
-          std::equal(server.begin(), server.end(), h.name.begin(),
-                     [](char a, char b) { return a == (b | 0x20); }))
-        return h.value.starts_with("llama.cpp");
-    return false;
+    return provider_ == parsers::provider::openai_chat &&
+           find_header(r.headers, "server").starts_with("llama.cpp");
   }
 
   void on_response_head(const response_view& r) noexcept override {

@@ -56,14 +56,6 @@ void fill_random(std::array<std::uint8_t, N>& id) {
   } while (std::all_of(id.begin(), id.end(), [](std::uint8_t b) { return b == 0; }));
 }
 
-std::string_view header(std::span<const header_view> headers, std::string_view name) {
-  for (const auto& h : headers)
-    if (h.name.size() == name.size() && std::equal(h.name.begin(), h.name.end(), name.begin(),
-                                                   [](char a, char b) { return (a | 0x20) == b; }))
-      return h.value;
-  return {};
-}
-
 class otel_hook final : public hook {
  public:
   otel_hook(const config::otel_config& cfg, std::shared_ptr<span_sink> sink)
@@ -113,12 +105,12 @@ class otel_hook final : public hook {
   void begin(const request_view& r) {
     if (started_) return;
     started_ = true;
-    if (auto p = parse_traceparent(header(r.headers, "traceparent"))) {
+    if (auto p = parse_traceparent(find_header(r.headers, "traceparent"))) {
       trace_ = p->trace_id;
       remote_parent_ = p->parent_id;
       has_parent_ = true;
       flags_ = p->flags & 1;
-      const auto ts = header(r.headers, "tracestate");
+      const auto ts = find_header(r.headers, "tracestate");
       trace_state_.assign(ts.substr(0, 512));  // (W3C: 32 members of at most 256 bytes)
     } else {
       fill_random(trace_);

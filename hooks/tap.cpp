@@ -1,5 +1,7 @@
 #include "hooks/tap.hpp"
 
+#include <algorithm>
+
 namespace tokentap::hooks {
 
 std::string_view to_string(stream_outcome o) noexcept {
@@ -20,6 +22,14 @@ std::string_view to_string(stream_outcome o) noexcept {
       return "rejected";
   }
   return "unknown";
+}
+
+std::string_view find_header(std::span<const header_view> headers, std::string_view name) noexcept {
+  for (const auto& h : headers)
+    if (h.name.size() == name.size() && std::equal(h.name.begin(), h.name.end(), name.begin(),
+                                                   [](char a, char b) { return (a | 0x20) == b; }))
+      return h.value;
+  return {};
 }
 
 }  // namespace tokentap::hooks
