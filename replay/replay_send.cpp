@@ -115,7 +115,7 @@ awaitable<void> send_one(const record& r, const send_options& o, measured& m) {
 }
 
 // "stream_error", "upstream_reset after 200", "status 503", "ok".
-std::string describe(std::string_view outcome, int status) {
+std::string ending(std::string_view outcome, int status) {
   std::string s(outcome);
   if (status >= 400 && outcome != "no_response")
     s = (outcome == "ok" ? "" : s + ", ") + "status " + std::to_string(status);
@@ -136,7 +136,7 @@ send_result send(const std::vector<record>& records, const send_options& o) {
     m.id = records[i].id;
     m.recorded_ok = !failed(records[i]);
     m.recorded_outcome =
-        describe(records[i].outcome.empty() ? "ok" : records[i].outcome, records[i].status);
+        ending(records[i].outcome.empty() ? "ok" : records[i].outcome, records[i].status);
   }
   asio::io_context ioc(1);
   std::size_t done = 0;
@@ -202,7 +202,7 @@ send_result send(const std::vector<record>& records, const send_options& o) {
   std::string anew, as_recorded, recovered;
   auto line = [](std::string& to, const char* what, const measured& m) {
     to += "  " + std::string(what) + "  " + m.id + "  recorded: " + m.recorded_outcome +
-          "  replayed: " + describe(m.outcome.empty() ? "no_response" : m.outcome, m.status);
+          "  replayed: " + ending(m.outcome.empty() ? "no_response" : m.outcome, m.status);
     if (!m.error.empty()) to += " (" + m.error + ")";
     to += "\n";
   };
