@@ -205,8 +205,9 @@ TEST_F(Engine, AChatStreamEndedByAnErrorIsOneStreamErrorEverywhere) {
 }
 
 TEST_F(Engine, AResponsesAnswerWithoutAStreamHasItsUsageAndText) {
-  const auto a = send("/v1/responses",
-                      R"({"model":"tiny","max_output_tokens":5,"input":"plain responses answer"})");
+  const auto a = send(
+      "/v1/responses",
+      R"({"model":"tiny","temperature":0,"seed":1,"max_output_tokens":5,"input":"plain responses answer"})");
   ++sent_;
   ASSERT_EQ(a.status, 200u) << a.body;
   const auto line = record_with("plain responses answer", sent_);
@@ -278,12 +279,16 @@ TEST_F(Engine, AnswersAreTheEnginesByteForByte) {
     EXPECT_EQ(r->input_tokens, prompt_n + cache_n) << timings;  // prompt_n excludes the cached
     EXPECT_EQ(r->cached_input_tokens, cache_n);
     EXPECT_EQ(r->output_tokens, predicted_n);
-    if (stream) EXPECT_GE(r->ttft_ms, prompt_ms) << timings;
+    if (stream) {
+      EXPECT_GE(r->ttft_ms, prompt_ms) << timings;
+    }
   }
 }
 
 TEST_F(Engine, NativeCompletionIsCountedUnderTheEnginesModel) {
-  const auto a = send("/completion", R"({"prompt":"native completion model","n_predict":3})");
+  const auto a =
+      send("/completion",
+           R"({"prompt":"native completion model","n_predict":3,"temperature":0,"seed":1})");
   ++sent_;
   ASSERT_EQ(a.status, 200u) << a.body;
   simdjson::dom::parser p;
@@ -307,7 +312,7 @@ TEST_F(Engine, CacheJudgedAgainstWhatTheEngineCouldReuse) {
   for (int i = 0; i < 8; ++i) {
     const auto a = send(
         "/v1/chat/completions",
-        R"({"model":"tiny","stream":true,"max_tokens":2,"messages":[{"role":"user","content":"cold )" +
+        R"({"model":"tiny","temperature":0,"seed":1,"stream":true,"max_tokens":2,"messages":[{"role":"user","content":"cold )" +
             std::to_string(i) + " " + words(40, "sample") + "\"}]}");
     ++sent_;
     ASSERT_EQ(a.status, 200u) << a.body;
@@ -315,8 +320,9 @@ TEST_F(Engine, CacheJudgedAgainstWhatTheEngineCouldReuse) {
   const std::string first =
       R"({"role":"system","content":"You answer briefly."},{"role":"user","content":"turn one of the cache conversation )" +
       words(30, "alpha") + "\"}";
-  auto a =
-      send("/v1/chat/completions", R"({"model":"tiny","max_tokens":4,"messages":[)" + first + "]}");
+  auto a = send(
+      "/v1/chat/completions",
+      R"({"model":"tiny","temperature":0,"seed":1,"max_tokens":4,"messages":[)" + first + "]}");
   ++sent_;
   ASSERT_EQ(a.status, 200u);
   simdjson::dom::parser p;
@@ -327,10 +333,10 @@ TEST_F(Engine, CacheJudgedAgainstWhatTheEngineCouldReuse) {
     if (c == '"' || c == '\\') reply_json += '\\';
     if (static_cast<unsigned char>(c) >= 0x20) reply_json += c;
   }
-  a = send("/v1/chat/completions", R"({"model":"tiny","max_tokens":4,"messages":[)" + first +
-                                       R"(,{"role":"assistant","content":")" + reply_json +
-                                       R"("},{"role":"user","content":"second turn )" +
-                                       words(60, "beta") + "\"}]}");
+  a = send("/v1/chat/completions",
+           R"({"model":"tiny","temperature":0,"seed":1,"max_tokens":4,"messages":[)" + first +
+               R"(,{"role":"assistant","content":")" + reply_json +
+               R"("},{"role":"user","content":"second turn )" + words(60, "beta") + "\"}]}");
   ++sent_;
   ASSERT_EQ(a.status, 200u) << a.body;
   const auto body = p.parse(a.body);
@@ -345,7 +351,7 @@ TEST_F(Engine, CacheJudgedAgainstWhatTheEngineCouldReuse) {
   // The same request again: all but the last token cached, TTFT at the engine's floor.
   a = send(
       "/v1/chat/completions",
-      R"({"model":"tiny","stream":true,"max_tokens":2,"messages":[{"role":"user","content":"cold 0 )" +
+      R"({"model":"tiny","temperature":0,"seed":1,"stream":true,"max_tokens":2,"messages":[{"role":"user","content":"cold 0 )" +
           words(40, "sample") + "\"}]}");
   ++sent_;
   const auto again = lines(sent_).back();
@@ -355,7 +361,7 @@ TEST_F(Engine, CacheJudgedAgainstWhatTheEngineCouldReuse) {
   // Another system prompt, the same first user message, a first turn: no divergence.
   a = send(
       "/v1/chat/completions",
-      R"({"model":"tiny","max_tokens":2,"messages":[{"role":"system","content":"Another app."},{"role":"user","content":"turn one of the cache conversation )" +
+      R"({"model":"tiny","temperature":0,"seed":1,"max_tokens":2,"messages":[{"role":"system","content":"Another app."},{"role":"user","content":"turn one of the cache conversation )" +
           words(30, "alpha") + "\"}]}");
   ++sent_;
   const auto fresh = record_with("Another app.", sent_);
