@@ -5,6 +5,7 @@ namespace tokentap::parsers {
 
 bool stream_decoder::impl::decode_ollama(od::value root, std::int64_t t_ns) {
   std::string_view message_content, message_thinking, response, thinking, done_reason, model;
+  std::optional<double> load_ms, prompt_eval_ms, eval_ms;  // the final object's (nanoseconds)
   error_views err;
   const bool ok = fields(root, [&](std::string_view k, od::value v) {
     if (k == "message") {
@@ -28,10 +29,22 @@ bool stream_decoder::impl::decode_ollama(od::value root, std::int64_t t_ns) {
       err = error_of(v);
     } else if (k == "model") {
       model = str(v);
+    } else if (k == "load_duration") {
+      load_ms = duration_ms(v, 1e-6);
+    } else if (k == "prompt_eval_duration") {
+      prompt_eval_ms = duration_ms(v, 1e-6);
+    } else if (k == "eval_duration") {
+      eval_ms = duration_ms(v, 1e-6);
     }
   });
   if (!ok || json_error) return false;
   identify({}, model);
+  if (load_ms || prompt_eval_ms || eval_ms) {
+    engine_from(engine_account::source_t::ollama);
+    engine_duration_into(engine.load_ms, load_ms);
+    engine_duration_into(engine.prefill_ms, prompt_eval_ms);
+    engine_duration_into(engine.decode_ms, eval_ms);
+  }
   token(channel::reasoning, message_thinking, t_ns);
   token(channel::reasoning, thinking, t_ns);
   content(message_content, t_ns);

@@ -60,6 +60,24 @@ void stream_decoder::impl::chunk_facts(const openai_chunk_reader::facts& f) {
     if (prov == provider::openai_chat) prov = provider::llamacpp;
   }
   if (f.tokens_cached.value_or(-1) >= 0 && timings_cache < 0) timings_cache = *f.tokens_cached;
+  if (f.prompt_ms || f.predicted_ms) llamacpp_durations(f.prompt_ms, f.predicted_ms);
+  if (f.metrics) vllm_durations(f.queue_time_ms, f.time_to_first_token_ms, f.generation_time_ms);
+}
+
+void stream_decoder::impl::llamacpp_durations(const std::optional<double>& prompt_ms,
+                                              const std::optional<double>& predicted_ms) {
+  engine_from(engine_account::source_t::llamacpp);
+  engine_duration_into(engine.prefill_ms, prompt_ms);
+  engine_duration_into(engine.decode_ms, predicted_ms);
+}
+
+void stream_decoder::impl::vllm_durations(const std::optional<double>& queue,
+                                          const std::optional<double>& ttft,
+                                          const std::optional<double>& generation) {
+  engine_from(engine_account::source_t::vllm);
+  engine_duration_into(engine.queue_ms, queue);
+  engine_duration_into(engine.prefill_ms, ttft);  // from scheduling: prefill, not TTFT
+  engine_duration_into(engine.decode_ms, generation);
 }
 
 std::uint32_t stream_decoder::impl::choice_index(od::value v) {
@@ -131,7 +149,7 @@ void stream_decoder::impl::openai_usage(od::value u) {
   }
 }
 
-void stream_decoder::impl::llamacpp_timings(od::value t) {
+void stream_decoder::impl::llamacpp_timings(od::value t, engine_fields& e) {
   fields(t, [&](std::string_view k, od::value v) {
     if (k == "prompt_n")
       timings_prompt = num(v);
@@ -139,14 +157,33 @@ void stream_decoder::impl::llamacpp_timings(od::value t) {
       timings_cache = num(v);
     else if (k == "predicted_n")
       timings_predicted = num(v);
+    else if (k == "prompt_ms")
+      e.prompt_ms = duration_ms(v);
+    else if (k == "predicted_ms")
+      e.predicted_ms = duration_ms(v);
   });
   if (prov == provider::openai_chat) prov = provider::llamacpp;
+}
+
+void stream_decoder::impl::vllm_metrics(od::value m, engine_fields& e) {
+  od::json_type type;
+  if (m.type().get(type) || type != od::json_type::object) return;
+  e.metrics = true;
+  fields(m, [&](std::string_view k, od::value v) {
+    if (k == "queue_time_ms")
+      e.queue_ms = duration_ms(v);
+    else if (k == "time_to_first_token_ms")
+      e.ttft_ms = duration_ms(v);
+    else if (k == "generation_time_ms")
+      e.generation_ms = duration_ms(v);
+  });
 }
 
 bool stream_decoder::impl::decode_openai(od::value root, std::int64_t t_ns) {
   choice_list.clear();
   tool_texts.clear();
   std::string_view top_content, stop_type, id, model;
+  engine_fields engine_seen;
   std::int64_t tokens_cached = -1;
   error_views err;
   const bool ok = fields(root, [&](std::string_view k, od::value v) {
@@ -173,7 +210,9 @@ bool stream_decoder::impl::decode_openai(od::value root, std::int64_t t_ns) {
     } else if (k == "error") {
       err = error_of(v);
     } else if (k == "timings") {
-      llamacpp_timings(v);
+      llamacpp_timings(v, engine_seen);
+    } else if (k == "metrics") {
+      vllm_metrics(v, engine_seen);
     } else if (k == "tokens_cached") {
       tokens_cached = num(v);
     } else if (k == "content") {  // native /completion (llama.cpp)
@@ -189,6 +228,10 @@ bool stream_decoder::impl::decode_openai(od::value root, std::int64_t t_ns) {
   if (!ok || json_error) return false;
   identify(id, model);
   if (tokens_cached >= 0 && timings_cache < 0) timings_cache = tokens_cached;
+  if (engine_seen.prompt_ms || engine_seen.predicted_ms)
+    llamacpp_durations(engine_seen.prompt_ms, engine_seen.predicted_ms);
+  if (engine_seen.metrics)
+    vllm_durations(engine_seen.queue_ms, engine_seen.ttft_ms, engine_seen.generation_ms);
   for (const auto& c : choice_list) emit_choice(c, t_ns);
   if (prov == provider::llamacpp) {
     content(top_content, t_ns);

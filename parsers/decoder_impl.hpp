@@ -8,6 +8,8 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +29,16 @@ enum class framing : std::uint8_t { sse, ndjson, json };
 inline std::string_view str(od::value v) {
   std::string_view s;
   return v.get_string().get(s) ? std::string_view{} : s;
+}
+
+// A duration in milliseconds (times `scale`), as openai_chunk_reader reads one: absent for
+// null, NaN for a value that is no duration (engine_duration).
+inline std::optional<double> duration_ms(od::value v, double scale = 1) {
+  if (v.is_null()) return std::nullopt;
+  double d;
+  if (v.get_double().get(d)) return std::numeric_limits<double>::quiet_NaN();
+  d *= scale;
+  return engine_duration(d) >= 0 ? d : std::numeric_limits<double>::quiet_NaN();
 }
 
 inline std::int64_t num(od::value v) {
@@ -150,6 +162,20 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
   std::int64_t input = -1, output = -1, reasoning = -1, cached = -1, cache_write = -1;
   std::int64_t anth_input = -1, anth_read = -1, anth_creation = -1;
   std::int64_t timings_prompt = -1, timings_cache = -1, timings_predicted = -1;
+  // The engine's account of its time (stream_decoder::engine).
+  engine_account engine;
+
+  // One engine duration read into `slot` (ms): absent leaves it; one that is no duration (NaN)
+  // leaves it too, and is counted.
+  void engine_duration_into(double& slot, const std::optional<double>& ms) noexcept {
+    if (!ms) return;
+    if (*ms >= 0) {
+      slot = *ms;
+    } else {
+      ++engine.invalid;
+    }
+  }
+  void engine_from(engine_account::source_t s) noexcept { engine.source = s; }
   // The response's id and model as the stream first names them (stream_decoder::response_id).
   std::string response_id, response_model;
 
@@ -469,7 +495,20 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
 
   void openai_usage(od::value u);
 
-  void llamacpp_timings(od::value t);
+  // A chunk's engine durations, as its walk meets them (a key met twice: the last one wins, as
+  // in openai_chunk_reader::facts); applied once the chunk is read.
+  struct engine_fields {
+    std::optional<double> prompt_ms, predicted_ms;        // llama.cpp `timings`
+    bool metrics = false;                                 // vLLM: a `metrics` object
+    std::optional<double> queue_ms, ttft_ms, generation_ms;
+  };
+  void llamacpp_timings(od::value t, engine_fields& e);
+  void vllm_metrics(od::value m, engine_fields& e);
+  // llama.cpp's `timings` durations and vLLM's `metrics`, into `engine` (as both walks read them).
+  void llamacpp_durations(const std::optional<double>& prompt_ms,
+                          const std::optional<double>& predicted_ms);
+  void vllm_durations(const std::optional<double>& queue, const std::optional<double>& ttft,
+                      const std::optional<double>& generation);
 
   bool decode_openai(od::value root, std::int64_t t_ns);
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <utility>
 
+#include "parsers/stream_decoder.hpp"
 #include "parsers/text_bytes.hpp"
 
 #if defined(__SSE2__)
@@ -186,6 +187,11 @@ struct openai_chunk_reader::scan {
       if (is(key, "timings")) {
         fact().timings = true;
         return *v == '{' ? timings(v) : value(v, 1);
+      }
+      if (is(key, "metrics")) {  // vLLM, with --enable-per-request-metrics
+        if (*v != '{') return value(v, 1);
+        fact().metrics = true;
+        return vllm_metrics(v);
       }
       if (is(key, "tokens_cached")) return count(v, 1, fact().tokens_cached);
       if (is(key, "content")) return string_value(v, 1, fact().top_content);
@@ -376,8 +382,40 @@ struct openai_chunk_reader::scan {
       if (is(key, "prompt_n")) return count(v, 2, f.prompt_n);
       if (is(key, "cache_n")) return count(v, 2, f.cache_n);
       if (is(key, "predicted_n")) return count(v, 2, f.predicted_n);
+      if (is(key, "prompt_ms")) return duration(v, 2, f.prompt_ms);
+      if (is(key, "predicted_ms")) return duration(v, 2, f.predicted_ms);
       return value(v, 2);
     });
+  }
+
+  const char* vllm_metrics(const char* s) {
+    auto& f = fact();
+    return object(s, 2, [&](std::string_view key, const char* v) -> const char* {
+      if (is(key, "queue_time_ms")) return duration(v, 2, f.queue_time_ms);
+      if (is(key, "time_to_first_token_ms")) return duration(v, 2, f.time_to_first_token_ms);
+      if (is(key, "generation_time_ms")) return duration(v, 2, f.generation_time_ms);
+      return value(v, 2);
+    });
+  }
+
+  // A duration in milliseconds: a number that is one (engine_duration), NaN for any other
+  // value, absent for null.
+  const char* duration(const char* s, int depth, std::optional<double>& out) {
+    if (*s == 'n') {
+      out.reset();
+      return value(s, depth);
+    }
+    if (*s != '-' && !is_digit(*s)) {
+      out = std::numeric_limits<double>::quiet_NaN();
+      return value(s, depth);
+    }
+    const char* const after = number(s);
+    if (after == nullptr) return nullptr;
+    double d = 0;
+    const auto [ptr, ec] = std::from_chars(s, after, d);
+    const bool ok = ec == std::errc() && ptr == after && engine_duration(d) >= 0;
+    out = ok ? d : std::numeric_limits<double>::quiet_NaN();
+    return after;
   }
 
   // `error`: a string (its message), an object (`type`, else `code`, and `message`), or no

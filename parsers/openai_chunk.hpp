@@ -7,8 +7,8 @@
 // It reads what the walk of decode_openai_chat.cpp reads, with the same meaning: per choice the
 // texts of `delta`/`message` (content, reasoning_content or reasoning, tool call arguments),
 // `text`, `finish_reason` and `index`; `usage` (prompt, completion, cached and reasoning counts),
-// `error`, llama.cpp's `timings`, `tokens_cached`, the top-level `content` and `stop_type`, and
-// the chunk's `id` and `model`.
+// `error`, llama.cpp's `timings`, vLLM's `metrics`, `tokens_cached`, the top-level `content`
+// and `stop_type`, and the chunk's `id` and `model`.
 // A key met twice in an object: the last one wins, as in any JSON walk.  Keys with escapes are
 // unescaped.  It reads strict JSON (RFC 8259): invalid JSON or UTF-8, a lone surrogate escape in
 // a text, or nesting deeper than max_depth, and read() returns false — the caller's parse error.
@@ -64,6 +64,12 @@ class openai_chunk_reader {
     bool timings = false;  ///< a `timings` key (llama.cpp), whatever its value
     std::optional<std::int64_t> prompt_n, cache_n, predicted_n;  ///< `timings`' counts
     std::optional<std::int64_t> tokens_cached;                   ///< llama.cpp
+    /// `timings`' durations (ms): present when the key is and not null; NaN when its value is
+    /// no duration (engine_duration).
+    std::optional<double> prompt_ms, predicted_ms;
+    /// vLLM's per-request `metrics` object (ms), the same way.
+    bool metrics = false;  ///< a `metrics` key that is an object
+    std::optional<double> queue_time_ms, time_to_first_token_ms, generation_time_ms;
     bool error = false;                          ///< an `error` that is a string or an object
     std::string_view error_type, error_message;  ///< `type` (else `code`) and `message`
     std::string_view top_content, stop_type;     ///< llama.cpp's native /completion

@@ -2,6 +2,8 @@
 // (DESIGN.md §6).  Each provider's JSON is read in its own file (decode_*.cpp).
 #include "parsers/stream_decoder.hpp"
 
+#include <charconv>
+
 #include "parsers/decoder_impl.hpp"
 
 namespace tokentap::parsers {
@@ -171,6 +173,40 @@ std::string_view stream_decoder::response_id() const noexcept {
 
 std::string_view stream_decoder::response_model() const noexcept {
   return impl_->response_model;
+}
+
+const engine_account& stream_decoder::engine() const noexcept {
+  return impl_->engine;
+}
+
+std::string_view to_string(engine_account::source_t s) noexcept {
+  switch (s) {
+    case engine_account::source_t::llamacpp:
+      return "llama.cpp";
+    case engine_account::source_t::vllm:
+      return "vllm";
+    case engine_account::source_t::ollama:
+      return "ollama";
+    case engine_account::source_t::tgi:
+      return "tgi";
+    case engine_account::source_t::none:
+      break;
+  }
+  return "";
+}
+
+double engine_duration(double ms) noexcept {
+  return ms >= 0 && ms <= max_engine_ms ? ms : -1;  // (NaN compares false)
+}
+
+double engine_header_ms(std::string_view value) noexcept {
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  if (value.empty()) return -1;
+  double d = 0;
+  const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), d);
+  if (ec != std::errc() || ptr != value.data() + value.size()) return -1;
+  return engine_duration(d);
 }
 
 std::uint64_t stream_decoder::token_events(channel c) const noexcept {

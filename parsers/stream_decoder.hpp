@@ -48,6 +48,36 @@ struct usage_counts {
   bool cache_fields = false;  ///< the provider reported cache fields (so 0 cached is a real miss)
 };
 
+/// What the engine itself said of the time it spent on the request (DESIGN.md §13), read from
+/// the stream: llama.cpp's `timings` (`prompt_ms`, `predicted_ms`: prefill of the uncached
+/// prompt and decode), vLLM's per-request `metrics` object (`queue_time_ms`,
+/// `time_to_first_token_ms` — from scheduling, so prefill —, `generation_time_ms`), Ollama's
+/// final object (`load_duration`, `prompt_eval_duration`, `eval_duration`: nanoseconds); TGI's
+/// `x-queue-time` / `x-inference-time` headers are read by the tap (engine_header_ms).
+/// Milliseconds; -1 = not reported.  A value that is no duration (negative, NaN, not a number,
+/// over max_engine_ms) is not reported either, and counted in `invalid`.
+struct engine_account {
+  enum class source_t : std::uint8_t { none, llamacpp, vllm, ollama, tgi };
+  source_t source = source_t::none;
+  double queue_ms = -1;      ///< waiting to be scheduled (vLLM, TGI)
+  double load_ms = -1;       ///< loading the model first (Ollama)
+  double prefill_ms = -1;    ///< the prompt's uncached part
+  double decode_ms = -1;     ///< generating the output
+  double inference_ms = -1;  ///< prefill and decode as one figure (TGI)
+  std::uint32_t invalid = 0;
+  bool reported() const noexcept { return source != source_t::none; }
+};
+/// `source` as the trace record names it: llama.cpp, vllm, ollama, tgi ("" for none).
+std::string_view to_string(engine_account::source_t s) noexcept;
+/// The longest duration taken from an engine: about 11.6 days.
+inline constexpr double max_engine_ms = 1e9;
+/// A duration as engine_account takes one: `ms` when it is one (finite, 0 .. max_engine_ms),
+/// else -1.
+double engine_duration(double ms) noexcept;
+/// A timing header's value in milliseconds (TGI's `x-queue-time`, `x-inference-time`: an
+/// integer, or a decimal); -1 when it is absent or no duration.
+double engine_header_ms(std::string_view value) noexcept;
+
 /// Several choices (`n > 1`): each token and finish reason says which choice it belongs to
 /// (`choices[].index`; 0 for every provider without choices).  State kept per choice (the
 /// `<think>` splitter here, a choice's last token time in the chain, its text in a trace) is
@@ -116,6 +146,8 @@ class stream_decoder {
   std::string_view response_id() const noexcept;
   std::string_view response_model() const noexcept;
   std::uint64_t token_events(channel c) const noexcept;
+  /// The engine's own account of its time, from what the stream said so far.
+  const engine_account& engine() const noexcept;
 
   /// On by default: chat completion chunks are read by openai_chunk_reader, which hands anything
   /// unusual to simdjson.  Off: every payload through simdjson — the reference the differential

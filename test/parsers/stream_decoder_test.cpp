@@ -171,7 +171,8 @@ TEST(OpenAIDecoder, LlamaCppTimingsAndLegacyErrorField) {
   EXPECT_EQ(decode(s, provider::openai_chat),
             "content=ok|reasoning=|tool=|error(invalid_request_error,the request exceeds the "
             "available context "
-            "size)|in=237 out=35 reasoning=0 cached=236 write=-1 cache_fields=1|provider=llamacpp");
+            "size)|in=237 out=35 reasoning=0 cached=236 write=-1 cache_fields=1|provider=llamacpp"
+            "|engine=llama.cpp queue=-1 load=-1 prefill=30.9 decode=661 inference=-1 invalid=0");
 }
 
 TEST(OpenAIDecoder, NonStreamingBody) {
@@ -195,7 +196,72 @@ TEST(LlamaCppDecoder, NativeCompletionStream) {
   EXPECT_EQ(decode(s, provider_from_path("/completion")),
             "content=Hello|reasoning=|tool=|finish(eos)|in=52 out=2 reasoning=0 cached=40 write=-1 "
             "cache_fields=1"
-            "|provider=llamacpp");
+            "|provider=llamacpp|engine=llama.cpp queue=-1 load=-1 prefill=5.1 decode=20 "
+            "inference=-1 invalid=0");
+}
+
+// ---- The engine's own account of its time (DESIGN.md §13)
+
+// vLLM with --enable-per-request-metrics: a `metrics` object on the final usage chunk, its
+// time_to_first_token_ms counted from scheduling (prefill).
+TEST(EngineAccount, VllmMetricsObjectOnTheUsageChunk) {
+  const std::string s =
+      R"(data: {"id":"cmpl-1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]})"
+      "\n\n"
+      R"(data: {"id":"cmpl-1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})"
+      "\n\n"
+      R"(data: {"id":"cmpl-1","object":"chat.completion.chunk","model":"m","choices":[],"usage":{"prompt_tokens":2048,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":1920}},"metrics":{"queue_time_ms":180.25,"time_to_first_token_ms":40.5,"generation_time_ms":1801,"mean_itl_ms":12.0,"tokens_per_second":55.1}})"
+      "\n\n"
+      "data: [DONE]\n\n";
+  EXPECT_EQ(decode(s, provider::openai_chat),
+            "content=Hi|reasoning=|tool=|finish(stop)|in=2048 out=1 reasoning=0 cached=1920 "
+            "write=-1 cache_fields=1|provider=openai-chat|id=cmpl-1 model=m"
+            "|engine=vllm queue=180.25 load=-1 prefill=40.5 decode=1801 inference=-1 invalid=0");
+}
+
+// A hostile engine: negative, huge, NaN-like, wrong types.  Each such value is not reported and
+// counted; null is just not reported; good values beside them are kept.
+TEST(EngineAccount, ValuesThatAreNoDurationAreCountedNeverTaken) {
+  const std::string s =
+      R"(data: {"choices":[{"delta":{"content":"a"}}],"metrics":{"queue_time_ms":-5,"time_to_first_token_ms":"12","generation_time_ms":null}})"
+      "\n\n"
+      R"(data: {"choices":[],"metrics":{"queue_time_ms":1e300,"time_to_first_token_ms":[1],"generation_time_ms":7.5}})"
+      "\n\n"
+      R"(data: {"choices":[],"metrics":17,"timings":{"prompt_ms":true,"predicted_ms":{"x":1}}})"
+      "\n\n";
+  EXPECT_EQ(decode(s, provider::openai_chat),
+            "content=a|reasoning=|tool=||in=-1 out=1 reasoning=0 cached=-1 write=-1 "
+            "cache_fields=0|provider=llamacpp"
+            "|engine=llama.cpp queue=-1 load=-1 prefill=-1 decode=7.5 inference=-1 invalid=6");
+  // Ollama's nanoseconds, one of them negative.
+  const std::string ollama =
+      R"({"model":"m","response":"x","done":true,"load_duration":-1,"prompt_eval_duration":2000000,"eval_duration":"9"})"
+      "\n";
+  EXPECT_EQ(decode(ollama, provider::ollama, "application/x-ndjson"),
+            "content=x|reasoning=|tool=||in=-1 out=1 reasoning=0 cached=-1 write=-1 "
+            "cache_fields=0|provider=ollama|id= model=m"
+            "|engine=ollama queue=-1 load=-1 prefill=2 decode=-1 inference=-1 invalid=2");
+}
+
+// A stream that says nothing of the engine's time has no account.
+TEST(EngineAccount, NoFieldsNoAccount) {
+  stream_decoder d(provider::openai_chat, "text/event-stream");
+  test::decoder_transcript t;
+  d.feed(openai_text_stream, 0, t);
+  d.finish(0, t);
+  EXPECT_FALSE(d.engine().reported());
+  EXPECT_EQ(d.engine().invalid, 0u);
+}
+
+TEST(EngineAccount, HeaderDurations) {
+  EXPECT_EQ(engine_header_ms("12"), 12);
+  EXPECT_EQ(engine_header_ms(" 7 "), 7);
+  EXPECT_EQ(engine_header_ms("0.25"), 0.25);
+  EXPECT_EQ(engine_header_ms(""), -1);
+  EXPECT_EQ(engine_header_ms("-3"), -1);
+  EXPECT_EQ(engine_header_ms("12ms"), -1);
+  EXPECT_EQ(engine_header_ms("nan"), -1);
+  EXPECT_EQ(engine_header_ms("1e12"), -1);
 }
 
 // ---- OpenAI Responses (reference §3b)
@@ -346,7 +412,8 @@ TEST(OllamaDecoder, NdjsonChatAndGenerate) {
   EXPECT_EQ(decode(chat, provider::ollama, "application/x-ndjson"),
             "content=Hi|reasoning=hmm|tool=|finish(stop)|in=10 out=17 reasoning=1 cached=-1 "
             "write=-1 cache_fields=0"
-            "|provider=ollama|id= model=gemma2:2b");
+            "|provider=ollama|id= model=gemma2:2b"
+            "|engine=ollama queue=-1 load=-1 prefill=246.847 decode=4032.3 inference=-1 invalid=0");
   const std::string generate =
       "{\"model\": \"llama3.2\", \"created_at\": \"2023-08-04T08:52:19.385406455-07:00\", "
       "\"response\": \"The\", \"done\": false}\n"
@@ -358,7 +425,9 @@ TEST(OllamaDecoder, NdjsonChatAndGenerate) {
   EXPECT_EQ(decode(generate, provider::ollama, "application/x-ndjson"),
             "content=The|reasoning=|tool=|error(,model unloaded)|in=26 out=259 reasoning=0 "
             "cached=-1 write=-1 "
-            "cache_fields=0|provider=ollama|id= model=llama3.2");
+            "cache_fields=0|provider=ollama|id= model=llama3.2"
+            "|engine=ollama queue=-1 load=6338.22 prefill=130.079 decode=4232.71 inference=-1 "
+            "invalid=0");
 }
 
 TEST(TgiDecoder, DataWithoutSpaceDetailsAndErrors) {

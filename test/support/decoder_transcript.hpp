@@ -3,6 +3,7 @@
 // reasons, parse errors, usage, detected provider).  Shared by the decoder unit tests and the
 // decoder fuzz targets; header-only and free of GoogleTest so the fuzzers can use it.
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -50,7 +51,23 @@ struct decoder_transcript : parsers::decoder_handler {
            " cached=" + std::to_string(u.cached_input_tokens) +
            " write=" + std::to_string(u.cache_write_tokens) +
            " cache_fields=" + (u.cache_fields ? "1" : "0") +
-           "|provider=" + std::string(to_string(d.detected_provider())) + choices() + identity(d);
+           "|provider=" + std::string(to_string(d.detected_provider())) + choices() + identity(d) +
+           engine(d);
+  }
+
+  /// "" when the stream gave no engine account, else "|engine=SOURCE queue=… … invalid=N".
+  static std::string engine(const parsers::stream_decoder& d) {
+    const auto& e = d.engine();
+    if (!e.reported() && e.invalid == 0) return "";
+    const auto ms = [](double v) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%g", v);
+      return std::string(b);
+    };
+    return "|engine=" + std::string(to_string(e.source)) + " queue=" + ms(e.queue_ms) +
+           " load=" + ms(e.load_ms) + " prefill=" + ms(e.prefill_ms) + " decode=" +
+           ms(e.decode_ms) + " inference=" + ms(e.inference_ms) +
+           " invalid=" + std::to_string(e.invalid);
   }
 
   /// "" when the stream named no response id or model, else "|id=… model=…".
