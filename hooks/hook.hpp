@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "hooks/attribution.hpp"
 #include "hooks/tap.hpp"
 #include "parsers/step_tagger.hpp"
 #include "parsers/stream_decoder.hpp"
@@ -136,6 +137,9 @@ struct stream_info {
   mono_ns first_token_ns = -1, last_token_ns = -1, first_content_ns = -1;
   std::uint64_t token_events = 0;
   timing_summary timing;  ///< filled by the timing hook ("timing")
+  /// Where the time went (DESIGN.md §13), from the chain: the proxy's phases and the engine's
+  /// account.
+  attribution attributed;
   // Filled by the steps hook ("steps").
   std::vector<parsers::step> steps;
   std::vector<mono_ns> step_end_ns;  ///< when each step ended (the next one's start)

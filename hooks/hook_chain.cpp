@@ -183,6 +183,8 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
   void on_response_head(const response_view& r) noexcept override {
     info_.status = r.status;
     info_.head_ns = r.t_ns;
+    client_wait_ns_ = 0;
+    engine_headers(r);
     // A compressed body is passed through untouched and not decoded.
     if (r.content_encoding.empty() || r.content_encoding == "identity")
       decoder_.emplace(served_by_llamacpp(r) ? parsers::provider::llamacpp : provider_,
@@ -199,6 +201,7 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
     const std::string_view b(bytes.data(), bytes.size());
     // The proxy's own work (DESIGN.md §4: read done → written); tokens are timed by arrival.
     if (sampled_) add_sample({sample::overhead, t.written - t.read}, t.written);
+    client_wait_ns_ += t.written - t.read;
     if (decoder_) decoder_->feed(b, t.arrived, *this);
     if (body_ == 0) return;
     parsers::read_shape shape;
@@ -228,6 +231,42 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
     if (info_.status == 0) info_.status = status;
   }
 
+  void on_phase_marks(const phase_marks& m) noexcept override { marks_ = m; }
+
+  // TGI's timing headers (on non-streamed answers; its streams send none).
+  void engine_headers(const response_view& r) noexcept {
+    const auto queue = find_header(r.headers, "x-queue-time");
+    const auto inference = find_header(r.headers, "x-inference-time");
+    if (queue.empty() && inference.empty()) return;
+    header_engine_.source = parsers::engine_account::source_t::tgi;
+    for (auto [value, slot] : {std::pair{queue, &header_engine_.queue_ms},
+                               std::pair{inference, &header_engine_.inference_ms}}) {
+      if (value.empty()) continue;
+      *slot = parsers::engine_header_ms(value);
+      if (*slot < 0) ++header_engine_.invalid;
+    }
+  }
+
+  // Where the exchange's time went: the proxy's phases, the engine's account (its stream's,
+  // else its headers').
+  void attribute_time(mono_ns end_ns) noexcept {
+    const parsers::engine_account* engine = &header_engine_;
+    std::uint32_t invalid = header_engine_.invalid;
+    if (decoder_) {
+      invalid += decoder_->engine().invalid;
+      if (decoder_->engine().reported()) engine = &decoder_->engine();
+    }
+    info_.attributed = attribute(marks_, {.start_ns = info_.start_ns,
+                                          .head_ns = info_.head_ns,
+                                          .first_token_ns = first_token_ns_,
+                                          .end_ns = end_ns,
+                                          .client_wait_ns = client_wait_ns_,
+                                          .engine = engine,
+                                          .prompt_tokens = info_.usage.input_tokens,
+                                          .cached_tokens = info_.usage.cached_input_tokens});
+    info_.attributed.engine.invalid = invalid;
+  }
+
   void on_stream_end(stream_outcome outcome, mono_ns end_ns) noexcept override {
     std::uint64_t tokens = 0;  // every on_token call: the decoder counts them by channel
     if (decoder_) {
@@ -248,6 +287,7 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
     info_.first_token_ns = first_token_ns_;
     info_.first_content_ns = first_content_ns_;
     info_.last_token_ns = last_token_ns_;
+    attribute_time(end_ns);
     flush_samples(end_ns);
     // A provider error inside an otherwise complete 2xx stream is the stream's outcome (an error
     // body on a 4xx/5xx answer is just that answer: recorded in `error`, outcome unchanged).
@@ -420,6 +460,11 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
   std::vector<chain_entry> hooks_;
   std::optional<parsers::stream_decoder> decoder_;  // a pointer to its state
   mono_ns first_token_ns_ = -1, first_content_ns_ = -1;
+  // For the attribution: the proxy's phase boundaries, the time client writes took (-1: no
+  // body relayed), TGI's timing headers.
+  phase_marks marks_;
+  mono_ns client_wait_ns_ = -1;
+  parsers::engine_account header_engine_;
   mono_ns flushed_ns_ = 0;
   std::array<sample, 32> samples_;  // 256 bytes: a hand-over per 32 samples (an event gives 1-2)
   // Per stream, not per event.

@@ -110,6 +110,17 @@ struct body_times {
   mono_ns written = 0;  ///< the kernel took them for the client (written >= read)
 };
 
+/// When the proxy passed the boundaries between an exchange's phases (DESIGN.md §13), on the
+/// monotonic clock; -1 = not reached.  With the request's start, the response head's time, the
+/// first token's arrival and the end, they cut the exchange into its phases: our own work, an
+/// injected fault, failed attempts, connecting, waiting for the head, the first token, decoding.
+struct phase_marks {
+  mono_ns routed = -1;      ///< our own work done (inspection, hooks, routing): forwarding begins
+  mono_ns fault_done = -1;  ///< a delay injected before forwarding ended (routed without one)
+  mono_ns attempt = -1;  ///< the last attempt on an endpoint began (taking or opening a connection)
+  mono_ns connected = -1;  ///< its connection was ready (= attempt for a pooled one)
+};
+
 /// What the request phase decided for one exchange (stream_tap::decide); the proxy applies it
 /// before anything is sent upstream.
 struct request_decision {
@@ -151,6 +162,8 @@ class stream_tap {
   /// Each attempt on an endpoint, in order, once its outcome is known (a stale kept-alive
   /// connection retried on a new one is not an attempt of its own).
   virtual void on_upstream_attempt(const upstream_attempt&) noexcept {}
+  /// Where the exchange's phases began (phase_marks); called once, just before on_stream_end.
+  virtual void on_phase_marks(const phase_marks&) noexcept {}
   virtual void on_stream_end(stream_outcome, mono_ns end_ns) noexcept {}
   /// After on_stream_end: how the tap judged the exchange's end — the outcome it was given, or
   /// stream_error for a 2xx stream in which the provider reported an error.

@@ -260,6 +260,7 @@ struct finished_stream : record_texts {
     json::append_ms_list(
         r, std::span(t.itl_values_ms.data(), std::min<std::size_t>(t.itl_values_ms.size(), 4096)));
     lit(r, "]}");
+    attribution(r);
     const auto& u = s.usage;
     lit(r, ",\"usage\":{\"input_tokens\":");
     json::append_int(r, u.input_tokens);
@@ -282,6 +283,59 @@ struct finished_stream : record_texts {
       lit(r, "null");
     }
     lit(r, ",\"events\":[");
+  }
+
+  // Where the time went (DESIGN.md §13): milliseconds, null where not known.
+  void attribution(std::string& r) const {
+    const auto& a = s.attributed;
+    const auto ms = [&](std::optional<double> v) {
+      if (!v) {
+        lit(r, "null");
+        return;
+      }
+      if (*v < 0) r.push_back('-');  // (unexplained_ms: the engine claims more than we saw)
+      json::append_ms(r, *v < 0 ? -*v : *v);
+    };
+    const auto engine_ms = [&](double v) { ms(v >= 0 ? std::optional<double>(v) : std::nullopt); };
+    lit(r, ",\"attribution\":{");
+    for (std::size_t i = 0; i < hooks::phase_count; ++i) {
+      if (i) r.push_back(',');
+      r.push_back('"');
+      r.append(to_string(static_cast<hooks::phase>(i)));
+      lit(r, "_ms\":");
+      ms(a.phases[i]);
+    }
+    lit(r, ",\"client_wait_ms\":");
+    ms(a.client_wait_ms);
+    lit(r, ",\"engine\":");
+    if (!a.engine.reported()) {
+      lit(r, "null");
+    } else {
+      lit(r, "{\"source\":");
+      json::append_string(r, parsers::to_string(a.engine.source));
+      lit(r, ",\"queue_ms\":");
+      engine_ms(a.engine.queue_ms);
+      lit(r, ",\"prefill_ms\":");
+      engine_ms(a.engine.prefill_ms);
+      lit(r, ",\"decode_ms\":");
+      engine_ms(a.engine.decode_ms);
+      if (a.engine.load_ms >= 0) {
+        lit(r, ",\"load_ms\":");
+        engine_ms(a.engine.load_ms);
+      }
+      if (a.engine.inference_ms >= 0) {
+        lit(r, ",\"inference_ms\":");
+        engine_ms(a.engine.inference_ms);
+      }
+      lit(r, ",\"prompt_tokens\":");
+      json::append_int(r, a.engine_prompt_tokens);
+      lit(r, ",\"cached_tokens\":");
+      json::append_int(r, a.engine_cached_tokens);
+      r.push_back('}');
+    }
+    lit(r, ",\"unexplained_ms\":");
+    ms(a.unexplained_ms);
+    r.push_back('}');
   }
 
   // Several choices (n > 1): each one's token count, finish reason and (with bodies) text; the

@@ -498,8 +498,8 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
   // A chunk's engine durations, as its walk meets them (a key met twice: the last one wins, as
   // in openai_chunk_reader::facts); applied once the chunk is read.
   struct engine_fields {
-    std::optional<double> prompt_ms, predicted_ms;        // llama.cpp `timings`
-    bool metrics = false;                                 // vLLM: a `metrics` object
+    std::optional<double> prompt_ms, predicted_ms;  // llama.cpp `timings`
+    bool metrics = false;                           // vLLM: a `metrics` object
     std::optional<double> queue_ms, ttft_ms, generation_ms;
   };
   void llamacpp_timings(od::value t, engine_fields& e);

@@ -59,6 +59,7 @@ struct exchange {
   unsigned client_version = 11;
   clock::time_point start{};
   std::int64_t wall_start_us = 0;
+  hooks::phase_marks marks;  // where its phases began (the tap's attribution)
 };
 
 }  // namespace tokentap::proxy

@@ -189,7 +189,7 @@ class proxy_session final : public relay_host, public net::session_base {
       co_await send_error(
           ex, 503, "no_upstream_endpoint",
           "no endpoint of upstream '" + ex.upstream_cluster->cfg().name + "' can take the request");
-      if (ex.tap) ex.tap->on_stream_end(ex.outcome, mono_now_ns());
+      end_tap(ex);
       access_log(ex);
       co_return ex.client_keep_alive && !draining_;
     }
@@ -202,7 +202,7 @@ class proxy_session final : public relay_host, public net::session_base {
     stop_watching();
     shared_.stats.active_streams.fetch_sub(1, std::memory_order_relaxed);
     if (ex.tap) {
-      ex.tap->on_stream_end(ex.outcome, mono_now_ns());
+      end_tap(ex);
       ex.outcome = ex.tap->judged_outcome(ex.outcome);  // an error inside a 200 stream
       report_cache(ex);
     }
@@ -327,9 +327,16 @@ class proxy_session final : public relay_host, public net::session_base {
     req = {};
     co_await send_error(ex, d.status, d.error_type, std::move(d.error_message), d.reply_headers);
     ex.outcome = stream_outcome::rejected;
-    ex.tap->on_stream_end(ex.outcome, mono_now_ns());
+    end_tap(ex);
     access_log(ex);
     co_return ex.response_complete&& ex.client_keep_alive && !draining_;
+  }
+
+  // The exchange ended: the tap learns where its phases began, then that it ended.
+  static void end_tap(exchange& ex) {
+    if (!ex.tap) return;
+    ex.tap->on_phase_marks(ex.marks);
+    ex.tap->on_stream_end(ex.outcome, mono_now_ns());
   }
 
   void start_tap(exchange& ex) {
@@ -483,6 +490,7 @@ class proxy_session final : public relay_host, public net::session_base {
   awaitable<void> forward(exchange& ex) {
     auto& pool = *shared_.pools[owner().index];
     tried_count_ = 1;  // the endpoint chosen (tried_ holds it once it failed)
+    ex.marks.routed = ex.marks.fault_done = mono_now_ns();
     co_await attempts(ex, pool);
     for (std::size_t i = 0; i + 1 < tried_count_; ++i) retries_held_[i]->end_retry();
     request_fields_ = {};  // (an answer of our own: the head was never released)
@@ -493,6 +501,8 @@ class proxy_session final : public relay_host, public net::session_base {
     for (;;) {
       auto& c = *ex.upstream_cluster;  // (a fallback's after a move)
       const auto& e = *ex.upstream_endpoint;
+      ex.marks.attempt = mono_now_ns();
+      ex.marks.connected = -1;
       auto conn = pool.take(c, e);
       ex.reused_connection = conn != nullptr;
       if (!conn) {
@@ -531,6 +541,7 @@ class proxy_session final : public relay_host, public net::session_base {
       } else {
         shared_.stats.upstream_reuses.fetch_add(1, std::memory_order_relaxed);
       }
+      ex.marks.connected = mono_now_ns();
       upstream_ = conn.get();
       const bool may_retry = ex.reused_connection && !stale_retried;
       const auto r =
