@@ -113,13 +113,15 @@ TEST(CacheHook, AWholePromptCachedIsNeverExplainedAsADivergence) {
   events_of(f, first, 400, 0);
   const auto partly = events_of(f, changed, 600, 300);
   ASSERT_TRUE(any_is(partly, "prefix_divergence"));
-  for (const auto& e : partly)
-    if (e.find("prefix_divergence") != std::string::npos)
+  for (const auto& e : partly) {
+    if (e.find("prefix_divergence") != std::string::npos) {
       EXPECT_NE(
           e.find(
               R"("shared_tokens_est":0,"cached_tokens":300,"input_tokens":600,"within_message":true)"),
           std::string::npos)
           << e;
+    }
+  }
   events_of(f, first, 400, 0);  // the tracker remembers the first form again
   const auto whole = events_of(f, changed, 600, 599);
   EXPECT_FALSE(any_is(whole, "prefix_divergence"));
