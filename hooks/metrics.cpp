@@ -124,6 +124,9 @@ bucket_config default_buckets() {
            0.2,     0.3,    0.5,     0.75,   1.0,   2.5,    5.0,   10.0};
   b.e2e = {0.05, 0.1, 0.25, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5,   10,
            15,   20,  30,   40,  50,  60,  120, 240, 480, 960, 1920};
+  // A phase may take 50 µs (our own work) or minutes (decoding a long answer).
+  b.phase = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+             0.25,    0.5,    1.0,     2.5,    5.0,   10.0,   30.0,  60.0, 120.0, 300.0};
   return b;
 }
 
@@ -167,7 +170,8 @@ std::string_view cache_class(const parsers::usage_counts& u) noexcept {
 
 struct metrics_registry::families {
   explicit families(prometheus::Registry& r)
-      : requests(prometheus::BuildCounter()
+      : registry(r),
+        requests(prometheus::BuildCounter()
                      .Name("tokentap_requests_total")
                      .Help("Finished requests by HTTP status")
                      .Register(r)),
@@ -228,6 +232,7 @@ struct metrics_registry::families {
                           .Name("tokentap_reasoning_step_duration_seconds")
                           .Help("Reasoning step duration: its first token to the next step's")
                           .Register(r)) {}
+  prometheus::Registry& registry;
   Family<Counter>& requests;
   Family<Histogram>& duration;
   Family<Histogram>& ttft;
@@ -243,7 +248,34 @@ struct metrics_registry::families {
   Family<Histogram>& overhead;
   Family<Counter>& parse_errors;
   Family<Histogram>& step_duration;
+  Family<Histogram>& phase = prometheus::BuildHistogram()
+                                 .Name("tokentap_latency_phase_seconds")
+                                 .Help(
+                                     "Where an exchange's time went (DESIGN.md §13): the "
+                                     "proxy's phases, client_wait beside them, the engine's "
+                                     "queue and prefill, and what neither explains")
+                                 .Register(registry);
+  Family<Counter>& engine_invalid = prometheus::BuildCounter()
+                                        .Name("tokentap_engine_timings_invalid_total")
+                                        .Help(
+                                            "Engine timing fields whose value is no duration "
+                                            "(negative, NaN, not a number, absurd): not taken")
+                                        .Register(registry);
 };
+
+// What TTFT is made of, in the dashboard's stack: the proxy's phases before the first token,
+// then the engine's queue and prefill and the rest (network, the engine's front end).
+constexpr std::size_t ttft_phases = 9;
+constexpr std::array<const char*, ttft_phases> ttft_phase_names = {
+    "proxy",       "fault",        "failed_attempts", "connect",    "upstream_head",
+    "first_token", "engine_queue", "engine_prefill",  "unexplained"};
+constexpr std::array<hooks::phase, 6> ttft_proxy_phases = {
+    hooks::phase::proxy,   hooks::phase::fault,         hooks::phase::failed_attempts,
+    hooks::phase::connect, hooks::phase::upstream_head, hooks::phase::first_token};
+// The `phase` label's values: the proxy's phases, client_wait, the engine's.
+constexpr std::size_t phase_series = hooks::phase_count + 4;
+constexpr std::array<const char*, 4> extra_phase_names = {"client_wait", "engine_queue",
+                                                          "engine_prefill", "unexplained"};
 
 /// One second of one (route, model): counts and sketches.
 struct slot {
@@ -255,7 +287,15 @@ struct slot {
   std::uint64_t cache_input_tokens = 0, cached_tokens = 0;
   quantile_sketch ttft, ttft_answer, itl, e2e, overhead;
   std::map<std::string, std::uint64_t> cache_events;  // by event name (a handful of kinds)
+  // Where TTFT went (ttft_phase_names): sums over the requests with a streamed first token, the
+  // engine's three over those that also had an engine account with its prefill.
+  std::array<double, ttft_phases> ttft_phase_ms{};
+  std::uint64_t ttft_phase_n = 0, engine_phase_n = 0, engine_queue_n = 0;
   void merge(const slot& o) {
+    engine_queue_n += o.engine_queue_n;
+    for (std::size_t i = 0; i < ttft_phases; ++i) ttft_phase_ms[i] += o.ttft_phase_ms[i];
+    ttft_phase_n += o.ttft_phase_n;
+    engine_phase_n += o.engine_phase_n;
     for (const auto& [k, v] : o.cache_events) cache_events[k] += v;
     requests += o.requests;
     errors += o.errors;
@@ -329,6 +369,8 @@ struct metrics_registry::series {
   Gauge* active;
   std::array<std::array<Counter*, 2>, 5> steps;  // [kind][redundant]
   std::array<Histogram*, 5> step_duration;       // [kind]
+  std::array<Histogram*, phase_series> phase;    // hooks::phase, then extra_phase_names
+  Counter* engine_invalid;
   // By (tenant, status), tenant "" without tenants; guarded by metrics_registry::mu_.
   std::map<std::pair<std::string, unsigned>, Counter*> requests;
   prometheus::Labels labels;
@@ -421,6 +463,16 @@ metrics_registry::series& metrics_registry::resolve(std::string_view route, std:
     }
     s->step_duration[k] = &f.step_duration.Add(with("kind", kind.c_str()), buckets_.e2e);
   }
+  // (Labelled by route and model only: series of two providers share them.)
+  const auto& phase_buckets = buckets_.phase;
+  for (std::size_t i = 0; i < phase_series; ++i) {
+    const std::string name = i < hooks::phase_count
+                                 ? std::string(to_string(static_cast<hooks::phase>(i)))
+                                 : std::string(extra_phase_names[i - hooks::phase_count]);
+    s->phase[i] =
+        &f.phase.Add({{"route", key.route}, {"model", key.model}, {"phase", name}}, phase_buckets);
+  }
+  s->engine_invalid = &f.engine_invalid.Add({});
   const auto wkey = key.route + '\x1f' + key.model;
   auto w = windows_.find(wkey);
   if (w == windows_.end())
@@ -617,6 +669,17 @@ void metrics_registry::finish(series& s, const stream_info& sum, const std::stri
     s.ttft[static_cast<std::size_t>(cache_index(cache))]->Observe(t.ttft_ms / 1000.0);
   if (t.ttft_answer_ms >= 0) s.ttft_answer->Observe(t.ttft_answer_ms / 1000.0);
   if (t.tpot_ms >= 0) s.tpot->Observe(t.tpot_ms / 1000.0);
+  const auto& a = sum.attributed;
+  const auto observe = [&](std::size_t i, std::optional<double> v) {
+    if (v) s.phase[i]->Observe(std::max(0.0, *v) / 1000.0);
+  };
+  for (std::size_t i = 0; i < hooks::phase_count; ++i) observe(i, a.phases[i]);
+  const auto engine_ms = [](double v) { return v >= 0 ? std::optional(v) : std::nullopt; };
+  observe(hooks::phase_count, a.client_wait_ms);
+  observe(hooks::phase_count + 1, engine_ms(a.engine.queue_ms));
+  observe(hooks::phase_count + 2, engine_ms(a.engine.prefill_ms));
+  observe(hooks::phase_count + 3, a.unexplained_ms);
+  if (a.engine.invalid) s.engine_invalid->Increment(a.engine.invalid);
   const auto part = [](std::int64_t n) { return std::max<std::int64_t>(0, n); };
   const std::array<std::int64_t, 5> tok = {
       part(u.input_tokens) -
@@ -707,6 +770,20 @@ void metrics_registry::finish(series& s, const stream_info& sum, const std::stri
     for (const auto& [event, evidence] : sum.cache_events) ++sl.cache_events[event];
     if (t.ttft_ms >= 0) sl.ttft.add(t.ttft_ms);
     if (t.ttft_answer_ms >= 0) sl.ttft_answer.add(t.ttft_answer_ms);
+    if (a.ttft_ms()) {
+      ++sl.ttft_phase_n;
+      for (std::size_t i = 0; i < ttft_proxy_phases.size(); ++i)
+        sl.ttft_phase_ms[i] += a[ttft_proxy_phases[i]].value_or(0);
+      if (a.unexplained_ms) {
+        ++sl.engine_phase_n;
+        if (a.engine.queue_ms >= 0) {
+          ++sl.engine_queue_n;
+          sl.ttft_phase_ms[6] += a.engine.queue_ms;
+        }
+        sl.ttft_phase_ms[7] += std::max(0.0, a.engine.prefill_ms);
+        sl.ttft_phase_ms[8] += *a.unexplained_ms;
+      }
+    }
     sl.e2e.add(t.e2e_ms);
   };
   add(s.win->at(steady_seconds()));
@@ -850,7 +927,27 @@ void append_slot(std::string& out, const slot& s, double seconds, std::int64_t a
   append_quantiles(out, "e2e_ms", s.e2e);
   out += ",";
   append_quantiles(out, "overhead_ms", s.overhead);
-  out += "}";
+  // Where TTFT went: each phase's mean over the requests with a streamed first token (`n`); the
+  // engine's prefill and the unexplained rest over those with an engine account (`engine_n`),
+  // its queue over those whose engine reports one; null over none.
+  out += ",\"ttft_phases_ms\":{\"n\":" + std::to_string(s.ttft_phase_n) +
+         ",\"engine_n\":" + std::to_string(s.engine_phase_n);
+  for (std::size_t i = 0; i < ttft_phases; ++i) {
+    const auto n = i < ttft_proxy_phases.size() ? s.ttft_phase_n
+                   : i == 6                     ? s.engine_queue_n
+                                                : s.engine_phase_n;
+    out += ",\"";
+    out += ttft_phase_names[i];
+    out += "\":";
+    if (n == 0) {
+      out += "null";
+    } else {
+      const double mean = s.ttft_phase_ms[i] / static_cast<double>(n);
+      if (mean < 0) out += '-';
+      json::append_ms(out, std::abs(mean));
+    }
+  }
+  out += "}}";
 }
 
 }  // namespace

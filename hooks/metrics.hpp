@@ -82,6 +82,7 @@ struct series_key {
 /// Bucket boundaries in use (seconds), from config or the defaults.
 struct bucket_config {
   std::vector<double> ttft, itl, e2e;
+  std::vector<double> phase;  ///< tokentap_latency_phase_seconds: 50 µs to 5 min
 };
 bucket_config default_buckets();
 

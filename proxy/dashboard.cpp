@@ -1,6 +1,7 @@
 // The live dashboard: one self-contained page (no CDN, works offline) that polls /api/stats once
 // a second and draws the numbers, small time-series charts, the upstream endpoints, admission
-// (SLO shedding, refusals), canaries and tenants when configured, and the slowest recent requests.
+// (SLO shedding, refusals), canaries and tenants when configured, where TTFT goes (the proxy's
+// phases and the engine's account) and the slowest recent requests.
 #include "proxy/admin.hpp"
 
 namespace tokentap::admin {
@@ -57,6 +58,9 @@ footer{color:var(--dim);font-size:12px;padding:0 20px 16px}
 <div class="cards" id="cache-events"></div></section>
 <section><h2>By route and model (sliding window)</h2>
 <table id="series"><thead><tr><th>route</th><th>model</th><th>req/s</th><th>errors</th><th>active</th><th>TTFT p50</th><th>p95</th><th>p99</th><th>answer p50</th><th>ITL p50</th><th>p95</th><th>p99</th><th>e2e p50</th><th>p95</th><th>p99</th><th>tok/s</th><th>cache hit (tokens)</th><th>hit requests</th></tr></thead><tbody></tbody></table></section>
+<section><h2>Where TTFT goes (sliding window) — mean of each phase, by route and model</h2>
+<table id="ttft-phases"><thead><tr><th>route</th><th>model</th><th>requests</th><th>TTFT mean (ms)</th><th style="text-align:left">phases</th><th style="text-align:left">ms</th></tr></thead><tbody></tbody></table>
+<div class="legend" id="phase-legend" style="margin-top:6px"></div></section>
 <section><h2>Upstream endpoints (sliding window) — where requests went and why</h2>
 <table id="endpoints"><thead><tr><th>upstream</th><th>endpoint</th><th>state</th><th>req/s</th><th>active</th><th>errors</th><th>cache hit (tokens)</th><th>TTFT p50</th><th>p99</th><th>routed by</th></tr></thead><tbody></tbody></table></section>
 <section id="admission-section" hidden><h2>Admission — SLO shedding and refusals</h2>
@@ -108,6 +112,26 @@ function timeline(r) {
   }).join("");
   return `<svg class="steps" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}"><rect width="${w}" height="${h}" fill="#0f1419"/>${spans}</svg>`;
 }
+// Where TTFT goes: the proxy's phases before the first token; with the engine's account (every
+// request of the row had one), the wait for the first token split into the engine's queue, its
+// prefill and the rest (network, its HTTP front end).
+const phaseColor = {proxy: "#d8e1ea", fault: "#ff5f7a", failed_attempts: "#c45fff", connect: "#8497a8", upstream_head: "#4fb3ff", first_token: "#6fdc8c", engine_queue: "#ffb84f", engine_prefill: "#2f6fd6", unexplained: "#a8e6bb"};
+const phaseLabel = {proxy: "tokentap", fault: "injected fault", failed_attempts: "failed attempts", connect: "connect", upstream_head: "to response head", first_token: "head to first token", engine_queue: "engine queue", engine_prefill: "engine prefill", unexplained: "network + engine front end"};
+function ttftPhases(p) {
+  const ours = ["proxy", "fault", "failed_attempts", "connect"];
+  const engine = p.engine_n > 0 && p.engine_n === p.n;
+  const names = ours.concat(engine ? ["engine_queue", "engine_prefill", "unexplained"] : ["upstream_head", "first_token"]);
+  const parts = names.map((k) => [k, Math.max(0, p[k] || 0)]);
+  const total = parts.reduce((t, [, v]) => t + v, 0);
+  return {total, parts};
+}
+function phaseBar(ph) {
+  const w = 320, h = 14;
+  if (!(ph.total > 0)) return "";
+  let x = 0;
+  const rects = ph.parts.map(([k, v]) => { const pw = w * v / ph.total, r = `<rect x="${x.toFixed(1)}" y="1" width="${pw.toFixed(1)}" height="${h - 2}" fill="${phaseColor[k]}"><title>${esc(phaseLabel[k])}: ${v.toFixed(2)} ms</title></rect>`; x += pw; return r; }).join("");
+  return `<svg class="phases" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}"><rect width="${w}" height="${h}" fill="#0f1419"/>${rects}</svg>`;
+}
 // An endpoint's state, with when an ejection ends (or ended, within the last minutes).
 function state(e) {
   const t = e.ejection_ends_in_s;
@@ -149,6 +173,9 @@ function render(d) {
   draw("c-itl", [{color: "--a", values: t.map((x) => x.itl_p50)}, {color: "--b", values: t.map((x) => x.itl_p95)}, {color: "--c", values: t.map((x) => x.itl_p99)}]);
   $("span-s").textContent = d.chart_span_s; $("span-n").textContent = t.length ? t[t.length - 1].ttft_n : 0;
   $("series").tBodies[0].innerHTML = d.series.map((s) => { const w = s.window; return `<tr><td>${esc(s.route)}</td><td>${esc(s.model)}</td><td>${fmt(w.request_rate, 2)}</td><td class="${w.errors ? "err" : ""}">${w.errors}</td><td>${w.active}</td><td>${fmt(w.ttft_ms.p50)}</td><td>${fmt(w.ttft_ms.p95)}</td><td>${fmt(w.ttft_ms.p99)}</td><td>${fmt(w.ttft_answer_ms.p50)}</td><td>${fmt(w.itl_ms.p50, 1)}</td><td>${fmt(w.itl_ms.p95, 1)}</td><td>${fmt(w.itl_ms.p99, 1)}</td><td>${fmt(w.e2e_ms.p50)}</td><td>${fmt(w.e2e_ms.p95)}</td><td>${fmt(w.e2e_ms.p99)}</td><td>${fmt(w.tokens_per_s, 0)}</td><td>${pct(w.cache_hit_ratio)}</td><td>${pct(w.cache_hit_requests_share)}</td></tr>`; }).join("");
+  const phased = d.series.filter((s) => s.window.ttft_phases_ms && s.window.ttft_phases_ms.n > 0);
+  $("ttft-phases").tBodies[0].innerHTML = phased.map((s) => { const p = s.window.ttft_phases_ms, ph = ttftPhases(p); return `<tr><td>${esc(s.route)}</td><td>${esc(s.model)}</td><td>${p.n}</td><td>${fmt(ph.total, 1)}</td><td style="text-align:left">${phaseBar(ph)}</td><td style="text-align:left">${ph.parts.filter(([, v]) => v > 0).map(([k, v]) => `${esc(phaseLabel[k])} ${v.toFixed(v < 10 ? 2 : 0)}`).join(" · ")}</td></tr>`; }).join("");
+  $("phase-legend").innerHTML = Object.keys(phaseLabel).map((k) => `<span><i style="background:${phaseColor[k]}"></i>${esc(phaseLabel[k])}</span>`).join("");
   $("endpoints").tBodies[0].innerHTML = (d.endpoints || []).map((e) => `<tr><td>${esc(e.upstream)}</td><td>${esc(e.endpoint)}</td><td class="${e.healthy ? "ok" : "err"}">${state(e)}</td><td>${fmt(e.request_rate, 2)}</td><td>${e.active}</td><td class="${e.errors ? "err" : ""}">${e.errors}</td><td>${pct(e.hit_ratio)}</td><td>${fmt(e.ttft_ms.p50)}</td><td>${fmt(e.ttft_ms.p99)}</td><td style="text-align:left">${Object.entries(e.reasons).map(([k, v]) => `${esc(k)} ${v}`).join(" · ")}</td></tr>`).join("");
   const adm = d.admission;
   $("admission-section").hidden = !adm;
