@@ -9,6 +9,7 @@
 
 #include "config/log.hpp"
 #include "replay/analyze.hpp"
+#include "replay/attribute.hpp"
 #include "replay/replay_send.hpp"
 #include "replay/replay_server.hpp"
 
@@ -54,6 +55,8 @@ constexpr const char* analyze_help =
        tokentap analyze --compare A B [--format text|json]
        tokentap analyze FILE|DIR... --export csv|aiperf
        tokentap analyze FILE|DIR... --id ID[,ID...] [--format text|json]
+       tokentap analyze FILE|DIR... --attribute [--format text|json]
+       tokentap analyze --attribute --compare A B [--format text|json]
 
 --compare: two trace files side by side (B against A) with deltas and a behaviour-drift score (KL
 divergence of output-length and step-kind distributions).  --export: per-request rows for other
@@ -61,6 +64,12 @@ load tools (csv: timestamps, token counts, TTFT, end to end, the ITL list; aiper
 timestamp, input_length, output_length).  --id: the exchanges with those trace record ids in full
 (the dashboard's slowest requests show theirs): request, outcome, timing, usage, cache events,
 steps, reads, and the commands that replay it; with --format json, the records as written.
+--attribute: where TTFT and end to end went at P50 / P95 / P99 — each phase's mean over the
+requests around the quantile and its share (tokentap's own work, connecting, failed attempts,
+injected faults, the wait for the head and the first token or, where the engine reported its
+timings, its queue, prefill and what neither explains), with the turns that lost their cached
+prefix and why; with --compare A B, the phases that grew from A to B, largest first, one line
+per quantile to paste into an incident.
 
 Counts, outcome mix, TTFT / answer TTFT / end-to-end / ITL / overhead percentiles, tokens, cache
 hit ratio and events, reasoning steps per response and the redundant-token share, slowest requests.
@@ -194,7 +203,8 @@ int cmd_replay(const std::vector<std::string>& args) {
 
 int cmd_analyze(const std::vector<std::string>& args) {
   if (want_help(args)) return std::cout << analyze_help, 0;
-  auto f = flags::parse("analyze", args, {"format", "by", "trace", "compare", "export", "id"}, {});
+  auto f = flags::parse("analyze", args, {"format", "by", "trace", "compare", "export", "id"},
+                        {"attribute"});
   replay::analyze_options o;
   const auto fmt = f.get("format").value_or("text");
   if (fmt != "text" && fmt != "json") throw usage_error{"--format must be text or json"};
@@ -213,6 +223,11 @@ int cmd_analyze(const std::vector<std::string>& args) {
       throw usage_error{"--compare A B: give exactly the two trace files"};
     const auto ta = load_traces({*a});
     const auto tb = load_traces({f.positional()[0]});
+    if (f.has("attribute")) {
+      std::cout << replay::attribute_compare(replay::summarize_attribution(ta.records),
+                                             replay::summarize_attribution(tb.records), o.json);
+      return 0;
+    }
     std::cout << replay::compare(ta.records, tb.records, o.json);
     return 0;
   }
@@ -228,6 +243,10 @@ int cmd_analyze(const std::vector<std::string>& args) {
   if (auto e = f.get("export")) {
     if (*e != "csv" && *e != "aiperf") throw usage_error{"--export must be csv or aiperf"};
     std::cout << replay::export_rows(traces.records, *e);
+    return 0;
+  }
+  if (f.has("attribute")) {
+    std::cout << replay::attribute_report(replay::summarize_attribution(traces.records), o.json);
     return 0;
   }
   std::cout << replay::analyze(traces.records, o);

@@ -2,9 +2,11 @@
 
 #include <simdjson.h>
 
+#include "hooks/attribution.hpp"
 #include "parsers/json_out.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -69,6 +71,50 @@ std::int64_t parse_rfc3339_us(const std::string& s) {
   tm.tm_mon -= 1;
   return static_cast<std::int64_t>(timegm(&tm)) * 1000000 + usec;
 }
+
+namespace {
+
+// A duration that may be negative (unexplained_ms); nullopt for null or no number.
+std::optional<double> signed_ms(od::value v) {
+  double d;
+  if (v.get_double().get(d) || !std::isfinite(d)) return std::nullopt;
+  return d;
+}
+
+void attribution(od::value v, recorded_attribution& a) {
+  static_assert(recorded_phases == hooks::phase_count);
+  a.present = fields(v, [&](std::string_view k, od::value x) {
+    for (std::size_t i = 0; i < recorded_phases; ++i) {
+      const auto name = hooks::to_string(static_cast<hooks::phase>(i));
+      if (k.size() == name.size() + 3 && k.starts_with(name) && k.ends_with("_ms")) {
+        a.phases[i] = signed_ms(x);
+        return;
+      }
+    }
+    if (k == "client_wait_ms") {
+      a.client_wait_ms = signed_ms(x);
+    } else if (k == "unexplained_ms") {
+      a.unexplained_ms = signed_ms(x);
+    } else if (k == "engine") {
+      fields(x, [&](std::string_view ek, od::value ev) {
+        if (ek == "source")
+          a.engine_source = str(ev);
+        else if (ek == "queue_ms")
+          a.engine_queue_ms = signed_ms(ev);
+        else if (ek == "prefill_ms")
+          a.engine_prefill_ms = signed_ms(ev);
+        else if (ek == "decode_ms")
+          a.engine_decode_ms = signed_ms(ev);
+        else if (ek == "load_ms")
+          a.engine_load_ms = signed_ms(ev);
+        else if (ek == "inference_ms")
+          a.engine_inference_ms = signed_ms(ev);
+      });
+    }
+  });
+}
+
+}  // namespace
 
 std::optional<record> parse_record(const std::string& line) {
   thread_local od::parser parser;
@@ -154,6 +200,8 @@ std::optional<record> parse_record(const std::string& line) {
               r.overhead_p99 = num(qv);
           });
       });
+    } else if (k == "attribution") {
+      attribution(v, r.attribution);
     } else if (k == "usage") {
       fields(v, [&](std::string_view uk, od::value uv) {
         if (uk == "input_tokens")
@@ -201,9 +249,16 @@ std::optional<record> parse_record(const std::string& line) {
       r.redundant_tokens = integer(v);
     } else if (k == "cache") {
       elements(v, [&](od::value e) {
+        cache_event c;
         fields(e, [&](std::string_view ck, od::value cv) {
-          if (ck == "event") r.cache.push_back({str(cv)});
+          if (ck == "event")
+            c.event = str(cv);
+          else if (ck == "role")
+            c.role = str(cv);
+          else if (ck == "reason")
+            c.reason = str(cv);
         });
+        if (!c.event.empty()) r.cache.push_back(std::move(c));
       });
     }
   });

@@ -1,6 +1,7 @@
 #pragma once
 // Reads trace files (JSON Lines, DESIGN.md §5) back into memory for replay and analysis.
 // Malformed or truncated lines are skipped and counted, never fatal.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,12 +17,26 @@ struct recorded_read {
 
 struct cache_event {
   std::string event;
+  /// From its evidence: the role of the element where the prompt diverged (prefix_divergence),
+  /// why a conversation was cut (truncation).
+  std::string role, reason;
 };
 
 struct step_record {
   std::string kind;
   bool redundant = false;
   std::int64_t tokens = 0;
+};
+
+/// A record's `attribution` (DESIGN.md §13), in milliseconds; nullopt = null.
+inline constexpr std::size_t recorded_phases = 7;  ///< hooks::phase_count, in its order
+struct recorded_attribution {
+  bool present = false;  ///< the record has one (records before it do not)
+  std::array<std::optional<double>, recorded_phases> phases{};
+  std::optional<double> client_wait_ms, unexplained_ms;
+  std::string engine_source;  ///< empty: no engine account
+  std::optional<double> engine_queue_ms, engine_load_ms, engine_prefill_ms, engine_decode_ms,
+      engine_inference_ms;
 };
 
 struct record {
@@ -46,6 +61,7 @@ struct record {
   std::vector<step_record> steps;
   std::int64_t redundant_tokens = 0;
   std::vector<cache_event> cache;
+  recorded_attribution attribution;
   std::string raw;  ///< the line as written; kept only when records are read by id
 };
 
