@@ -47,11 +47,17 @@ constexpr const char* sim_help = R"(usage: tokentap sim [flags]
   --cache-ttl-s N          cached blocks expire after N s (default 300)
   --evict-rate P           probability that a request finds its prefix evicted (default 0)
   --context-window N       tokens; longer conversations lose their oldest messages (default 0: none)
+  --max-batch N            at most N sequences decode at once; the others queue (default 0: no limit)
+  --itl-per-seq-us U       each other sequence in the batch adds U µs to a response's token gaps
+  --engine E               none | vllm | llama.cpp | tgi: report the engine's own timings the way
+                           that engine does (vLLM's `metrics` object, llama.cpp's `timings`, TGI's
+                           x-queue-time / x-inference-time headers on non-streamed answers)
   --tls-cert FILE --tls-key FILE   serve HTTPS
   --log-level LEVEL
 
 Each request may override any of these with a header x-sim-NAME (e.g. x-sim-ttft-ms: 500,
-x-sim-reset-after: 10, x-sim-hang: 1).  GET /sim/stats shows counters.
+x-sim-reset-after: 10, x-sim-hang: 1).  GET /sim/stats shows counters; GET /metrics the engine
+model's batch, queue, prefix cache and latencies under vLLM's metric names.
 )";
 
 constexpr const char* demo_help = R"(usage: tokentap demo [flags]
@@ -101,6 +107,13 @@ sim::server_options sim_options(const flags& f) {
       std::chrono::milliseconds(static_cast<long>(f.number("cache-ttl-s", 300, 0, 1e7) * 1000));
   o.cache.evict_rate = f.number("evict-rate", 0, 0, 1);
   o.context_window = static_cast<std::size_t>(f.number("context-window", 0, 0, 1e9));
+  o.max_batch = static_cast<int>(f.number("max-batch", 0, 0, 1e6));
+  o.itl_per_seq_us = f.number("itl-per-seq-us", 0, 0, 1e7);
+  if (auto e = f.get("engine")) {
+    const auto shape = sim::engine_shape_of(*e);
+    if (!shape) throw usage_error{"--engine must be none, vllm, llama.cpp or tgi"};
+    o.engine = *shape;
+  }
   o.tls_cert = f.get("tls-cert").value_or("");
   o.tls_key = f.get("tls-key").value_or("");
   if (o.tls_cert.empty() != o.tls_key.empty())
@@ -154,7 +167,8 @@ int cmd_sim(const std::vector<std::string>& args) {
        "itl-jitter-ms",  "itl-dist",     "tokens",      "reasoning-tokens", "reasoning-field",
        "seed",           "fault-status", "error-after", "reset-after",      "stall-after",
        "stall-ms",       "tls-cert",     "tls-key",     "log-level",        "prefill-us-per-token",
-       "cache-capacity", "cache-ttl-s",  "evict-rate",  "context-window"},
+       "cache-capacity", "cache-ttl-s",  "evict-rate",  "context-window",   "max-batch",
+       "itl-per-seq-us", "engine"},
       {});
   apply_log_level(f, "info");
   const auto opts = sim_options(f);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "parsers/json_out.hpp"
@@ -383,6 +384,8 @@ plan make_plan(const params& p, const request_shape& shape) {
   ids id;
   id.id = (shape.kind == api::openai_chat ? "chatcmpl-sim" : "msg_sim") +
           std::to_string((p.seed ^ shape.body_hash) % 1000000007ull);
+  pl.first_token_ms = token_at.empty() ? ttft : token_at.front();
+  pl.last_token_ms = token_at.empty() ? ttft : token_at.back();
   if (!shape.stream) {
     pl.body_at_ms = token_at.empty() ? ttft : token_at.back();
     pl.body = shape.kind == api::openai_chat ? openai_body(shape, id, p, pl)
@@ -448,6 +451,60 @@ std::string error_body(api kind, int status) {
                                      : "invalid_request_error";
   return std::string("{\"error\":{\"message\":\"simulated ") + std::to_string(status) +
          "\",\"type\":\"" + type + "\",\"param\":null,\"code\":null}}";
+}
+
+std::optional<engine_shape> engine_shape_of(std::string_view name) {
+  if (name == "none") return engine_shape::none;
+  if (name == "vllm") return engine_shape::vllm;
+  if (name == "llama.cpp" || name == "llamacpp") return engine_shape::llamacpp;
+  if (name == "tgi") return engine_shape::tgi;
+  return std::nullopt;
+}
+
+engine_times engine_times_of(const plan& pl, double queue_ms) {
+  return {queue_ms, pl.first_token_ms, std::max(0.0, pl.last_token_ms - pl.first_token_ms)};
+}
+
+namespace {
+
+// `,"key":{…}` inserted before the last '}' of a JSON object (an SSE `data:` line's, or a body).
+void insert_member(std::string& json_text, const std::string& member) {
+  const auto close = json_text.rfind('}');
+  if (close != std::string::npos) json_text.insert(close, member);
+}
+
+std::string ms3(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f", v);
+  return b;
+}
+
+}  // namespace
+
+void add_engine_report(plan& pl, engine_shape e, const engine_times& t) {
+  if (e == engine_shape::none || e == engine_shape::tgi || pl.ending != plan::end::normal) return;
+  std::string member;
+  if (e == engine_shape::vllm) {
+    member = ",\"metrics\":{\"queue_time_ms\":" + ms3(t.queue_ms) +
+             ",\"time_to_first_token_ms\":" + ms3(t.prefill_ms) +
+             ",\"generation_time_ms\":" + ms3(t.decode_ms) + "}";
+  } else {
+    // llama.cpp: prompt_n counts the uncached prompt only; cache_n the cached part.
+    member = ",\"timings\":{\"cache_n\":" + std::to_string(pl.cached_tokens) +
+             ",\"prompt_n\":" + std::to_string(pl.prompt_tokens - pl.cached_tokens) +
+             ",\"prompt_ms\":" + ms3(t.prefill_ms) +
+             ",\"predicted_n\":" + std::to_string(pl.completion_tokens) +
+             ",\"predicted_ms\":" + ms3(t.decode_ms) + "}";
+  }
+  if (!pl.body.empty()) {
+    insert_member(pl.body, member);
+    return;
+  }
+  for (auto it = pl.events.rbegin(); it != pl.events.rend(); ++it) {
+    if (!it->bytes.starts_with("data: {")) continue;
+    insert_member(it->bytes, member);
+    return;
+  }
 }
 
 }  // namespace tokentap::sim

@@ -84,7 +84,26 @@ struct plan {
   bool truncated = false;      ///< max_tokens cut the answer (finish_reason "length")
   enum class end { normal, error_event, reset, stall } ending = end::normal;
   std::size_t fault_index = 0;  ///< events[fault_index] is the first one after the fault point
+  double first_token_ms = 0, last_token_ms = 0;  ///< when the first and last tokens are due
 };
+
+/// Which engine's timing report the simulator adds to its answers (`tokentap sim --engine`,
+/// DESIGN.md §13): vLLM's per-request `metrics` object, llama.cpp's `timings`, TGI's
+/// `x-queue-time` / `x-inference-time` headers (on non-streamed answers, as TGI does).
+enum class engine_shape { none, vllm, llamacpp, tgi };
+std::optional<engine_shape> engine_shape_of(std::string_view name);
+
+/// What the simulated engine spent on one request (ms): waiting for a batch slot, prefill (up to
+/// the first token), decode (first to last token).
+struct engine_times {
+  double queue_ms = 0, prefill_ms = 0, decode_ms = 0;
+};
+/// The times the plan says, with the queue measured by the server.
+engine_times engine_times_of(const plan& pl, double queue_ms);
+
+/// Adds the engine's report to an OpenAI chat answer that ended normally: to the last chunk
+/// before `[DONE]` (the usage chunk when there is one), or to the non-streamed body.
+void add_engine_report(plan& pl, engine_shape e, const engine_times& t);
 
 /// Plans the response for one request.  Same params + shape = same bytes and timing.
 plan make_plan(const params& p, const request_shape& shape);

@@ -40,4 +40,10 @@ std::size_t prefix_cache::lookup_and_insert(std::string_view prompt,
   return hit_blocks * opts_.block_tokens;
 }
 
+double prefix_cache::usage() {
+  if (!enabled()) return 0;
+  std::lock_guard lk(mu_);
+  return static_cast<double>(lru_.size()) / static_cast<double>(opts_.capacity_blocks);
+}
+
 }  // namespace tokentap::sim

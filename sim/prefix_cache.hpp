@@ -30,6 +30,9 @@ class prefix_cache {
   /// every block of the prompt.
   std::size_t lookup_and_insert(std::string_view prompt, std::chrono::steady_clock::time_point now);
 
+  /// Blocks held over capacity (0 .. 1; 0 without a cache): the engine's KV cache use.
+  double usage();
+
   static constexpr std::size_t bytes_per_token = 4;
 
  private:

@@ -7,6 +7,13 @@
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include <boost/asio/post.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -21,10 +28,132 @@ namespace tokentap::sim {
 
 namespace http = beast::http;
 
-struct server::impl {
-  explicit impl(const server_options& o) : cache(o.cache) {}
-  std::shared_ptr<asio::ssl::context> tls;
+namespace {
+
+// The engine model's batch: at most `max` sequences at once, the others wait first come first
+// served.  Shared by every I/O thread.
+class batch_gate {
+ public:
+  batch_gate(int max, server_stats& stats) : max_(max), stats_(stats) {}
+
+  // Waits for a slot; the sequences in the batch then (this one included), or 0 when the wait
+  // was cancelled (the client left): no slot is held.
+  template <class Connection>
+  awaitable<int> admit(Connection& c) {
+    auto w = std::make_shared<waiter>(c.stream().get_executor());
+    {
+      std::lock_guard lk(mu_);
+      if (max_ <= 0 || running_ < max_) co_return enter();
+      queue_.push_back(w);
+      stats_.waiting.fetch_add(1);
+      stats_.queued.fetch_add(1);
+    }
+    w->timer.expires_at(clock::time_point::max());
+    c.waiting_on(&w->timer);
+    error_code ec;
+    co_await w->timer.async_wait(use_ec(ec));
+    c.waiting_on(nullptr);
+    std::lock_guard lk(mu_);
+    if (w->admitted) co_return running_;
+    queue_.erase(std::remove(queue_.begin(), queue_.end(), w), queue_.end());
+    stats_.waiting.fetch_sub(1);
+    co_return 0;
+  }
+
+  // A sequence left the batch: the first waiter takes its slot.
+  void release() {
+    std::lock_guard lk(mu_);
+    if (queue_.empty()) {
+      --running_;
+      stats_.running.fetch_sub(1);
+      return;
+    }
+    auto w = queue_.front();
+    queue_.pop_front();
+    stats_.waiting.fetch_sub(1);
+    w->admitted = true;
+    asio::post(w->timer.get_executor(), [w] { w->timer.cancel(); });
+  }
+
+ private:
+  struct waiter {
+    template <class Executor>
+    explicit waiter(Executor ex) : timer(ex) {}
+    steady_timer timer;
+    bool admitted = false;  // (mu_)
+  };
+  int enter() {
+    stats_.running.fetch_add(1);
+    return ++running_;
+  }
+  const int max_;
+  server_stats& stats_;
+  std::mutex mu_;
+  int running_ = 0;
+  std::deque<std::shared_ptr<waiter>> queue_;
+};
+
+// A latency histogram under vLLM's name and buckets, for /metrics.
+class latency_histogram {
+ public:
+  latency_histogram(std::string name, std::vector<double> bounds)
+      : name_(std::move(name)), bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
+  void observe(double s) {
+    const auto i = static_cast<std::size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), s) -
+                                            bounds_.begin());
+    counts_[i].fetch_add(1, std::memory_order_relaxed);
+    sum_.fetch_add(s, std::memory_order_relaxed);
+  }
+  void render(std::string& out, const std::string& labels) const {
+    out += "# TYPE " + name_ + " histogram\n";
+    std::uint64_t cumulative = 0;
+    char b[64];
+    for (std::size_t i = 0; i <= bounds_.size(); ++i) {
+      cumulative += counts_[i].load(std::memory_order_relaxed);
+      if (i < bounds_.size())
+        std::snprintf(b, sizeof b, "%g", bounds_[i]);
+      else
+        std::snprintf(b, sizeof b, "+Inf");
+      out +=
+          name_ + "_bucket{" + labels + ",le=\"" + b + "\"} " + std::to_string(cumulative) + "\n";
+    }
+    std::snprintf(b, sizeof b, "%.6f", sum_.load(std::memory_order_relaxed));
+    out += name_ + "_sum{" + labels + "} " + b + "\n";
+    out += name_ + "_count{" + labels + "} " + std::to_string(cumulative) + "\n";
+  }
+
+ private:
+  std::string name_;
+  std::vector<double> bounds_;
+  std::vector<std::atomic<std::uint64_t>> counts_;
+  std::atomic<double> sum_{0};
+};
+
+// vLLM's buckets (its loggers.py): TTFT, and request latencies (queue, prefill).
+const std::vector<double> ttft_buckets = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                          0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
+                                          20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+const std::vector<double> request_buckets = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
+                                             5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
+                                             60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+
+// The simulated engine's shared state: its prefix cache, batch and latency histograms.
+struct engine_state {
+  engine_state(const server_options& o, server_stats& stats)
+      : cache(o.cache), batch(o.max_batch, stats) {}
   prefix_cache cache;
+  batch_gate batch;
+  latency_histogram ttft{"vllm:time_to_first_token_seconds", ttft_buckets};
+  latency_histogram queue{"vllm:request_queue_time_seconds", request_buckets};
+  latency_histogram prefill{"vllm:request_prefill_time_seconds", request_buckets};
+};
+
+}  // namespace
+
+struct server::impl {
+  impl(const server_options& o, server_stats& stats) : engine(o, stats) {}
+  std::shared_ptr<asio::ssl::context> tls;
+  engine_state engine;
 };
 
 namespace {
@@ -74,8 +203,8 @@ class sim_responder {
   using connection = net::http_connection<Stream>;
 
   sim_responder(const server_options& opts, std::shared_ptr<server_stats> stats,
-                prefix_cache& cache)
-      : opts_(opts), stats_(std::move(stats)), cache_(cache) {
+                engine_state& engine)
+      : opts_(opts), stats_(std::move(stats)), engine_(engine), cache_(engine.cache) {
     stats_->connections.fetch_add(1);
     stats_->open_connections.fetch_add(1);
   }
@@ -90,16 +219,41 @@ class sim_responder {
 
  private:
   // A reply with the simulator's Server field (and the digests of the texts when there are some).
-  static awaitable<bool> send_simple(connection& c, const request& req, unsigned status,
-                                     std::string body,
-                                     std::string_view content_type = "application/json",
-                                     const plan* pl = nullptr) {
+  static awaitable<bool> send_simple(
+      connection& c, const request& req, unsigned status, std::string body,
+      std::string_view content_type = "application/json", const plan* pl = nullptr,
+      const std::vector<std::pair<std::string, std::string>>& extra = {}) {
     http::response<http::string_body> res{static_cast<http::status>(status), req.version()};
     if (pl) add_digest_headers(res, *pl);
+    for (const auto& [name, value] : extra) res.set(name, value);
     res.set(http::field::content_type, content_type);
     res.set(http::field::server, "tokentap-sim");
     res.body() = std::move(body);
     co_return co_await c.reply(req, std::move(res));
+  }
+
+  // The engine model under vLLM's metric names (what `engine_metrics: {kind: vllm}` reads).
+  std::string metrics_text() const {
+    const std::string labels = "model_name=\"sim\",engine=\"0\"";
+    std::string out;
+    const auto gauge = [&](const char* name, double v) {
+      char b[64];
+      std::snprintf(b, sizeof b, "%.6g", v);
+      out += std::string("# TYPE ") + name + " gauge\n" + name + "{" + labels + "} " + b + "\n";
+    };
+    const auto counter = [&](const char* name, std::uint64_t v) {
+      out += std::string("# TYPE ") + name + " counter\n" + name + "{" + labels + "} " +
+             std::to_string(v) + "\n";
+    };
+    gauge("vllm:num_requests_running", static_cast<double>(stats_->running.load()));
+    gauge("vllm:num_requests_waiting", static_cast<double>(stats_->waiting.load()));
+    gauge("vllm:kv_cache_usage_perc", engine_.cache.usage());
+    counter("vllm:prefix_cache_queries_total", stats_->prompt_tokens.load());
+    counter("vllm:prefix_cache_hits_total", stats_->cached_tokens.load());
+    engine_.ttft.render(out, labels);
+    engine_.queue.render(out, labels);
+    engine_.prefill.render(out, labels);
+    return out;
   }
 
   static std::string error_json(std::string_view message, std::string_view type) {
@@ -114,6 +268,9 @@ class sim_responder {
       if (path == "/healthz" || path == "/health")  // (vLLM and SGLang answer /health)
         co_return co_await send_simple(c, req, 200, "{\"status\":\"ok\"}\n");
       if (path == "/sim/stats") co_return co_await send_simple(c, req, 200, stats_json(*stats_));
+      if (path == "/metrics")
+        co_return co_await send_simple(c, req, 200, metrics_text(),
+                                       "text/plain; version=0.0.4; charset=utf-8");
     }
     if (path == "/sim/echo") {
       // The request head as the upstream received it (tests check the proxy's header rules).
@@ -198,16 +355,43 @@ class sim_responder {
                                      error_body(kind, p.fault_status) + "\n");
     }
 
-    const plan pl = make_plan(p, shape);
+    // The engine model: a slot in the batch first (the wait is the engine's queue), then the
+    // answer's times count from there, its gaps longer for every other sequence in the batch.
+    const int in_batch = co_await engine_.batch.admit(c);
+    if (in_batch == 0) co_return false;  // the client left while queued
+    struct slot_release {
+      batch_gate& batch;
+      ~slot_release() { batch.release(); }
+    } slot{engine_.batch};
+    const auto admitted = clock::now();
+    const double queue_ms = std::chrono::duration<double, std::milli>(admitted - start).count();
+    p.itl_ms += opts_.itl_per_seq_us / 1000.0 * (in_batch - 1);
+    plan pl = make_plan(p, shape);
+    const auto times = engine_times_of(pl, queue_ms);
+    add_engine_report(pl, opts_.engine, times);
+    stats_->prompt_tokens.fetch_add(static_cast<std::uint64_t>(pl.prompt_tokens));
+    stats_->cached_tokens.fetch_add(static_cast<std::uint64_t>(pl.cached_tokens));
+    engine_.queue.observe(queue_ms / 1000);
+    engine_.prefill.observe(times.prefill_ms / 1000);
+    engine_.ttft.observe((queue_ms + times.prefill_ms) / 1000);
     if (!shape.stream) {
-      timer.expires_at(start + std::chrono::microseconds(static_cast<long>(pl.body_at_ms * 1000)));
+      timer.expires_at(admitted +
+                       std::chrono::microseconds(static_cast<long>(pl.body_at_ms * 1000)));
       co_await timer.async_wait(use_ec(ec));
       if (c.closed()) co_return false;
-      const bool keep = co_await send_simple(c, req, 200, pl.body + "\n", "application/json", &pl);
+      std::vector<std::pair<std::string, std::string>> headers;
+      if (opts_.engine == engine_shape::tgi) {
+        // TGI: whole milliseconds, on non-streamed answers only.
+        headers = {
+            {"x-queue-time", std::to_string(std::lround(times.queue_ms))},
+            {"x-inference-time", std::to_string(std::lround(times.prefill_ms + times.decode_ms))}};
+      }
+      const bool keep =
+          co_await send_simple(c, req, 200, pl.body + "\n", "application/json", &pl, headers);
       stats_->streams_completed.fetch_add(1);
       co_return keep;
     }
-    co_return co_await stream_plan(c, req, timer, pl, p, start);
+    co_return co_await stream_plan(c, req, timer, pl, p, admitted);
   }
 
   awaitable<bool> stream_plan(connection& c, const request& req, steady_timer& timer,
@@ -291,6 +475,7 @@ class sim_responder {
 
   const server_options& opts_;
   std::shared_ptr<server_stats> stats_;
+  engine_state& engine_;
   prefix_cache& cache_;
   parsers::request_inspector inspector_;
   bool disconnect_noted_ = false;
@@ -298,8 +483,8 @@ class sim_responder {
 
 template <class Stream>
 net::http_responder<Stream> responder(const server_options& opts,
-                                      std::shared_ptr<server_stats> stats, prefix_cache& cache) {
-  auto engine = std::make_shared<sim_responder<Stream>>(opts, std::move(stats), cache);
+                                      std::shared_ptr<server_stats> stats, engine_state& state) {
+  auto engine = std::make_shared<sim_responder<Stream>>(opts, std::move(stats), state);
   return [engine](net::http_connection<Stream>& c, request& req) { return engine->answer(c, req); };
 }
 
@@ -308,7 +493,7 @@ net::http_responder<Stream> responder(const server_options& opts,
 server::server(server_options opts)
     : opts_(std::move(opts)),
       stats_(std::make_shared<server_stats>()),
-      impl_(std::make_unique<impl>(opts_)),
+      impl_(std::make_unique<impl>(opts_, *stats_)),
       runtime_(opts_.threads) {
   if (!opts_.tls_cert.empty() || !opts_.tls_key.empty())
     impl_->tls = net::tls_server_context(opts_.tls_cert, opts_.tls_key);
@@ -325,9 +510,9 @@ void server::start() {
     s.set_option(tcp::no_delay(true), ignored);
     if (impl_->tls) {
       net::serve_https(std::move(s), w, *impl_->tls, {},
-                       responder<net::tls_stream>(opts_, stats_, impl_->cache));
+                       responder<net::tls_stream>(opts_, stats_, impl_->engine));
     } else {
-      net::serve_http(std::move(s), w, {}, responder<tcp_stream>(opts_, stats_, impl_->cache));
+      net::serve_http(std::move(s), w, {}, responder<tcp_stream>(opts_, stats_, impl_->engine));
     }
   });
   runtime_.start();

@@ -4,7 +4,8 @@
 // integration tests' fixture.
 //
 // Endpoints: POST /v1/chat/completions, POST /v1/messages, GET /v1/models, GET /healthz,
-// GET /sim/stats.  Per-request overrides: `x-sim-*` headers (see sim::apply_header).
+// GET /sim/stats, GET /metrics (vLLM's names: the engine model's batch, queue, cache and
+// latency).  Per-request overrides: `x-sim-*` headers (see sim::apply_header).
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -24,6 +25,13 @@ struct server_options {
   std::string tls_cert, tls_key;   ///< both set: serve HTTPS
   prefix_cache_options cache;      ///< capacity 0 = no prefix cache (cached_tokens always 0)
   std::size_t context_window = 0;  ///< tokens; longer conversations lose their oldest messages
+  // The engine model (DESIGN.md §13): at most max_batch sequences decode at once (0: no limit),
+  // the others wait in a queue, first come first served; each sequence in the batch beside a
+  // request's own adds itl_per_seq_us to its inter-token gap; answers carry the engine's timing
+  // report in the shape `engine` names.
+  int max_batch = 0;
+  double itl_per_seq_us = 0;
+  engine_shape engine = engine_shape::none;
 };
 
 /// Live counters, readable from any thread (tests use them to observe the upstream side).
@@ -35,6 +43,10 @@ struct server_stats {
   std::atomic<std::int64_t> last_disconnect_ns{0};  ///< monotonic time the last one was noticed
   std::atomic<std::uint64_t> open_connections{0};
   std::atomic<std::uint64_t> bytes_sent{0};  ///< streamed event bytes written to clients
+  std::atomic<std::int64_t> running{0};      ///< sequences in the batch (the engine model's)
+  std::atomic<std::int64_t> waiting{0};      ///< requests queued for a batch slot
+  std::atomic<std::uint64_t> queued{0};      ///< requests that ever waited for a slot
+  std::atomic<std::uint64_t> prompt_tokens{0}, cached_tokens{0};  ///< over every request
 };
 
 class server {
