@@ -33,12 +33,21 @@ inline std::string_view str(od::value v) {
 
 // A duration in milliseconds (times `scale`), as openai_chunk_reader reads one: absent for
 // null, NaN for a value that is no duration (engine_duration).
+// The number's text is read as openai_chunk_reader reads it (engine_number).
 inline std::optional<double> duration_ms(od::value v, double scale = 1) {
-  if (v.is_null()) return std::nullopt;
-  double d;
-  if (v.get_double().get(d)) return std::numeric_limits<double>::quiet_NaN();
-  d *= scale;
-  return engine_duration(d) >= 0 ? d : std::numeric_limits<double>::quiet_NaN();
+  constexpr double none = std::numeric_limits<double>::quiet_NaN();
+  od::json_type type;
+  if (v.type().get(type)) return none;
+  if (type == od::json_type::null) return std::nullopt;
+  if (type != od::json_type::number) return none;
+  std::string_view text = v.raw_json_token();
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n' ||
+                           text.back() == '\r'))
+    text.remove_suffix(1);
+  const double n = engine_number(text);
+  if (n < 0) return none;
+  const double d = n * scale;
+  return engine_duration(d) >= 0 ? d : none;
 }
 
 inline std::int64_t num(od::value v) {

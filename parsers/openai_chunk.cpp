@@ -411,10 +411,8 @@ struct openai_chunk_reader::scan {
     }
     const char* const after = number(s);
     if (after == nullptr) return nullptr;
-    double d = 0;
-    const auto [ptr, ec] = std::from_chars(s, after, d);
-    const bool ok = ec == std::errc() && ptr == after && engine_duration(d) >= 0;
-    out = ok ? d : std::numeric_limits<double>::quiet_NaN();
+    const double d = engine_number(std::string_view(s, static_cast<std::size_t>(after - s)));
+    out = d >= 0 && engine_duration(d) >= 0 ? d : std::numeric_limits<double>::quiet_NaN();
     return after;
   }
 

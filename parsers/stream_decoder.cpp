@@ -3,6 +3,7 @@
 #include "parsers/stream_decoder.hpp"
 
 #include <charconv>
+#include <cmath>
 
 #include "parsers/decoder_impl.hpp"
 
@@ -199,14 +200,20 @@ double engine_duration(double ms) noexcept {
   return ms >= 0 && ms <= max_engine_ms ? ms : -1;  // (NaN compares false)
 }
 
+double engine_number(std::string_view text) noexcept {
+  if (text.empty()) return -1;
+  double d = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
+  if (ec != std::errc() || ptr != text.data() + text.size() || !(d >= 0) || std::isinf(d))
+    return -1;
+  return d;
+}
+
 double engine_header_ms(std::string_view value) noexcept {
   while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
   while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-  if (value.empty()) return -1;
-  double d = 0;
-  const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), d);
-  if (ec != std::errc() || ptr != value.data() + value.size()) return -1;
-  return engine_duration(d);
+  const double d = engine_number(value);
+  return d >= 0 ? engine_duration(d) : -1;
 }
 
 std::uint64_t stream_decoder::token_events(channel c) const noexcept {

@@ -74,6 +74,10 @@ inline constexpr double max_engine_ms = 1e9;
 /// A duration as engine_account takes one: `ms` when it is one (finite, 0 .. max_engine_ms),
 /// else -1.
 double engine_duration(double ms) noexcept;
+/// A JSON number's text as a finite value >= 0, or -1: how both walks of the decoder read an
+/// engine's figures, so that they agree on every number (an exponent past a double's range is
+/// no figure, whatever its mantissa).  Scaled to milliseconds, engine_duration then judges it.
+double engine_number(std::string_view text) noexcept;
 /// A timing header's value in milliseconds (TGI's `x-queue-time`, `x-inference-time`: an
 /// integer, or a decimal); -1 when it is absent or no duration.
 double engine_header_ms(std::string_view value) noexcept;
