@@ -282,6 +282,19 @@ TEST_F(Engine, AnswersAreTheEnginesByteForByte) {
     if (stream) {
       EXPECT_GE(r->ttft_ms, prompt_ms) << timings;
     }
+    // Its timings, read into the record's engine account, and set against the proxy's wait.
+    const double predicted_ms = tj["predicted_ms"];
+    const auto& a = r->attribution;
+    EXPECT_EQ(a.engine_source, "llama.cpp") << line;
+    EXPECT_NEAR(a.engine_prefill_ms.value_or(-1), prompt_ms, 0.001) << timings;
+    EXPECT_NEAR(a.engine_decode_ms.value_or(-1), predicted_ms, 0.001) << timings;
+    EXPECT_FALSE(a.engine_queue_ms);  // llama.cpp reports no queue
+    ASSERT_TRUE(a.unexplained_ms) << line;
+    const double waited = a.phases[4].value_or(0) + a.phases[5].value_or(0);  // head, first token
+    EXPECT_NEAR(*a.unexplained_ms, waited - prompt_ms - (stream ? 0 : predicted_ms), 0.01);
+    double sum = 0;
+    for (const auto& p : a.phases) sum += p.value_or(0);
+    EXPECT_NEAR(sum, r->e2e_ms, 1.0);
   }
 }
 

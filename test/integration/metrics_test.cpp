@@ -615,6 +615,18 @@ TEST(Dashboard, RendersLiveNumbersInHeadlessChromium) {
     EXPECT_EQ(text.find("–"), std::string::npos) << id << ": " << text;
   }
   EXPECT_EQ(card("ttft-n"), "6");
+  // Where TTFT goes: the route's row, its six requests, their mean TTFT (the simulator's 200 ms),
+  // stacked — here, with no engine account, mostly the wait between the head and the first token.
+  const auto phases = dom.find("id=\"ttft-phases\"");
+  ASSERT_NE(phases, std::string::npos) << dom;
+  const std::string row_head = "<td>sim-small</td><td>6</td><td>";
+  const auto prow = dom.find(row_head, phases);
+  ASSERT_NE(prow, std::string::npos) << dom.substr(phases, 1500);
+  EXPECT_NEAR(std::atof(dom.c_str() + prow + row_head.size()), 200, 20) << dom.substr(prow, 200);
+  EXPECT_NE(dom.find("<svg class=\"phases\"", prow), std::string::npos) << dom.substr(prow, 600);
+  const auto said = dom.find("head to first token ", prow);
+  ASSERT_NE(said, std::string::npos) << dom.substr(prow, 1500);
+  EXPECT_NEAR(std::atof(dom.c_str() + said + 20), 200, 20) << dom.substr(said, 40);
   // The slowest requests carry their trace record, as a command that shows it; that command
   // finds it.
   const std::string command = "tokentap analyze " + traces + " --id ";
