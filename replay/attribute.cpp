@@ -234,9 +234,14 @@ std::string attribute_report(const attribution_summary& s, bool json) {
         continue;
       }
       out += num(p.total_ms) + " ms:";
-      for (const auto& [i, ms] : ranked(p))
-        out += " " + std::string(attribution_phase_names[i]) + " " + num(ms) + " (" +
-               num(100 * share(ms, p.around_ms), 0) + " %)";
+      // (Phases under 0.05 ms and 0.5 % are left out of the text; the JSON has them all.)
+      bool first = true;
+      for (const auto& [i, ms] : ranked(p)) {
+        if (std::abs(ms) < 0.05 && std::abs(share(ms, p.around_ms)) < 0.005) continue;
+        out += std::string(first ? " " : ", ") + attribution_phase_names[i] + " " + num(ms) +
+               " (" + num(100 * share(ms, p.around_ms), 0) + " %)";
+        first = false;
+      }
       out += "\n";
     }
   }
