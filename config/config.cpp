@@ -16,10 +16,11 @@ using namespace yaml_reader;
 namespace {
 
 void read_upstream(const std::string& name, const YAML::Node& n, upstream_config& up) {
-  check_keys(n,
-             {"url", "endpoints", "balance", "prefix", "retries", "outlier", "health", "fallback",
-              "tls_verify", "ca_file", "max_idle_connections", "idle_connection_ttl_ms"},
-             "upstream '" + name + "'");
+  check_keys(
+      n,
+      {"url", "endpoints", "balance", "prefix", "retries", "outlier", "health", "engine_metrics",
+       "fallback", "tls_verify", "ca_file", "max_idle_connections", "idle_connection_ttl_ms"},
+      "upstream '" + name + "'");
   up.name = name;
   if (!n["url"] == !n["endpoints"]) fail(n, "upstream '" + name + "' needs a url or endpoints");
   const auto add = [&](const YAML::Node& v) {
@@ -133,6 +134,22 @@ void read_upstream(const std::string& name, const YAML::Node& n, upstream_config
     };
     threshold("unhealthy_threshold", hc.unhealthy_threshold);
     threshold("healthy_threshold", hc.healthy_threshold);
+  }
+  if (const auto em = n["engine_metrics"]) {
+    const auto where = "upstream '" + name + "' engine_metrics";
+    check_keys(em, {"path", "interval_ms", "kind"}, where);
+    auto& e = up.engine_metrics;
+    e.enabled = true;
+    if (em["path"]) e.path = scalar<std::string>(em["path"], "path");
+    if (e.path.empty() || e.path.front() != '/' ||
+        e.path.find_first_of(" \r\n\t") != std::string::npos)
+      fail(em, where + ": path must start with '/' and have no spaces or line breaks");
+    if (em["interval_ms"]) e.interval = ms(non_negative(em["interval_ms"], "interval_ms"));
+    if (e.interval < ms(100)) fail(em, where + ": interval_ms is at least 100");
+    if (em["kind"]) e.kind = scalar<std::string>(em["kind"], "kind");
+    if (e.kind != "auto" && e.kind != "vllm" && e.kind != "sglang" && e.kind != "tgi" &&
+        e.kind != "llama.cpp")
+      fail(em["kind"], where + ": kind must be auto, vllm, sglang, tgi or llama.cpp");
   }
   if (n["fallback"]) up.fallback = scalar<std::string>(n["fallback"], "fallback");
   if (n["tls_verify"]) up.tls_verify = scalar<bool>(n["tls_verify"], "tls_verify");

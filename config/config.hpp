@@ -81,6 +81,15 @@ struct health_config {
   unsigned healthy_threshold = 1;
 };
 
+/// `engine_metrics:` (DESIGN.md §13): every interval, `GET path` from each endpoint — the
+/// engine's own Prometheus text — for its running and waiting requests and KV-cache use.
+struct engine_metrics_config {
+  bool enabled = false;
+  std::string path = "/metrics";
+  ms interval{2000};
+  std::string kind = "auto";  ///< auto | vllm | sglang | tgi | llama.cpp
+};
+
 struct upstream_config {
   std::string name;
   std::vector<url> endpoints;  ///< at least one; all http:// or all https://
@@ -90,6 +99,7 @@ struct upstream_config {
   unsigned retries = 1;
   outlier_config outlier;
   health_config health;
+  engine_metrics_config engine_metrics;
   prefix_config prefix;  ///< for balance: prefix
   /// Another upstream for a request none of this one's endpoints can take (all ejected, or all
   /// tried); empty: none.  One hop: the fallback's own fallback is not followed.

@@ -101,6 +101,18 @@ void endpoint_stats::append_json(std::string& out, double window_s) {
       std::snprintf(buf, sizeof buf, "%.1f", h.ejection_ends_in_s);
       out += buf;
     }
+    // The engine's own load (null: not scraped, or not reported).
+    for (const auto& [name, v] : {std::pair{",\"engine_running\":", h.engine_running},
+                                  std::pair{",\"engine_waiting\":", h.engine_waiting},
+                                  std::pair{",\"engine_kv_usage\":", h.engine_kv_usage}}) {
+      out += name;
+      if (v < 0) {
+        out += "null";
+      } else {
+        std::snprintf(buf, sizeof buf, "%.4g", v);
+        out += buf;
+      }
+    }
     std::snprintf(buf, sizeof buf, ",\"request_rate\":%.3f",
                   window_s > 0 ? static_cast<double>(sum.requests) / window_s : 0.0);
     out += buf;

@@ -27,6 +27,8 @@ struct endpoint_health {
   /// Outlier detection: seconds until an ejected endpoint comes back (> 0), or since the last
   /// ejection ended (<= 0); NaN when it was never ejected.
   double ejection_ends_in_s = std::numeric_limits<double>::quiet_NaN();
+  /// The engine's own figures from its /metrics (`engine_metrics:`); -1: unknown.
+  double engine_running = -1, engine_waiting = -1, engine_kv_usage = -1;
 };
 
 class endpoint_stats {

@@ -53,6 +53,12 @@ struct endpoint : std::enable_shared_from_this<endpoint> {
   std::atomic<bool> probe_failing{false};
   std::atomic<std::uint64_t> probes_passed{0}, probes_failed{0};
 
+  // The engine's own load from its /metrics (`engine_metrics:`, proxy/engine_scraper.hpp); -1
+  // until read, or when the engine has no such figure.  And the scrapes' outcomes: ok, failed
+  // (refused, timed out, not 2xx), garbage (no figure of an engine in the text).
+  std::atomic<double> engine_running{-1}, engine_waiting{-1}, engine_kv_usage{-1};
+  std::atomic<std::uint64_t> engine_scrapes[3] = {0, 0, 0};
+
   /// No configuration names it any more (a reload): its connections are not kept for reuse.
   std::atomic<bool> retired{false};
 

@@ -6,6 +6,7 @@
 
 #include "config/log.hpp"
 #include "proxy/cluster.hpp"
+#include "proxy/engine_scraper.hpp"
 #include "proxy/proxy_server.hpp"
 #include "proxy/upstream_pool.hpp"
 
@@ -119,6 +120,7 @@ class endpoint_probe final : public net::session_base,
 
 void health_checks::start(net::worker& w, std::shared_ptr<const generation> g,
                           proxy_shared& shared) {
+  start_engine_scrapes(w, g, shared, probes_);
   for (const auto& c : g->clusters) {
     if (!c->cfg().health.enabled) continue;
     for (const auto& e : c->endpoints()) {

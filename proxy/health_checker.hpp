@@ -3,7 +3,7 @@
 // `GET path` on a new connection to each endpoint; a 2xx within the timeout passes.  Failures in
 // a row take the endpoint out of balancing (endpoint::probe_failing) until passes in a row bring
 // it back.  Passive outlier detection (cluster::record_failure) works alongside: either one
-// keeps an endpoint out.
+// keeps an endpoint out.  The same owner runs the engine-metrics scrapes (engine_scraper.hpp).
 #include <memory>
 #include <vector>
 
@@ -17,8 +17,8 @@ struct generation;
 /// The probes of one generation's upstreams.  Used on one worker's thread only.
 class health_checks {
  public:
-  /// Starts probing every endpoint of every upstream of `g` with `health:`, on worker `w` (its
-  /// thread).  The probes stop when the worker drains or stop() is called.
+  /// Starts probing every endpoint of every upstream of `g` with `health:`, and scraping those
+  /// with `engine_metrics:`, on worker `w` (its thread).  The probes stop when the worker drains or stop() is called.
   void start(net::worker& w, std::shared_ptr<const generation> g, proxy_shared& shared);
   /// Ends the probes (a reload replaced their generation); each lets its generation go.
   void stop();

@@ -103,11 +103,42 @@ void export_cluster(hooks::metrics_registry& m, const cluster& c,
           hooks::endpoint_health h;
           h.healthy = ep->available(now);
           h.probe_failing = ep->probe_failing.load(std::memory_order_relaxed);
+          h.engine_running = ep->engine_running.load(std::memory_order_relaxed);
+          h.engine_waiting = ep->engine_waiting.load(std::memory_order_relaxed);
+          h.engine_kv_usage = ep->engine_kv_usage.load(std::memory_order_relaxed);
           if (const auto until = ep->ejected_until_ns.load(std::memory_order_relaxed); until > 0)
             h.ejection_ends_in_s = static_cast<double>(until - now) / 1e9;
           return h;
         },
         owner);
+    if (up.engine_metrics.enabled) {
+      // The engine's own load, as its /metrics said at the last scrape (absent until read).
+      for (const bool waiting : {false, true})
+        m.add_gauge_source(
+            "tokentap_engine_requests",
+            "The engine's own count of requests running (in its batch) and waiting (queued), "
+            "from its /metrics; -1 while unknown",
+            [ep, waiting] {
+              return (waiting ? ep->engine_waiting : ep->engine_running)
+                  .load(std::memory_order_relaxed);
+            },
+            {{"upstream", up.name},
+             {"endpoint", e->label},
+             {"state", waiting ? "waiting" : "running"}},
+            owner);
+      m.add_gauge_source(
+          "tokentap_engine_kv_cache_usage_ratio",
+          "The engine's KV-cache use (0..1) from its /metrics; -1 while unknown or not reported",
+          [ep] { return ep->engine_kv_usage.load(std::memory_order_relaxed); }, labels, owner);
+      static constexpr const char* results[3] = {"ok", "error", "garbage"};
+      for (int r = 0; r < 3; ++r)
+        m.add_counter_source(
+            "tokentap_engine_scrapes_total",
+            "Scrapes of an engine's /metrics: ok, error (refused, timed out, not 2xx), garbage "
+            "(no engine's figures)",
+            [ep, r] { return ep->engine_scrapes[r].load(std::memory_order_relaxed); },
+            {{"upstream", up.name}, {"endpoint", e->label}, {"result", results[r]}}, owner);
+    }
     if (up.health.enabled)
       for (const bool passed : {true, false})
         m.add_counter_source(

@@ -225,6 +225,30 @@ TEST(Config, AnActiveHealthProbeIsOptIn) {
   expect_error("upstreams: {a: {url: http://h, health: {every: 1}}}\n", "unknown key 'every'");
 }
 
+TEST(Config, EngineMetricsAreOptIn) {
+  auto cfg = parse_config("upstreams: {a: {url: http://h}}\n");
+  EXPECT_FALSE(cfg.upstreams[0].engine_metrics.enabled);
+  cfg = parse_config("upstreams: {a: {url: http://h, engine_metrics: {}}}\n");
+  const auto& e = cfg.upstreams[0].engine_metrics;
+  EXPECT_TRUE(e.enabled);
+  EXPECT_EQ(e.path, "/metrics");
+  EXPECT_EQ(e.interval, ms(2000));
+  EXPECT_EQ(e.kind, "auto");
+  cfg = parse_config(
+      "upstreams: {a: {url: http://h, engine_metrics: {path: /m, interval_ms: 500, kind: "
+      "llama.cpp}}}\n");
+  EXPECT_EQ(cfg.upstreams[0].engine_metrics.kind, "llama.cpp");
+  EXPECT_EQ(cfg.upstreams[0].engine_metrics.interval, ms(500));
+  expect_error("upstreams: {a: {url: http://h, engine_metrics: {kind: triton}}}\n",
+               "kind must be auto, vllm, sglang, tgi or llama.cpp");
+  expect_error("upstreams: {a: {url: http://h, engine_metrics: {interval_ms: 50}}}\n",
+               "interval_ms is at least 100");
+  expect_error("upstreams: {a: {url: http://h, engine_metrics: {path: metrics}}}\n",
+               "must start with '/'");
+  expect_error("upstreams: {a: {url: http://h, engine_metrics: {every: 1}}}\n",
+               "unknown key 'every'");
+}
+
 TEST(Config, PrioritiesSheddingAndSharedState) {
   auto cfg = parse_config(
       "upstreams: {a: {url: http://h}}\n"

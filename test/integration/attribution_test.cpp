@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -165,6 +166,76 @@ TEST(Attribution, AFailedAttemptIsItsOwnPhase) {
     if (r.attribution.phases[failed_attempts_].value_or(0) > 0.01) ++failed_over;
   }
   EXPECT_EQ(failed_over, 1);  // round robin: one of the two met the closed port first
+}
+
+// ---- The engine's own metrics, scraped
+
+double admin_metric(const stack& s, const std::string& name,
+                    const std::map<std::string, std::string>& labels) {
+  request_options o;
+  o.method = "GET";
+  o.target = "/metrics";
+  return metric_sum(parse_metrics(fetch(s.proxy->admin_endpoint(), o).body), name, labels);
+}
+
+TEST(EngineMetrics, TheEnginesQueueIsReadWhileItFills) {
+  auto so = loopback_sim(200, 40, 15);  // about 0.8 s a stream
+  so.max_batch = 2;
+  traced t(so, [](config::config& cfg) {
+    cfg.upstreams[0].engine_metrics.enabled = true;
+    cfg.upstreams[0].engine_metrics.interval = std::chrono::milliseconds(100);
+  });
+  std::vector<std::future<bool>> f;
+  for (int i = 0; i < 5; ++i)
+    f.push_back(std::async(std::launch::async, [&, i] {
+      request_options o;
+      o.body = chat_body(true, "fill " + std::to_string(i));
+      return fetch(t.s.proxy_ep(), o).complete;
+    }));
+  // Two in the engine's batch, three waiting: the engine's own words, on the proxy's metrics
+  // and its endpoint table.
+  double running = -1, waiting = -1;
+  for (int i = 0; i < 60 && !(running == 2 && waiting == 3); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    running = admin_metric(t.s, "tokentap_engine_requests", {{"state", "running"}});
+    waiting = admin_metric(t.s, "tokentap_engine_requests", {{"state", "waiting"}});
+  }
+  EXPECT_EQ(running, 2);
+  EXPECT_EQ(waiting, 3);
+  request_options stats;
+  stats.method = "GET";
+  stats.target = "/api/stats";
+  const auto body = fetch(t.s.proxy->admin_endpoint(), stats).body;
+  EXPECT_NE(body.find("\"engine_running\":"), std::string::npos) << body;
+  for (auto& x : f) EXPECT_TRUE(x.get());
+  for (int i = 0; i < 60 && admin_metric(t.s, "tokentap_engine_requests", {{"state", "running"}});
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(admin_metric(t.s, "tokentap_engine_requests", {{"state", "running"}}), 0);
+  EXPECT_GE(admin_metric(t.s, "tokentap_engine_scrapes_total", {{"result", "ok"}}), 3);
+}
+
+TEST(EngineMetrics, AScrapeThatFailsOrReadsGarbageIsCountedAndTrafficGoesOn) {
+  for (const std::string path : {"/v1/models", "/no/such/metrics"}) {
+    traced t(loopback_sim(1, 1, 3), [&](config::config& cfg) {
+      cfg.upstreams[0].engine_metrics.enabled = true;
+      cfg.upstreams[0].engine_metrics.path = path;
+      cfg.upstreams[0].engine_metrics.interval = std::chrono::milliseconds(100);
+    });
+    const std::string result = path == "/v1/models" ? "garbage" : "error";
+    for (int i = 0;
+         i < 100 && admin_metric(t.s, "tokentap_engine_scrapes_total", {{"result", result}}) < 2;
+         ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_GE(admin_metric(t.s, "tokentap_engine_scrapes_total", {{"result", result}}), 2) << path;
+    EXPECT_EQ(admin_metric(t.s, "tokentap_engine_scrapes_total", {{"result", "ok"}}), 0) << path;
+    EXPECT_EQ(admin_metric(t.s, "tokentap_engine_requests", {{"state", "waiting"}}), -1) << path;
+    request_options o;
+    o.body = chat_body(true, "traffic goes on");
+    const auto r = fetch(t.s.proxy_ep(), o);
+    EXPECT_EQ(r.status, 200u) << path;
+    EXPECT_TRUE(r.complete) << path;
+  }
 }
 
 // ---- The seed's story: one variable changed, the phase that grew named.

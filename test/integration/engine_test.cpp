@@ -34,7 +34,8 @@ class Engine : public ::testing::Test {
     std::ofstream(cfg) << "listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\nthreads: 2\n"
                           "upstreams:\n  llama: {url: "
                        << engine_->url()
-                       << "}\nroutes:\n  - {name: engine, prefix: /, upstream: llama}\n"
+                       << ", engine_metrics: {interval_ms: 200}}\nroutes:\n  - {name: engine, "
+                          "prefix: /, upstream: llama}\n"
                           "trace: {dir: "
                        << *traces_ << "}\ncache: {prefill_min_samples: 5}\n";
     proxy_ = new proxy_process({"--config", cfg});
@@ -296,6 +297,24 @@ TEST_F(Engine, AnswersAreTheEnginesByteForByte) {
     for (const auto& p : a.phases) sum += p.value_or(0);
     EXPECT_NEAR(sum, r->e2e_ms, 1.0);
   }
+}
+
+// Its /metrics (llamacpp:*) scraped: recognized by its names, its load on the proxy's metrics.
+TEST_F(Engine, ItsOwnMetricsAreScrapedByTheirNames) {
+  std::vector<sample> m;
+  for (int i = 0; i < 100; ++i) {
+    m = parse_metrics(metrics());
+    if (metric_sum(m, "tokentap_engine_scrapes_total", {{"result", "ok"}}) >= 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_GE(metric_sum(m, "tokentap_engine_scrapes_total", {{"result", "ok"}}), 2);
+  EXPECT_EQ(metric_sum(m, "tokentap_engine_scrapes_total", {{"result", "garbage"}}), 0);
+  EXPECT_EQ(metric_sum(m, "tokentap_engine_scrapes_total", {{"result", "error"}}), 0);
+  // Idle between tests: nothing running, nothing deferred (llama.cpp's own words).
+  EXPECT_EQ(metric_sum(m, "tokentap_engine_requests", {{"state", "running"}}), 0);
+  EXPECT_EQ(metric_sum(m, "tokentap_engine_requests", {{"state", "waiting"}}), 0);
+  EXPECT_NE(proxy_->proc.err().find("engine metrics read (llama.cpp)"), std::string::npos)
+      << proxy_->proc.err();
 }
 
 TEST_F(Engine, NativeCompletionIsCountedUnderTheEnginesModel) {
