@@ -380,6 +380,33 @@ TEST_F(Engine, CacheJudgedAgainstWhatTheEngineCouldReuse) {
   const auto events = cache_events_of(second);
   EXPECT_NE(events.find("hit "), std::string::npos) << second.substr(second.find("\"cache\":"));
   EXPECT_EQ(events.find("partial"), std::string::npos) << events;
+  // The third turn under a changed system prompt: the engine can reuse only the template's
+  // first tokens, and the record says why it missed.
+  const std::string changed_first =
+      R"({"role":"system","content":"Answer at length, with examples."},{"role":"user","content":"turn one of the cache conversation )" +
+      words(30, "alpha") + "\"}";
+  a = send(
+      "/v1/chat/completions",
+      R"({"model":"tiny","temperature":0,"seed":1,"max_tokens":4,"messages":[)" + changed_first +
+          R"(,{"role":"assistant","content":")" + reply_json +
+          R"("},{"role":"user","content":"second turn )" + words(60, "beta") +
+          R"("},{"role":"assistant","content":"ok"},{"role":"user","content":"third turn"}]})");
+  ++sent_;
+  ASSERT_EQ(a.status, 200u) << a.body;
+  const auto third_body = p.parse(a.body);
+  const int64_t third_cached = third_body["timings"]["cache_n"];
+  const int64_t third_uncached = third_body["timings"]["prompt_n"];
+  EXPECT_LT(third_cached * 10, third_cached + third_uncached) << a.body;  // under 10 % reused
+  const auto third = record_with("third turn", sent_);
+  const auto cause = third.find(R"("event":"prefix_divergence")");
+  ASSERT_NE(cause, std::string::npos) << third.substr(third.find("\"cache\":"));
+  EXPECT_NE(third.find(R"("role":"system")", cause), std::string::npos)
+      << third.substr(third.find("\"cache\":"));
+  EXPECT_NE(third.find("\"cached_tokens\":" + std::to_string(third_cached), cause),
+            std::string::npos)
+      << third.substr(third.find("\"cache\":"));
+  const auto third_events = cache_events_of(third);
+  EXPECT_EQ(third_events.find("hit "), std::string::npos) << third_events;
   // The same request again: all but the last token cached, TTFT at the engine's floor.
   a = send(
       "/v1/chat/completions",
