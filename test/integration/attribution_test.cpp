@@ -179,7 +179,7 @@ double admin_metric(const stack& s, const std::string& name,
 }
 
 TEST(EngineMetrics, TheEnginesQueueIsReadWhileItFills) {
-  auto so = loopback_sim(200, 40, 15);  // about 0.8 s a stream
+  auto so = loopback_sim(200, 100, 15);  // about 1.7 s a stream
   so.max_batch = 2;
   traced t(so, [](config::config& cfg) {
     cfg.upstreams[0].engine_metrics.enabled = true;
@@ -195,7 +195,7 @@ TEST(EngineMetrics, TheEnginesQueueIsReadWhileItFills) {
   // Two in the engine's batch, three waiting: the engine's own words, on the proxy's metrics
   // and its endpoint table.
   double running = -1, waiting = -1;
-  for (int i = 0; i < 60 && !(running == 2 && waiting == 3); ++i) {
+  for (int i = 0; i < 100 && !(running == 2 && waiting == 3); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     running = admin_metric(t.s, "tokentap_engine_requests", {{"state", "running"}});
     waiting = admin_metric(t.s, "tokentap_engine_requests", {{"state", "waiting"}});
