@@ -2,8 +2,6 @@
 
 #include <memory>
 
-#include <boost/beast/http.hpp>
-
 #include "config/log.hpp"
 #include "parsers/engine_metrics.hpp"
 #include "proxy/cluster.hpp"
@@ -65,38 +63,13 @@ class engine_scrape final : public net::session_base,
   // One scrape: connect, GET, read the text (bounded in size and by the interval), close.
   awaitable<result> scrape(const config::engine_metrics_config& cfg, parsers::engine_load& out) {
     auto& pool = *shared_.pools[owner().index];
-    const auto deadline = clock::now() + cfg.interval;
-    error_code ec;
-    connect_failure why{};
-    auto conn =
-        co_await pool.connect(cluster_, endpoint_, ec, why,
-                              std::chrono::duration_cast<std::chrono::milliseconds>(cfg.interval));
-    if (!conn || stopped_) co_return failed;
-    conn_ = conn.get();
-    result r = failed;
-    co_await conn->visit([&](auto& s) -> awaitable<void> {
-      namespace http = beast::http;
-      http::request<http::empty_body> req{http::verb::get, cfg.path, 11};
-      req.set(http::field::host, endpoint_.host_header);
-      req.set(http::field::user_agent, "tokentap-engine-metrics");
-      req.set(http::field::accept, "text/plain");
-      req.set(http::field::connection, "close");
-      conn->lowest().expires_at(deadline);
-      co_await http::async_write(s, req, use_ec(ec));
-      if (ec) co_return;
-      http::response_parser<http::string_body> parser;
-      parser.body_limit(max_metrics_bytes);
-      co_await http::async_read(s, conn->buffer, parser, use_ec(ec));
-      if (ec) co_return;
-      const auto code = parser.get().result_int();
-      if (code < 200 || code >= 300) co_return;
-      parsers::engine_metrics_reader reader(kind_);
-      reader.feed(parser.get().body());
-      out = reader.finish();
-      r = out.recognized() ? ok : garbage;
-    });
-    conn_ = nullptr;
-    co_return r;
+    const auto r = co_await pool.get_once(cluster_, endpoint_, cfg.path, "tokentap-engine-metrics",
+                                          max_metrics_bytes, clock::now() + cfg.interval, conn_);
+    if (stopped_ || r.status < 200 || r.status >= 300) co_return failed;
+    parsers::engine_metrics_reader reader(kind_);
+    reader.feed(r.body);
+    out = reader.finish();
+    co_return out.recognized() ? ok : garbage;
   }
 
   void record(result r, const parsers::engine_load& load) {

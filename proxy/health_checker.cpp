@@ -2,8 +2,6 @@
 
 #include <memory>
 
-#include <boost/beast/http.hpp>
-
 #include "config/log.hpp"
 #include "proxy/cluster.hpp"
 #include "proxy/engine_scraper.hpp"
@@ -58,31 +56,9 @@ class endpoint_probe final : public net::session_base,
   // One probe: connect, GET, read the answer (its body bounded), close.
   awaitable<bool> probe(const config::health_config& h) {
     auto& pool = *shared_.pools[owner().index];
-    const auto deadline = clock::now() + h.timeout;
-    error_code ec;
-    connect_failure why{};
-    auto conn = co_await pool.connect(cluster_, endpoint_, ec, why, h.timeout);
-    if (!conn || stopped_) co_return false;
-    conn_ = conn.get();
-    bool passed = false;
-    co_await conn->visit([&](auto& s) -> awaitable<void> {
-      namespace http = beast::http;
-      http::request<http::empty_body> req{http::verb::get, h.path, 11};
-      req.set(http::field::host, endpoint_.host_header);
-      req.set(http::field::user_agent, "tokentap-health-check");
-      req.set(http::field::connection, "close");
-      conn->lowest().expires_at(deadline);
-      co_await http::async_write(s, req, use_ec(ec));
-      if (ec) co_return;
-      http::response_parser<http::string_body> parser;
-      parser.body_limit(64 * 1024);
-      co_await http::async_read(s, conn->buffer, parser, use_ec(ec));
-      if (ec) co_return;
-      const auto code = parser.get().result_int();
-      passed = code >= 200 && code < 300;
-    });
-    conn_ = nullptr;
-    co_return passed;
+    const auto r = co_await pool.get_once(cluster_, endpoint_, h.path, "tokentap-health-check",
+                                          64 * 1024, clock::now() + h.timeout, conn_);
+    co_return r.status >= 200 && r.status < 300;
   }
 
   void record(bool passed, const config::health_config& h) {

@@ -5,6 +5,7 @@
 #include <cerrno>
 
 #include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/beast/http.hpp>
 
 #include "net/rx_stamp.hpp"
 #include "proxy/cluster.hpp"
@@ -141,6 +142,38 @@ awaitable<std::unique_ptr<upstream_connection>> upstream_pool::connect(
   }
   tcp_layer.expires_never();
   co_return conn;
+}
+
+awaitable<upstream_pool::get_result> upstream_pool::get_once(
+    const cluster& c, const endpoint& e, const std::string& path, std::string_view user_agent,
+    std::uint64_t body_limit, clock::time_point deadline, upstream_connection*& open) {
+  get_result out;
+  error_code ec;
+  connect_failure why{};
+  const auto within =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+  if (within.count() <= 0) co_return out;
+  auto conn = co_await connect(c, e, ec, why, within);
+  if (!conn) co_return out;
+  open = conn.get();
+  co_await conn->visit([&](auto& s) -> awaitable<void> {
+    namespace http = beast::http;
+    http::request<http::empty_body> req{http::verb::get, path, 11};
+    req.set(http::field::host, e.host_header);
+    req.set(http::field::user_agent, user_agent);
+    req.set(http::field::connection, "close");
+    conn->lowest().expires_at(deadline);
+    co_await http::async_write(s, req, use_ec(ec));
+    if (ec) co_return;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(body_limit);
+    co_await http::async_read(s, conn->buffer, parser, use_ec(ec));
+    if (ec) co_return;
+    out.status = parser.get().result_int();
+    out.body = std::move(parser.get().body());
+  });
+  open = nullptr;
+  co_return out;
 }
 
 }  // namespace tokentap::proxy

@@ -3,6 +3,7 @@
 // touched by its worker's thread).  Plain TCP and TLS connections share one type.
 #include <deque>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <variant>
@@ -71,6 +72,18 @@ class upstream_pool {
   awaitable<std::unique_ptr<upstream_connection>> connect(const cluster& c, const endpoint& e,
                                                           error_code& ec, connect_failure& why,
                                                           std::chrono::milliseconds within);
+
+  /// `GET path` on a new connection to `e`, closed after, all within `deadline`: the health
+  /// probes' and the engine-metrics scrapes' request.  `open` names the connection while it is
+  /// in use (a stop may close it to end the wait).  Status 0: no answer; the body is cut at
+  /// `body_limit` bytes (a longer one is no answer).
+  struct get_result {
+    unsigned status = 0;
+    std::string body;
+  };
+  awaitable<get_result> get_once(const cluster& c, const endpoint& e, const std::string& path,
+                                 std::string_view user_agent, std::uint64_t body_limit,
+                                 clock::time_point deadline, upstream_connection*& open);
 
   /// Drops every idle connection (shutdown).
   void clear() { idle_.clear(); }
