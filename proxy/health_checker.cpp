@@ -4,6 +4,7 @@
 
 #include "config/log.hpp"
 #include "proxy/cluster.hpp"
+#include "proxy/endpoint_poller.hpp"
 #include "proxy/engine_scraper.hpp"
 #include "proxy/proxy_server.hpp"
 #include "proxy/upstream_pool.hpp"
@@ -12,53 +13,20 @@ namespace tokentap::proxy {
 
 namespace {
 
-// One endpoint's probe loop, registered with its worker as a session: shutdown stops it.
-class endpoint_probe final : public net::session_base,
-                             public std::enable_shared_from_this<endpoint_probe> {
+// One endpoint's probe.
+class endpoint_probe final : public endpoint_poller {
  public:
-  endpoint_probe(net::worker& w, proxy_shared& shared, std::shared_ptr<const generation> g,
-                 cluster& c, endpoint& e)
-      : session_base(w, net::listener_role::control),
-        shared_(shared),
-        generation_(std::move(g)),
-        cluster_(c),
-        endpoint_(e),
-        timer_(w.ioc.get_executor()) {}
-
-  static awaitable<void> run(std::shared_ptr<endpoint_probe> self) { co_await self->loop(); }
-
-  void drain() noexcept override { stop(); }
-  void force_close() noexcept override { stop(); }
+  using endpoint_poller::endpoint_poller;
 
  private:
-  void stop() noexcept {
-    stopped_ = true;
-    timer_.cancel();
-    if (conn_ != nullptr) {
-      error_code ignored;
-      conn_->lowest().socket().close(ignored);
-    }
-  }
+  clock::duration interval() const override { return cluster_.cfg().health.interval; }
 
-  awaitable<void> loop() {
+  // Connect, GET, read the answer (its body bounded), close; a 2xx in time passes.
+  awaitable<void> poll() override {
     const auto& h = cluster_.cfg().health;
-    while (!stopped_) {
-      const auto started = clock::now();
-      const bool passed = co_await probe(h);
-      if (stopped_) break;
-      record(passed, h);
-      timer_.expires_at(started + h.interval);
-      error_code ec;
-      co_await timer_.async_wait(use_ec(ec));
-    }
-  }
-
-  // One probe: connect, GET, read the answer (its body bounded), close.
-  awaitable<bool> probe(const config::health_config& h) {
-    auto& pool = *shared_.pools[owner().index];
-    const auto r = co_await pool.get_once(cluster_, endpoint_, h.path, "tokentap-health-check",
-                                          64 * 1024, clock::now() + h.timeout, conn_);
-    co_return r.status >= 200 && r.status < 300;
+    const auto r = co_await pool().get_once(cluster_, endpoint_, h.path, "tokentap-health-check",
+                                            64 * 1024, clock::now() + h.timeout, conn_);
+    if (!stopped()) record(r.status >= 200 && r.status < 300, h);
   }
 
   void record(bool passed, const config::health_config& h) {
@@ -82,13 +50,6 @@ class endpoint_probe final : public net::session_base,
     }
   }
 
-  proxy_shared& shared_;
-  std::shared_ptr<const generation> generation_;  // what cluster_ and endpoint_ belong to
-  cluster& cluster_;
-  endpoint& endpoint_;
-  steady_timer timer_;
-  upstream_connection* conn_ = nullptr;  // the probe's, while one is open
-  bool stopped_ = false;
   unsigned failures_ = 0, passes_ = 0;
 };
 
@@ -102,8 +63,7 @@ void health_checks::start(net::worker& w, std::shared_ptr<const generation> g,
     for (const auto& e : c->endpoints()) {
       auto p = std::make_shared<endpoint_probe>(w, shared, g, *c, *e);
       probes_.push_back(p);
-      asio::co_spawn(w.ioc, endpoint_probe::run(std::move(p)),
-                     [](std::exception_ptr ex) { log_escaped_exception(ex, "health check"); });
+      endpoint_poller::spawn(w, std::move(p), "health check");
     }
   }
 }
