@@ -82,15 +82,26 @@ TEST(Attribution, PhasesAddUpToEndToEndAndTheEnginesAccountSitsBeside) {
       EXPECT_TRUE(r.attribution.phases[p]) << p;
     EXPECT_EQ(r.attribution.phases[fault_], 0.0);
     EXPECT_TRUE(r.attribution.client_wait_ms);
-    // The simulator's engine: no queue (nothing else ran), its 30 ms prefill, its decode.
+    // The simulator's engine: no queue to speak of (nothing else ran; a loaded machine may delay
+    // its admission), its 30 ms prefill, its decode.
     EXPECT_EQ(r.attribution.engine_source, "vllm");
-    EXPECT_NEAR(r.attribution.engine_queue_ms.value_or(-1), 0, 5);
+    const double queue = r.attribution.engine_queue_ms.value_or(-1);
+    EXPECT_GE(queue, 0);
+    EXPECT_LT(queue, 250);
     EXPECT_NEAR(r.attribution.engine_prefill_ms.value_or(-1), 30, 0.5);
     EXPECT_NEAR(r.attribution.engine_decode_ms.value_or(-1), 7 * 3, 0.5);
-    // What neither explains here is loopback and scheduling: small, and known.
+    // What neither explains here is loopback and scheduling: the proxy's wait for the first token
+    // (a non-streamed answer: for its end) less the engine's queue and prefill (and decode).
     ASSERT_TRUE(r.attribution.unexplained_ms);
+    const bool streamed_answer = r.attribution.phases[decode_].has_value();
+    EXPECT_NEAR(*r.attribution.unexplained_ms,
+                r.attribution.phases[upstream_head_].value_or(0) +
+                    r.attribution.phases[first_token_].value_or(0) - queue -
+                    *r.attribution.engine_prefill_ms -
+                    (streamed_answer ? 0 : *r.attribution.engine_decode_ms),
+                0.01);
     EXPECT_GT(*r.attribution.unexplained_ms, -1.0);
-    EXPECT_LT(*r.attribution.unexplained_ms, 25.0);
+    EXPECT_LT(*r.attribution.unexplained_ms, 250.0);
   }
   const auto& s = rs[0].attribution.phases[decode_] ? rs[0] : rs[1];
   const auto& p = rs[0].attribution.phases[decode_] ? rs[1] : rs[0];
@@ -136,10 +147,18 @@ TEST(Attribution, LlamaCppTimingsAndTgiHeadersAreReadToo) {
     const auto rs = t.records(1);
     ASSERT_EQ(rs.size(), 1u);
     EXPECT_EQ(rs[0].attribution.engine_source, "tgi");
-    EXPECT_NEAR(rs[0].attribution.engine_queue_ms.value_or(-1), 0, 1);
+    const double queue = rs[0].attribution.engine_queue_ms.value_or(-1);  // whole ms
+    EXPECT_GE(queue, 0);
+    EXPECT_LT(queue, 250);
     EXPECT_NEAR(rs[0].attribution.engine_inference_ms.value_or(-1), 30 + 7 * 3, 1.5);
     ASSERT_TRUE(rs[0].attribution.unexplained_ms);
-    EXPECT_LT(std::abs(*rs[0].attribution.unexplained_ms), 25.0);
+    EXPECT_NEAR(*rs[0].attribution.unexplained_ms,
+                rs[0].attribution.phases[upstream_head_].value_or(0) +
+                    rs[0].attribution.phases[first_token_].value_or(0) - queue -
+                    *rs[0].attribution.engine_inference_ms,
+                0.01);
+    EXPECT_GT(*rs[0].attribution.unexplained_ms, -2.0);  // (TGI's headers are whole ms)
+    EXPECT_LT(*rs[0].attribution.unexplained_ms, 250.0);
   }
 }
 
