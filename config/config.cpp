@@ -220,7 +220,8 @@ config from_yaml(const YAML::Node& root) {
               "shed",
               "shared_state",
               "canary",
-              "otel"},
+              "otel",
+              "faults"},
              "the top level");
   if (root["listen"]) cfg.listen = address(root["listen"], "listen");
   if (root["admin"]) cfg.admin = address(root["admin"], "admin");

@@ -231,6 +231,24 @@ struct shed_rule {
   bool operator==(const shed_rule&) const = default;
 };
 
+/// One fault to inject (`faults:`, DESIGN.md §13), for experiments that change one variable:
+/// on requests of `route` (empty: every route), `percent` of them get it.  A rule injects one
+/// kind; the first rule in order that fires is the exchange's one fault.
+struct fault_rule {
+  enum class kind_t : std::uint8_t {
+    delay,        ///< `delay_ms` before forwarding
+    event_delay,  ///< `event_delay_ms` before each forwarded event
+    cut,          ///< the stream ends visibly after `cut_after_events` events
+    abort,        ///< answered at once with `abort_status` and a provider-shaped error body
+    from_header,  ///< per request, from x-tokentap-fault-* headers (with the admin token)
+  };
+  std::string name, route;
+  double percent = 100;
+  kind_t kind = kind_t::delay;
+  std::uint32_t value = 0;  ///< ms, events or a status, by kind (0 for from_header)
+  bool operator==(const fault_rule&) const = default;
+};
+
 /// One admission rule (DESIGN.md §11): limits per value of its scope — each tenant, each route,
 /// each model, or all requests together (`global`) — optionally only for one route or model.
 /// A limit of 0 is no limit.  Token budgets reserve the request's estimate (prompt characters / 4
@@ -351,6 +369,7 @@ struct config {
   shared_state_config shared_state;
   std::vector<canary_config> canary;  ///< at most one per route
   otel_config otel;
+  std::vector<fault_rule> faults;  ///< checked in order; off while empty
 };
 
 /// Reads a YAML file.  Unknown keys are errors, so typos do not pass silently.  With `check`,

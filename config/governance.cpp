@@ -24,6 +24,65 @@ std::string number_text(double v) {
   return buf;
 }
 
+// `faults:` (DESIGN.md §13): a list of rules, each one kind of fault.
+void read_faults(const YAML::Node& fs, config& cfg) {
+  if (!fs.IsSequence()) fail(fs, "faults must be a list of rules");
+  using kind = fault_rule::kind_t;
+  struct kind_key {
+    const char* key;
+    kind k;
+    std::uint64_t lo, hi;
+  };
+  static constexpr kind_key kinds[] = {{"delay_ms", kind::delay, 1, 600000},
+                                       {"event_delay_ms", kind::event_delay, 1, 60000},
+                                       {"cut_after_events", kind::cut, 0, 1000000000},
+                                       {"abort_status", kind::abort, 400, 599}};
+  for (const auto& r : fs) {
+    check_keys(r,
+               {"name", "route", "percent", "delay_ms", "event_delay_ms", "cut_after_events",
+                "abort_status", "from_header"},
+               "a fault rule");
+    fault_rule rule;
+    if (!r["name"]) fail(r, "a fault rule needs a name");
+    rule.name = scalar<std::string>(r["name"], "name");
+    if (rule.name.empty() || rule.name.size() > 64 ||
+        rule.name.find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+            std::string::npos)
+      fail(r["name"], "fault rule name must be 1-64 letters, digits, '_', '-' or '.'");
+    const auto where = "fault rule '" + rule.name + "'";
+    if (r["route"]) rule.route = scalar<std::string>(r["route"], "route");
+    if (r["percent"]) {
+      rule.percent = scalar<double>(r["percent"], "percent");
+      if (!(rule.percent >= 0 && rule.percent <= 100))
+        fail(r["percent"], where + ": percent must be from 0 to 100");
+    }
+    int given = 0;
+    for (const auto& k : kinds) {
+      if (!r[k.key]) continue;
+      ++given;
+      const auto v = non_negative(r[k.key], k.key);
+      if (v < k.lo || v > k.hi)
+        fail(r[k.key], where + ": " + k.key + " must be from " + std::to_string(k.lo) + " to " +
+                           std::to_string(k.hi));
+      rule.kind = k.k;
+      rule.value = static_cast<std::uint32_t>(v);
+    }
+    if (r["from_header"]) {
+      if (!scalar<bool>(r["from_header"], "from_header"))
+        fail(r["from_header"], where + ": from_header is true or absent");
+      ++given;
+      rule.kind = kind::from_header;
+    }
+    if (given != 1)
+      fail(r, where + ": needs exactly one of delay_ms, event_delay_ms, cut_after_events, "
+                      "abort_status, from_header");
+    for (const auto& other : cfg.faults)
+      if (other.name == rule.name) fail(r["name"], "duplicate fault rule '" + rule.name + "'");
+    cfg.faults.push_back(std::move(rule));
+  }
+}
+
 }  // namespace
 
 void read_governance(const YAML::Node& root, config& cfg) {
@@ -248,6 +307,7 @@ void read_governance(const YAML::Node& root, config& cfg) {
       cfg.canary.push_back(std::move(k));
     }
   }
+  if (const auto& fs = root["faults"]) read_faults(fs, cfg);
 }
 
 void validate_governance(config& cfg) {
@@ -258,6 +318,12 @@ void validate_governance(config& cfg) {
       throw config_error("admission rule '" + rule.name + "' names unknown route '" + rule.route +
                          "'");
   }
+  for (const auto& rule : cfg.faults)
+    if (!rule.route.empty() &&
+        std::none_of(cfg.routes.begin(), cfg.routes.end(),
+                     [&](const route_config& r) { return r.name == rule.route; }))
+      throw config_error("fault rule '" + rule.name + "' names unknown route '" + rule.route +
+                         "'");
   for (const auto& rule : cfg.shed)
     if (std::none_of(cfg.routes.begin(), cfg.routes.end(),
                      [&](const route_config& r) { return r.name == rule.route; }))

@@ -249,6 +249,45 @@ TEST(Config, EngineMetricsAreOptIn) {
                "unknown key 'every'");
 }
 
+TEST(Config, FaultRulesAreOneKindEach) {
+  const std::string base =
+      "upstreams: {a: {url: http://h}}\nroutes: [{name: local, prefix: /, upstream: a}]\n";
+  auto cfg = parse_config(base +
+                          "faults:\n"
+                          "  - {name: slow-net, route: local, percent: 10, delay_ms: 200}\n"
+                          "  - {name: jitter, percent: 5, event_delay_ms: 30}\n"
+                          "  - {name: cut, route: local, percent: 1, cut_after_events: 20}\n"
+                          "  - {name: refuse, route: local, abort_status: 503}\n"
+                          "  - {name: header, route: local, from_header: true}\n");
+  using kind = tokentap::config::fault_rule::kind_t;
+  ASSERT_EQ(cfg.faults.size(), 5u);
+  EXPECT_EQ(cfg.faults[0].kind, kind::delay);
+  EXPECT_EQ(cfg.faults[0].value, 200u);
+  EXPECT_EQ(cfg.faults[0].percent, 10);
+  EXPECT_EQ(cfg.faults[1].route, "");  // every route
+  EXPECT_EQ(cfg.faults[1].kind, kind::event_delay);
+  EXPECT_EQ(cfg.faults[2].kind, kind::cut);
+  EXPECT_EQ(cfg.faults[2].value, 20u);
+  EXPECT_EQ(cfg.faults[3].kind, kind::abort);
+  EXPECT_EQ(cfg.faults[3].percent, 100);
+  EXPECT_EQ(cfg.faults[4].kind, kind::from_header);
+  EXPECT_TRUE(parse_config(base).faults.empty());  // off unless configured
+  expect_error(base + "faults: [{name: x, delay_ms: 5, abort_status: 503}]\n",
+               "needs exactly one of delay_ms, event_delay_ms");
+  expect_error(base + "faults: [{name: x, percent: 5}]\n", "needs exactly one of");
+  expect_error(base + "faults: [{name: x, abort_status: 200}]\n",
+               "abort_status must be from 400 to 599");
+  expect_error(base + "faults: [{name: x, percent: 101, delay_ms: 1}]\n",
+               "percent must be from 0 to 100");
+  expect_error(base + "faults: [{name: x, route: nowhere, delay_ms: 1}]\n",
+               "names unknown route 'nowhere'");
+  expect_error(base + "faults: [{name: x, delay_ms: 1}, {name: x, delay_ms: 2}]\n",
+               "duplicate fault rule 'x'");
+  expect_error(base + "faults: [{name: x, from_header: false}]\n", "from_header is true or absent");
+  expect_error(base + "faults: [{name: x, delay: 1}]\n", "unknown key 'delay'");
+  expect_error(base + "faults: {name: x, delay_ms: 1}\n", "faults must be a list of rules");
+}
+
 TEST(Config, PrioritiesSheddingAndSharedState) {
   auto cfg = parse_config(
       "upstreams: {a: {url: http://h}}\n"
