@@ -140,6 +140,8 @@ struct stream_info {
   /// Where the time went (DESIGN.md §13), from the chain: the proxy's phases and the engine's
   /// account.
   attribution attributed;
+  /// A fault injected on purpose (`faults:`): the ground truth an analysis must recover.
+  injected_fault fault;
   // Filled by the steps hook ("steps").
   std::vector<parsers::step> steps;
   std::vector<mono_ns> step_end_ns;  ///< when each step ended (the next one's start)

@@ -232,6 +232,8 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
   }
 
   void on_phase_marks(const phase_marks& m) noexcept override { marks_ = m; }
+  void on_fault(const injected_fault& f) noexcept override { info_.fault = f; }
+  void on_local_reply(unsigned status) noexcept override { info_.status = status; }
 
   // TGI's timing headers (on non-streamed answers; its streams send none).
   void engine_headers(const response_view& r) noexcept {

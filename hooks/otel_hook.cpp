@@ -260,6 +260,16 @@ class otel_hook final : public hook {
       add(e.attributes, "tokentap.cache.evidence", evidence);
       sp.events.push_back(std::move(e));
     }
+    // A fault injected on purpose, at the request's start (a cut: at its end).
+    if (!s.fault.rule.empty()) {
+      otel_event e{s.fault.kind == "cut" ? sp.end_unix_nano : sp.start_unix_nano,
+                   "tokentap.fault",
+                   {}};
+      add(e.attributes, "tokentap.fault.rule", s.fault.rule);
+      add(e.attributes, "tokentap.fault.kind", std::string(s.fault.kind));
+      add(e.attributes, "tokentap.fault.value", std::int64_t{s.fault.value});
+      sp.events.push_back(std::move(e));
+    }
   }
 
   const config::otel_config& cfg_;

@@ -121,6 +121,14 @@ struct phase_marks {
   mono_ns connected = -1;  ///< its connection was ready (= attempt for a pooled one)
 };
 
+/// A fault injected on purpose into an exchange (DESIGN.md §13): the rule, its kind (delay,
+/// event_delay, cut, abort) and value (ms, events or an HTTP status).  Empty rule: none.
+struct injected_fault {
+  std::string rule;
+  std::string_view kind;  ///< a static name
+  std::uint32_t value = 0;
+};
+
 /// What the request phase decided for one exchange (stream_tap::decide); the proxy applies it
 /// before anything is sent upstream.
 struct request_decision {
@@ -162,6 +170,11 @@ class stream_tap {
   /// Each attempt on an endpoint, in order, once its outcome is known (a stale kept-alive
   /// connection retried on a new one is not an attempt of its own).
   virtual void on_upstream_attempt(const upstream_attempt&) noexcept {}
+  /// The proxy answered the request itself with `status` (not a hook's request phase: a fault,
+  /// a malformed fault header).  Called before on_stream_end.
+  virtual void on_local_reply(unsigned status) noexcept {}
+  /// A fault was injected into the exchange (at most once, before on_stream_end).
+  virtual void on_fault(const injected_fault&) noexcept {}
   /// Where the exchange's phases began (phase_marks); called once, just before on_stream_end.
   virtual void on_phase_marks(const phase_marks&) noexcept {}
   virtual void on_stream_end(stream_outcome, mono_ns end_ns) noexcept {}

@@ -336,6 +336,16 @@ struct finished_stream : record_texts {
     lit(r, ",\"unexplained_ms\":");
     ms(a.unexplained_ms);
     r.push_back('}');
+    // A fault injected on purpose: only in the records of the exchanges that had one.
+    if (!s.fault.rule.empty()) {
+      lit(r, ",\"fault\":{\"rule\":");
+      json::append_string(r, s.fault.rule);
+      lit(r, ",\"kind\":");
+      json::append_string(r, s.fault.kind);
+      lit(r, ",\"value\":");
+      num(r, s.fault.value);
+      r.push_back('}');
+    }
   }
 
   // Several choices (n > 1): each one's token count, finish reason and (with bodies) text; the

@@ -12,6 +12,7 @@
 #include "net/net.hpp"
 #include "parsers/request_inspector.hpp"
 #include "proxy/cluster.hpp"
+#include "proxy/faults.hpp"
 
 namespace tokentap::proxy {
 
@@ -25,6 +26,7 @@ struct exchange {
   // What every relayed read touches, first (one line rather than three): through request_head
   // (relay.hpp lists this range among the lines it prefetches).
   std::unique_ptr<hooks::stream_tap> tap;
+  std::unique_ptr<event_pacer> pacer;  // a fault per event (faults.hpp); nullptr: none
   std::uint64_t body_bytes = 0;
   std::optional<clock::time_point> first_byte;
   unsigned status = 0;
@@ -60,6 +62,7 @@ struct exchange {
   clock::time_point start{};
   std::int64_t wall_start_us = 0;
   hooks::phase_marks marks;  // where its phases began (the tap's attribution)
+  fault_choice fault;        // injected on purpose (faults.hpp)
 };
 
 }  // namespace tokentap::proxy

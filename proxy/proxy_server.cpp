@@ -155,6 +155,24 @@ void export_cluster(hooks::metrics_registry& m, const cluster& c,
   }
 }
 
+// Faults injected, per rule and kind (a header rule's by what its requests asked for).
+void export_faults(hooks::metrics_registry& m, const fault_plan& plan,
+                   const std::weak_ptr<const void>& owner) {
+  for (std::size_t i = 0; i < plan.rules().size(); ++i) {
+    const auto& rule = plan.rules()[i];
+    for (const auto k : {fault_kind::delay, fault_kind::event_delay, fault_kind::cut,
+                         fault_kind::abort}) {
+      if (rule.kind != fault_kind::from_header && rule.kind != k) continue;
+      m.add_counter_source(
+          "tokentap_faults_injected_total",
+          "Faults injected on purpose (faults:), by rule and kind: delay before forwarding, "
+          "event_delay, cut, abort",
+          [&plan, i, k] { return plan.injected(i, k); },
+          {{"rule", rule.name}, {"kind", std::string(to_string(k))}}, owner);
+    }
+  }
+}
+
 // What outlier detection and the probes know of an endpoint, carried to its successor.
 void carry_state(const endpoint& from, endpoint& to) {
   to.consecutive_failures.store(from.consecutive_failures.load(std::memory_order_relaxed),
@@ -251,6 +269,7 @@ std::shared_ptr<generation> proxy_server::build(config::config cfg, const genera
           if (old->id == e->id) carry_state(*old, *e);
     }
   }
+  if (!conf.faults.empty()) g->faults = std::make_unique<const fault_plan>(conf.faults, conf.admin_token);
   for (const auto& up : conf.upstreams)
     if (!up.fallback.empty())
       g->clusters[static_cast<std::size_t>(&up - conf.upstreams.data())]->set_fallback(
@@ -268,6 +287,7 @@ std::shared_ptr<generation> proxy_server::build(config::config cfg, const genera
   }
   const std::weak_ptr<const void> owner = g;
   for (const auto& c : g->clusters) export_cluster(*shared_->metrics, *c, owner);
+  if (g->faults) export_faults(*shared_->metrics, *g->faults, owner);
   return g;
 }
 

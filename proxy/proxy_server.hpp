@@ -20,6 +20,7 @@ class metrics_registry;
 class tenant_names;
 }  // namespace tokentap::hooks
 #include "net/server_runtime.hpp"
+#include "proxy/faults.hpp"
 
 namespace tokentap::hooks {
 class hook_registry;
@@ -64,6 +65,7 @@ struct generation {
   /// The metrics hook runs: the proxy's own answers are counted among the requests too.
   bool count_local_replies = false;
   std::shared_ptr<const connection_rules> rules;  ///< cfg's timeouts and limits
+  std::unique_ptr<const fault_plan> faults;       ///< cfg's `faults:`; nullptr without any
 };
 
 /// Everything sessions share for the life of the process; immutable after start except the

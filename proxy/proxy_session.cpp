@@ -118,6 +118,7 @@ class proxy_session final : public relay_host, public net::session_base {
   void force_close() noexcept override {
     draining_ = true;
     forced_ = true;
+    if (delay_timer_ != nullptr) delay_timer_->cancel();
     close_upstream();
     close_client();
   }
@@ -177,6 +178,16 @@ class proxy_session final : public relay_host, public net::session_base {
       if (d.stop) co_return co_await answer_locally(std::move(req), ex, d);
       apply(d, req, ex);
     }
+    if (ex.gen->faults) {
+      auto v = choose_fault(req, ex);
+      if (v.status != 0) {
+        auto d = refusal(v.status, "invalid_request_error", std::move(v.message));
+        co_return co_await answer_locally(std::move(req), ex, d);
+      }
+      if (ex.fault && ex.fault.kind == fault_kind::abort) co_return co_await abort_fault(std::move(req), ex);
+    }
+    // (The admin token never goes upstream, whatever the request was for.)
+    req.erase(fault_token_header);
     if (!choose_endpoint(ex)) {
       // Every endpoint of the upstream (and of its fallback) is ejected.
       shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
@@ -313,20 +324,87 @@ class proxy_session final : public relay_host, public net::session_base {
     }
   }
 
+  // The fault the exchange gets, if any (faults.hpp); the request's fault headers are taken out
+  // of it (they are ours, not the upstream's).
+  fault_plan::verdict choose_fault(http::request<http::string_body>& req, exchange& ex) const {
+    const auto& plan = *ex.gen->faults;
+    auto v = plan.choose(ex.route->name, [&req](std::string_view name) -> std::string_view {
+      const auto it = req.find(name);
+      return it == req.end() ? std::string_view() : std::string_view(it->value());
+    });
+    if (plan.reads_headers())
+      for (auto it = req.begin(); it != req.end();) {
+        const std::string_view name = it->name_string();
+        if (name.size() >= fault_header_prefix.size() &&
+            beast::iequals(name.substr(0, fault_header_prefix.size()), fault_header_prefix))
+          it = req.erase(it);
+        else
+          ++it;
+      }
+    ex.fault = v.fault;
+    return v;
+  }
+
+  static hooks::request_decision refusal(unsigned status, std::string type, std::string message) {
+    hooks::request_decision d;
+    d.stop = true;
+    d.status = status;
+    d.error_type = std::move(type);
+    d.error_message = std::move(message);
+    return d;
+  }
+
+  // The exchange's fault took effect: counted, and told to the tap (the trace record's `fault`).
+  static void note_fault(exchange& ex) {
+    ex.gen->faults->count(ex.fault);
+    if (ex.tap) ex.tap->on_fault({ex.fault.rule->name, to_string(ex.fault.kind), ex.fault.value});
+  }
+
+  // An abort fault: the request is answered at once, as its provider answers that status, and
+  // nothing is forwarded.  Recorded as the failure it looks like to the client.
+  awaitable<bool> abort_fault(http::request<http::string_body> req, exchange& ex) {
+    const auto status = ex.fault.value;
+    auto d = refusal(status,
+                     status == 429                    ? "rate_limit_error"
+                     : status == 503 || status == 529 ? "overloaded_error"
+                     : status >= 500                  ? "server_error"
+                                                      : "invalid_request_error",
+                     "fault '" + ex.fault.rule->name + "' injected: " + std::to_string(status));
+    note_fault(ex);
+    co_return co_await answer_locally(std::move(req), ex, d,
+                                      status >= 500 ? stream_outcome::upstream_error
+                                                    : stream_outcome::rejected);
+  }
+
+  // A delay fault: forwarding waits (the attribution's fault phase).  Ends early when the client
+  // leaves or the proxy is forced to stop.
+  awaitable<void> delay_fault(exchange& ex) {
+    steady_timer t(client_.get_executor());
+    t.expires_after(config::ms(ex.fault.value));
+    delay_timer_ = &t;
+    error_code ec;
+    co_await t.async_wait(use_ec(ec));
+    delay_timer_ = nullptr;
+    note_fault(ex);
+  }
+
   // A hook stopped the request: it is answered here and nothing is forwarded.  The hooks see it
   // as a request (the client's) that ended `rejected` with the reply's status — without its
   // conversation: no provider saw it, so no prompt cache holds it.
   awaitable<bool> answer_locally(http::request<http::string_body> req, exchange& ex,
-                                 hooks::request_decision& d) {
+                                 hooks::request_decision& d,
+                                 stream_outcome outcome = stream_outcome::rejected) {
     shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
     ex.conversation = {};
-    {
+    if (ex.tap) {
       const auto headers = redacted_headers(req);
       ex.tap->on_request(request_view_of(ex, req.body(), headers));
     }
     req = {};
+    ex.outcome = outcome;
+    if (ex.tap) ex.tap->on_local_reply(d.status);
     co_await send_error(ex, d.status, d.error_type, std::move(d.error_message), d.reply_headers);
-    ex.outcome = stream_outcome::rejected;
+    ex.outcome = outcome;
     end_tap(ex);
     access_log(ex);
     co_return ex.response_complete&& ex.client_keep_alive && !draining_;
@@ -491,6 +569,14 @@ class proxy_session final : public relay_host, public net::session_base {
     auto& pool = *shared_.pools[owner().index];
     tried_count_ = 1;  // the endpoint chosen (tried_ holds it once it failed)
     ex.marks.routed = ex.marks.fault_done = mono_now_ns();
+    if (ex.fault && ex.fault.kind == fault_kind::delay) {
+      co_await delay_fault(ex);
+      ex.marks.fault_done = mono_now_ns();
+      if (client_gone_ || forced_) {
+        ex.outcome = client_gone_ ? stream_outcome::client_disconnect : stream_outcome::timeout;
+        co_return;
+      }
+    }
     co_await attempts(ex, pool);
     for (std::size_t i = 0; i + 1 < tried_count_; ++i) retries_held_[i]->end_retry();
     request_fields_ = {};  // (an answer of our own: the head was never released)
@@ -633,6 +719,8 @@ class proxy_session final : public relay_host, public net::session_base {
                 : length          ? parsers::http_body_decoder::length(*length)
                                   : parsers::http_body_decoder::until_close();
     tap_response_head(ures, head_time, ex);
+    if (ex.fault && (ex.fault.kind == fault_kind::event_delay || ex.fault.kind == fault_kind::cut))
+      pace_events(ures, ex);
     const bool chunked = co_await send_head(ures, length, no_body, ex, ec);
     ex.response_started = true;
     ures.clear();  // the head's fields were forwarded and tapped; the parser needs only its state
@@ -659,6 +747,7 @@ class proxy_session final : public relay_host, public net::session_base {
       const bool body_done = co_await async_relay(*this, client_.socket(), relay_stream(up),
                                                   {conn.buffer, conn.stamped}, ex, body, chunked,
                                                   asio::use_awaitable_t<io_executor>{});
+      if (ex.pacer && ex.pacer->applied) note_fault(ex);
       if (!body_done) co_return attempt_result::done;
     }
 
@@ -677,6 +766,20 @@ class proxy_session final : public relay_host, public net::session_base {
     ex.upstream_reusable = parser->keep_alive() && conn.buffer.size() == 0 && !body.extra();
     if (!length && ex.client_version < 11) close_client();
     co_return attempt_result::done;
+  }
+
+  // A fault per event applies to event streams (server-sent events, NDJSON): their relay paces
+  // what it writes (relay.hpp).  Other bodies have no events and go through untouched.
+  void pace_events(const http::response<http::buffer_body>& ures, exchange& ex) {
+    const std::string_view ct = ures[http::field::content_type];
+    const auto starts = [&](std::string_view p) {
+      return ct.size() >= p.size() && beast::iequals(ct.substr(0, p.size()), p);
+    };
+    using framing = parsers::event_bounds::framing;
+    if (starts("text/event-stream"))
+      ex.pacer = std::make_unique<event_pacer>(client_.get_executor(), ex.fault, framing::sse);
+    else if (starts("application/x-ndjson") || starts("application/jsonl"))
+      ex.pacer = std::make_unique<event_pacer>(client_.get_executor(), ex.fault, framing::ndjson);
   }
 
   /// Writes the client's response head: the upstream's status and end-to-end fields, our own
@@ -791,6 +894,7 @@ class proxy_session final : public relay_host, public net::session_base {
     // EOF or error: the client is gone.  Stop the upstream now.
     TT_LOG(debug) << "client " << peer_ << " disconnected mid-exchange; closing upstream";
     client_gone_ = true;
+    if (delay_timer_ != nullptr) delay_timer_->cancel();
     close_upstream();
   }
 
@@ -908,6 +1012,7 @@ class proxy_session final : public relay_host, public net::session_base {
   }
 
   upstream_connection* upstream_ = nullptr;  // the connection of the exchange in flight
+  steady_timer* delay_timer_ = nullptr;      // a delay fault's, while it waits
   // The request's head until its response head is in (write_request_head), and the endpoints
   // the exchange failed on (fail_over): the one it is on is tried_count_'s.
   http::request_header<> request_fields_;

@@ -375,6 +375,16 @@ class relay_op final : deferred_step {
     read_ec_ = ec;
     if (n_ == 0) return next(now);
     if (!ex_.first_byte) ex_.first_byte = now;
+    if (ex_.pacer != nullptr) {
+      pending_at_ = at_;
+      pending_n_ = n_;
+      return pace(now);
+    }
+    write_out(now);
+  }
+
+  // Writes the payload bytes at at_ (n_ of them) to the client, framed as a chunk when chunked.
+  void write_out(clock::time_point now) {
     const char* data = s_.relay_buf_.get() + at_;
     if (chunked_) {
       hdr_.set(n_);
@@ -410,6 +420,57 @@ class relay_op final : deferred_step {
     }
     s_.set_relay_deadline(s_.write_deadline_, now + s_.timeouts().client_write);
     asio::async_write(client_, bufs_, step<&relay_op::on_write>(this));
+  }
+
+  // A fault per event (faults.hpp): what was read is written an event at a time, each held
+  // back by the delay first, or the stream is cut once N events went out.  The fault acts as if
+  // it sat between the upstream and the proxy: a held event is timed when it is let go, so the
+  // tap's token times include the delay, as they would a slow network's.
+  void pace(clock::time_point now) {
+    auto& p = *ex_.pacer;
+    const bool cut = p.fault.kind == fault_kind::cut;
+    if (cut && p.bounds.events() >= p.fault.value) return cut_stream();
+    const std::string_view pending(s_.relay_buf_.get() + pending_at_, pending_n_);
+    if (!cut && !held_ && p.bounds.starts_event(pending.front())) {
+      held_ = true;
+      p.timer.expires_after(config::ms(p.fault.value));
+      p.timer.async_wait(step<&relay_op::on_held>(this));
+      return;
+    }
+    held_ = false;
+    const auto end = p.bounds.next_end(pending);
+    const auto take = end == parsers::event_bounds::npos ? pending_n_ : end;
+    at_ = pending_at_;
+    n_ = take;
+    pending_at_ += take;
+    pending_n_ -= take;
+    write_out(now);
+  }
+
+  void on_held(error_code, std::size_t) {
+    ex_.pacer->applied = true;
+    read_ns_ = arrived_ns_ = mono_now_ns();
+    pace(from_mono(read_ns_));
+  }
+
+  // The cut: the client sees the response end without its proper end (no terminating chunk,
+  // or fewer bytes than its length), as when an upstream breaks mid-stream.
+  void cut_stream() {
+    ex_.pacer->applied = true;
+    ex_.outcome = hooks::stream_outcome::upstream_reset;
+    TT_LOG(info) << "fault '" << ex_.pacer->fault.rule->name << "': cut a response after "
+                 << ex_.pacer->bounds.events() << " events (" << ex_.body_bytes << " bytes)";
+    s_.close_client();
+    finish(false);
+  }
+
+  // Whether a paced relay still has bytes of its last read to write, or its cut is due before
+  // the next read.
+  bool pacing_due() const noexcept {
+    if (pending_n_ != 0) return true;
+    const auto& p = *ex_.pacer;
+    return p.fault.kind == fault_kind::cut && p.bounds.events() >= p.fault.value &&
+           !(body_.done() && !read_ec_);
   }
 
   // When the bytes just read reached the socket, from the kernel's receive stamp (wall
@@ -470,7 +531,7 @@ class relay_op final : deferred_step {
       ex_.tap->on_body({s_.relay_buf_.get() + at_, n_}, {arrived_ns_, read_ns_, sent_ns_});
       note_hot_lines();
     }
-    if (got_ == s_.relay_size_ && s_.relay_size_ < relay_buffer_max) {
+    if (got_ == s_.relay_size_ && s_.relay_size_ < relay_buffer_max && pending_n_ == 0) {
       s_.relay_size_ *= 2;  // the upstream outpaces us: read more per syscall
       s_.relay_buf_ = std::make_unique<char[]>(s_.relay_size_);
     }
@@ -503,6 +564,7 @@ class relay_op final : deferred_step {
   }
 
   void next(clock::time_point now) {
+    if (ex_.pacer != nullptr && pacing_due()) return pace(now);
     if (read_ec_) {
       if (s_.client_gone_) {
         s_.client_lost(ex_);
@@ -558,6 +620,10 @@ class relay_op final : deferred_step {
   std::size_t got_ = 0;                // bytes read (framing included)
   std::size_t n_ = 0;                  // payload bytes among them
   std::size_t at_ = 0;                 // where in the relay buffer they start
+  // A paced relay (ex_.pacer): the bytes of the last read not written yet, and whether the
+  // event they begin with has been held back already.
+  std::size_t pending_at_ = 0, pending_n_ = 0;
+  bool held_ = false;
   chunk_header hdr_;
   std::array<asio::const_buffer, 3> bufs_{};
   parsers::hot_lines hot_;  // for the next read (note_hot_lines)

@@ -151,6 +151,36 @@ std::string lost_share(const cache_summary& c) {
              : std::string("-");
 }
 
+// A fault as a person names it: "slow-net delay 200 ms", "cut cut 20 events".
+std::string fault_name(const recorded_fault& f) {
+  std::string out = f.rule + " " + f.kind + " " + std::to_string(f.value);
+  if (f.kind == "delay" || f.kind == "event_delay")
+    out += " ms";
+  else if (f.kind == "cut")
+    out += " events";
+  return out;
+}
+
+std::string faults_text(const std::map<std::string, std::size_t>& faults) {
+  if (faults.empty()) return "none";
+  std::string out;
+  for (const auto& [name, n] : faults)
+    out += (out.empty() ? "" : ", ") + name + " x" + std::to_string(n);
+  return out;
+}
+
+void faults_json(std::string& out, const std::map<std::string, std::size_t>& faults) {
+  out += '{';
+  bool first = true;
+  for (const auto& [name, n] : faults) {
+    if (!first) out += ',';
+    first = false;
+    json::append_string(out, name);
+    out += ':' + std::to_string(n);
+  }
+  out += '}';
+}
+
 }  // namespace
 
 attribution_summary summarize_attribution(const std::vector<record>& records) {
@@ -182,6 +212,8 @@ attribution_summary summarize_attribution(const std::vector<record>& records) {
       for (auto& x : p.phase_ms) x /= static_cast<double>(p.around);
     }
   }
+  for (const auto& r : records)
+    if (r.fault) ++s.faults[fault_name(*r.fault)];
   for (const auto& r : records) {
     if (r.cache.empty()) continue;
     ++s.cache.records;
@@ -220,6 +252,8 @@ std::string attribute_report(const attribution_summary& s, bool json) {
     }
     out += ",\"cache\":";
     cache_json(out, s.cache);
+    out += ",\"faults\":";
+    faults_json(out, s.faults);
     return out + "}\n";
   }
   std::string out = "attribution: " + std::to_string(s.attributed) + " of " +
@@ -251,6 +285,7 @@ std::string attribute_report(const attribution_summary& s, bool json) {
     if (!s.cache.causes.empty()) out += ": " + causes_text(s.cache);
     out += "\n";
   }
+  if (!s.faults.empty()) out += "faults injected: " + faults_text(s.faults) + "\n";
   return out;
 }
 
@@ -296,11 +331,16 @@ std::string attribute_compare(const attribution_summary& a, const attribution_su
                  " of turns lost their prefix (A: " + lost_share(a.cache) + ")";
     if (!b.cache.causes.empty()) cache_line += ": " + causes_text(b.cache);
   }
+  // The ground truth of an experiment, when it injected faults: what A and B had.
+  std::string fault_line;
+  if (!a.faults.empty() || !b.faults.empty())
+    fault_line = "faults injected: B " + faults_text(b.faults) + " (A: " + faults_text(a.faults) + ")";
   if (!json) {
     std::string out = "B against A (" + std::to_string(a.attributed) + " and " +
                       std::to_string(b.attributed) + " attributed records)\n";
     for (const auto& l : lines) out += l + "\n";
     if (!cache_line.empty()) out += cache_line + "\n";
+    if (!fault_line.empty()) out += fault_line + "\n";
     return out;
   }
   std::string out = "{";
@@ -350,10 +390,18 @@ std::string attribute_compare(const attribution_summary& a, const attribution_su
     out += ',';
     json::append_string(out, cache_line);
   }
+  if (!fault_line.empty()) {
+    out += ',';
+    json::append_string(out, fault_line);
+  }
   out += "],\"cache\":{\"a\":";
   cache_json(out, a.cache);
   out += ",\"b\":";
   cache_json(out, b.cache);
+  out += "},\"faults\":{\"a\":";
+  faults_json(out, a.faults);
+  out += ",\"b\":";
+  faults_json(out, b.faults);
   return out + "}}\n";
 }
 

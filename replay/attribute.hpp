@@ -43,6 +43,8 @@ struct attribution_summary {
   /// [0] TTFT, [1] end to end; each at P50, P95, P99.
   std::array<std::array<attribution_point, 3>, 2> at;
   cache_summary cache;
+  /// Faults injected on purpose (records' `fault`), by what they were: "slow-net delay 200 ms".
+  std::map<std::string, std::size_t> faults;
 };
 
 attribution_summary summarize_attribution(const std::vector<record>& records);

@@ -202,6 +202,17 @@ std::optional<record> parse_record(const std::string& line) {
       });
     } else if (k == "attribution") {
       attribution(v, r.attribution);
+    } else if (k == "fault") {
+      recorded_fault f;
+      if (fields(v, [&](std::string_view fk, od::value fv) {
+            if (fk == "rule")
+              f.rule = str(fv);
+            else if (fk == "kind")
+              f.kind = str(fv);
+            else if (fk == "value")
+              f.value = integer(fv);
+          }))
+        r.fault = std::move(f);
     } else if (k == "usage") {
       fields(v, [&](std::string_view uk, od::value uv) {
         if (uk == "input_tokens")

@@ -39,6 +39,12 @@ struct recorded_attribution {
       engine_inference_ms;
 };
 
+/// A record's `fault`: one injected on purpose (DESIGN.md §13), the ground truth of an experiment.
+struct recorded_fault {
+  std::string rule, kind;  ///< kind: delay, event_delay, cut, abort
+  std::int64_t value = -1;  ///< ms, events or an HTTP status, by kind
+};
+
 struct record {
   std::string id, start, route, provider, model, outcome, error_type;
   std::int64_t start_us = -1;  ///< `start` as µs since the epoch (-1 if unreadable)
@@ -62,6 +68,7 @@ struct record {
   std::int64_t redundant_tokens = 0;
   std::vector<cache_event> cache;
   recorded_attribution attribution;
+  std::optional<recorded_fault> fault;  ///< absent: none was injected
   std::string raw;  ///< the line as written; kept only when records are read by id
 };
 
