@@ -24,6 +24,17 @@ std::string number_text(double v) {
   return buf;
 }
 
+// A rule's `name`: what metrics label it with.
+std::string rule_name(const YAML::Node& r, const std::string& what) {
+  if (!r["name"]) fail(r, "every " + what + " needs a name");
+  auto name = scalar<std::string>(r["name"], "name");
+  if (name.empty() || name.size() > 64 ||
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+          std::string::npos)
+    fail(r["name"], what + " name must be 1-64 letters, digits, '_', '-' or '.'");
+  return name;
+}
+
 // `faults:` (DESIGN.md §13): a list of rules, each one kind of fault.
 void read_faults(const YAML::Node& fs, config& cfg) {
   if (!fs.IsSequence()) fail(fs, "faults must be a list of rules");
@@ -43,13 +54,7 @@ void read_faults(const YAML::Node& fs, config& cfg) {
                 "abort_status", "from_header"},
                "a fault rule");
     fault_rule rule;
-    if (!r["name"]) fail(r, "a fault rule needs a name");
-    rule.name = scalar<std::string>(r["name"], "name");
-    if (rule.name.empty() || rule.name.size() > 64 ||
-        rule.name.find_first_not_of(
-            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
-            std::string::npos)
-      fail(r["name"], "fault rule name must be 1-64 letters, digits, '_', '-' or '.'");
+    rule.name = rule_name(r, "fault rule");
     const auto where = "fault rule '" + rule.name + "'";
     if (r["route"]) rule.route = scalar<std::string>(r["route"], "route");
     if (r["percent"]) {
@@ -110,13 +115,7 @@ void read_governance(const YAML::Node& root, config& cfg) {
                   "tokens_per_minute", "assumed_max_tokens"},
                  "an admission rule");
       admission_rule rule;
-      if (!r["name"]) fail(r, "an admission rule needs a name");
-      rule.name = scalar<std::string>(r["name"], "name");
-      if (rule.name.empty() || rule.name.size() > 64 ||
-          rule.name.find_first_not_of(
-              "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
-              std::string::npos)
-        fail(r["name"], "admission rule name must be 1-64 letters, digits, '_', '-' or '.'");
+      rule.name = rule_name(r, "admission rule");
       const auto where = "admission rule '" + rule.name + "'";
       if (r["scope"]) {
         const auto sc = scalar<std::string>(r["scope"], "scope");
