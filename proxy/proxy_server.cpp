@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -371,7 +372,9 @@ void proxy_server::start_probes(std::shared_ptr<const generation> g) {
 void proxy_server::generation_reaper::retire(generation* g) {
   std::unique_lock lk(mu_);
   if (open_) {
-    asio::post(pool_, [g] { delete g; });
+    // Owned by the handler: a retirement still queued when the pool is abandoned (a constructor
+    // that throws) frees the generation as the handler is destroyed.
+    asio::post(pool_, [dead = std::unique_ptr<generation>(g)]() mutable { dead.reset(); });
     return;
   }
   lk.unlock();
