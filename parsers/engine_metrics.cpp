@@ -1,24 +1,38 @@
 #include "parsers/engine_metrics.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 
 namespace tokentap::parsers {
 
 namespace {
 
 struct names {
-  std::string_view prefix, running, waiting, kv, kv_old;
+  std::string_view prefix, running, waiting, kv, kv_old, ttft_bucket;
 };
 
 const names& names_of(engine_kind k) {
-  static const names vllm{"vllm:", "vllm:num_requests_running", "vllm:num_requests_waiting",
-                          "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"};
-  static const names sglang{"sglang:", "sglang:num_running_reqs", "sglang:num_queue_reqs",
-                            "sglang:token_usage", ""};
-  static const names tgi{"tgi_", "tgi_batch_current_size", "tgi_queue_size", "", ""};
-  static const names llamacpp{"llamacpp:", "llamacpp:requests_processing",
-                              "llamacpp:requests_deferred", "llamacpp:kv_cache_usage_ratio", ""};
+  static const names vllm{"vllm:",
+                          "vllm:num_requests_running",
+                          "vllm:num_requests_waiting",
+                          "vllm:kv_cache_usage_perc",
+                          "vllm:gpu_cache_usage_perc",
+                          "vllm:time_to_first_token_seconds_bucket"};
+  static const names sglang{"sglang:",
+                            "sglang:num_running_reqs",
+                            "sglang:num_queue_reqs",
+                            "sglang:token_usage",
+                            "",
+                            "sglang:time_to_first_token_seconds_bucket"};
+  static const names tgi{"tgi_", "tgi_batch_current_size", "tgi_queue_size", "", "", ""};
+  static const names llamacpp{"llamacpp:",
+                              "llamacpp:requests_processing",
+                              "llamacpp:requests_deferred",
+                              "llamacpp:kv_cache_usage_ratio",
+                              "",
+                              ""};
   static const names none{};
   switch (k) {
     case engine_kind::vllm:
@@ -44,6 +58,39 @@ bool value_of(std::string_view v, double& out) {
 
 void add(double& slot, double v) {
   slot = slot < 0 ? v : slot + v;
+}
+
+// The value of label `key` in a label set's text (between the braces); false if absent.
+// Escapes are kept as written: the values read here (`le`) have none.
+bool label_value(std::string_view labels, std::string_view key, std::string_view& out) {
+  std::size_t i = 0;
+  while (i < labels.size()) {
+    while (i < labels.size() && (labels[i] == ' ' || labels[i] == ',')) ++i;
+    const auto eq = labels.find('=', i);
+    if (eq == std::string_view::npos || eq + 1 >= labels.size() || labels[eq + 1] != '"')
+      return false;
+    auto name = labels.substr(i, eq - i);
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+    std::size_t j = eq + 2;
+    for (; j < labels.size() && labels[j] != '"'; ++j)
+      if (labels[j] == '\\') ++j;
+    if (j >= labels.size()) return false;
+    if (name == key) {
+      out = labels.substr(eq + 2, j - eq - 2);
+      return true;
+    }
+    i = j + 1;
+  }
+  return false;
+}
+
+// A bucket's bound: a number or +Inf.
+bool bound_of(std::string_view v, double& out) {
+  if (v == "+Inf" || v == "Inf" || v == "inf" || v == "+inf") {
+    out = std::numeric_limits<double>::infinity();
+    return true;
+  }
+  return value_of(v, out);
 }
 
 }  // namespace
@@ -122,6 +169,7 @@ void engine_metrics_reader::line(std::string_view l) {
   }
   const auto name = l.substr(0, name_end);
   auto rest = l.substr(name_end);
+  std::string_view labels;
   if (rest.front() == '{') {
     // Skip the labels: quoted values may hold '}' and escaped quotes.
     bool quoted = false;
@@ -143,6 +191,7 @@ void engine_metrics_reader::line(std::string_view l) {
       ++load_.skipped;
       return;
     }
+    labels = rest.substr(1, i - 1);
     rest.remove_prefix(i + 1);
   }
   const auto v0 = rest.find_first_not_of(" \t");
@@ -179,7 +228,59 @@ void engine_metrics_reader::line(std::string_view l) {
       ++kv_n_;
       load_.kv_usage = kv_sum_ / static_cast<double>(kv_n_);
     }
+  } else if (!n.ttft_bucket.empty() && name == n.ttft_bucket) {
+    bucket(labels, v);
   }
+}
+
+void engine_metrics_reader::bucket(std::string_view labels, double count) {
+  std::string_view le_text;
+  double le = 0;
+  if (count < 0 || !label_value(labels, "le", le_text) || !bound_of(le_text, le) || le < 0) {
+    ++load_.skipped;
+    return;
+  }
+  auto& b = load_.ttft;
+  const auto at = std::lower_bound(b.begin(), b.end(), le, [](const histogram_bucket& x, double v) {
+    return x.le < v;
+  });
+  if (at != b.end() && at->le == le) {
+    at->count += count;
+  } else if (b.size() < engine_load::max_buckets) {
+    b.insert(at, {le, count});
+  } else {
+    ++load_.skipped;
+  }
+}
+
+double bucket_quantile(double q, const std::vector<histogram_bucket>& b) noexcept {
+  if (b.empty() || !(b.back().count > 0) || !std::isinf(b.back().le)) return -1;
+  const double rank = std::clamp(q, 0.0, 1.0) * b.back().count;
+  double lower = 0, below = 0;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    if (b[i].count >= rank && b[i].count > below) {
+      if (std::isinf(b[i].le)) return i > 0 ? b[i - 1].le : -1;
+      return lower + (b[i].le - lower) * (rank - below) / (b[i].count - below);
+    }
+    lower = b[i].le;
+    below = b[i].count;
+  }
+  return -1;
+}
+
+bool bucket_delta(const std::vector<histogram_bucket>& now,
+                  const std::vector<histogram_bucket>& before,
+                  std::vector<histogram_bucket>& out) {
+  out.clear();
+  if (now.size() != before.size()) return false;
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    if (now[i].le != before[i].le || now[i].count < before[i].count) {
+      out.clear();
+      return false;
+    }
+    out.push_back({now[i].le, now[i].count - before[i].count});
+  }
+  return true;
 }
 
 }  // namespace tokentap::parsers

@@ -1,8 +1,11 @@
-// Engines' own /metrics text, read for their load: vLLM's, SGLang's, TGI's and llama.cpp's names
-// (recorded shapes), fed whole, at every split, byte by byte and in random chunks.
+// Engines' own /metrics text, read for their load and their TTFT histogram: vLLM's, SGLang's,
+// TGI's and llama.cpp's names (recorded shapes), fed whole, at every split, byte by byte and in
+// random chunks; the histogram's quantiles as Prometheus' histogram_quantile computes them.
 #include "parsers/engine_metrics.hpp"
 
 #include <gtest/gtest.h>
+
+#include <limits>
 
 #include "test/support/chunking.hpp"
 
@@ -15,7 +18,16 @@ std::string describe(const engine_load& l) {
                 std::string(to_string(l.kind)).c_str(), l.running, l.waiting, l.kv_usage,
                 static_cast<unsigned long long>(l.samples),
                 static_cast<unsigned long long>(l.skipped));
-  return b;
+  std::string out = b;
+  if (!l.ttft.empty()) {
+    out += " ttft=[";
+    for (const auto& x : l.ttft) {
+      std::snprintf(b, sizeof b, "%s%g:%g", out.back() == '[' ? "" : ",", x.le, x.count);
+      out += b;
+    }
+    out += ']';
+  }
+  return out;
 }
 
 std::string read(std::string_view text, engine_kind asked = engine_kind::unknown) {
@@ -40,7 +52,7 @@ const std::string vllm_text =
     "vllm:prefix_cache_hits_total{model_name=\"m\"} 1.2e+06\n";
 
 TEST(EngineMetrics, VllmSeriesAreSummedAndItsKvUseAveraged) {
-  EXPECT_EQ(read(vllm_text), "vllm running=5 waiting=7 kv=0.5 samples=7 skipped=0");
+  EXPECT_EQ(read(vllm_text), "vllm running=5 waiting=7 kv=0.5 samples=7 skipped=0 ttft=[0.001:0]");
   EXPECT_EQ(read(vllm_text, engine_kind::vllm), read(vllm_text));
 }
 
@@ -78,6 +90,59 @@ TEST(EngineMetrics, GarbageIsNotRecognizedAndNeverAFigure) {
   big.feed("vllm:num_requests_running " + std::string(engine_metrics_reader::max_line_bytes, '9'));
   big.feed("\nvllm:num_requests_waiting 2\n");
   EXPECT_EQ(describe(big.finish()), "vllm running=-1 waiting=2 kv=-1 samples=1 skipped=1");
+}
+
+// vLLM writes one TTFT histogram per model (and per engine behind one server): summed by bound.
+const std::string vllm_ttft =
+    "# TYPE vllm:time_to_first_token_seconds histogram\n"
+    "vllm:time_to_first_token_seconds_sum{engine=\"0\",model_name=\"m\"} 2.5\n"
+    "vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"0.02\",model_name=\"m\"} 1.0\n"
+    "vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"0.04\",model_name=\"m\"} 6.0\n"
+    "vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"+Inf\",model_name=\"m\"} 8.0\n"
+    "vllm:time_to_first_token_seconds_count{engine=\"0\",model_name=\"m\"} 8.0\n"
+    "vllm:time_to_first_token_seconds_bucket{engine=\"1\",model_name=\"m\",le=\"0.02\"} 1.0\n"
+    "vllm:time_to_first_token_seconds_bucket{engine=\"1\",model_name=\"m\",le=\"0.04\"} 2.0\n"
+    "vllm:time_to_first_token_seconds_bucket{engine=\"1\",model_name=\"m\",le=\"+Inf\"} 2.0\n";
+
+TEST(EngineMetrics, TheEnginesTtftHistogramIsSummedByBound) {
+  EXPECT_EQ(read(vllm_ttft),
+            "vllm running=-1 waiting=-1 kv=-1 samples=8 skipped=0 ttft=[0.02:2,0.04:8,inf:10]");
+  EXPECT_EQ(read("sglang:time_to_first_token_seconds_bucket{le=\"0.1\",model_name=\"x\"} 4\n"
+                 "sglang:time_to_first_token_seconds_bucket{le=\"+Inf\",model_name=\"x\"} 4\n"),
+            "sglang running=-1 waiting=-1 kv=-1 samples=2 skipped=0 ttft=[0.1:4,inf:4]");
+  // A bucket without a bound, or with a bound that is no number, is skipped.
+  EXPECT_EQ(read("vllm:time_to_first_token_seconds_bucket{model_name=\"m\"} 3\n"
+                 "vllm:time_to_first_token_seconds_bucket{le=\"soon\"} 3\n"
+                 "vllm:time_to_first_token_seconds_bucket{le=\"-1\"} 3\n"),
+            "vllm running=-1 waiting=-1 kv=-1 samples=3 skipped=3");
+  // Bounded: past max_buckets distinct bounds, the rest are skipped and counted.
+  std::string many;
+  for (std::size_t i = 1; i <= engine_load::max_buckets + 5; ++i)
+    many += "vllm:time_to_first_token_seconds_bucket{le=\"" + std::to_string(i) + "\"} 1\n";
+  engine_metrics_reader r;
+  r.feed(many);
+  const auto& l = r.finish();
+  EXPECT_EQ(l.ttft.size(), engine_load::max_buckets);
+  EXPECT_EQ(l.skipped, 5u);
+}
+
+TEST(EngineMetrics, BucketQuantilesAreHistogramQuantiles) {
+  const double inf = std::numeric_limits<double>::infinity();
+  // 10 observations: 2 at or under 20 ms, 8 at or under 40 ms, 2 above.
+  const std::vector<histogram_bucket> b{{0.02, 2}, {0.04, 8}, {inf, 10}};
+  EXPECT_DOUBLE_EQ(bucket_quantile(0.1, b), 0.01);    // rank 1 of 2 in [0, 0.02]
+  EXPECT_DOUBLE_EQ(bucket_quantile(0.5, b), 0.03);    // rank 5: 3 of 6 in (0.02, 0.04]
+  EXPECT_DOUBLE_EQ(bucket_quantile(0.99, b), 0.04);   // in +Inf: the largest finite bound
+  EXPECT_EQ(bucket_quantile(0.5, {{0.02, 0}, {inf, 0}}), -1);  // nothing observed
+  EXPECT_EQ(bucket_quantile(0.5, {}), -1);
+  // A window: what was observed between two reads; a count that fell is a restarted engine.
+  std::vector<histogram_bucket> d;
+  ASSERT_TRUE(bucket_delta(b, {{0.02, 2}, {0.04, 3}, {inf, 3}}, d));
+  EXPECT_EQ(d, (std::vector<histogram_bucket>{{0.02, 0}, {0.04, 5}, {inf, 7}}));
+  EXPECT_DOUBLE_EQ(bucket_quantile(0.5, d), 0.02 + 0.02 * 3.5 / 5);
+  EXPECT_FALSE(bucket_delta({{0.02, 1}, {inf, 1}}, b, d));
+  EXPECT_TRUE(d.empty());
+  EXPECT_FALSE(bucket_delta({{0.02, 2}, {0.05, 8}, {inf, 10}}, b, d));
 }
 
 TEST(EngineMetrics, KindNames) {
