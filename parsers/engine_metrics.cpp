@@ -245,6 +245,10 @@ void engine_metrics_reader::bucket(std::string_view labels, double count) {
     return x.le < v;
   });
   if (at != b.end() && at->le == le) {
+    if (!std::isfinite(at->count + count)) {
+      ++load_.skipped;
+      return;
+    }
     at->count += count;
   } else if (b.size() < engine_load::max_buckets) {
     b.insert(at, {le, count});
@@ -254,16 +258,22 @@ void engine_metrics_reader::bucket(std::string_view labels, double count) {
 }
 
 double bucket_quantile(double q, const std::vector<histogram_bucket>& b) noexcept {
-  if (b.empty() || !(b.back().count > 0) || !std::isinf(b.back().le)) return -1;
-  const double rank = std::clamp(q, 0.0, 1.0) * b.back().count;
+  if (b.empty() || !std::isinf(b.back().le)) return -1;
+  // A count below an earlier bucket's (a garbled text) is taken as that one, as Prometheus does.
+  double total = 0;
+  for (const auto& x : b) total = std::max(total, x.count);
+  if (!(total > 0) || !std::isfinite(total)) return -1;
+  const double rank = std::clamp(q, 0.0, 1.0) * total;
   double lower = 0, below = 0;
   for (std::size_t i = 0; i < b.size(); ++i) {
-    if (b[i].count >= rank && b[i].count > below) {
+    const double count = std::max(b[i].count, below);
+    if (count >= rank && count > below) {
       if (std::isinf(b[i].le)) return i > 0 ? b[i - 1].le : -1;
-      return lower + (b[i].le - lower) * (rank - below) / (b[i].count - below);
+      // (Rounding may not carry the value past its bucket's bound.)
+      return std::min(b[i].le, lower + (b[i].le - lower) * ((rank - below) / (count - below)));
     }
     lower = b[i].le;
-    below = b[i].count;
+    below = count;
   }
   return -1;
 }

@@ -24,7 +24,8 @@ cmake --build "$build" >/dev/null
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(sse ndjson http_body decoder_openai_chat decoder_openai_responses decoder_anthropic decoder_ollama
-           decoder_tgi decoder_llamacpp request_inspector gen_ai_messages step_tagger trace_reader config cache_hints)
+           decoder_tgi decoder_llamacpp request_inspector gen_ai_messages step_tagger trace_reader config cache_hints
+           engine_metrics)
 fi
 
 run_one() {

@@ -115,6 +115,10 @@ TEST(EngineMetrics, TheEnginesTtftHistogramIsSummedByBound) {
                  "vllm:time_to_first_token_seconds_bucket{le=\"soon\"} 3\n"
                  "vllm:time_to_first_token_seconds_bucket{le=\"-1\"} 3\n"),
             "vllm running=-1 waiting=-1 kv=-1 samples=3 skipped=3");
+  // A sum past what a double holds is skipped, not turned into infinity.
+  EXPECT_EQ(read("vllm:time_to_first_token_seconds_bucket{le=\"1\"} 1e308\n"
+                 "vllm:time_to_first_token_seconds_bucket{le=\"1\"} 1e308\n"),
+            "vllm running=-1 waiting=-1 kv=-1 samples=2 skipped=1 ttft=[1:1e+308]");
   // Bounded: past max_buckets distinct bounds, the rest are skipped and counted.
   std::string many;
   for (std::size_t i = 1; i <= engine_load::max_buckets + 5; ++i)
@@ -135,6 +139,10 @@ TEST(EngineMetrics, BucketQuantilesAreHistogramQuantiles) {
   EXPECT_DOUBLE_EQ(bucket_quantile(0.99, b), 0.04);   // in +Inf: the largest finite bound
   EXPECT_EQ(bucket_quantile(0.5, {{0.02, 0}, {inf, 0}}), -1);  // nothing observed
   EXPECT_EQ(bucket_quantile(0.5, {}), -1);
+  // Never past the bucket's bound by rounding (0.1 · 3 / 3 is 0.10000000000000002 in doubles),
+  // and a count below an earlier bucket's (a garbled text) is read as that one.
+  EXPECT_LE(bucket_quantile(1.0, {{0.1, 3}, {inf, 3}}), 0.1);
+  EXPECT_DOUBLE_EQ(bucket_quantile(0.9, {{0.02, 5}, {0.04, 1}, {inf, 10}}), 0.04);
   // A window: what was observed between two reads; a count that fell is a restarted engine.
   std::vector<histogram_bucket> d;
   ASSERT_TRUE(bucket_delta(b, {{0.02, 2}, {0.04, 3}, {inf, 3}}, d));
