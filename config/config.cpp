@@ -137,7 +137,7 @@ void read_upstream(const std::string& name, const YAML::Node& n, upstream_config
   }
   if (const auto em = n["engine_metrics"]) {
     const auto where = "upstream '" + name + "' engine_metrics";
-    check_keys(em, {"path", "interval_ms", "kind"}, where);
+    check_keys(em, {"path", "interval_ms", "kind", "engine_load"}, where);
     auto& e = up.engine_metrics;
     e.enabled = true;
     if (em["path"]) e.path = scalar<std::string>(em["path"], "path");
@@ -150,6 +150,7 @@ void read_upstream(const std::string& name, const YAML::Node& n, upstream_config
     if (e.kind != "auto" && e.kind != "vllm" && e.kind != "sglang" && e.kind != "tgi" &&
         e.kind != "llama.cpp")
       fail(em["kind"], where + ": kind must be auto, vllm, sglang, tgi or llama.cpp");
+    if (em["engine_load"]) e.engine_load = scalar<bool>(em["engine_load"], "engine_load");
   }
   if (n["fallback"]) up.fallback = scalar<std::string>(n["fallback"], "fallback");
   if (n["tls_verify"]) up.tls_verify = scalar<bool>(n["tls_verify"], "tls_verify");

@@ -82,12 +82,15 @@ struct health_config {
 };
 
 /// `engine_metrics:` (DESIGN.md §13): every interval, `GET path` from each endpoint — the
-/// engine's own Prometheus text — for its running and waiting requests and KV-cache use.
+/// engine's own Prometheus text — for its running and waiting requests, KV-cache use and TTFT.
 struct engine_metrics_config {
   bool enabled = false;
   std::string path = "/metrics";
   ms interval{2000};
   std::string kind = "auto";  ///< auto | vllm | sglang | tgi | llama.cpp
+  /// Balancers count the engine's waiting requests as load, beside the proxy's own streams in
+  /// flight (as llm-d's queue scorer does).
+  bool engine_load = false;
 };
 
 struct upstream_config {

@@ -1,8 +1,8 @@
 #include "hooks/endpoint_stats.hpp"
 
 #include <cmath>
-
 #include <cstdio>
+#include <limits>
 
 #include "parsers/json_out.hpp"
 
@@ -64,6 +64,37 @@ void endpoint_stats::record(const stream_info& s) {
   }
 }
 
+endpoint_stats::second endpoint_stats::in_window(const row& r, std::int64_t now) const {
+  second sum;
+  for (const auto& sec : r.ring) {
+    if (sec.sec < 0 || sec.sec <= now - static_cast<std::int64_t>(r.ring.size())) continue;
+    sum.requests += sec.requests;
+    sum.errors += sec.errors;
+    sum.prompt_tokens += sec.prompt_tokens;
+    sum.cached_tokens += sec.cached_tokens;
+    for (std::size_t i = 0; i < reasons.size(); ++i) sum.routed[i] += sec.routed[i];
+    sum.ttft.merge(sec.ttft);
+  }
+  return sum;
+}
+
+std::array<double, 3> endpoint_stats::ttft_ms(std::string_view upstream,
+                                              std::string_view endpoint) {
+  const auto now = steady_seconds();
+  std::lock_guard lk(mu_);
+  for (const auto& r : rows_) {
+    if (r->upstream != upstream || r->endpoint != endpoint) continue;
+    const auto sum = in_window(*r, now);
+    return {sum.ttft.quantile(0.5), sum.ttft.quantile(0.95), sum.ttft.quantile(0.99)};
+  }
+  return {-1, -1, -1};
+}
+
+double endpoint_stats::gap_ms(double proxy_ms, double engine_ms) noexcept {
+  return proxy_ms < 0 || engine_ms < 0 ? std::numeric_limits<double>::quiet_NaN()
+                                       : proxy_ms - engine_ms;
+}
+
 void endpoint_stats::append_json(std::string& out, double window_s) {
   const auto now = steady_seconds();
   char buf[64];
@@ -75,16 +106,7 @@ void endpoint_stats::append_json(std::string& out, double window_s) {
     const auto& r = *rows_[k];
     const auto keep = r.owner.lock();  // what active() and health() read stays alive
     if (r.has_owner && keep == nullptr) continue;
-    second sum;
-    for (const auto& sec : r.ring) {
-      if (sec.sec < 0 || sec.sec <= now - static_cast<std::int64_t>(r.ring.size())) continue;
-      sum.requests += sec.requests;
-      sum.errors += sec.errors;
-      sum.prompt_tokens += sec.prompt_tokens;
-      sum.cached_tokens += sec.cached_tokens;
-      for (std::size_t i = 0; i < reasons.size(); ++i) sum.routed[i] += sec.routed[i];
-      sum.ttft.merge(sec.ttft);
-    }
+    const auto sum = in_window(r, now);
     if (out.back() != '[') out += ',';
     out += "{\"upstream\":";
     json::append_string(out, r.upstream);
@@ -130,6 +152,28 @@ void endpoint_stats::append_json(std::string& out, double window_s) {
     }
     out += ',';
     append_quantiles(out, "ttft_ms", sum.ttft);
+    // The engine's own TTFT beside the proxy's, and what lies between them.
+    const std::array<double, 3> proxy_ttft{sum.ttft.quantile(0.5), sum.ttft.quantile(0.95),
+                                           sum.ttft.quantile(0.99)};
+    for (const bool gap : {false, true}) {
+      out += gap ? ",\"ttft_gap_ms\":" : ",\"engine_ttft_ms\":";
+      if (h.engine_ttft_ms[0] < 0) {
+        out += "null";
+        continue;
+      }
+      static constexpr const char* keys[3] = {"{\"p50\":", ",\"p95\":", ",\"p99\":"};
+      for (std::size_t i = 0; i < 3; ++i) {
+        out += keys[i];
+        const double v = gap ? gap_ms(proxy_ttft[i], h.engine_ttft_ms[i]) : h.engine_ttft_ms[i];
+        if (gap ? std::isnan(v) : v < 0) {
+          out += "null";
+        } else {
+          std::snprintf(buf, sizeof buf, "%.3f", v);
+          out += buf;
+        }
+      }
+      out += '}';
+    }
     out += ",\"reasons\":{";
     bool first = true;
     for (std::size_t i = 0; i < reasons.size(); ++i) {

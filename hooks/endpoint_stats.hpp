@@ -29,6 +29,8 @@ struct endpoint_health {
   double ejection_ends_in_s = std::numeric_limits<double>::quiet_NaN();
   /// The engine's own figures from its /metrics (`engine_metrics:`); -1: unknown.
   double engine_running = -1, engine_waiting = -1, engine_kv_usage = -1;
+  /// The engine's TTFT at P50, P95, P99 (ms) over the window, by its histogram; -1: unknown.
+  std::array<double, 3> engine_ttft_ms{-1, -1, -1};
 };
 
 class endpoint_stats {
@@ -47,10 +49,19 @@ class endpoint_stats {
   void record(const stream_info& s);
 
   /// `[{upstream, endpoint, active, healthy, probe_failing, ejection_ends_in_s (null: never
-  /// ejected), request_rate, requests, errors, hit_ratio,
-  /// cached_tokens, prompt_tokens, ttft_ms: {p50, p95, p99, n}, reasons: {...}}, ...]` over the
-  /// window (`window_s`: its length so far).
+  /// ejected), engine_running, engine_waiting, engine_kv_usage, request_rate, requests, errors,
+  /// hit_ratio, cached_tokens, prompt_tokens, ttft_ms: {p50, p95, p99, n},
+  /// engine_ttft_ms: {p50, p95, p99}, ttft_gap_ms: {p50, p95, p99}, reasons: {...}}, ...]` over
+  /// the window (`window_s`: its length so far); null where a figure is unknown.
   void append_json(std::string& out, double window_s);
+
+  /// The proxy's TTFT at P50, P95, P99 (ms) on an endpoint over the window; -1 where it has
+  /// none (no row, or nothing measured).
+  std::array<double, 3> ttft_ms(std::string_view upstream, std::string_view endpoint);
+
+  /// What lies between the proxy and the engine: the proxy's TTFT quantile less the engine's
+  /// (ms), or NaN when either is unknown.
+  static double gap_ms(double proxy_ms, double engine_ms) noexcept;
 
   /// The routing reasons a row counts (the proxy's routing_reason names).
   static constexpr std::array<std::string_view, 6> reasons = {
@@ -71,6 +82,9 @@ class endpoint_stats {
     bool has_owner = false;
     std::vector<second> ring;
   };
+  // A row's seconds still in the window, summed (mu_ held).
+  second in_window(const row& r, std::int64_t now) const;
+
   std::chrono::seconds window_;
   std::mutex mu_;
   std::vector<std::unique_ptr<row>> rows_;

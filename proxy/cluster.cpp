@@ -133,9 +133,7 @@ endpoint* least_busy_usable(cluster& c, const pick_context& ctx) noexcept {
   endpoint* best = nullptr;
   for (const auto& e : c.endpoints()) {
     if (!ctx.usable(*e)) continue;
-    if (best == nullptr ||
-        e->active.load(std::memory_order_relaxed) < best->active.load(std::memory_order_relaxed))
-      best = e.get();
+    if (best == nullptr || e->load() < best->load()) best = e.get();
   }
   return best;
 }
@@ -171,10 +169,7 @@ pick_result least_request_balancer::choose(cluster& c, const pick_context& ctx) 
   auto* first = eps[a].get();
   auto* second = eps[b].get();
   if (!ctx.usable(*first) || !ctx.usable(*second)) return {.chosen = least_busy_usable(c, ctx)};
-  return {.chosen = second->active.load(std::memory_order_relaxed) <
-                            first->active.load(std::memory_order_relaxed)
-                        ? second
-                        : first};
+  return {.chosen = second->load() < first->load() ? second : first};
 }
 
 }  // namespace tokentap::proxy

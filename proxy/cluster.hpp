@@ -58,6 +58,17 @@ struct endpoint : std::enable_shared_from_this<endpoint> {
   // (refused, timed out, not 2xx), garbage (no figure of an engine in the text).
   std::atomic<double> engine_running{-1}, engine_waiting{-1}, engine_kv_usage{-1};
   std::atomic<std::uint64_t> engine_scrapes[3] = {0, 0, 0};
+  /// The engine's own TTFT at P50, P95, P99 (s) over the stats window, from its histogram
+  /// (vLLM, SGLang); -1 while unknown.
+  std::atomic<double> engine_ttft_s[3] = {-1, -1, -1};
+  /// The engine's waiting requests, counted as balancing load when its upstream asks
+  /// (`engine_metrics: {engine_load: true}`); 0 otherwise and while unknown.
+  std::atomic<std::uint32_t> engine_queue{0};
+
+  /// What balancers compare (relaxed, a hint): exchanges in flight here plus the engine's queue.
+  std::uint32_t load() const noexcept {
+    return active.load(std::memory_order_relaxed) + engine_queue.load(std::memory_order_relaxed);
+  }
 
   /// No configuration names it any more (a reload): its connections are not kept for reuse.
   std::atomic<bool> retired{false};
@@ -141,14 +152,16 @@ class load_balancer {
 };
 
 /// Least outstanding requests by the power of two choices: two endpoints drawn at random, the
-/// one with fewer exchanges in flight wins (ties: the first drawn).  One endpoint: that one.  A
+/// one with the smaller load() wins — exchanges in flight, plus the engine's queue where it is
+/// counted (ties: the first drawn).  One endpoint: that one.  A
 /// retry takes the least busy endpoint not tried yet.
 class least_request_balancer final : public load_balancer {
  public:
   pick_result choose(cluster& c, const pick_context& ctx) noexcept override;
 };
 
-/// The least busy endpoint the request may use (neither tried nor ejected); ties: the first.
+/// The least busy endpoint (by load()) the request may use (neither tried nor ejected); ties:
+/// the first.
 /// nullptr when there is none.
 endpoint* least_busy_usable(cluster& c, const pick_context& ctx) noexcept;
 

@@ -62,7 +62,7 @@ footer{color:var(--dim);font-size:12px;padding:0 20px 16px}
 <table id="ttft-phases"><thead><tr><th>route</th><th>model</th><th>requests</th><th>TTFT mean (ms)</th><th style="text-align:left">phases</th><th style="text-align:left">ms</th></tr></thead><tbody></tbody></table>
 <div class="legend" id="phase-legend" style="margin-top:6px"></div></section>
 <section><h2>Upstream endpoints (sliding window) — where requests went and why</h2>
-<table id="endpoints"><thead><tr><th>upstream</th><th>endpoint</th><th>state</th><th>req/s</th><th>active</th><th>errors</th><th>cache hit (tokens)</th><th>TTFT p50</th><th>p99</th><th>engine running / queued</th><th>engine KV use</th><th>routed by</th></tr></thead><tbody></tbody></table></section>
+<table id="endpoints"><thead><tr><th>upstream</th><th>endpoint</th><th>state</th><th>req/s</th><th>active</th><th>errors</th><th>cache hit (tokens)</th><th>TTFT p50</th><th>p99</th><th title="the engine's own TTFT, from its histogram (engine_metrics)">engine TTFT p50 / p99</th><th title="the proxy's TTFT less the engine's: network, the engine's HTTP front end, the proxy">between p50 / p99</th><th>engine running / queued</th><th>engine KV use</th><th>routed by</th></tr></thead><tbody></tbody></table></section>
 <section id="admission-section" hidden><h2>Admission — SLO shedding and refusals</h2>
 <table id="shedding"><thead><tr><th>route</th><th>state</th><th>TTFT p95 (window)</th><th>SLO</th><th>measured</th><th>drops</th><th>for</th><th>shed</th></tr></thead><tbody></tbody></table>
 <table id="admission-rules"><thead><tr><th>rule</th><th>refused: concurrency</th><th>requests/min</th><th>tokens/min</th></tr></thead><tbody></tbody></table></section>
@@ -79,6 +79,7 @@ footer{color:var(--dim);font-size:12px;padding:0 20px 16px}
 "use strict";
 const $ = (id) => document.getElementById(id);
 const fmt = (v, d = 0) => (v === null || v === undefined || v < 0) ? "–" : Number(v).toFixed(d);
+const signed = (v) => (v === null || v === undefined) ? "–" : (v >= 0 ? "+" : "") + Number(v).toFixed(0);
 const pct = (v) => (v === null || v === undefined) ? "–" : (100 * v).toFixed(1) + " %";
 function esc(s) { return String(s).replace(/[&<>"']/g, (c) => ({"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;","'":"&#39;"}[c])); }
 function draw(id, series) {
@@ -176,7 +177,7 @@ function render(d) {
   const phased = d.series.filter((s) => s.window.ttft_phases_ms && s.window.ttft_phases_ms.n > 0);
   $("ttft-phases").tBodies[0].innerHTML = phased.map((s) => { const p = s.window.ttft_phases_ms, ph = ttftPhases(p); return `<tr><td>${esc(s.route)}</td><td>${esc(s.model)}</td><td>${p.n}</td><td>${fmt(ph.total, 1)}</td><td style="text-align:left">${phaseBar(ph)}</td><td style="text-align:left">${ph.parts.filter(([, v]) => v > 0).map(([k, v]) => `${esc(phaseLabel[k])} ${v.toFixed(v < 10 ? 2 : 0)}`).join(" · ")}</td></tr>`; }).join("");
   $("phase-legend").innerHTML = Object.keys(phaseLabel).map((k) => `<span><i style="background:${phaseColor[k]}"></i>${esc(phaseLabel[k])}</span>`).join("");
-  $("endpoints").tBodies[0].innerHTML = (d.endpoints || []).map((e) => `<tr><td>${esc(e.upstream)}</td><td>${esc(e.endpoint)}</td><td class="${e.healthy ? "ok" : "err"}">${state(e)}</td><td>${fmt(e.request_rate, 2)}</td><td>${e.active}</td><td class="${e.errors ? "err" : ""}">${e.errors}</td><td>${pct(e.hit_ratio)}</td><td>${fmt(e.ttft_ms.p50)}</td><td>${fmt(e.ttft_ms.p99)}</td><td>${e.engine_running === null || e.engine_running === undefined ? "–" : fmt(e.engine_running) + " / " + fmt(e.engine_waiting)}</td><td>${pct(e.engine_kv_usage)}</td><td style="text-align:left">${Object.entries(e.reasons).map(([k, v]) => `${esc(k)} ${v}`).join(" · ")}</td></tr>`).join("");
+  $("endpoints").tBodies[0].innerHTML = (d.endpoints || []).map((e) => `<tr><td>${esc(e.upstream)}</td><td>${esc(e.endpoint)}</td><td class="${e.healthy ? "ok" : "err"}">${state(e)}</td><td>${fmt(e.request_rate, 2)}</td><td>${e.active}</td><td class="${e.errors ? "err" : ""}">${e.errors}</td><td>${pct(e.hit_ratio)}</td><td>${fmt(e.ttft_ms.p50)}</td><td>${fmt(e.ttft_ms.p99)}</td><td>${e.engine_ttft_ms ? fmt(e.engine_ttft_ms.p50) + " / " + fmt(e.engine_ttft_ms.p99) : "–"}</td><td>${e.ttft_gap_ms ? signed(e.ttft_gap_ms.p50) + " / " + signed(e.ttft_gap_ms.p99) : "–"}</td><td>${e.engine_running === null || e.engine_running === undefined ? "–" : fmt(e.engine_running) + " / " + fmt(e.engine_waiting)}</td><td>${pct(e.engine_kv_usage)}</td><td style="text-align:left">${Object.entries(e.reasons).map(([k, v]) => `${esc(k)} ${v}`).join(" · ")}</td></tr>`).join("");
   const adm = d.admission;
   $("admission-section").hidden = !adm;
   if (adm) {

@@ -1,9 +1,11 @@
 #pragma once
 // The engine's own metrics (`engine_metrics:`, DESIGN.md §13): every interval, `GET path` on a new
 // connection to each endpoint of an upstream that asks, read as vLLM's, SGLang's, TGI's or
-// llama.cpp's names (parsers/engine_metrics.hpp) into the endpoint's engine_* figures.  A scrape
-// that fails, hangs (bounded by the interval) or returns garbage is counted and leaves the figures
-// unknown; it never touches traffic.
+// llama.cpp's names (parsers/engine_metrics.hpp) into the endpoint's engine_* figures: its load,
+// its TTFT quantiles over the stats window (from its histogram, where it keeps one) and, with
+// `engine_load: true`, its queue as balancing load.  A scrape that fails, hangs (bounded by the
+// interval) or returns garbage is counted and leaves the figures unknown; it never touches
+// traffic.
 #include <memory>
 #include <vector>
 

@@ -51,16 +51,16 @@ prefix_balancer::prefix_balancer(const config::prefix_config& cfg, std::size_t e
 
 endpoint* prefix_balancer::least_load(cluster& c, const pick_context& ctx) const noexcept {
   endpoint* best = nullptr;
-  std::uint32_t best_active = 0;
+  std::uint32_t best_load = 0;
   std::uint64_t best_footprint = 0;
   for (const auto& e : c.endpoints()) {
     if (!ctx.usable(*e)) continue;
-    const auto active = e->active.load(std::memory_order_relaxed);
+    const auto load = e->load();
     const auto footprint = index_.footprint(e->index);
-    if (best == nullptr || active < best_active ||
-        (active == best_active && footprint < best_footprint)) {
+    if (best == nullptr || load < best_load ||
+        (load == best_load && footprint < best_footprint)) {
       best = e.get();
-      best_active = active;
+      best_load = load;
       best_footprint = footprint;
     }
   }
@@ -109,8 +109,8 @@ pick_result prefix_balancer::choose(cluster& c, const pick_context& ctx) noexcep
   // Affinity gives way when the endpoint it points to has both min_gap streams more than the
   // least busy one and max_imbalance times as many.
   auto* least = least_busy_usable(c, ctx);
-  const double mine = r.chosen->active.load(std::memory_order_relaxed);
-  const double fewest = least->active.load(std::memory_order_relaxed);
+  const double mine = r.chosen->load();
+  const double fewest = least->load();
   if (mine > fewest + cfg_.min_gap && mine > fewest * cfg_.max_imbalance)
     return {.chosen = least, .reason = routing_reason::load_bound};
   return r;

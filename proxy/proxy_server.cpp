@@ -107,6 +107,10 @@ void export_cluster(hooks::metrics_registry& m, const cluster& c,
           h.engine_running = ep->engine_running.load(std::memory_order_relaxed);
           h.engine_waiting = ep->engine_waiting.load(std::memory_order_relaxed);
           h.engine_kv_usage = ep->engine_kv_usage.load(std::memory_order_relaxed);
+          for (std::size_t i = 0; i < h.engine_ttft_ms.size(); ++i) {
+            const double s = ep->engine_ttft_s[i].load(std::memory_order_relaxed);
+            h.engine_ttft_ms[i] = s < 0 ? -1 : s * 1000;
+          }
           if (const auto until = ep->ejected_until_ns.load(std::memory_order_relaxed); until > 0)
             h.ejection_ends_in_s = static_cast<double>(until - now) / 1e9;
           return h;
@@ -131,6 +135,21 @@ void export_cluster(hooks::metrics_registry& m, const cluster& c,
           "tokentap_engine_kv_cache_usage_ratio",
           "The engine's KV-cache use (0..1) from its /metrics; -1 while unknown or not reported",
           [ep] { return ep->engine_kv_usage.load(std::memory_order_relaxed); }, labels, owner);
+      // What lies between the proxy and the engine: the proxy's TTFT quantile on this endpoint
+      // less the engine's own, over the same window.
+      static constexpr const char* quantiles[3] = {"0.5", "0.95", "0.99"};
+      for (std::size_t i = 0; i < 3; ++i)
+        m.add_gauge_source(
+            "tokentap_engine_ttft_gap_seconds",
+            "The proxy's time to first token less the engine's own (its histogram), at a "
+            "quantile over the stats window: the network, the engine's HTTP front end, the "
+            "proxy; NaN while either is unknown",
+            [&m, ep, i, up = up.name, label = e->label] {
+              const auto proxy = m.endpoints().ttft_ms(up, label)[i];
+              const double engine = ep->engine_ttft_s[i].load(std::memory_order_relaxed);
+              return hooks::endpoint_stats::gap_ms(proxy, engine < 0 ? -1 : engine * 1000) / 1000;
+            },
+            {{"upstream", up.name}, {"endpoint", e->label}, {"quantile", quantiles[i]}}, owner);
       static constexpr const char* results[3] = {"ok", "error", "garbage"};
       for (int r = 0; r < 3; ++r)
         m.add_counter_source(

@@ -234,6 +234,11 @@ TEST(Config, EngineMetricsAreOptIn) {
   EXPECT_EQ(e.path, "/metrics");
   EXPECT_EQ(e.interval, ms(2000));
   EXPECT_EQ(e.kind, "auto");
+  EXPECT_FALSE(e.engine_load);
+  cfg = parse_config("upstreams: {a: {url: http://h, engine_metrics: {engine_load: true}}}\n");
+  EXPECT_TRUE(cfg.upstreams[0].engine_metrics.engine_load);
+  expect_error("upstreams: {a: {url: http://h, engine_metrics: {engine_load: sometimes}}}\n",
+               "engine_load");
   cfg = parse_config(
       "upstreams: {a: {url: http://h, engine_metrics: {path: /m, interval_ms: 500, kind: "
       "llama.cpp}}}\n");

@@ -575,7 +575,12 @@ TEST(Dashboard, RendersLiveNumbersInHeadlessChromium) {
   stack s([&](config::config& cfg) {
     cfg.metrics.window = std::chrono::seconds(3600);
     cfg.trace.dir = traces;
+    cfg.upstreams[0].engine_metrics.enabled = true;  // the simulator speaks vLLM's /metrics
+    cfg.upstreams[0].engine_metrics.interval = std::chrono::milliseconds(100);
   });
+  // The engine's TTFT window starts at the first scrape.
+  for (int i = 0; i < 100 && s.sim->stats().requests.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   for (int i = 0; i < 6; ++i)
     ASSERT_TRUE(fetch(s.proxy_ep(), stream_req("sim-small", 200, 10, 3)).complete);
   wait_requests(s.proxy->admin_endpoint(), 6);
@@ -602,6 +607,14 @@ TEST(Dashboard, RendersLiveNumbersInHeadlessChromium) {
   EXPECT_NE(dom.find("<td class=\"ok\">healthy</td>", row), std::string::npos)
       << dom.substr(row, 400);
   EXPECT_NE(dom.find("least_request 6", row), std::string::npos) << dom.substr(row, 400);
+  // Engine vs proxy TTFT: the engine's own (its 200 ms in vLLM's 100–250 ms bucket reads as
+  // 175), and what lies between.
+  const std::regex engine_cells(R"(<td>(\d+) / (\d+)</td><td>([+-]\d+) / ([+-]\d+)</td>)");
+  std::smatch m;
+  const std::string rest = dom.substr(row, 1200);
+  ASSERT_TRUE(std::regex_search(rest, m, engine_cells)) << rest;
+  EXPECT_EQ(m[1].str(), "175") << rest;
+  EXPECT_NEAR(std::stod(m[3].str()), 25, 15) << rest;
   // Inter-token and end to end at P50 / P95 / P99, and how many requests the TTFT cards hold.
   auto card = [&](const std::string& id) {
     const auto at = dom.find("id=\"" + id + "\">");
