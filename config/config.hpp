@@ -224,13 +224,18 @@ struct priority_config {
 
 /// SLO-triggered shedding of a route (`shed:`): while the route's TTFT P95 over the last
 /// `window` breaks `ttft_p95_ms` (with at least `min_requests` measured), requests of the
-/// priorities in `drop` are refused; once it is back under the SLO they are admitted again.
+/// priorities in `drop` are refused — or, with `reroute`, sent to that upstream instead (a
+/// smaller model's, say; `model` then replaces the body's model name) — and once it is back
+/// under the SLO they are admitted again.
 struct shed_rule {
   std::string route;
   double ttft_p95_ms = 0;
   std::chrono::seconds window{30};
   std::uint32_t min_requests = 20;
   std::vector<priority> drop{priority::low};
+  std::string reroute;  ///< an upstream; empty: refuse
+  std::string model;    ///< the model rerouted requests ask for; empty: as sent
+  std::size_t reroute_index = 0;  ///< resolved by validate()
   bool operator==(const shed_rule&) const = default;
 };
 

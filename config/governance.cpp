@@ -178,7 +178,7 @@ void read_governance(const YAML::Node& root, config& cfg) {
   }
   if (const auto& sh = root["shed"]) {
     for (const auto& r : one_or_many(sh)) {
-      check_keys(r, {"route", "when", "drop"}, "a shed rule");
+      check_keys(r, {"route", "when", "drop", "reroute", "model"}, "a shed rule");
       shed_rule rule;
       if (!r["route"]) fail(r, "a shed rule needs a route");
       rule.route = scalar<std::string>(r["route"], "route");
@@ -209,6 +209,15 @@ void read_governance(const YAML::Node& root, config& cfg) {
           if (p == priority::high) fail(x, "shed.drop cannot drop high: that is every request");
           rule.drop.push_back(p);
         }
+      }
+      if (r["reroute"]) {
+        rule.reroute = scalar<std::string>(r["reroute"], "reroute");
+        if (rule.reroute.empty()) fail(r["reroute"], "shed.reroute names an upstream");
+      }
+      if (r["model"]) {
+        if (!r["reroute"]) fail(r["model"], "shed.model rewrites rerouted requests: it needs reroute");
+        rule.model = scalar<std::string>(r["model"], "model");
+        if (rule.model.empty()) fail(r["model"], "shed.model names a model");
       }
       for (const auto& other : cfg.shed)
         if (other.route == rule.route)
@@ -323,10 +332,23 @@ void validate_governance(config& cfg) {
                      [&](const route_config& r) { return r.name == rule.route; }))
       throw config_error("fault rule '" + rule.name + "' names unknown route '" + rule.route +
                          "'");
-  for (const auto& rule : cfg.shed)
-    if (std::none_of(cfg.routes.begin(), cfg.routes.end(),
-                     [&](const route_config& r) { return r.name == rule.route; }))
+  for (auto& rule : cfg.shed) {
+    const auto route = std::find_if(cfg.routes.begin(), cfg.routes.end(),
+                                    [&](const route_config& r) { return r.name == rule.route; });
+    if (route == cfg.routes.end())
       throw config_error("shed rule names unknown route '" + rule.route + "'");
+    if (rule.reroute.empty()) continue;
+    const auto up = std::find_if(cfg.upstreams.begin(), cfg.upstreams.end(),
+                                 [&](const upstream_config& u) { return u.name == rule.reroute; });
+    if (up == cfg.upstreams.end())
+      throw config_error("shed rule of route '" + rule.route + "' reroutes to unknown upstream '" +
+                         rule.reroute + "'");
+    rule.reroute_index = static_cast<std::size_t>(up - cfg.upstreams.begin());
+    if (rule.reroute_index == route->upstream_index)
+      throw config_error("shed rule of route '" + rule.route +
+                         "' reroutes to the route's own upstream '" + rule.reroute +
+                         "': name another (a smaller model's)");
+  }
   if (!cfg.shed.empty() && !cfg.priority.enabled)
     throw config_error("shed drops requests by priority: configure priority: {header: ...}");
   if (std::any_of(cfg.admission.begin(), cfg.admission.end(), [](const admission_rule& r) {

@@ -10,6 +10,7 @@
 #include "hooks/metrics.hpp"
 #include "hooks/shared_budgets.hpp"
 #include "parsers/json_out.hpp"
+#include "parsers/model_rewrite.hpp"
 
 namespace tokentap::hooks {
 
@@ -56,6 +57,7 @@ admission_state::admission_state(const config::config& cfg) : cfg_(&cfg) {
     auto ss = std::make_unique<shed_state>();
     ss->cfg = &r;
     ss->name = "shed-" + r.route;
+    if (!r.model.empty()) rewrites_model_ = true;
     ss->ring.resize(static_cast<std::size_t>(r.window.count()));
     shed_.push_back(std::move(ss));
   }
@@ -98,6 +100,13 @@ void admission_state::publish(metrics_registry& metrics, std::weak_ptr<const voi
         "1 while a route breaks its TTFT SLO and its shed rule refuses the lower priorities",
         [this, i] { return shedding(*shed_[i], steady::now()) ? 1.0 : 0.0; }, {{"route", route}},
         owner);
+    if (!cfg.shed[i].reroute.empty())
+      metrics.add_counter_source(
+          "tokentap_shed_rerouted_total",
+          "Requests a shed rule sent to its reroute upstream instead of refusing them, while "
+          "their route broke its TTFT SLO",
+          [this, i] { return rerouted_count(i); },
+          {{"route", route}, {"upstream", cfg.shed[i].reroute}}, owner);
   }
   for (std::size_t i = 0; i < rules_.size(); ++i)
     for (std::size_t k = 0; k < static_cast<std::size_t>(admission_reason::slo); ++k) {
@@ -295,20 +304,26 @@ std::uint32_t admission_state::concurrency_cap(const config::admission_rule& r,
 
 bool admission_state::admit(const facts& f, ticket& t, refusal& r, steady::time_point now) {
   t.holds.clear();
+  t.rerouted = nullptr;
   if (auto* s = shed_of(f.route);
       s != nullptr &&
       std::find(s->cfg->drop.begin(), s->cfg->drop.end(), f.prio) != s->cfg->drop.end() &&
       shedding(*s, now)) {
-    r = {};
-    r.rule = s->name;
-    r.reason = admission_reason::slo;
-    r.status = 429;
-    // The SLO is judged over the window: a client that comes back in a sixth of it sees the
-    // latest verdict.
-    r.retry_after_s =
-        static_cast<std::uint32_t>(std::clamp<std::int64_t>(s->cfg->window.count() / 6, 1, 60));
-    s->shed.fetch_add(1, std::memory_order_relaxed);
-    return false;
+    if (!s->cfg->reroute.empty()) {
+      t.rerouted = s->cfg;
+      s->rerouted.fetch_add(1, std::memory_order_relaxed);
+    } else {
+        r = {};
+      r.rule = s->name;
+      r.reason = admission_reason::slo;
+      r.status = 429;
+      // The SLO is judged over the window: a client that comes back in a sixth of it sees the
+      // latest verdict.
+      r.retry_after_s = static_cast<std::uint32_t>(
+          std::clamp<std::int64_t>(s->cfg->window.count() / 6, 1, 60));
+      s->shed.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
   }
   for (std::size_t i = 0; i < rules_.size(); ++i) {
     auto& rs = *rules_[i];
@@ -444,7 +459,13 @@ void admission_state::append_json(std::string& out, steady::time_point now) {
       json::append_string(out, to_string(s.cfg->drop[k]));
     }
     out += "],\"since_s\":" + std::to_string(s.since > 0 ? now_s - s.since : 0) +
-           ",\"shed\":" + std::to_string(s.shed.load(std::memory_order_relaxed)) + '}';
+           ",\"shed\":" + std::to_string(s.shed.load(std::memory_order_relaxed)) +
+           ",\"reroute\":";
+    if (s.cfg->reroute.empty())
+      out += "null";
+    else
+      json::append_string(out, s.cfg->reroute);
+    out += ",\"rerouted\":" + std::to_string(s.rerouted.load(std::memory_order_relaxed)) + '}';
   }
   out += "],\"rules\":[";
   for (std::size_t i = 0; i < rules_.size(); ++i) {
@@ -509,7 +530,16 @@ class admission_hook final : public hook {
     f.estimate_tokens = static_cast<double>(r.prompt_chars) / 4.0;
     f.max_tokens = r.max_tokens.value_or(-1);
     admission_state::refusal no;
-    if (state_->admit(f, ticket_, no, steady::now())) return request_status::proceed;
+    if (state_->admit(f, ticket_, no, steady::now())) {
+      if (const auto* shed = ticket_.rerouted) {
+        // Degraded, not refused: the rule's upstream serves it, under its model if it names one.
+        cb.set_upstream(shed->reroute);
+        if (!shed->model.empty())
+          if (auto body = parsers::with_model(r.body, shed->model))
+            cb.replace_body(std::move(*body));
+      }
+      return request_status::proceed;
+    }
     const auto what = no.reason == admission_reason::slo
                           ? std::string("route over its latency SLO, shedding priority ") +
                                 std::string(to_string(f.prio))
@@ -555,14 +585,18 @@ class admission_hook final : public hook {
       used = static_cast<double>(std::max<std::int64_t>(0, u.input_tokens) +
                                  std::max<std::int64_t>(0, u.output_tokens));
     const auto now = steady::now();
+    const bool rerouted = ticket_.rerouted != nullptr;
     state_->settle(ticket_, used, now);
-    // A route's TTFT as its shed rule judges it: requests the upstream answered with tokens.
-    if (s.outcome != stream_outcome::rejected && s.status >= 200 && s.status < 300 &&
+    // A route's TTFT as its shed rule judges it: requests its upstream answered with tokens (a
+    // rerouted one says nothing of the route's own upstream).
+    if (!rerouted && s.outcome != stream_outcome::rejected && s.status >= 200 && s.status < 300 &&
         s.first_token_ns >= 0 && s.start_ns > 0)
       state_->record_ttft(route_, static_cast<double>(s.first_token_ns - s.start_ns) / 1e6, now);
   }
 
   ~admission_hook() override { state_->settle(ticket_, -1, steady::now()); }
+
+  bool rewrites_body() const noexcept override { return state_->rewrites_model(); }
 
   unsigned per_event() const noexcept override { return 0; }
 

@@ -60,6 +60,8 @@ class admission_state {
       bool concurrent;
     };
     std::vector<hold> holds;
+    /// Admitted by being sent elsewhere: the shed rule that rerouted it (nullptr: not rerouted).
+    const config::shed_rule* rerouted = nullptr;
   };
 
   /// A refusal: which rule, why, and what the reply says.
@@ -80,7 +82,9 @@ class admission_state {
     config::priority prio = config::priority::normal;
   };
 
-  /// Admits (filling `t`) or refuses (`t` left empty, nothing held).  `now` on the steady clock.
+  /// Admits (filling `t`) or refuses (`t` left empty, nothing held).  A priority its route's shed
+  /// rule drops is refused, or admitted with `t.rerouted` set when the rule reroutes (the
+  /// other rules still apply).  `now` on the steady clock.
   bool admit(const facts& f, ticket& t, refusal& r, std::chrono::steady_clock::time_point now);
   /// The exchange ended: concurrency released, reserved tokens replaced by `used` (< 0: unknown,
   /// the reservation stands).
@@ -104,6 +108,11 @@ class admission_state {
   std::uint64_t shed_count(std::size_t shed_rule) const noexcept {
     return shed_[shed_rule]->shed.load(std::memory_order_relaxed);
   }
+  std::uint64_t rerouted_count(std::size_t shed_rule) const noexcept {
+    return shed_[shed_rule]->rerouted.load(std::memory_order_relaxed);
+  }
+  /// Whether a shed rule rewrites the model of what it reroutes.
+  bool rewrites_model() const noexcept { return rewrites_model_; }
 
  private:
   struct bucket {
@@ -136,6 +145,7 @@ class admission_state {
     std::uint64_t samples = 0;                // (mu)
     std::int64_t since = 0;                   // second the current state began (mu)
     std::atomic<std::uint64_t> shed{0};
+    std::atomic<std::uint64_t> rerouted{0};
   };
   shed_state* shed_of(std::string_view route) noexcept;
   std::uint32_t concurrency_cap(const config::admission_rule& r, config::priority p) const noexcept;
@@ -152,6 +162,7 @@ class admission_state {
   const config::config* cfg_;
   std::vector<std::unique_ptr<rule_state>> rules_;
   std::vector<std::unique_ptr<shed_state>> shed_;
+  bool rewrites_model_ = false;
   // Shared state: the sync thread and what it says.
   std::unique_ptr<redis_budgets> redis_;
   std::atomic<bool> shared_live_{false};  // the last sync succeeded: levels come from Redis

@@ -331,6 +331,8 @@ class canary_hook final : public hook {
 
   request_status on_request_phase(const request_view& r, request_callbacks& cb) override {
     c_ = state_->of_route(r.route);
+    // A request an earlier hook sent elsewhere (a shed rule's reroute) is on neither side.
+    if (!cb.upstream().empty()) c_ = nullptr;
     if (c_ == nullptr) return request_status::proceed;
     const std::uint64_t root =
         r.conversation.empty() ? 0 : r.conversation[parsers::root_of(r.conversation)].chain;

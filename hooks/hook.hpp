@@ -182,6 +182,8 @@ class request_callbacks {
   /// retries and fallback): e.g. a canary.  A name the configuration does not have is ignored
   /// (the route's upstream serves) and logged.
   virtual void set_upstream(std::string_view name) = 0;
+  /// The upstream an earlier hook sent the request to (set_upstream); empty: the route's.
+  virtual std::string_view upstream() const noexcept = 0;
 };
 
 class hook {

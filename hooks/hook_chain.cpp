@@ -99,6 +99,7 @@ class request_phase final : public request_callbacks {
   void set_upstream(std::string_view name) override {
     d_.upstream.assign(name.substr(0, max_route_key));
   }
+  std::string_view upstream() const noexcept override { return d_.upstream; }
 
   static constexpr std::size_t max_fields = 32;      // per request, all hooks together
   static constexpr std::size_t max_route_key = 256;  // bytes

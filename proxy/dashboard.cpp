@@ -64,7 +64,7 @@ footer{color:var(--dim);font-size:12px;padding:0 20px 16px}
 <section><h2>Upstream endpoints (sliding window) — where requests went and why</h2>
 <table id="endpoints"><thead><tr><th>upstream</th><th>endpoint</th><th>state</th><th>req/s</th><th>active</th><th>errors</th><th>cache hit (tokens)</th><th>TTFT p50</th><th>p99</th><th title="the engine's own TTFT, from its histogram (engine_metrics)">engine TTFT p50 / p99</th><th title="the proxy's TTFT less the engine's: network, the engine's HTTP front end, the proxy">between p50 / p99</th><th>engine running / queued</th><th>engine KV use</th><th>routed by</th></tr></thead><tbody></tbody></table></section>
 <section id="admission-section" hidden><h2>Admission — SLO shedding and refusals</h2>
-<table id="shedding"><thead><tr><th>route</th><th>state</th><th>TTFT p95 (window)</th><th>SLO</th><th>measured</th><th>drops</th><th>for</th><th>shed</th></tr></thead><tbody></tbody></table>
+<table id="shedding"><thead><tr><th>route</th><th>state</th><th>TTFT p95 (window)</th><th>SLO</th><th>measured</th><th>drops</th><th>for</th><th>shed</th><th>rerouted</th></tr></thead><tbody></tbody></table>
 <table id="admission-rules"><thead><tr><th>rule</th><th>refused: concurrency</th><th>requests/min</th><th>tokens/min</th></tr></thead><tbody></tbody></table></section>
 <section id="canary-section" hidden><h2>Canaries — share, gates and verdict (current step)</h2>
 <table id="canaries"><thead><tr><th>route</th><th>canary</th><th>state</th><th>share</th><th>step</th><th>requests canary / baseline</th><th>errors</th><th>truncated</th><th>TTFT p99</th><th>ITL p99</th><th style="text-align:left">why</th></tr></thead><tbody></tbody></table></section>
@@ -181,7 +181,7 @@ function render(d) {
   const adm = d.admission;
   $("admission-section").hidden = !adm;
   if (adm) {
-    $("shedding").tBodies[0].innerHTML = adm.shedding.map((x) => `<tr><td>${esc(x.route)}</td><td class="${x.active ? "err" : "ok"}">${x.active ? "SHEDDING" : "within SLO"}</td><td class="${x.ttft_p95_ms > x.slo_ms ? "err" : ""}">${fmt(x.ttft_p95_ms)}</td><td>${fmt(x.slo_ms)}</td><td>${x.samples} / ${x.min_requests}</td><td>${x.drop.map(esc).join(", ")}</td><td>${x.since_s} s</td><td class="${x.shed ? "err" : ""}">${x.shed}</td></tr>`).join("");
+    $("shedding").tBodies[0].innerHTML = adm.shedding.map((x) => `<tr><td>${esc(x.route)}</td><td class="${x.active ? "err" : "ok"}">${x.active ? "SHEDDING" : "within SLO"}</td><td class="${x.ttft_p95_ms > x.slo_ms ? "err" : ""}">${fmt(x.ttft_p95_ms)}</td><td>${fmt(x.slo_ms)}</td><td>${x.samples} / ${x.min_requests}</td><td>${x.drop.map(esc).join(", ")}</td><td>${x.since_s} s</td><td class="${x.shed ? "err" : ""}">${x.shed}</td><td>${x.reroute ? x.rerouted + " → " + esc(x.reroute) : "–"}</td></tr>`).join("");
     $("admission-rules").tBodies[0].innerHTML = adm.rules.map((x) => `<tr><td>${esc(x.rule)}</td><td>${x.concurrency}</td><td>${x.requests}</td><td>${x.tokens}</td></tr>`).join("");
   }
   $("canary-section").hidden = !d.canaries;

@@ -62,6 +62,7 @@ class no_callbacks final : public hooks::request_callbacks {
   bool replace_body(std::string) override { return false; }
   void set_route_key(std::string_view) override {}
   void set_upstream(std::string_view) override {}
+  std::string_view upstream() const noexcept override { return {}; }
   std::size_t sent = 0;
 };
 

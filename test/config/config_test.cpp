@@ -329,6 +329,21 @@ TEST(Config, PrioritiesSheddingAndSharedState) {
                "shed rule names unknown route 'nope'");
   expect_error(base + "shed: {route: local, when: {ttft_p95_ms: 5}}\n",
                "shed drops requests by priority: configure priority");
+  // Rerouting instead of refusing: to another upstream, optionally under another model.
+  const std::string two =
+      "upstreams: {a: {url: http://h}, small: {url: http://s}}\n"
+      "routes: [{name: local, prefix: /, upstream: a}]\npriority: {}\n";
+  cfg = parse_config(two +
+                     "shed: {route: local, when: {ttft_p95_ms: 5}, reroute: small, model: m-8b}\n");
+  EXPECT_EQ(cfg.shed[0].reroute, "small");
+  EXPECT_EQ(cfg.shed[0].reroute_index, 1u);
+  EXPECT_EQ(cfg.shed[0].model, "m-8b");
+  expect_error(two + "shed: {route: local, when: {ttft_p95_ms: 5}, reroute: nope}\n",
+               "reroutes to unknown upstream 'nope'");
+  expect_error(two + "shed: {route: local, when: {ttft_p95_ms: 5}, reroute: a}\n",
+               "reroutes to the route's own upstream 'a'");
+  expect_error(two + "shed: {route: local, when: {ttft_p95_ms: 5}, model: m-8b}\n",
+               "shed.model rewrites rerouted requests: it needs reroute");
   expect_error(base + "shared_state: {redis: 'http://h:1'}\n",
                "line 3: shared_state.redis must be redis://host:port");
   expect_error(base + "shared_state: {redis: 'redis://h:1', timeout_ms: 0}\n",

@@ -264,5 +264,62 @@ TEST(Shedding, ARouteOverItsTtftSloShedsLowPriorityUntilItRecovers) {
   EXPECT_EQ(fetch(s.proxy_ep(), req("low", 5)).status, 200);
 }
 
+// Degrade instead of refuse: while the route breaks its SLO, low priority goes to a smaller
+// model's upstream, its body asking for that model; nothing of it reaches the route's upstream.
+TEST(Shedding, AReroutingRuleSendsWhatItWouldDropToAnotherUpstreamAndModel) {
+  sim::server small(loopback_sim(1, 1, 3));
+  small.start();
+  stack s([&](config::config& cfg) {
+    cfg.priority.enabled = true;
+    config::upstream_config up;
+    up.name = "small";
+    std::string err;
+    up.endpoints.push_back(
+        *config::parse_url("http://127.0.0.1:" + std::to_string(small.endpoint().port()), err));
+    cfg.upstreams.push_back(up);
+    cfg.shed = {{.route = "default",
+                 .ttft_p95_ms = 100,
+                 .window = std::chrono::seconds(3),
+                 .min_requests = 5,
+                 .drop = {config::priority::low},
+                 .reroute = "small",
+                 .model = "sim-tiny"}};
+  });
+  auto req = [](const std::string& prio, int ttft_ms) {
+    auto o = chat("t");
+    for (auto& h : o.headers)
+      if (h.first == "x-sim-ttft-ms") h.second = std::to_string(ttft_ms);
+    o.headers.push_back({"x-tokentap-priority", prio});
+    return o;
+  };
+  const auto metric = [&](const std::string& name, std::map<std::string, std::string> labels) {
+    return metric_sum(parse_metrics(admin_get(s, "/metrics")), name, labels);
+  };
+  // Before: low is served where its route says, as it asked.
+  const auto before = fetch(s.proxy_ep(), req("low", 5));
+  EXPECT_EQ(before.status, 200);
+  EXPECT_NE(before.body.find("\"model\":\"sim-small\""), std::string::npos) << before.body;
+  EXPECT_EQ(small.stats().requests.load(), 0u);
+  for (int i = 0; i < 6; ++i) ASSERT_EQ(fetch(s.proxy_ep(), req("high", 250)).status, 200);
+  for (int i = 0; i < 15 && metric("tokentap_shed_active", {{"route", "default"}}) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(metric("tokentap_shed_active", {{"route", "default"}}), 1);
+  const auto at_route = s.sim->stats().requests.load();
+  const auto degraded = fetch(s.proxy_ep(), req("low", 5));
+  EXPECT_EQ(degraded.status, 200) << degraded.body;
+  EXPECT_TRUE(degraded.complete);
+  EXPECT_NE(degraded.body.find("\"model\":\"sim-tiny\""), std::string::npos) << degraded.body;
+  EXPECT_EQ(s.sim->stats().requests.load(), at_route);
+  EXPECT_EQ(small.stats().requests.load(), 1u);
+  // High priority still goes to the route's upstream.
+  EXPECT_EQ(fetch(s.proxy_ep(), req("high", 5)).status, 200);
+  EXPECT_EQ(s.sim->stats().requests.load(), at_route + 1);
+  EXPECT_EQ(metric("tokentap_shed_rerouted_total", {{"route", "default"}, {"upstream", "small"}}),
+            1);
+  EXPECT_EQ(rejections(s, "shed-default", "slo"), 0);
+  const auto stats = admin_get(s, "/api/stats");
+  EXPECT_NE(stats.find(R"("reroute":"small","rerouted":1)"), std::string::npos) << stats;
+}
+
 }  // namespace
 }  // namespace tokentap::test
