@@ -522,12 +522,14 @@ TEST(Grafana, EveryMetricItQueriesExists) {
       << "listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\nthreads: 2\n"
       << "upstreams:\n  main:\n    endpoints: [http://127.0.0.1:" << port(a)
       << ", http://127.0.0.1:" << port(b) << "]\n    balance: round_robin\n"
+      << "    engine_metrics: {interval_ms: 200}\n"
       << "  next: {url: http://127.0.0.1:" << port(next) << "}\n"
       << "routes:\n  - {name: chat, prefix: /, upstream: main}\n"
       << "trace: {dir: " << dir << "/traces}\n"
       << "priority: {header: x-tokentap-priority}\n"
       << "admission:\n  - {name: per-route, scope: route, requests_per_minute: 100000}\n"
-      << "shed:\n  - {route: chat, when: {ttft_p95_ms: 60000}, drop: [low]}\n"
+      << "shed:\n  - {route: chat, when: {ttft_p95_ms: 60000}, drop: [low], reroute: next}\n"
+      << "faults:\n  - {name: rare, percent: 0, delay_ms: 1}\n"
       << "canary:\n  - {route: chat, upstream: next, steps: [50]}\n";
   proxy_process p({"--config", dir + "/all.yaml"});
   ASSERT_NE(p.proxy.port(), 0) << p.proc.err();
@@ -556,7 +558,9 @@ TEST(Grafana, EveryMetricItQueriesExists) {
        {"tokentap_upstream_endpoint_requests_total", "tokentap_upstream_endpoint_healthy",
         "tokentap_routing_decisions_total", "tokentap_upstream_ejections_total",
         "tokentap_upstream_retries_total", "tokentap_admission_rejections_total",
-        "tokentap_shed_active", "tokentap_canary_weight", "tokentap_canary_rollbacks_total"})
+        "tokentap_shed_active", "tokentap_canary_weight", "tokentap_canary_rollbacks_total",
+        "tokentap_latency_phase_seconds", "tokentap_engine_ttft_gap_seconds",
+        "tokentap_faults_injected_total", "tokentap_shed_rerouted_total"})
     EXPECT_TRUE(queried.count(covered)) << covered << " is on no panel";
   EXPECT_GE(queried.size(), 20u);
   for (const auto& n : queried)
