@@ -201,6 +201,15 @@ TEST(Tenants, AnAbsurdTenantHeaderIsBoundedAndEscapedAndTenantsPastMaxShareOther
   EXPECT_EQ(metric_sum(m, "tokentap_requests_total", {{"tenant", "other"}}), 4);
 }
 
+// A chat request of priority `prio` the simulator answers after `ttft_ms`.
+request_options prioritized(const std::string& prio, int ttft_ms) {
+  auto o = chat("t");
+  for (auto& h : o.headers)
+    if (h.first == "x-sim-ttft-ms") h.second = std::to_string(ttft_ms);
+  o.headers.push_back({"x-tokentap-priority", prio});
+  return o;
+}
+
 TEST(Shedding, ARouteOverItsTtftSloShedsLowPriorityUntilItRecovers) {
   stack s([](config::config& cfg) {
     cfg.priority.enabled = true;
@@ -211,42 +220,35 @@ TEST(Shedding, ARouteOverItsTtftSloShedsLowPriorityUntilItRecovers) {
                  .drop = {config::priority::low}}};
     cfg.metrics.window = std::chrono::seconds(3600);
   });
-  auto req = [](const std::string& prio, int ttft_ms) {
-    auto o = chat("t");
-    for (auto& h : o.headers)
-      if (h.first == "x-sim-ttft-ms") h.second = std::to_string(ttft_ms);
-    o.headers.push_back({"x-tokentap-priority", prio});
-    return o;
-  };
   const auto shed_active = [&] {
     return metric_sum(parse_metrics(admin_get(s, "/metrics")), "tokentap_shed_active",
                       {{"route", "default"}});
   };
   // Fast: low goes through.
-  for (int i = 0; i < 5; ++i) ASSERT_EQ(fetch(s.proxy_ep(), req("high", 5)).status, 200);
-  EXPECT_EQ(fetch(s.proxy_ep(), req("low", 5)).status, 200);
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(fetch(s.proxy_ep(), prioritized("high", 5)).status, 200);
+  EXPECT_EQ(fetch(s.proxy_ep(), prioritized("low", 5)).status, 200);
   EXPECT_EQ(shed_active(), 0);
   // The upstream slows down past the SLO: within a second (a verdict a second), low is
   // refused; high is not.
-  for (int i = 0; i < 6; ++i) ASSERT_EQ(fetch(s.proxy_ep(), req("high", 250)).status, 200);
+  for (int i = 0; i < 6; ++i) ASSERT_EQ(fetch(s.proxy_ep(), prioritized("high", 250)).status, 200);
   for (int i = 0; i < 15 && shed_active() == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_EQ(shed_active(), 1);
   const auto forwarded = s.sim->stats().requests.load();
-  const auto refused = fetch(s.proxy_ep(), req("low", 5));
+  const auto refused = fetch(s.proxy_ep(), prioritized("low", 5));
   EXPECT_EQ(refused.status, 429) << refused.body;
   EXPECT_EQ(s.sim->stats().requests.load(), forwarded);
   EXPECT_EQ(refused.header("x-tokentap-rejected-by"), "shed-default");
   EXPECT_NE(refused.body.find("latency SLO"), std::string::npos) << refused.body;
   EXPECT_EQ(refused.header("retry-after"), "1");
-  EXPECT_EQ(fetch(s.proxy_ep(), req("normal", 5)).status, 200);
+  EXPECT_EQ(fetch(s.proxy_ep(), prioritized("normal", 5)).status, 200);
   EXPECT_EQ(rejections(s, "shed-default", "slo"), 1);
   const auto stats = admin_get(s, "/api/stats");
   EXPECT_NE(stats.find(R"({"route":"default","active":true)"), std::string::npos) << stats;
   // The dashboard shows it as it happens (the upstream stays slow while Chromium looks).
   std::atomic<bool> looking{true};
   auto slow = std::async(std::launch::async, [&] {
-    while (looking) fetch(s.proxy_ep(), req("high", 250));
+    while (looking) fetch(s.proxy_ep(), prioritized("high", 250));
   });
   const auto dom = dump_dom("http://127.0.0.1:" + std::to_string(s.proxy->admin_endpoint().port()) +
                             "/dashboard");
@@ -256,12 +258,12 @@ TEST(Shedding, ARouteOverItsTtftSloShedsLowPriorityUntilItRecovers) {
   EXPECT_NE(dom.find("<td>default</td><td class=\"err\">SHEDDING</td>"), std::string::npos) << dom;
   // Fast again: once the slow answers leave the 3 s window, low is admitted again.
   for (int i = 0; i < 40 && shed_active() == 1; ++i) {
-    ASSERT_EQ(fetch(s.proxy_ep(), req("high", 5)).status, 200);
+    ASSERT_EQ(fetch(s.proxy_ep(), prioritized("high", 5)).status, 200);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    fetch(s.proxy_ep(), req("low", 5));
+    fetch(s.proxy_ep(), prioritized("low", 5));
   }
   EXPECT_EQ(shed_active(), 0);
-  EXPECT_EQ(fetch(s.proxy_ep(), req("low", 5)).status, 200);
+  EXPECT_EQ(fetch(s.proxy_ep(), prioritized("low", 5)).status, 200);
 }
 
 // Degrade instead of refuse: while the route breaks its SLO, low priority goes to a smaller
@@ -285,34 +287,27 @@ TEST(Shedding, AReroutingRuleSendsWhatItWouldDropToAnotherUpstreamAndModel) {
                  .reroute = "small",
                  .model = "sim-tiny"}};
   });
-  auto req = [](const std::string& prio, int ttft_ms) {
-    auto o = chat("t");
-    for (auto& h : o.headers)
-      if (h.first == "x-sim-ttft-ms") h.second = std::to_string(ttft_ms);
-    o.headers.push_back({"x-tokentap-priority", prio});
-    return o;
-  };
   const auto metric = [&](const std::string& name, std::map<std::string, std::string> labels) {
     return metric_sum(parse_metrics(admin_get(s, "/metrics")), name, labels);
   };
   // Before: low is served where its route says, as it asked.
-  const auto before = fetch(s.proxy_ep(), req("low", 5));
+  const auto before = fetch(s.proxy_ep(), prioritized("low", 5));
   EXPECT_EQ(before.status, 200);
   EXPECT_NE(before.body.find("\"model\":\"sim-small\""), std::string::npos) << before.body;
   EXPECT_EQ(small.stats().requests.load(), 0u);
-  for (int i = 0; i < 6; ++i) ASSERT_EQ(fetch(s.proxy_ep(), req("high", 250)).status, 200);
+  for (int i = 0; i < 6; ++i) ASSERT_EQ(fetch(s.proxy_ep(), prioritized("high", 250)).status, 200);
   for (int i = 0; i < 15 && metric("tokentap_shed_active", {{"route", "default"}}) == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_EQ(metric("tokentap_shed_active", {{"route", "default"}}), 1);
   const auto at_route = s.sim->stats().requests.load();
-  const auto degraded = fetch(s.proxy_ep(), req("low", 5));
+  const auto degraded = fetch(s.proxy_ep(), prioritized("low", 5));
   EXPECT_EQ(degraded.status, 200) << degraded.body;
   EXPECT_TRUE(degraded.complete);
   EXPECT_NE(degraded.body.find("\"model\":\"sim-tiny\""), std::string::npos) << degraded.body;
   EXPECT_EQ(s.sim->stats().requests.load(), at_route);
   EXPECT_EQ(small.stats().requests.load(), 1u);
   // High priority still goes to the route's upstream.
-  EXPECT_EQ(fetch(s.proxy_ep(), req("high", 5)).status, 200);
+  EXPECT_EQ(fetch(s.proxy_ep(), prioritized("high", 5)).status, 200);
   EXPECT_EQ(s.sim->stats().requests.load(), at_route + 1);
   EXPECT_EQ(metric("tokentap_shed_rerouted_total", {{"route", "default"}, {"upstream", "small"}}),
             1);
