@@ -18,6 +18,9 @@
 
 #include <simdjson.h>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
 #include "replay/trace_reader.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/metrics_text.hpp"
@@ -258,6 +261,43 @@ TEST(EngineMetrics, AScrapeThatFailsOrReadsGarbageIsCountedAndTrafficGoesOn) {
     EXPECT_EQ(r.status, 200u) << path;
     EXPECT_TRUE(r.complete) << path;
   }
+}
+
+// An endpoint that takes the connection and never answers: each scrape is given up by the next
+// interval and counted, the next one starts on time, and traffic on other upstreams goes on.
+TEST(EngineMetrics, AScrapeThatHangsIsGivenUpAtItsIntervalAndCounted) {
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::acceptor silent(ioc, boost::asio::ip::tcp::v4());
+  silent.bind({boost::asio::ip::make_address("127.0.0.1"), 0});
+  silent.listen(64);  // the kernel completes the handshakes; nothing ever reads or answers
+  traced t(loopback_sim(1, 1, 3), [&](config::config& cfg) {
+    config::upstream_config up;
+    up.name = "silent";
+    std::string err;
+    up.endpoints.push_back(*config::parse_url(
+        "http://127.0.0.1:" + std::to_string(silent.local_endpoint().port()), err));
+    up.engine_metrics.enabled = true;
+    up.engine_metrics.interval = std::chrono::milliseconds(200);
+    cfg.upstreams.push_back(up);
+  });
+  const auto errors = [&] {
+    return admin_metric(t.s, "tokentap_engine_scrapes_total",
+                        {{"upstream", "silent"}, {"result", "error"}});
+  };
+  for (int i = 0; i < 150 && errors() < 4; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_GE(errors(), 4);
+  EXPECT_EQ(admin_metric(t.s, "tokentap_engine_scrapes_total",
+                         {{"upstream", "silent"}, {"result", "ok"}}),
+            0);
+  EXPECT_EQ(admin_metric(t.s, "tokentap_engine_requests",
+                         {{"upstream", "silent"}, {"state", "waiting"}}),
+            -1);
+  request_options o;
+  o.body = chat_body(true, "traffic goes on");
+  const auto r = fetch(t.s.proxy_ep(), o);
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_TRUE(r.complete);
 }
 
 // ---- The seed's story: one variable changed, the phase that grew named.
