@@ -233,8 +233,8 @@ struct shed_rule {
   std::chrono::seconds window{30};
   std::uint32_t min_requests = 20;
   std::vector<priority> drop{priority::low};
-  std::string reroute;  ///< an upstream; empty: refuse
-  std::string model;    ///< the model rerouted requests ask for; empty: as sent
+  std::string reroute;            ///< an upstream; empty: refuse
+  std::string model;              ///< the model rerouted requests ask for; empty: as sent
   std::size_t reroute_index = 0;  ///< resolved by validate()
   bool operator==(const shed_rule&) const = default;
 };

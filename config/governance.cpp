@@ -80,8 +80,9 @@ void read_faults(const YAML::Node& fs, config& cfg) {
       rule.kind = kind::from_header;
     }
     if (given != 1)
-      fail(r, where + ": needs exactly one of delay_ms, event_delay_ms, cut_after_events, "
-                      "abort_status, from_header");
+      fail(r, where +
+                  ": needs exactly one of delay_ms, event_delay_ms, cut_after_events, "
+                  "abort_status, from_header");
     for (const auto& other : cfg.faults)
       if (other.name == rule.name) fail(r["name"], "duplicate fault rule '" + rule.name + "'");
     cfg.faults.push_back(std::move(rule));
@@ -215,7 +216,8 @@ void read_governance(const YAML::Node& root, config& cfg) {
         if (rule.reroute.empty()) fail(r["reroute"], "shed.reroute names an upstream");
       }
       if (r["model"]) {
-        if (!r["reroute"]) fail(r["model"], "shed.model rewrites rerouted requests: it needs reroute");
+        if (!r["reroute"])
+          fail(r["model"], "shed.model rewrites rerouted requests: it needs reroute");
         rule.model = scalar<std::string>(r["model"], "model");
         if (rule.model.empty()) fail(r["model"], "shed.model names a model");
       }
@@ -330,8 +332,7 @@ void validate_governance(config& cfg) {
     if (!rule.route.empty() &&
         std::none_of(cfg.routes.begin(), cfg.routes.end(),
                      [&](const route_config& r) { return r.name == rule.route; }))
-      throw config_error("fault rule '" + rule.name + "' names unknown route '" + rule.route +
-                         "'");
+      throw config_error("fault rule '" + rule.name + "' names unknown route '" + rule.route + "'");
   for (auto& rule : cfg.shed) {
     const auto route = std::find_if(cfg.routes.begin(), cfg.routes.end(),
                                     [&](const route_config& r) { return r.name == rule.route; });

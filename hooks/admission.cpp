@@ -313,14 +313,14 @@ bool admission_state::admit(const facts& f, ticket& t, refusal& r, steady::time_
       t.rerouted = s->cfg;
       s->rerouted.fetch_add(1, std::memory_order_relaxed);
     } else {
-        r = {};
+      r = {};
       r.rule = s->name;
       r.reason = admission_reason::slo;
       r.status = 429;
       // The SLO is judged over the window: a client that comes back in a sixth of it sees the
       // latest verdict.
-      r.retry_after_s = static_cast<std::uint32_t>(
-          std::clamp<std::int64_t>(s->cfg->window.count() / 6, 1, 60));
+      r.retry_after_s =
+          static_cast<std::uint32_t>(std::clamp<std::int64_t>(s->cfg->window.count() / 6, 1, 60));
       s->shed.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
@@ -459,8 +459,7 @@ void admission_state::append_json(std::string& out, steady::time_point now) {
       json::append_string(out, to_string(s.cfg->drop[k]));
     }
     out += "],\"since_s\":" + std::to_string(s.since > 0 ? now_s - s.since : 0) +
-           ",\"shed\":" + std::to_string(s.shed.load(std::memory_order_relaxed)) +
-           ",\"reroute\":";
+           ",\"shed\":" + std::to_string(s.shed.load(std::memory_order_relaxed)) + ",\"reroute\":";
     if (s.cfg->reroute.empty())
       out += "null";
     else

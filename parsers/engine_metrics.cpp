@@ -241,9 +241,8 @@ void engine_metrics_reader::bucket(std::string_view labels, double count) {
     return;
   }
   auto& b = load_.ttft;
-  const auto at = std::lower_bound(b.begin(), b.end(), le, [](const histogram_bucket& x, double v) {
-    return x.le < v;
-  });
+  const auto at = std::lower_bound(b.begin(), b.end(), le,
+                                   [](const histogram_bucket& x, double v) { return x.le < v; });
   if (at != b.end() && at->le == le) {
     if (!std::isfinite(at->count + count)) {
       ++load_.skipped;
@@ -279,8 +278,7 @@ double bucket_quantile(double q, const std::vector<histogram_bucket>& b) noexcep
 }
 
 bool bucket_delta(const std::vector<histogram_bucket>& now,
-                  const std::vector<histogram_bucket>& before,
-                  std::vector<histogram_bucket>& out) {
+                  const std::vector<histogram_bucket>& before, std::vector<histogram_bucket>& out) {
   out.clear();
   if (now.size() != before.size()) return false;
   for (std::size_t i = 0; i < now.size(); ++i) {

@@ -48,8 +48,7 @@ double bucket_quantile(double q, const std::vector<histogram_bucket>& buckets) n
 /// `now` less `before` bucket by bucket: what was observed between two reads.  False (and `out`
 /// empty) when their bounds differ or a count fell — the engine restarted in between.
 bool bucket_delta(const std::vector<histogram_bucket>& now,
-                  const std::vector<histogram_bucket>& before,
-                  std::vector<histogram_bucket>& out);
+                  const std::vector<histogram_bucket>& before, std::vector<histogram_bucket>& out);
 
 class engine_metrics_reader {
  public:

@@ -12,8 +12,7 @@ std::optional<std::string> with_model(std::string_view body, std::string_view mo
   {
     simdjson::dom::parser parser;
     simdjson::dom::element doc;
-    if (parser.parse(body.data(), body.size()).get(doc) != simdjson::SUCCESS ||
-        !doc.is_object())
+    if (parser.parse(body.data(), body.size()).get(doc) != simdjson::SUCCESS || !doc.is_object())
       return std::nullopt;
   }
   const simdjson::padded_string padded(body);

@@ -57,8 +57,7 @@ endpoint* prefix_balancer::least_load(cluster& c, const pick_context& ctx) const
     if (!ctx.usable(*e)) continue;
     const auto load = e->load();
     const auto footprint = index_.footprint(e->index);
-    if (best == nullptr || load < best_load ||
-        (load == best_load && footprint < best_footprint)) {
+    if (best == nullptr || load < best_load || (load == best_load && footprint < best_footprint)) {
       best = e.get();
       best_load = load;
       best_footprint = footprint;

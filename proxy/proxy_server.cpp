@@ -180,8 +180,8 @@ void export_faults(hooks::metrics_registry& m, const fault_plan& plan,
                    const std::weak_ptr<const void>& owner) {
   for (std::size_t i = 0; i < plan.rules().size(); ++i) {
     const auto& rule = plan.rules()[i];
-    for (const auto k : {fault_kind::delay, fault_kind::event_delay, fault_kind::cut,
-                         fault_kind::abort}) {
+    for (const auto k :
+         {fault_kind::delay, fault_kind::event_delay, fault_kind::cut, fault_kind::abort}) {
       if (rule.kind != fault_kind::from_header && rule.kind != k) continue;
       m.add_counter_source(
           "tokentap_faults_injected_total",
@@ -289,7 +289,8 @@ std::shared_ptr<generation> proxy_server::build(config::config cfg, const genera
           if (old->id == e->id) carry_state(*old, *e);
     }
   }
-  if (!conf.faults.empty()) g->faults = std::make_unique<const fault_plan>(conf.faults, conf.admin_token);
+  if (!conf.faults.empty())
+    g->faults = std::make_unique<const fault_plan>(conf.faults, conf.admin_token);
   for (const auto& up : conf.upstreams)
     if (!up.fallback.empty())
       g->clusters[static_cast<std::size_t>(&up - conf.upstreams.data())]->set_fallback(

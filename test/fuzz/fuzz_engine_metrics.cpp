@@ -25,7 +25,9 @@ bool same(const parsers::engine_load& a, const parsers::engine_load& b) {
          a.ttft == b.ttft;
 }
 
-bool figure(double v) { return v == -1 || (std::isfinite(v) && v >= 0); }
+bool figure(double v) {
+  return v == -1 || (std::isfinite(v) && v >= 0);
+}
 
 }  // namespace
 

@@ -290,9 +290,9 @@ TEST(EngineMetrics, AScrapeThatHangsIsGivenUpAtItsIntervalAndCounted) {
   EXPECT_EQ(admin_metric(t.s, "tokentap_engine_scrapes_total",
                          {{"upstream", "silent"}, {"result", "ok"}}),
             0);
-  EXPECT_EQ(admin_metric(t.s, "tokentap_engine_requests",
-                         {{"upstream", "silent"}, {"state", "waiting"}}),
-            -1);
+  EXPECT_EQ(
+      admin_metric(t.s, "tokentap_engine_requests", {{"upstream", "silent"}, {"state", "waiting"}}),
+      -1);
   request_options o;
   o.body = chat_body(true, "traffic goes on");
   const auto r = fetch(t.s.proxy_ep(), o);
@@ -505,9 +505,8 @@ TEST(Faults, AnEventDelayHoldsBackEveryEventAndLandsOutsideTheEngine) {
 }
 
 TEST(Faults, ACutEndsTheStreamVisiblyAfterItsEvents) {
-  traced t(engine_sim(sim::engine_shape::vllm), [](config::config& cfg) {
-    cfg.faults = {fault_rule("cut", fault_kind::cut, 3)};
-  });
+  traced t(engine_sim(sim::engine_shape::vllm),
+           [](config::config& cfg) { cfg.faults = {fault_rule("cut", fault_kind::cut, 3)}; });
   request_options o;
   o.body = chat_body(true, "cut short");
   const auto direct = fetch(t.s.sim_ep(), o);
@@ -582,16 +581,16 @@ TEST(Faults, PerRequestFaultsComeFromHeadersOnlyWithTheAdminToken) {
   };
   EXPECT_TRUE(ask({}).complete);  // no fault asked for: none
   EXPECT_EQ(ask({{"x-tokentap-fault-cut-after-events", "2"}}).status, 403u);
-  EXPECT_EQ(ask({{"x-tokentap-fault-cut-after-events", "2"},
-                 {"x-tokentap-admin-token", "not-the-token"}})
-                .status,
-            403u);
-  EXPECT_EQ(ask({{"x-tokentap-fault-cut-after-events", "two"}, {"x-tokentap-admin-token", token}})
-                .status,
-            400u);
-  EXPECT_EQ(ask({{"x-tokentap-fault-abort-status", "200"}, {"x-tokentap-admin-token", token}})
-                .status,
-            400u);
+  EXPECT_EQ(
+      ask({{"x-tokentap-fault-cut-after-events", "2"}, {"x-tokentap-admin-token", "not-the-token"}})
+          .status,
+      403u);
+  EXPECT_EQ(
+      ask({{"x-tokentap-fault-cut-after-events", "two"}, {"x-tokentap-admin-token", token}}).status,
+      400u);
+  EXPECT_EQ(
+      ask({{"x-tokentap-fault-abort-status", "200"}, {"x-tokentap-admin-token", token}}).status,
+      400u);
   EXPECT_EQ(ask({{"x-tokentap-fault-cut-after-events", "2"},
                  {"x-tokentap-fault-delay-ms", "5"},
                  {"x-tokentap-admin-token", token}})
@@ -680,7 +679,8 @@ TEST(Faults, HeaderFaultsWithoutAnAdminTokenAreRefused) {
   EXPECT_NE(r.err.find("need the admin token"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;  // one line
   // With one, it starts.
-  process p({"proxy", "--config", file}, {{"TOKENTAP_ADMIN_TOKEN", "an-admin-token-of-some-length"}});
+  process p({"proxy", "--config", file},
+            {{"TOKENTAP_ADMIN_TOKEN", "an-admin-token-of-some-length"}});
   EXPECT_NE(p.wait_for_line("ready", std::chrono::seconds(10)), "") << p.err();
   p.signal(SIGTERM);
   EXPECT_EQ(p.wait(std::chrono::seconds(10)), 0) << p.err();
@@ -691,7 +691,7 @@ TEST(AttributionStory, AnInjectedDelayIsFoundAsTheFaultPhase) {
   so.defaults.ttft_ms = 10;
   so.defaults.itl_ms = 2;
   so.defaults.output_tokens = 6;
-  traced a(so), b(so, [](config::config& cfg) {
+  traced a(so), b(so, [](config::config&cfg) {
     cfg.faults = {fault_rule("slow-net", fault_kind::delay, 80)};
   });
   load(a, 2, 10, "baseline");
@@ -736,9 +736,8 @@ TEST(EngineMetrics, TheTtftGapIsWhatLiesBetweenTheProxyAndTheEngine) {
       if (delay > 0) cfg.faults = {fault_rule("between", fault_kind::delay, delay)};
     });
     // A first scrape before any request: the window's baseline.
-    for (int i = 0; i < 100 && admin_metric(t.s, "tokentap_engine_scrapes_total",
-                                             {{"result", "ok"}}) < 1;
-         ++i)
+    for (int i = 0;
+         i < 100 && admin_metric(t.s, "tokentap_engine_scrapes_total", {{"result", "ok"}}) < 1; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     load(t, 1, 8, "gap");
     double gap = std::nan("");

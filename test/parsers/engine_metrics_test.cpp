@@ -134,9 +134,9 @@ TEST(EngineMetrics, BucketQuantilesAreHistogramQuantiles) {
   const double inf = std::numeric_limits<double>::infinity();
   // 10 observations: 2 at or under 20 ms, 8 at or under 40 ms, 2 above.
   const std::vector<histogram_bucket> b{{0.02, 2}, {0.04, 8}, {inf, 10}};
-  EXPECT_DOUBLE_EQ(bucket_quantile(0.1, b), 0.01);    // rank 1 of 2 in [0, 0.02]
-  EXPECT_DOUBLE_EQ(bucket_quantile(0.5, b), 0.03);    // rank 5: 3 of 6 in (0.02, 0.04]
-  EXPECT_DOUBLE_EQ(bucket_quantile(0.99, b), 0.04);   // in +Inf: the largest finite bound
+  EXPECT_DOUBLE_EQ(bucket_quantile(0.1, b), 0.01);             // rank 1 of 2 in [0, 0.02]
+  EXPECT_DOUBLE_EQ(bucket_quantile(0.5, b), 0.03);             // rank 5: 3 of 6 in (0.02, 0.04]
+  EXPECT_DOUBLE_EQ(bucket_quantile(0.99, b), 0.04);            // in +Inf: the largest finite bound
   EXPECT_EQ(bucket_quantile(0.5, {{0.02, 0}, {inf, 0}}), -1);  // nothing observed
   EXPECT_EQ(bucket_quantile(0.5, {}), -1);
   // Never past the bucket's bound by rounding (0.1 · 3 / 3 is 0.10000000000000002 in doubles),
