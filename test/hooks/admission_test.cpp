@@ -210,11 +210,13 @@ TEST(Priorities, WithoutPrioritiesEveryRequestMayUseTheWholeCap) {
 TEST(Shedding, ARouteOverItsTtftSloRefusesLowUntilItRecovers) {
   auto cfg = with_rules({});
   cfg.priority.enabled = true;
-  cfg.shed = {{.route = "chat",
-               .ttft_p95_ms = 500,
-               .window = std::chrono::seconds(10),
-               .min_requests = 20,
-               .drop = {config::priority::low}}};
+  config::shed_rule rule;
+  rule.route = "chat";
+  rule.ttft_p95_ms = 500;
+  rule.window = std::chrono::seconds(10);
+  rule.min_requests = 20;
+  rule.drop = {config::priority::low};
+  cfg.shed = {rule};
   admission_state s(cfg);
   const auto t0 = steady::now();
   admission_state::refusal r;

@@ -213,11 +213,13 @@ request_options prioritized(const std::string& prio, int ttft_ms) {
 TEST(Shedding, ARouteOverItsTtftSloShedsLowPriorityUntilItRecovers) {
   stack s([](config::config& cfg) {
     cfg.priority.enabled = true;
-    cfg.shed = {{.route = "default",
-                 .ttft_p95_ms = 100,
-                 .window = std::chrono::seconds(3),
-                 .min_requests = 5,
-                 .drop = {config::priority::low}}};
+    config::shed_rule rule;
+    rule.route = "default";
+    rule.ttft_p95_ms = 100;
+    rule.window = std::chrono::seconds(3);
+    rule.min_requests = 5;
+    rule.drop = {config::priority::low};
+    cfg.shed = {rule};
     cfg.metrics.window = std::chrono::seconds(3600);
   });
   const auto shed_active = [&] {
