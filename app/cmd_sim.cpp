@@ -49,9 +49,10 @@ constexpr const char* sim_help = R"(usage: tokentap sim [flags]
   --context-window N       tokens; longer conversations lose their oldest messages (default 0: none)
   --max-batch N            at most N sequences decode at once; the others queue (default 0: no limit)
   --itl-per-seq-us U       each other sequence in the batch adds U µs to a response's token gaps
-  --engine E               none | vllm | llama.cpp | tgi: report the engine's own timings the way
-                           that engine does (vLLM's `metrics` object, llama.cpp's `timings`, TGI's
-                           x-queue-time / x-inference-time headers on non-streamed answers)
+  --engine E               none | vllm | llama.cpp | tgi | ollama: report the engine's own timings
+                           the way that engine does (vLLM's `metrics` object, llama.cpp's
+                           `timings`, TGI's x-queue-time / x-inference-time headers on non-streamed
+                           answers, Ollama's durations in ns on /api/chat and /api/generate)
   --tls-cert FILE --tls-key FILE   serve HTTPS
   --log-level LEVEL
 
@@ -111,7 +112,7 @@ sim::server_options sim_options(const flags& f) {
   o.itl_per_seq_us = f.number("itl-per-seq-us", 0, 0, 1e7);
   if (auto e = f.get("engine")) {
     const auto shape = sim::engine_shape_of(*e);
-    if (!shape) throw usage_error{"--engine must be none, vllm, llama.cpp or tgi"};
+    if (!shape) throw usage_error{"--engine must be none, vllm, llama.cpp, tgi or ollama"};
     o.engine = *shape;
   }
   o.tls_cert = f.get("tls-cert").value_or("");

@@ -380,7 +380,7 @@ request_info request_inspector::inspect(std::string_view body, inspect_options o
     info.error = err == simdjson::INCORRECT_TYPE ? "body is not a JSON object" : "invalid JSON";
     return info;
   }
-  int max_tokens_rank = 3;  // of the max_tokens field taken: lower wins
+  int max_tokens_rank = 4;  // of the max_tokens field taken: lower wins
   for (auto field : root) {
     std::string_view key;
     if (field.unescaped_key().get(key)) {
@@ -397,6 +397,7 @@ request_info request_inspector::inspect(std::string_view body, inspect_options o
       if (!v.get_string().get(s)) info.model.assign(s);
     } else if (key == "stream") {
       info.stream = is_true(v);
+      info.stream_given = true;
     } else if (key == "stream_options") {
       od::object o;
       if (v.get_object().get(o)) continue;
@@ -413,6 +414,18 @@ request_info request_inspector::inspect(std::string_view body, inspect_options o
       if (!v.get_int64().get(n) && rank <= max_tokens_rank) {
         info.max_tokens = n;
         max_tokens_rank = rank;
+      }
+    } else if (key == "options") {  // Ollama's: num_predict is its budget (-1, -2: none)
+      od::object o;
+      if (v.get_object().get(o)) continue;
+      for (auto f : o) {
+        std::string_view k;
+        std::int64_t n = 0;
+        if (!f.unescaped_key().get(k) && k == "num_predict" && !f.value().get_int64().get(n) &&
+            n >= 0 && max_tokens_rank == 4) {
+          info.max_tokens = n;
+          max_tokens_rank = 3;
+        }
       }
     } else if (key == "messages" || key == "input") {
       read_messages(v, info, c, key == "messages" ? c.messages : c.input);

@@ -43,10 +43,12 @@ constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
 struct request_info {
   std::string model;           ///< `model`, empty when absent
   bool stream = false;         ///< `stream: true`
+  bool stream_given = false;   ///< the body has a `stream` key (Ollama streams without one)
   bool include_usage = false;  ///< `stream_options.include_usage: true` (OpenAI)
   bool reasoning =
       false;  ///< Anthropic `thinking.type == "enabled"`, OpenAI `reasoning_effort` / `reasoning`
-  std::optional<std::int64_t> max_tokens;  ///< `max_tokens` or `max_completion_tokens`
+  /// `max_completion_tokens`, `max_tokens`, `max_output_tokens` or Ollama's `options.num_predict`
+  std::optional<std::int64_t> max_tokens;
   std::size_t messages =
       0;  ///< elements of `messages` (or Responses `input`), plus `system` if any
   std::size_t prompt_chars = 0;         ///< bytes of text in system/messages/prompt/input

@@ -184,7 +184,8 @@ class proxy_session final : public relay_host, public net::session_base {
         auto d = refusal(v.status, "invalid_request_error", std::move(v.message));
         co_return co_await answer_locally(std::move(req), ex, d);
       }
-      if (ex.fault && ex.fault.kind == fault_kind::abort) co_return co_await abort_fault(std::move(req), ex);
+      if (ex.fault && ex.fault.kind == fault_kind::abort)
+        co_return co_await abort_fault(std::move(req), ex);
     }
     // (The admin token never goes upstream, whatever the request was for.)
     req.erase(fault_token_header);
@@ -371,9 +372,9 @@ class proxy_session final : public relay_host, public net::session_base {
                                                       : "invalid_request_error",
                      "fault '" + ex.fault.rule->name + "' injected: " + std::to_string(status));
     note_fault(ex);
-    co_return co_await answer_locally(std::move(req), ex, d,
-                                      status >= 500 ? stream_outcome::upstream_error
-                                                    : stream_outcome::rejected);
+    co_return co_await answer_locally(
+        std::move(req), ex, d,
+        status >= 500 ? stream_outcome::upstream_error : stream_outcome::rejected);
   }
 
   // A delay fault: forwarding waits (the attribution's fault phase).  Ends early when the client
@@ -476,7 +477,10 @@ class proxy_session final : public relay_host, public net::session_base {
         ex.gen->clusters[ex.upstream_index]->cfg().balance == config::balance_policy::prefix;
     auto info = inspector_.inspect(req.body(), {.digests = ex.gen->taps != nullptr || by_prefix});
     ex.model = info.model;
-    ex.stream_requested = info.stream;
+    // Ollama's native API streams unless the body says `stream: false`.
+    const auto path = req.target().substr(0, req.target().find('?'));
+    ex.stream_requested =
+        info.stream || (!info.stream_given && (path == "/api/chat" || path == "/api/generate"));
     ex.prompt_chars = info.prompt_chars;
     ex.max_tokens = info.max_tokens;
     ex.conversation = std::move(info.digests);

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <random>
 
 #include "parsers/json_out.hpp"
@@ -275,6 +276,67 @@ std::string anthropic_body(const request_shape& shape, const ids& id, const plan
   return s;
 }
 
+// Ollama's lines open with the model and the time they were made (RFC 3339, UTC here).
+std::string ollama_head(const request_shape& shape, const ids& id) {
+  const std::time_t t = id.created;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char at[40];
+  std::strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%S.000000000Z", &tm);
+  return "{\"model\":\"" + json::escaped(shape.model) + "\",\"created_at\":\"" + at + "\",";
+}
+
+// The text fields of one Ollama line: `message` on /api/chat, `response` on /api/generate; a
+// thinking model's reasoning in `thinking` beside them.
+std::string ollama_text(api kind, std::string_view content, std::string_view thinking) {
+  std::string s;
+  if (kind == api::ollama_chat) {
+    s = "\"message\":{\"role\":\"assistant\",\"content\":\"" + json::escaped(content) + "\"";
+    if (!thinking.empty()) s += ",\"thinking\":\"" + json::escaped(thinking) + "\"";
+    return s + "}";
+  }
+  s = "\"response\":\"" + json::escaped(content) + "\"";
+  if (!thinking.empty()) s += ",\"thinking\":\"" + json::escaped(thinking) + "\"";
+  return s;
+}
+
+// The final object: why it ended and the counts (Ollama's durations are the engine report's).
+std::string ollama_done(const request_shape& shape, const ids& id, const plan& pl,
+                        std::string_view content, std::string_view thinking) {
+  return ollama_head(shape, id) + ollama_text(shape.kind, content, thinking) +
+         ",\"done_reason\":\"" + (pl.truncated ? "length" : "stop") +
+         "\",\"done\":true,\"prompt_eval_count\":" + std::to_string(pl.prompt_tokens) +
+         ",\"eval_count\":" + std::to_string(pl.completion_tokens) + "}";
+}
+
+void build_ollama_stream(const request_shape& shape, const ids& id,
+                         const std::vector<std::string>& reasoning,
+                         const std::vector<std::string>& answer,
+                         const std::vector<double>& token_at, double ttft_ms, plan& pl) {
+  std::size_t k = 0;
+  for (const auto& t : reasoning)
+    pl.events.push_back(
+        {ollama_head(shape, id) + ollama_text(shape.kind, "", t) + ",\"done\":false}\n",
+         token_at[k++], true});
+  for (const auto& t : answer)
+    pl.events.push_back(
+        {ollama_head(shape, id) + ollama_text(shape.kind, t, "") + ",\"done\":false}\n",
+         token_at[k++], true});
+  const double end_at = pl.events.empty() ? ttft_ms : pl.events.back().at_ms;
+  pl.events.push_back({ollama_done(shape, id, pl, "", "") + "\n", end_at, false});
+}
+
+// What each API sends when an answer fails after it began.
+std::string error_event(api kind) {
+  if (kind == api::anthropic_messages)
+    return anthropic_event("error",
+                           "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
+                           "\"message\":\"Overloaded\"}}");
+  if (is_ollama(kind)) return "{\"error\":\"an error was encountered while running the model\"}\n";
+  return "data: {\"error\":{\"message\":\"The server had an error while processing your "
+         "request.\",\"type\":\"server_error\",\"code\":null}}\n\n";
+}
+
 template <class T>
 bool parse_number(std::string_view v, T& out) {
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
@@ -382,17 +444,20 @@ plan make_plan(const params& p, const request_shape& shape) {
   }
 
   ids id;
-  id.id = (shape.kind == api::openai_chat ? "chatcmpl-sim" : "msg_sim") +
+  id.id = (shape.kind == api::anthropic_messages ? "msg_sim" : "chatcmpl-sim") +
           std::to_string((p.seed ^ shape.body_hash) % 1000000007ull);
   pl.first_token_ms = token_at.empty() ? ttft : token_at.front();
   pl.last_token_ms = token_at.empty() ? ttft : token_at.back();
   if (!shape.stream) {
     pl.body_at_ms = token_at.empty() ? ttft : token_at.back();
-    pl.body = shape.kind == api::openai_chat ? openai_body(shape, id, p, pl)
-                                             : anthropic_body(shape, id, pl);
+    pl.body = is_ollama(shape.kind) ? ollama_done(shape, id, pl, pl.content_text, pl.reasoning_text)
+              : shape.kind == api::openai_chat ? openai_body(shape, id, p, pl)
+                                               : anthropic_body(shape, id, pl);
     return pl;
   }
-  if (shape.kind == api::openai_chat)
+  if (is_ollama(shape.kind))
+    build_ollama_stream(shape, id, reasoning, answer, token_at, ttft, pl);
+  else if (shape.kind == api::openai_chat)
     build_openai_stream(p, shape, id, reasoning, answer, token_at, pl);
   else
     build_anthropic_stream(p, shape, id, reasoning, answer, token_at, pl);
@@ -411,15 +476,7 @@ plan make_plan(const params& p, const request_shape& shape) {
     pl.fault_index = cut_after(p.error_after);
     const double at = pl.fault_index > 0 ? pl.events[pl.fault_index - 1].at_ms : p.ttft_ms;
     pl.events.resize(pl.fault_index);
-    pl.events.push_back(
-        {shape.kind == api::openai_chat
-             ? std::string(
-                   "data: {\"error\":{\"message\":\"The server had an error while "
-                   "processing your request.\",\"type\":\"server_error\",\"code\":null}}\n\n")
-             : anthropic_event("error",
-                               "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
-                               "\"message\":\"Overloaded\"}}"),
-         at, false});
+    pl.events.push_back({error_event(shape.kind), at, false});
   } else if (p.reset_after >= 0) {
     pl.ending = plan::end::reset;
     pl.fault_index = cut_after(p.reset_after);
@@ -446,6 +503,7 @@ std::string error_body(api kind, int status) {
     return std::string("{\"type\":\"error\",\"error\":{\"type\":\"") + type +
            "\",\"message\":\"simulated " + std::to_string(status) + "\"}}";
   }
+  if (is_ollama(kind)) return "{\"error\":\"simulated " + std::to_string(status) + "\"}";
   const char* type = status == 429   ? "rate_limit_exceeded"
                      : status >= 500 ? "server_error"
                                      : "invalid_request_error";
@@ -458,6 +516,7 @@ std::optional<engine_shape> engine_shape_of(std::string_view name) {
   if (name == "vllm") return engine_shape::vllm;
   if (name == "llama.cpp" || name == "llamacpp") return engine_shape::llamacpp;
   if (name == "tgi") return engine_shape::tgi;
+  if (name == "ollama") return engine_shape::ollama;
   return std::nullopt;
 }
 
@@ -481,13 +540,21 @@ std::string ms3(double v) {
 
 }  // namespace
 
-void add_engine_report(plan& pl, engine_shape e, const engine_times& t) {
+void add_engine_report(plan& pl, api kind, engine_shape e, const engine_times& t) {
   if (e == engine_shape::none || e == engine_shape::tgi || pl.ending != plan::end::normal) return;
+  if ((e == engine_shape::ollama) != is_ollama(kind) || kind == api::anthropic_messages) return;
   std::string member;
   if (e == engine_shape::vllm) {
     member = ",\"metrics\":{\"queue_time_ms\":" + ms3(t.queue_ms) +
              ",\"time_to_first_token_ms\":" + ms3(t.prefill_ms) +
              ",\"generation_time_ms\":" + ms3(t.decode_ms) + "}";
+  } else if (e == engine_shape::ollama) {
+    // Nanoseconds.  Ollama counts the wait for a runner (its queue) in load_duration.
+    auto ns = [](double ms) { return std::to_string(std::llround(ms * 1e6)); };
+    member = ",\"total_duration\":" + ns(t.queue_ms + t.prefill_ms + t.decode_ms) +
+             ",\"load_duration\":" + ns(t.queue_ms) +
+             ",\"prompt_eval_duration\":" + ns(t.prefill_ms) +
+             ",\"eval_duration\":" + ns(t.decode_ms);
   } else {
     // llama.cpp: prompt_n counts the uncached prompt only; cache_n the cached part.
     member = ",\"timings\":{\"cache_n\":" + std::to_string(pl.cached_tokens) +
@@ -501,7 +568,7 @@ void add_engine_report(plan& pl, engine_shape e, const engine_times& t) {
     return;
   }
   for (auto it = pl.events.rbegin(); it != pl.events.rend(); ++it) {
-    if (!it->bytes.starts_with("data: {")) continue;
+    if (!it->bytes.starts_with("data: {") && !it->bytes.starts_with("{")) continue;
     insert_member(it->bytes, member);
     return;
   }

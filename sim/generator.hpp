@@ -1,7 +1,8 @@
 #pragma once
 // The simulator's pure part: what to send and when.  Given the parameters of one request and a
 // seed it produces the complete list of wire events (bytes + send offset), in the OpenAI Chat
-// Completions or Anthropic Messages format.  No I/O, no Boost: unit-testable and deterministic.
+// Completions, Anthropic Messages or Ollama chat/generate format.  No I/O, no Boost:
+// unit-testable and deterministic.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -11,7 +12,12 @@
 
 namespace tokentap::sim {
 
-enum class api { openai_chat, anthropic_messages };
+/// The API a request came in on.  Ollama's native `/api/chat` and `/api/generate` stream NDJSON
+/// lines (the same but for `message.content` vs `response`).
+enum class api { openai_chat, anthropic_messages, ollama_chat, ollama_generate };
+constexpr bool is_ollama(api a) noexcept {
+  return a == api::ollama_chat || a == api::ollama_generate;
+}
 
 /// How a stamped event begins (params::stamp): the SSE comment `: t <monotonic ns>\n`.  The load
 /// generator and the benchmarks' capture matcher (test/bench/transit.hpp) read it back.
@@ -55,7 +61,7 @@ std::optional<std::string> apply_header(params& p, std::string_view name, std::s
 struct request_shape {
   api kind = api::openai_chat;
   std::string model;
-  bool stream = false;
+  bool stream = false;  ///< (Ollama streams unless the body says `stream: false`)
   bool include_usage = false;
   std::optional<std::int64_t> max_tokens;
   std::size_t prompt_chars = 0;
@@ -75,7 +81,7 @@ struct wire_event {
 
 /// The planned response.
 struct plan {
-  std::vector<wire_event> events;  ///< streaming: SSE events in order
+  std::vector<wire_event> events;  ///< streaming: SSE events (Ollama: NDJSON lines) in order
   std::string body;                ///< non-streaming: the JSON body, sent at `body_at_ms`
   double body_at_ms = 0;
   std::string reasoning_text, content_text;
@@ -89,8 +95,10 @@ struct plan {
 
 /// Which engine's timing report the simulator adds to its answers (`tokentap sim --engine`,
 /// DESIGN.md §13): vLLM's per-request `metrics` object, llama.cpp's `timings`, TGI's
-/// `x-queue-time` / `x-inference-time` headers (on non-streamed answers, as TGI does).
-enum class engine_shape { none, vllm, llamacpp, tgi };
+/// `x-queue-time` / `x-inference-time` headers (on non-streamed answers, as TGI does), Ollama's
+/// durations in nanoseconds on the final object of `/api/chat` and `/api/generate` (Ollama's
+/// OpenAI-compatible `/v1` answers carry none).
+enum class engine_shape { none, vllm, llamacpp, tgi, ollama };
 std::optional<engine_shape> engine_shape_of(std::string_view name);
 
 /// What the simulated engine spent on one request (ms): waiting for a batch slot, prefill (up to
@@ -101,9 +109,10 @@ struct engine_times {
 /// The times the plan says, with the queue measured by the server.
 engine_times engine_times_of(const plan& pl, double queue_ms);
 
-/// Adds the engine's report to an OpenAI chat answer that ended normally: to the last chunk
-/// before `[DONE]` (the usage chunk when there is one), or to the non-streamed body.
-void add_engine_report(plan& pl, engine_shape e, const engine_times& t);
+/// Adds the engine's report to an answer that ended normally: to its last JSON event (OpenAI's
+/// usage chunk when there is one, Ollama's `done` line), or to the non-streamed body.  A report
+/// goes only where that engine puts it: Ollama's on Ollama's native API, the others' on OpenAI's.
+void add_engine_report(plan& pl, api kind, engine_shape e, const engine_times& t);
 
 /// Plans the response for one request.  Same params + shape = same bytes and timing.
 plan make_plan(const params& p, const request_shape& shape);

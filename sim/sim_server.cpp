@@ -291,6 +291,10 @@ class sim_responder {
       kind = api::openai_chat;
     } else if (req.method() == http::verb::post && path == "/v1/messages") {
       kind = api::anthropic_messages;
+    } else if (req.method() == http::verb::post && path == "/api/chat") {
+      kind = api::ollama_chat;
+    } else if (req.method() == http::verb::post && path == "/api/generate") {
+      kind = api::ollama_generate;
     } else {
       co_return co_await send_simple(c, req, 404, error_json("no such endpoint", "not_found"));
     }
@@ -312,7 +316,7 @@ class sim_responder {
     request_shape shape;
     shape.kind = kind;
     shape.model = info.model.empty() ? "sim-small" : info.model;
-    shape.stream = info.stream;
+    shape.stream = info.stream || (is_ollama(kind) && !info.stream_given);
     shape.include_usage = info.include_usage;
     shape.max_tokens = info.max_tokens;
     shape.prompt_chars = info.prompt_chars;
@@ -368,7 +372,7 @@ class sim_responder {
     p.itl_ms += opts_.itl_per_seq_us / 1000.0 * (in_batch - 1);
     plan pl = make_plan(p, shape);
     const auto times = engine_times_of(pl, queue_ms);
-    add_engine_report(pl, opts_.engine, times);
+    add_engine_report(pl, kind, opts_.engine, times);
     stats_->prompt_tokens.fetch_add(static_cast<std::uint64_t>(pl.prompt_tokens));
     stats_->cached_tokens.fetch_add(static_cast<std::uint64_t>(pl.cached_tokens));
     engine_.queue.observe(queue_ms / 1000);
@@ -391,13 +395,16 @@ class sim_responder {
       stats_->streams_completed.fetch_add(1);
       co_return keep;
     }
-    co_return co_await stream_plan(c, req, timer, pl, p, admitted);
+    co_return co_await stream_plan(c, req, timer, pl, p, admitted, kind);
   }
 
   awaitable<bool> stream_plan(connection& c, const request& req, steady_timer& timer,
-                              const plan& pl, const params& p, clock::time_point start) {
+                              const plan& pl, const params& p, clock::time_point start, api kind) {
     http::response<http::empty_body> res{http::status::ok, req.version()};
-    res.set(http::field::content_type, "text/event-stream; charset=utf-8");
+    // An SSE comment has no place between NDJSON lines: Ollama's answers go unstamped.
+    const bool stamp = p.stamp && !is_ollama(kind);
+    res.set(http::field::content_type,
+            is_ollama(kind) ? "application/x-ndjson" : "text/event-stream; charset=utf-8");
     res.set(http::field::cache_control, "no-cache");
     res.set(http::field::server, "tokentap-sim");
     add_digest_headers(res, pl);
@@ -420,7 +427,7 @@ class sim_responder {
       batch.clear();
       const auto now = clock::now();
       do {
-        if (p.stamp) batch.append(stamp_prefix).append(std::to_string(mono_now_ns())) += '\n';
+        if (stamp) batch.append(stamp_prefix).append(std::to_string(mono_now_ns())) += '\n';
         batch += pl.events[i++].bytes;
       } while (i < pl.events.size() && batch.size() < 256 * 1024 &&
                start + std::chrono::microseconds(static_cast<long>(pl.events[i].at_ms * 1000)) <=

@@ -1,9 +1,10 @@
 #pragma once
-// `tokentap sim`: an OpenAI- and Anthropic-compatible inference server that streams generated text
-// with configurable latency, reasoning, usage and injected faults.  The demo's upstream and the
-// integration tests' fixture.
+// `tokentap sim`: an OpenAI-, Anthropic- and Ollama-compatible inference server that streams
+// generated text with configurable latency, reasoning, usage and injected faults.  The demo's
+// upstream and the integration tests' fixture.
 //
-// Endpoints: POST /v1/chat/completions, POST /v1/messages, GET /v1/models, GET /healthz,
+// Endpoints: POST /v1/chat/completions, POST /v1/messages, POST /api/chat and /api/generate
+// (Ollama's, NDJSON), GET /v1/models, GET /healthz,
 // GET /sim/stats, GET /metrics (vLLM's names: the engine model's batch, queue, cache and
 // latency).  Per-request overrides: `x-sim-*` headers (see sim::apply_header).
 #include <atomic>

@@ -1,8 +1,8 @@
 // Where the time went (DESIGN.md §13), through the real proxy in front of the simulator's engine
 // model: each record's phases add up to its end to end, the engine's own account (in vLLM's,
-// llama.cpp's and TGI's shapes) sits beside them, the phase histograms are on /metrics, and two
-// runs that change one variable — batch pressure, a system prompt that changes every turn — are
-// told apart by `tokentap analyze --attribute --compare`, naming the phase that grew and the
+// llama.cpp's, Ollama's and TGI's shapes) sits beside them, the phase histograms are on /metrics,
+// and two runs that change one variable — batch pressure, a system prompt that changes every turn —
+// are told apart by `tokentap analyze --attribute --compare`, naming the phase that grew and the
 // cache's cause.
 #include <gtest/gtest.h>
 
@@ -132,7 +132,7 @@ TEST(Attribution, PhasesAddUpToEndToEndAndTheEnginesAccountSitsBeside) {
   EXPECT_EQ(metric_sum(m, "tokentap_engine_timings_invalid_total"), 0);
 }
 
-TEST(Attribution, LlamaCppTimingsAndTgiHeadersAreReadToo) {
+TEST(Attribution, LlamaCppTimingsOllamaDurationsAndTgiHeadersAreReadToo) {
   {
     traced t(engine_sim(sim::engine_shape::llamacpp));
     request_options o;
@@ -144,6 +144,37 @@ TEST(Attribution, LlamaCppTimingsAndTgiHeadersAreReadToo) {
     EXPECT_FALSE(rs[0].attribution.engine_queue_ms);  // llama.cpp reports none
     EXPECT_NEAR(rs[0].attribution.engine_prefill_ms.value_or(-1), 30, 0.5);
     EXPECT_TRUE(rs[0].attribution.unexplained_ms);
+  }
+  {
+    // Ollama's native API: NDJSON, streamed without a `stream` key, its durations in ns on the
+    // done line; the wait for a runner (here a batch slot) is in load_duration.
+    traced t(engine_sim(sim::engine_shape::ollama));
+    request_options o;
+    o.target = "/api/chat";
+    o.body = R"({"model":"llama3.2","messages":[{"role":"user","content":"ollama shaped"}]})";
+    const auto r = fetch(t.s.proxy_ep(), o);
+    ASSERT_TRUE(r.complete);
+    EXPECT_EQ(r.headers.at("content-type"), "application/x-ndjson");
+    const auto rs = t.records(1);
+    ASSERT_EQ(rs.size(), 1u);
+    EXPECT_EQ(rs[0].provider, "ollama");
+    EXPECT_EQ(rs[0].output_tokens, 8);
+    EXPECT_GT(rs[0].ttft_ms, 0);
+    EXPECT_EQ(rs[0].attribution.engine_source, "ollama");
+    EXPECT_FALSE(rs[0].attribution.engine_queue_ms);
+    const double load = rs[0].attribution.engine_load_ms.value_or(-1);
+    EXPECT_GE(load, 0);
+    EXPECT_LT(load, 250);
+    EXPECT_NEAR(rs[0].attribution.engine_prefill_ms.value_or(-1), 30, 0.01);
+    EXPECT_NEAR(rs[0].attribution.engine_decode_ms.value_or(-1), 7 * 3, 0.01);
+    ASSERT_TRUE(rs[0].attribution.unexplained_ms);
+    EXPECT_NEAR(*rs[0].attribution.unexplained_ms,
+                rs[0].attribution.phases[upstream_head_].value_or(0) +
+                    rs[0].attribution.phases[first_token_].value_or(0) - load -
+                    *rs[0].attribution.engine_prefill_ms,
+                0.01);
+    EXPECT_GT(*rs[0].attribution.unexplained_ms, -1.0);
+    EXPECT_LT(*rs[0].attribution.unexplained_ms, 250.0);
   }
   {
     traced t(engine_sim(sim::engine_shape::tgi));

@@ -182,6 +182,14 @@ TEST(Binary, ServesAndReportsHealth) {
   auto unavailable = long_stream(1, 1);
   unavailable.headers.push_back({"x-sim-status", "503"});
   EXPECT_EQ(fetch(b.proxy, unavailable).status, 503u);
+  // Ollama's native API streams when the body does not say `stream`; with `false` it does not.
+  for (const char* body : {R"({"model":"llama3.2","prompt":"why"})",
+                           R"({"model":"llama3.2","prompt":"why not","stream":false})"}) {
+    request_options o;
+    o.target = "/api/generate";
+    o.body = body;
+    EXPECT_EQ(fetch(b.proxy, o).status, 200u);
+  }
   b.proc->signal(SIGTERM);
   EXPECT_EQ(b.proc->wait(std::chrono::seconds(10)), 0);
   // One access-log line per request, without the credentials.
@@ -190,6 +198,15 @@ TEST(Binary, ServesAndReportsHealth) {
   EXPECT_NE(log.find("status=400 outcome=rejected"), std::string::npos) << log;
   EXPECT_NE(log.find("status=503 outcome=upstream_error"), std::string::npos) << log;
   EXPECT_EQ(log.find("status=400 outcome=ok"), std::string::npos) << log;
+  const auto generate = log.find("path=/api/generate");
+  ASSERT_NE(generate, std::string::npos) << log;
+  EXPECT_NE(log.substr(generate, log.find('\n', generate) - generate).find(" stream=1"),
+            std::string::npos)
+      << log;
+  const auto plain = log.find("path=/api/generate", generate + 1);
+  ASSERT_NE(plain, std::string::npos) << log;
+  EXPECT_EQ(log.substr(plain, log.find('\n', plain) - plain).find(" stream=1"), std::string::npos)
+      << log;
 }
 
 // Two processes share one listening port (--reuse-port, SO_REUSEPORT): the kernel spreads the

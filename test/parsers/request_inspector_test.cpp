@@ -160,6 +160,7 @@ TEST(RequestInspectorDigests, AnthropicSystemAndToolsComeFirstWherever) {
 
 std::string describe(const request_info& i) {
   std::string out = "model=" + i.model + " stream=" + std::to_string(i.stream) +
+                    " stream_given=" + std::to_string(i.stream_given) +
                     " usage=" + std::to_string(i.include_usage) +
                     " reasoning=" + std::to_string(i.reasoning) +
                     " max=" + (i.max_tokens ? std::to_string(*i.max_tokens) : "-") +
@@ -183,6 +184,8 @@ const char* const key_order_bodies[] = {
     R"("messages":[{"role":"user","content":"abc"},{"role":"assistant","content":[{"signature":"s","thinking":"hmm","type":"thinking"},{"type":"text","text":"ok"}]}]})",
     // Responses API: input items and instructions-like fields.
     R"({"model":"o4","reasoning":{"effort":"low"},"max_output_tokens":50,"input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}],"stream":false})",
+    // Ollama's /api/chat: no `stream` key (it streams), its budget in options.num_predict.
+    R"({"model":"llama3.2","options":{"temperature":0,"num_predict":12},"messages":[{"role":"system","content":"sys"},{"role":"user","content":"why"}],"keep_alive":"5m"})",
 };
 
 TEST(RequestInspectorKeyOrder, EveryFieldAndDigestIsTheSameInAnyKeyOrder) {
@@ -212,6 +215,13 @@ TEST(RequestInspectorKeyOrder, PrecedenceBetweenFieldsThatSayTheSame) {
   EXPECT_EQ(in.inspect(R"({"max_tokens":5,"max_completion_tokens":7})").max_tokens, 7);
   EXPECT_EQ(in.inspect(R"({"max_completion_tokens":7,"max_tokens":5})").max_tokens, 7);
   EXPECT_EQ(in.inspect(R"({"max_output_tokens":9,"max_tokens":5})").max_tokens, 5);
+  // Ollama's options.num_predict counts when no top-level field says it; -1 (no limit) is none.
+  EXPECT_EQ(in.inspect(R"({"options":{"num_predict":12},"max_tokens":5})").max_tokens, 5);
+  EXPECT_EQ(in.inspect(R"({"max_tokens":5,"options":{"num_predict":12}})").max_tokens, 5);
+  EXPECT_EQ(in.inspect(R"({"options":{"num_predict":12}})").max_tokens, 12);
+  EXPECT_FALSE(in.inspect(R"({"options":{"num_predict":-1}})").max_tokens);
+  EXPECT_FALSE(in.inspect(R"({"options":{"num_predict":12}})").stream_given);
+  EXPECT_TRUE(in.inspect(R"({"stream":false})").stream_given);
   const auto a = in.inspect(R"({"messages":[{"role":"user","content":"m"}],"input":"i"})",
                             {.digests = true, .canonical = true});
   const auto b = in.inspect(R"({"input":"i","messages":[{"role":"user","content":"m"}]})",

@@ -726,7 +726,8 @@ TEST(StreamDecoderReadShape, OneChunkPerReadIsTheShapeAroundItsText) {
 }
 
 TEST(SimulatorRoundTrip, EveryFormatDecodesToTheGeneratedText) {
-  for (auto kind : {sim::api::openai_chat, sim::api::anthropic_messages}) {
+  for (auto kind : {sim::api::openai_chat, sim::api::anthropic_messages, sim::api::ollama_chat,
+                    sim::api::ollama_generate}) {
     for (bool stream : {true, false}) {
       sim::params p;
       p.output_tokens = 30;
@@ -737,11 +738,17 @@ TEST(SimulatorRoundTrip, EveryFormatDecodesToTheGeneratedText) {
       shape.include_usage = true;
       shape.prompt_chars = 400;
       shape.messages = 2;
-      const auto plan = sim::make_plan(p, shape);
+      auto plan = sim::make_plan(p, shape);
+      const bool ollama = sim::is_ollama(kind);
+      if (ollama) sim::add_engine_report(plan, kind, sim::engine_shape::ollama, {2, 30, 87});
       std::string body = plan.body;
       for (const auto& e : plan.events) body += e.bytes;
-      const auto prov = kind == sim::api::openai_chat ? provider::openai_chat : provider::anthropic;
-      stream_decoder d(prov, stream ? "text/event-stream" : "application/json");
+      const auto prov = kind == sim::api::openai_chat ? provider::openai_chat
+                        : ollama                      ? provider::ollama
+                                                      : provider::anthropic;
+      stream_decoder d(prov, !stream  ? "application/json"
+                             : ollama ? "application/x-ndjson"
+                                      : "text/event-stream");
       test::decoder_transcript t;
       d.feed(body, 0, t);
       d.finish(0, t);
@@ -751,13 +758,23 @@ TEST(SimulatorRoundTrip, EveryFormatDecodesToTheGeneratedText) {
       const auto u = d.usage();
       EXPECT_EQ(u.input_tokens, plan.prompt_tokens);
       EXPECT_EQ(u.output_tokens, plan.completion_tokens);
-      // Anthropic reports no thinking-token count: a plain message's one thinking block counts 1.
-      EXPECT_EQ(u.reasoning_tokens,
-                stream || kind == sim::api::openai_chat ? plan.reasoning_tokens : 1);
-      EXPECT_EQ(u.cached_input_tokens, 0);
+      // Anthropic reports no thinking-token count: a plain message's one thinking block counts 1;
+      // Ollama's eval_count holds both, and its thinking is counted by the lines that carry it.
+      if (kind == sim::api::anthropic_messages && !stream) {
+        EXPECT_EQ(u.reasoning_tokens, 1);
+      } else if (!ollama) {
+        EXPECT_EQ(u.reasoning_tokens, plan.reasoning_tokens);
+      }
+      EXPECT_EQ(u.cached_input_tokens, ollama ? -1 : 0);  // Ollama reports no cached count
       if (stream) {
         EXPECT_EQ(d.token_events(channel::content), 30u);
         EXPECT_EQ(d.token_events(channel::reasoning), 9u);
+      }
+      if (ollama) {
+        const auto& e = d.engine();
+        EXPECT_DOUBLE_EQ(e.load_ms, 2);
+        EXPECT_DOUBLE_EQ(e.prefill_ms, 30);
+        EXPECT_DOUBLE_EQ(e.decode_ms, 87);
       }
     }
   }

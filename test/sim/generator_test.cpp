@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "parsers/json_out.hpp"
 #include "parsers/request_inspector.hpp"
 
 namespace tokentap::sim {
@@ -151,6 +152,77 @@ TEST(Generator, NonStreamingBodies) {
   pl = make_plan(p, shape);
   EXPECT_TRUE(in.inspect(pl.body).error.empty()) << pl.body;
   EXPECT_NE(pl.body.find(R"("type":"thinking")"), std::string::npos);
+}
+
+// Ollama's native API: one NDJSON line per token, the text in `message.content` (/api/chat) or
+// `response` (/api/generate), reasoning in `thinking`, then a `done` line with the counts; its
+// durations (ns) only with --engine ollama, and only on Ollama's own API.
+TEST(Generator, OllamaLinesAndTheirDurations) {
+  params p;
+  p.output_tokens = 3;
+  p.reasoning_tokens = 2;
+  p.ttft_ms = 100;
+  p.itl_ms = 10;
+  parsers::request_inspector in;
+  for (const auto kind : {api::ollama_chat, api::ollama_generate}) {
+    auto shape = openai_stream();
+    shape.kind = kind;
+    auto pl = make_plan(p, shape);
+    ASSERT_EQ(pl.events.size(), 6u);  // 2 thinking + 3 content + done
+    for (const auto& e : pl.events) {
+      ASSERT_TRUE(e.bytes.ends_with("}\n")) << e.bytes;
+      EXPECT_EQ(e.bytes.find('\n'), e.bytes.size() - 1) << e.bytes;  // one line each
+      EXPECT_TRUE(in.inspect(e.bytes).error.empty()) << e.bytes;
+      EXPECT_NE(e.bytes.find(R"("model":"m","created_at":"2025-11-29T07:06:40.000000000Z")"),
+                std::string::npos);
+    }
+    const std::string text_key = kind == api::ollama_chat ? R"("message":{)" : R"("response":)";
+    EXPECT_NE(pl.events[0].bytes.find(text_key), std::string::npos);
+    EXPECT_NE(pl.events[0].bytes.find(R"("thinking":")"), std::string::npos);
+    EXPECT_NE(pl.events[0].bytes.find(R"("done":false)"), std::string::npos);
+    EXPECT_EQ(pl.events[2].bytes.find(R"("thinking")"), std::string::npos);
+    EXPECT_DOUBLE_EQ(pl.events[0].at_ms, 100);
+    EXPECT_DOUBLE_EQ(pl.events[4].at_ms, 140);
+    const auto& done = pl.events.back().bytes;
+    EXPECT_NE(done.find(R"("done_reason":"stop","done":true)"), std::string::npos) << done;
+    EXPECT_NE(done.find(R"("eval_count":5)"), std::string::npos) << done;
+    EXPECT_EQ(done.find("duration"), std::string::npos);
+    EXPECT_DOUBLE_EQ(pl.events.back().at_ms, 140);
+
+    // Other engines' reports never land on Ollama's API, nor Ollama's on OpenAI's.
+    for (const auto e : {engine_shape::vllm, engine_shape::llamacpp, engine_shape::tgi}) {
+      auto copy = pl;
+      add_engine_report(copy, kind, e, {1, 2, 3});
+      EXPECT_EQ(all_bytes(copy), all_bytes(pl));
+    }
+    auto openai = make_plan(p, openai_stream());
+    const auto before = all_bytes(openai);
+    add_engine_report(openai, api::openai_chat, engine_shape::ollama, {1, 2, 3});
+    EXPECT_EQ(all_bytes(openai), before);
+
+    add_engine_report(pl, kind, engine_shape::ollama, {12.5, 30, 40.25});
+    EXPECT_TRUE(pl.events.back().bytes.ends_with(
+        R"("total_duration":82750000,"load_duration":12500000,"prompt_eval_duration":30000000,)"
+        R"("eval_duration":40250000}
+)")) << pl.events.back().bytes;
+    EXPECT_TRUE(in.inspect(pl.events.back().bytes).error.empty());
+
+    // Not streamed: one object with the whole text, the reasoning in `thinking`.
+    shape.stream = false;
+    p.output_tokens = 60;
+    shape.max_tokens = 7;
+    pl = make_plan(p, shape);
+    EXPECT_TRUE(pl.events.empty());
+    EXPECT_TRUE(in.inspect(pl.body).error.empty()) << pl.body;
+    EXPECT_NE(pl.body.find(R"("done_reason":"length","done":true)"), std::string::npos);
+    EXPECT_NE(pl.body.find(R"("thinking":")" + json::escaped(pl.reasoning_text)),
+              std::string::npos);
+    add_engine_report(pl, kind, engine_shape::ollama, {0, 30, 50});
+    EXPECT_NE(pl.body.find(R"("eval_duration":50000000})"), std::string::npos) << pl.body;
+    p.output_tokens = 3;
+  }
+  EXPECT_EQ(error_body(api::ollama_chat, 503), R"({"error":"simulated 503"})");
+  EXPECT_EQ(engine_shape_of("ollama"), engine_shape::ollama);
 }
 
 TEST(Generator, HeaderOverridesAreValidated) {
