@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "hooks/attribution.hpp"
+#include "hooks/observe/attribution.hpp"
 #include "hooks/tap.hpp"
 #include "parsers/step_tagger.hpp"
 #include "parsers/stream_decoder.hpp"

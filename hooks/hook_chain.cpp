@@ -8,17 +8,17 @@
 #include <optional>
 
 #include "config/log.hpp"
-#include "hooks/admission.hpp"
+#include "hooks/govern/admission.hpp"
 #include "hooks/builtin_seams.hpp"
-#include "hooks/cache_hints_hook.hpp"
-#include "hooks/cache_hook.hpp"
-#include "hooks/canary.hpp"
-#include "hooks/gen_ai_metrics.hpp"
-#include "hooks/metrics.hpp"
-#include "hooks/otel_hook.hpp"
-#include "hooks/steps_hook.hpp"
-#include "hooks/timing_hook.hpp"
-#include "hooks/trace_hook.hpp"
+#include "hooks/govern/cache_hints_hook.hpp"
+#include "hooks/observe/cache_hook.hpp"
+#include "hooks/govern/canary.hpp"
+#include "hooks/observe/gen_ai_metrics.hpp"
+#include "hooks/observe/metrics.hpp"
+#include "hooks/export/otel_hook.hpp"
+#include "hooks/observe/steps_hook.hpp"
+#include "hooks/observe/timing_hook.hpp"
+#include "hooks/export/trace_hook.hpp"
 
 namespace tokentap::hooks {
 

@@ -14,7 +14,7 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "config/log.hpp"
-#include "hooks/metrics.hpp"
+#include "hooks/observe/metrics.hpp"
 #include "net/net.hpp"
 #include "net/tls.hpp"
 #include "tokentap/version.hpp"

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "hooks/otel_hook.hpp"
+#include "hooks/export/otel_hook.hpp"
 
 namespace tokentap::hooks {
 class metrics_registry;

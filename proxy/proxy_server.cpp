@@ -7,10 +7,10 @@
 #include <string>
 
 #include "config/log.hpp"
-#include "hooks/endpoint_stats.hpp"
+#include "hooks/observe/endpoint_stats.hpp"
 #include "hooks/hook_chain.hpp"
-#include "hooks/metrics.hpp"
-#include "hooks/tenants.hpp"
+#include "hooks/observe/metrics.hpp"
+#include "hooks/govern/tenants.hpp"
 #include "net/http_rules.hpp"
 #include "net/tls.hpp"
 #include "parsers/json_out.hpp"

@@ -6,7 +6,7 @@
 #include <ctime>
 #include <map>
 
-#include "hooks/timing_hook.hpp"
+#include "hooks/observe/timing_hook.hpp"
 #include "parsers/json_out.hpp"
 
 namespace tokentap::replay {

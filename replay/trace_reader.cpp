@@ -2,7 +2,7 @@
 
 #include <simdjson.h>
 
-#include "hooks/attribution.hpp"
+#include "hooks/observe/attribution.hpp"
 #include "parsers/json_out.hpp"
 
 #include <algorithm>

@@ -11,9 +11,9 @@
 
 #include <unistd.h>
 
-#include "hooks/admission.hpp"
-#include "hooks/shared_budgets.hpp"
-#include "hooks/tenants.hpp"
+#include "hooks/govern/admission.hpp"
+#include "hooks/govern/shared_budgets.hpp"
+#include "hooks/govern/tenants.hpp"
 #include "test/support/redis_server.hpp"
 
 namespace {

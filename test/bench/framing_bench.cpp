@@ -7,8 +7,8 @@
 
 #include <simdjson.h>
 
-#include "hooks/event_log.hpp"
-#include "hooks/trace_writer.hpp"
+#include "hooks/export/event_log.hpp"
+#include "hooks/export/trace_writer.hpp"
 #include "parsers/json_out.hpp"
 #include "parsers/sse_parser.hpp"
 #include "parsers/step_tagger.hpp"

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "hooks/cache_hook.hpp"
-#include "hooks/metrics.hpp"
+#include "hooks/observe/cache_hook.hpp"
+#include "hooks/observe/metrics.hpp"
 #include "parsers/request_inspector.hpp"
 
 namespace {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "hooks/otel_hook.hpp"
-#include "hooks/otlp.hpp"
+#include "hooks/export/otel_hook.hpp"
+#include "hooks/export/otlp.hpp"
 
 namespace {
 

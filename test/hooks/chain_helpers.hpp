@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "hooks/hook_chain.hpp"
-#include "hooks/timing_hook.hpp"
+#include "hooks/observe/timing_hook.hpp"
 
 namespace tokentap::hooks::chain_test {
 

@@ -10,8 +10,8 @@
 #include <random>
 
 #include "hooks/builtin_seams.hpp"
-#include "hooks/timing_hook.hpp"
-#include "hooks/trace_hook.hpp"
+#include "hooks/observe/timing_hook.hpp"
+#include "hooks/export/trace_hook.hpp"
 #include "test/hooks/chain_helpers.hpp"
 #include "test/support/tls_cert.hpp"
 

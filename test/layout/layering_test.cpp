@@ -66,26 +66,47 @@ TEST(Layering, DependenciesPointDownAndTheAppIsOnTop) {
     for (const auto& f : includes_under(below)) EXPECT_FALSE(std::regex_search(f, app)) << f;
 }
 
-// test/ mirrors the sources: a unit test under test/<folder>/ is named after the source file it
-// tests (test/hooks/trace_hook_test.cpp tests hooks/trace_hook.*).  Tests of several layers
-// together live in test/integration/.
+// test/ mirrors the sources: a unit test under test/<folder>/ (or a room of it) is named after
+// the source file it tests in the same place (test/hooks/export/trace_hook_test.cpp tests
+// hooks/export/trace_hook.*).  Tests of several layers together live in test/integration/.
 TEST(Layering, UnitTestsMirrorTheSources) {
   const fs::path root(TOKENTAP_SOURCE_DIR);
   std::size_t seen = 0;
   for (const char* folder :
        {"parsers", "config", "hooks", "net", "proxy", "sim", "replay", "app"}) {
     if (!fs::exists(root / "test" / folder)) continue;
-    for (const auto& e : fs::directory_iterator(root / "test" / folder)) {
+    for (const auto& e : fs::recursive_directory_iterator(root / "test" / folder)) {
       const auto name = e.path().filename().string();
       if (!name.ends_with("_test.cpp")) continue;
       ++seen;
       const auto stem = name.substr(0, name.size() - std::string("_test.cpp").size());
-      EXPECT_TRUE(fs::exists(root / folder / (stem + ".cpp")) ||
-                  fs::exists(root / folder / (stem + ".hpp")))
-          << "test/" << folder << "/" << name << " names no source " << folder << "/" << stem;
+      const auto dir = fs::relative(e.path().parent_path(), root / "test");
+      EXPECT_TRUE(fs::exists(root / dir / (stem + ".cpp")) ||
+                  fs::exists(root / dir / (stem + ".hpp")))
+          << "test/" << (dir / name).string() << " names no source " << (dir / stem).string();
     }
   }
   EXPECT_GT(seen, 20u);
+}
+
+// The hooks live in rooms by what they do: the chain and the hook interface in hooks/ itself,
+// what watches the stream in hooks/observe, what decides before forwarding in hooks/govern,
+// what leaves the process in hooks/export.  No other folder and no loose hook file.
+TEST(Layering, HooksLiveInRoomsByKind) {
+  const fs::path hooks = fs::path(TOKENTAP_SOURCE_DIR) / "hooks";
+  std::size_t in_rooms = 0;
+  for (const auto& e : fs::directory_iterator(hooks)) {
+    const auto name = e.path().filename().string();
+    if (e.is_directory()) {
+      EXPECT_TRUE(name == "observe" || name == "govern" || name == "export") << name;
+      for (const auto& f : fs::directory_iterator(e.path())) in_rooms += f.is_regular_file();
+      continue;
+    }
+    EXPECT_TRUE(name.starts_with("hook") || name.starts_with("tap.") ||
+                name.starts_with("builtin_") || name == "CMakeLists.txt")
+        << "hooks/" << name << " belongs in a room";
+  }
+  EXPECT_GT(in_rooms, 20u);
 }
 
 // The performance seams between the chain and the built-in hooks (the hot-line prefetch, shaped

@@ -1,0 +1,191 @@
+#include "hooks/observe/endpoint_stats.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "parsers/json_out.hpp"
+
+namespace tokentap::hooks {
+
+void endpoint_stats::add(std::string upstream, std::string endpoint, std::function<double()> active,
+                         std::function<endpoint_health()> health, std::weak_ptr<const void> owner) {
+  const bool has_owner = !owner.expired();
+  {
+    std::lock_guard lk(mu_);
+    for (auto& r : rows_)
+      if (r->upstream == upstream && r->endpoint == endpoint) {
+        r->active = std::move(active);
+        r->health = std::move(health);
+        r->owner = std::move(owner);
+        r->has_owner = has_owner;
+        return;
+      }
+  }
+  auto r = std::make_unique<row>();
+  r->owner = std::move(owner);
+  r->has_owner = has_owner;
+  r->upstream = std::move(upstream);
+  r->endpoint = std::move(endpoint);
+  r->active = std::move(active);
+  r->health = std::move(health);
+  r->ring.resize(static_cast<std::size_t>(std::max<std::int64_t>(1, window_.count())));
+  std::lock_guard lk(mu_);
+  rows_.push_back(std::move(r));
+}
+
+void endpoint_stats::record(const stream_info& s) {
+  if (s.upstream.attempts.empty()) return;
+  const auto& last = s.upstream.attempts.back();
+  const auto now = steady_seconds();
+  std::lock_guard lk(mu_);
+  for (auto& r : rows_) {
+    if (r->endpoint != last.endpoint || r->upstream != last.upstream) continue;
+    auto& sec = r->ring[static_cast<std::size_t>(now) % r->ring.size()];
+    if (sec.sec != now) {
+      sec = second{};
+      sec.sec = now;
+    }
+    ++sec.requests;
+    if (!last.error.empty() || s.status >= 500 || s.status == 429 ||
+        s.outcome == stream_outcome::upstream_reset || s.outcome == stream_outcome::timeout ||
+        s.outcome == stream_outcome::stream_error || s.outcome == stream_outcome::upstream_error)
+      ++sec.errors;
+    const auto& u = s.usage;
+    if (u.cache_fields && u.input_tokens > 0) {
+      sec.prompt_tokens += static_cast<std::uint64_t>(u.input_tokens);
+      sec.cached_tokens += static_cast<std::uint64_t>(
+          std::clamp<std::int64_t>(u.cached_input_tokens, 0, u.input_tokens));
+    }
+    for (std::size_t i = 0; i < reasons.size(); ++i)
+      if (last.reason == reasons[i]) ++sec.routed[i];
+    if (s.timing.ttft_ms >= 0) sec.ttft.add(s.timing.ttft_ms);
+    return;
+  }
+}
+
+endpoint_stats::second endpoint_stats::in_window(const row& r, std::int64_t now) const {
+  second sum;
+  for (const auto& sec : r.ring) {
+    if (sec.sec < 0 || sec.sec <= now - static_cast<std::int64_t>(r.ring.size())) continue;
+    sum.requests += sec.requests;
+    sum.errors += sec.errors;
+    sum.prompt_tokens += sec.prompt_tokens;
+    sum.cached_tokens += sec.cached_tokens;
+    for (std::size_t i = 0; i < reasons.size(); ++i) sum.routed[i] += sec.routed[i];
+    sum.ttft.merge(sec.ttft);
+  }
+  return sum;
+}
+
+std::array<double, 3> endpoint_stats::ttft_ms(std::string_view upstream,
+                                              std::string_view endpoint) {
+  const auto now = steady_seconds();
+  std::lock_guard lk(mu_);
+  for (const auto& r : rows_) {
+    if (r->upstream != upstream || r->endpoint != endpoint) continue;
+    const auto sum = in_window(*r, now);
+    return {sum.ttft.quantile(0.5), sum.ttft.quantile(0.95), sum.ttft.quantile(0.99)};
+  }
+  return {-1, -1, -1};
+}
+
+double endpoint_stats::gap_ms(double proxy_ms, double engine_ms) noexcept {
+  return proxy_ms < 0 || engine_ms < 0 ? std::numeric_limits<double>::quiet_NaN()
+                                       : proxy_ms - engine_ms;
+}
+
+void endpoint_stats::append_json(std::string& out, double window_s) {
+  const auto now = steady_seconds();
+  char buf[64];
+  std::lock_guard lk(mu_);
+  std::erase_if(rows_,
+                [](const std::unique_ptr<row>& r) { return r->has_owner && r->owner.expired(); });
+  out += '[';
+  for (std::size_t k = 0; k < rows_.size(); ++k) {
+    const auto& r = *rows_[k];
+    const auto keep = r.owner.lock();  // what active() and health() read stays alive
+    if (r.has_owner && keep == nullptr) continue;
+    const auto sum = in_window(r, now);
+    if (out.back() != '[') out += ',';
+    out += "{\"upstream\":";
+    json::append_string(out, r.upstream);
+    out += ",\"endpoint\":";
+    json::append_string(out, r.endpoint);
+    const auto h = r.health();
+    std::snprintf(buf, sizeof buf, ",\"active\":%.0f,\"healthy\":%s,\"probe_failing\":%s",
+                  r.active(), h.healthy ? "true" : "false", h.probe_failing ? "true" : "false");
+    out += buf;
+    out += ",\"ejection_ends_in_s\":";
+    if (std::isnan(h.ejection_ends_in_s)) {
+      out += "null";
+    } else {
+      std::snprintf(buf, sizeof buf, "%.1f", h.ejection_ends_in_s);
+      out += buf;
+    }
+    // The engine's own load (null: not scraped, or not reported).
+    for (const auto& [name, v] : {std::pair{",\"engine_running\":", h.engine_running},
+                                  std::pair{",\"engine_waiting\":", h.engine_waiting},
+                                  std::pair{",\"engine_kv_usage\":", h.engine_kv_usage}}) {
+      out += name;
+      if (v < 0) {
+        out += "null";
+      } else {
+        std::snprintf(buf, sizeof buf, "%.4g", v);
+        out += buf;
+      }
+    }
+    std::snprintf(buf, sizeof buf, ",\"request_rate\":%.3f",
+                  window_s > 0 ? static_cast<double>(sum.requests) / window_s : 0.0);
+    out += buf;
+    out += ",\"requests\":" + std::to_string(sum.requests) +
+           ",\"errors\":" + std::to_string(sum.errors) +
+           ",\"prompt_tokens\":" + std::to_string(sum.prompt_tokens) +
+           ",\"cached_tokens\":" + std::to_string(sum.cached_tokens) + ",\"hit_ratio\":";
+    if (sum.prompt_tokens > 0) {
+      std::snprintf(
+          buf, sizeof buf, "%.4f",
+          static_cast<double>(sum.cached_tokens) / static_cast<double>(sum.prompt_tokens));
+      out += buf;
+    } else {
+      out += "null";
+    }
+    out += ',';
+    append_quantiles(out, "ttft_ms", sum.ttft);
+    // The engine's own TTFT beside the proxy's, and what lies between them.
+    const std::array<double, 3> proxy_ttft{sum.ttft.quantile(0.5), sum.ttft.quantile(0.95),
+                                           sum.ttft.quantile(0.99)};
+    for (const bool gap : {false, true}) {
+      out += gap ? ",\"ttft_gap_ms\":" : ",\"engine_ttft_ms\":";
+      if (h.engine_ttft_ms[0] < 0) {
+        out += "null";
+        continue;
+      }
+      static constexpr const char* keys[3] = {"{\"p50\":", ",\"p95\":", ",\"p99\":"};
+      for (std::size_t i = 0; i < 3; ++i) {
+        out += keys[i];
+        const double v = gap ? gap_ms(proxy_ttft[i], h.engine_ttft_ms[i]) : h.engine_ttft_ms[i];
+        if (gap ? std::isnan(v) : v < 0) {
+          out += "null";
+        } else {
+          std::snprintf(buf, sizeof buf, "%.3f", v);
+          out += buf;
+        }
+      }
+      out += '}';
+    }
+    out += ",\"reasons\":{";
+    bool first = true;
+    for (std::size_t i = 0; i < reasons.size(); ++i) {
+      if (sum.routed[i] == 0) continue;
+      if (!first) out += ',';
+      first = false;
+      json::append_string(out, reasons[i]);
+      out += ':' + std::to_string(sum.routed[i]);
+    }
+    out += "}}";
+  }
+  out += ']';
+}
+
+}  // namespace tokentap::hooks
