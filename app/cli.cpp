@@ -21,6 +21,7 @@
 #include "config/config.hpp"
 #include "config/log.hpp"
 #include "hooks/hook.hpp"
+#include "hooks/registry.hpp"
 #include "net/net.hpp"
 #include "proxy/process_metrics.hpp"
 #include "tokentap/version.hpp"

@@ -16,8 +16,6 @@
 //  - A hook that throws is disabled for the rest of that stream and counted; the other hooks and
 //    the forwarding go on (in the request phase: as if it had said proceed).
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -232,43 +230,5 @@ struct hook_contract {
   std::vector<std::string> needs;  ///< a configuration without a hook providing it is refused
   std::vector<std::string> reads;  ///< used when a configured hook provides it
 };
-
-/// Hook factories by name, with their contracts.  A configuration lists hooks in any order: they
-/// run after the hooks whose pieces they need or read, otherwise as listed.
-class hook_registry {
- public:
-  using maker = std::function<std::shared_ptr<hook_factory>(const config::config&)>;
-  void add(std::string name, maker m, hook_contract c = {}) {
-    makers_[std::move(name)] = {std::move(m), std::move(c)};
-  }
-  /// The configured hooks in the order they run.  Throws config::config_error, with a one-line
-  /// reason, for an unknown name, a name listed twice (a hook runs once per stream), a piece
-  /// needed that no configured hook provides, or hooks that need each other.
-  std::vector<std::string> order(const config::config& cfg) const;
-  /// order(), for its errors.
-  void check(const config::config& cfg) const { (void)order(cfg); }
-  /// Builds the factories in order() (start-up only).
-  std::vector<std::shared_ptr<hook_factory>> build(const config::config& cfg) const;
-  std::vector<std::string> names() const;
-
- private:
-  struct entry {
-    maker make;
-    hook_contract contract;
-  };
-  std::map<std::string, entry, std::less<>> makers_;
-};
-
-class metrics_registry;
-class span_sink;
-
-/// Where the `otel` hook's spans go for an `otel:` configuration (the proxy's OTLP exporter).
-using span_sink_maker = std::function<std::shared_ptr<span_sink>(const config::otel_config&)>;
-
-/// The registry with every built-in hook.  The "metrics" hook records into `metrics` (and is
-/// skipped without one); "trace" is skipped while no trace directory is configured; "otel"
-/// while no `span_sinks` are given.
-hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics = nullptr,
-                            span_sink_maker span_sinks = {});
 
 }  // namespace tokentap::hooks

@@ -7,10 +7,11 @@
 #include <string>
 
 #include "config/log.hpp"
-#include "hooks/observe/endpoint_stats.hpp"
-#include "hooks/hook_chain.hpp"
-#include "hooks/observe/metrics.hpp"
 #include "hooks/govern/tenants.hpp"
+#include "hooks/hook_chain.hpp"
+#include "hooks/observe/endpoint_stats.hpp"
+#include "hooks/observe/metrics.hpp"
+#include "hooks/registry.hpp"
 #include "net/http_rules.hpp"
 #include "net/tls.hpp"
 #include "parsers/json_out.hpp"

@@ -24,9 +24,9 @@
 
 #include "config/config.hpp"
 #include "config/log.hpp"
+#include "hooks/govern/tenants.hpp"
 #include "hooks/observe/metrics.hpp"
 #include "hooks/tap.hpp"
-#include "hooks/govern/tenants.hpp"
 #include "net/http_rules.hpp"
 #include "net/rx_stamp.hpp"
 #include "parsers/http_body.hpp"

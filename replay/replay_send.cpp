@@ -15,6 +15,7 @@
 #include <boost/beast/http.hpp>
 
 #include "hooks/hook_chain.hpp"
+#include "hooks/registry.hpp"
 #include "net/http_client.hpp"
 #include "net/http_rules.hpp"
 #include "net/net.hpp"

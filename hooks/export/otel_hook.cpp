@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "hooks/export/gen_ai_semconv.hpp"
+#include "hooks/registry.hpp"
 #include "parsers/gen_ai_messages.hpp"
 #include "parsers/json_out.hpp"
 
@@ -262,9 +263,8 @@ class otel_hook final : public hook {
     }
     // A fault injected on purpose, at the request's start (a cut: at its end).
     if (!s.fault.rule.empty()) {
-      otel_event e{s.fault.kind == "cut" ? sp.end_unix_nano : sp.start_unix_nano,
-                   "tokentap.fault",
-                   {}};
+      otel_event e{
+          s.fault.kind == "cut" ? sp.end_unix_nano : sp.start_unix_nano, "tokentap.fault", {}};
       add(e.attributes, "tokentap.fault.rule", s.fault.rule);
       add(e.attributes, "tokentap.fault.kind", std::string(s.fault.kind));
       add(e.attributes, "tokentap.fault.value", std::int64_t{s.fault.value});
@@ -323,6 +323,22 @@ otel_hook_factory::otel_hook_factory(const config::otel_config& cfg,
 
 std::unique_ptr<hook> otel_hook_factory::create() {
   return std::make_unique<otel_hook>(*cfg_, sink_);
+}
+
+void register_otel(hook_registry& r, span_sink_maker span_sinks) {
+  struct sink_of_registry {
+    config::otel_config cfg;
+    std::shared_ptr<span_sink> sink;
+  };
+  r.add(
+      "otel",
+      [span_sinks = std::move(span_sinks), last = std::make_shared<sink_of_registry>()](
+          const config::config& cfg) -> std::shared_ptr<hook_factory> {
+        if (!span_sinks || cfg.otel.endpoint.empty()) return nullptr;
+        if (!last->sink || !(last->cfg == cfg.otel)) *last = {cfg.otel, span_sinks(cfg.otel)};
+        return std::make_shared<otel_hook_factory>(cfg.otel, last->sink);
+      },
+      {.provides = {}, .needs = {}, .reads = {"timing", "steps", "cache_events", "trace_record"}});
 }
 
 }  // namespace tokentap::hooks

@@ -18,8 +18,9 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "hooks/hook.hpp"
 #include "hooks/export/otlp.hpp"
+#include "hooks/hook.hpp"
+#include "hooks/registry.hpp"
 
 namespace tokentap::hooks {
 
@@ -58,5 +59,9 @@ class otel_hook_factory final : public hook_factory {
   const config::otel_config* cfg_;
   std::shared_ptr<span_sink> sink_;
 };
+
+/// Registers "otel" (skipped while no `span_sinks` are given or no endpoint is configured).  One
+/// exporter per registry and `otel:` configuration, as the trace writer.
+void register_otel(hook_registry& r, span_sink_maker span_sinks);
 
 }  // namespace tokentap::hooks

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "hooks/builtin_seams.hpp"
+#include "hooks/observe/metrics.hpp"
+#include "hooks/registry.hpp"
 #include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
@@ -573,6 +575,31 @@ std::unique_ptr<hook> trace_hook_factory::create() {
     if (d(rng()) >= cfg_.sample_rate) return nullptr;
   }
   return std::make_unique<trace_hook>(cfg_, writer_);
+}
+
+void register_trace(hook_registry& r, std::shared_ptr<metrics_registry> metrics) {
+  struct writer_of_registry {
+    config::trace_config cfg;
+    std::shared_ptr<trace_hook_factory> factory;
+  };
+  r.add(
+      "trace",
+      [metrics, last = std::make_shared<writer_of_registry>()](
+          const config::config& cfg) -> std::shared_ptr<hook_factory> {
+        if (cfg.trace.dir.empty()) return nullptr;  // no --trace-dir: tracing off
+        if (last->factory && last->cfg == cfg.trace) return last->factory;
+        auto f = std::make_shared<trace_hook_factory>(cfg.trace);
+        if (metrics) {
+          metrics->add_counter_source("tokentap_trace_records_total", "Trace records written",
+                                      [w = f->writer_ptr()] { return w->stats().records.load(); });
+          metrics->add_counter_source("tokentap_trace_dropped_total",
+                                      "Trace records dropped (queue full or disk error)",
+                                      [w = f->writer_ptr()] { return w->stats().dropped.load(); });
+        }
+        *last = {cfg.trace, f};
+        return f;
+      },
+      {.provides = {"trace_record"}, .needs = {"timing"}, .reads = {"steps", "cache_events"}});
 }
 
 }  // namespace tokentap::hooks

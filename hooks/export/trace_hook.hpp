@@ -4,8 +4,8 @@
 // its original timing.  Secrets were redacted by the proxy before the views reached any hook.
 #include <memory>
 
-#include "hooks/hook.hpp"
 #include "hooks/export/trace_writer.hpp"
+#include "hooks/hook.hpp"
 
 namespace tokentap::hooks {
 
@@ -20,5 +20,12 @@ class trace_hook_factory final : public hook_factory {
   config::trace_config cfg_;
   std::shared_ptr<trace_writer> writer_;
 };
+
+class hook_registry;
+class metrics_registry;
+/// Registers "trace" (skipped while no trace directory is configured).  One trace writer per
+/// registry and trace configuration: a reload that leaves `trace:` as it was keeps writing the
+/// same files through the same writer.
+void register_trace(hook_registry& r, std::shared_ptr<metrics_registry> metrics);
 
 }  // namespace tokentap::hooks

@@ -7,8 +7,9 @@
 #include <ctime>
 
 #include "config/log.hpp"
-#include "hooks/observe/metrics.hpp"
 #include "hooks/govern/shared_budgets.hpp"
+#include "hooks/observe/metrics.hpp"
+#include "hooks/registry.hpp"
 #include "parsers/json_out.hpp"
 #include "parsers/model_rewrite.hpp"
 
@@ -618,6 +619,27 @@ class admission_hook final : public hook {
 
 std::unique_ptr<hook> admission_hook_factory::create() {
   return std::make_unique<admission_hook>(state_);
+}
+
+namespace {
+
+// What the admission state reads of a configuration.
+bool same_admission_inputs(const config::config& a, const config::config& b) {
+  return a.admission == b.admission && a.shed == b.shed && a.priority == b.priority &&
+         a.shared_state == b.shared_state && a.tenants == b.tenants &&
+         a.routes.size() == b.routes.size() && a.metrics.max_models == b.metrics.max_models;
+}
+
+}  // namespace
+
+void register_admission(hook_registry& r, std::shared_ptr<metrics_registry> metrics) {
+  r.add("admission",
+        [metrics, last = std::make_shared<std::weak_ptr<kept<admission_state>>>()](
+            const config::config& cfg) -> std::shared_ptr<hook_factory> {
+          return std::make_shared<admission_hook_factory>(
+              carried_over(*last, cfg, same_admission_inputs, metrics));
+        },
+        {.provides = {}, .needs = {}, .reads = {}});
 }
 
 }  // namespace tokentap::hooks

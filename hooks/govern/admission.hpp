@@ -5,8 +5,9 @@
 // per-minute limit is also the burst); a token budget reserves the request's estimate at
 // admission and settles at stream end from the normalized usage, so a stream cannot overrun it
 // unseen (an overrun is charged: the bucket goes into debt).  With `shared_state.redis`, the
-// request and token budgets are shared by every instance through Redis (hooks/govern/shared_budgets.hpp),
-// synchronised off the request path; without Redis, or while it is unreachable, they are local.
+// request and token budgets are shared by every instance through Redis
+// (hooks/govern/shared_budgets.hpp), synchronised off the request path; without Redis, or while it
+// is unreachable, they are local.
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -183,5 +184,10 @@ class admission_hook_factory final : public hook_factory {
  private:
   std::shared_ptr<admission_state> state_;
 };
+
+class hook_registry;
+/// Registers "admission".  A reload that leaves what the admission state reads unchanged keeps
+/// it: budgets, concurrency in flight and shedding windows carry on.
+void register_admission(hook_registry& r, std::shared_ptr<metrics_registry> metrics);
 
 }  // namespace tokentap::hooks

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "hooks/registry.hpp"
 #include "parsers/cache_hints.hpp"
 
 namespace tokentap::hooks {
@@ -48,6 +49,14 @@ std::string prompt_cache_key_of(std::span<const parsers::message_digest> convers
 
 std::unique_ptr<hook> cache_hints_hook_factory::create() {
   return std::make_unique<cache_hints_hook>();
+}
+
+void register_cache_hints(hook_registry& r) {
+  r.add("cache_hints",
+        [](const config::config&) -> std::shared_ptr<hook_factory> {
+          return std::make_shared<cache_hints_hook_factory>();
+        },
+        {.provides = {}, .needs = {}, .reads = {}});
 }
 
 }  // namespace tokentap::hooks

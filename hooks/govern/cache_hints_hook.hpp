@@ -19,4 +19,8 @@ class cache_hints_hook_factory final : public hook_factory {
 /// the request has no conversation.
 std::string prompt_cache_key_of(std::span<const parsers::message_digest> conversation);
 
+class hook_registry;
+/// Registers "cache_hints".
+void register_cache_hints(hook_registry& r);
+
 }  // namespace tokentap::hooks

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "config/log.hpp"
+#include "hooks/registry.hpp"
 #include "parsers/json_out.hpp"
 #include "parsers/request_inspector.hpp"
 
@@ -388,6 +389,29 @@ class canary_hook final : public hook {
 
 std::unique_ptr<hook> canary_hook_factory::create() {
   return std::make_unique<canary_hook>(state_);
+}
+
+namespace {
+
+// What the canary state reads of a configuration.
+bool same_canary_inputs(const config::config& a, const config::config& b) {
+  if (a.canary != b.canary || a.routes != b.routes || a.upstreams.size() != b.upstreams.size())
+    return false;
+  for (std::size_t i = 0; i < a.upstreams.size(); ++i)
+    if (a.upstreams[i].name != b.upstreams[i].name) return false;
+  return true;
+}
+
+}  // namespace
+
+void register_canary(hook_registry& r, std::shared_ptr<metrics_registry> metrics) {
+  r.add("canary",
+        [metrics, last = std::make_shared<std::weak_ptr<kept<canary_state>>>()](
+            const config::config& cfg) -> std::shared_ptr<hook_factory> {
+          return std::make_shared<canary_hook_factory>(
+              carried_over(*last, cfg, same_canary_inputs, metrics));
+        },
+        {.provides = {}, .needs = {}, .reads = {}});
 }
 
 }  // namespace tokentap::hooks

@@ -102,4 +102,9 @@ class canary_hook_factory final : public hook_factory {
   std::shared_ptr<canary_state> state_;
 };
 
+class hook_registry;
+/// Registers "canary".  A reload that leaves the canaries, the routes and the upstreams' names
+/// unchanged keeps each canary's progress.
+void register_canary(hook_registry& r, std::shared_ptr<metrics_registry> metrics);
+
 }  // namespace tokentap::hooks

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "hooks/observe/metrics.hpp"
+#include "hooks/registry.hpp"
 #include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
@@ -303,6 +304,14 @@ cache_hook_factory::cache_hook_factory(const config::config& cfg)
 
 std::unique_ptr<hook> cache_hook_factory::create() {
   return std::make_unique<cache_hook>(tracker_);
+}
+
+void register_cache_hook(hook_registry& r) {
+  r.add("cache",
+        [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
+          return std::make_shared<cache_hook_factory>(cfg);
+        },
+        {.provides = {"cache_events"}, .needs = {"timing"}, .reads = {}});
 }
 
 }  // namespace tokentap::hooks

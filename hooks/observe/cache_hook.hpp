@@ -139,4 +139,8 @@ class cache_hook_factory final : public hook_factory {
   std::shared_ptr<prefix_tracker> tracker_;
 };
 
+class hook_registry;
+/// Registers "cache" (it needs the TTFT, for prefill anomalies).
+void register_cache_hook(hook_registry& r);
+
 }  // namespace tokentap::hooks

@@ -13,6 +13,7 @@
 
 #include "hooks/export/gen_ai_semconv.hpp"
 #include "hooks/observe/metrics.hpp"
+#include "hooks/registry.hpp"
 
 namespace tokentap::hooks {
 
@@ -166,6 +167,15 @@ gen_ai_metrics_factory::~gen_ai_metrics_factory() = default;
 
 std::unique_ptr<hook> gen_ai_metrics_factory::create() {
   return std::make_unique<gen_ai_metrics_hook>(fam_);
+}
+
+void register_gen_ai_metrics(hook_registry& r, std::shared_ptr<metrics_registry> metrics) {
+  r.add("gen_ai_metrics",
+        [metrics](const config::config&) -> std::shared_ptr<hook_factory> {
+          if (!metrics) return nullptr;
+          return std::make_shared<gen_ai_metrics_factory>(metrics);
+        },
+        {.provides = {}, .needs = {}, .reads = {}});
 }
 
 }  // namespace tokentap::hooks

@@ -36,4 +36,8 @@ class gen_ai_metrics_factory final : public hook_factory {
   std::shared_ptr<families> fam_;
 };
 
+class hook_registry;
+/// Registers "gen_ai_metrics" (skipped without a metrics registry).
+void register_gen_ai_metrics(hook_registry& r, std::shared_ptr<metrics_registry> metrics);
+
 }  // namespace tokentap::hooks

@@ -11,8 +11,9 @@
 #include <cmath>
 #include <sstream>
 
-#include "hooks/observe/endpoint_stats.hpp"
 #include "hooks/govern/tenants.hpp"
+#include "hooks/observe/endpoint_stats.hpp"
+#include "hooks/registry.hpp"
 #include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
@@ -1145,6 +1146,15 @@ class metrics_hook final : public hook {
 
 std::unique_ptr<hook> metrics_hook_factory::create() {
   return std::make_unique<metrics_hook>(reg_);
+}
+
+void register_metrics_hook(hook_registry& r, std::shared_ptr<metrics_registry> metrics) {
+  r.add("metrics",
+        [metrics](const config::config&) -> std::shared_ptr<hook_factory> {
+          if (!metrics) return nullptr;
+          return std::make_shared<metrics_hook_factory>(metrics);
+        },
+        {.provides = {}, .needs = {"timing"}, .reads = {"steps", "cache_events"}});
 }
 
 }  // namespace tokentap::hooks

@@ -231,4 +231,8 @@ class metrics_hook_factory final : public hook_factory {
 /// (the provider reports cache fields and 0 cached), unknown.
 std::string_view cache_class(const parsers::usage_counts& u) noexcept;
 
+class hook_registry;
+/// Registers "metrics": records into `metrics` (skipped without one).
+void register_metrics_hook(hook_registry& r, std::shared_ptr<metrics_registry> metrics);
+
 }  // namespace tokentap::hooks

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "hooks/builtin_seams.hpp"
+#include "hooks/registry.hpp"
 
 namespace tokentap::hooks {
 
@@ -77,6 +78,14 @@ steps_hook_factory::steps_hook_factory(const config::steps_config& cfg)
 
 std::unique_ptr<hook> steps_hook_factory::create() {
   return std::make_unique<steps_hook>(compiled_, max_steps_);
+}
+
+void register_steps(hook_registry& r) {
+  r.add("steps",
+        [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
+          return std::make_shared<steps_hook_factory>(cfg.steps);
+        },
+        {.provides = {"steps"}, .needs = {}, .reads = {}});
 }
 
 }  // namespace tokentap::hooks

@@ -17,4 +17,8 @@ class steps_hook_factory final : public hook_factory {
   std::size_t max_steps_;
 };
 
+class hook_registry;
+/// Registers "steps".
+void register_steps(hook_registry& r);
+
 }  // namespace tokentap::hooks

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "hooks/observe/metrics.hpp"  // quantile_sketch
+#include "hooks/registry.hpp"
 
 namespace tokentap::hooks {
 
@@ -152,6 +153,14 @@ class timing_hook final : public hook {
 
 std::unique_ptr<hook> timing_hook_factory::create() {
   return std::make_unique<timing_hook>(cfg_);
+}
+
+void register_timing(hook_registry& r) {
+  r.add("timing",
+        [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
+          return std::make_shared<timing_hook_factory>(cfg.timing);
+        },
+        {.provides = {"timing"}, .needs = {}, .reads = {}});
 }
 
 }  // namespace tokentap::hooks

@@ -17,4 +17,8 @@ class timing_hook_factory final : public hook_factory {
 /// Nearest-rank quantiles of a sample (reordered in place).
 timing_summary::quantiles quantiles_of(std::vector<double>& v);
 
+class hook_registry;
+/// Registers "timing".
+void register_timing(hook_registry& r);
+
 }  // namespace tokentap::hooks

@@ -1,6 +1,6 @@
 // The hook chain fed like the proxy feeds it: request phase, request, response head, upstream
 // reads with their monotonic timestamps, end of stream.  Checks the timing figures, the request
-// phase, failure isolation, per-event calls, samples, the stream_info and the hook registry.
+// phase, failure isolation, per-event calls, samples and the stream_info.
 #include "hooks/hook_chain.hpp"
 
 #include <gtest/gtest.h>
@@ -10,8 +10,9 @@
 #include <random>
 
 #include "hooks/builtin_seams.hpp"
-#include "hooks/observe/timing_hook.hpp"
 #include "hooks/export/trace_hook.hpp"
+#include "hooks/observe/timing_hook.hpp"
+#include "hooks/registry.hpp"
 #include "test/hooks/chain_helpers.hpp"
 #include "test/support/tls_cert.hpp"
 
@@ -667,64 +668,6 @@ TEST(HookChain, CompressedBodiesAreNotDecoded) {
   tap->on_stream_end(stream_outcome::ok, 4);
   EXPECT_TRUE(cap->tokens.empty());
   EXPECT_EQ(f.stats().parse_errors[1].load(), 0u);
-}
-
-TEST(HookRegistry, UnknownHookNamesAreConfigErrors) {
-  config::config cfg;
-  cfg.hooks = {"timing", "nope"};
-  try {
-    builtin_hooks().build(cfg);
-    FAIL() << "accepted an unknown hook";
-  } catch (const config::config_error& e) {
-    EXPECT_NE(std::string(e.what()).find(
-                  "unknown hook 'nope' (available: admission, cache, "
-                  "cache_hints, canary, gen_ai_metrics, metrics, otel, steps, timing, trace)"),
-              std::string::npos)
-        << e.what();
-  }
-  cfg.hooks = {"timing", "trace"};
-  EXPECT_EQ(builtin_hooks().build(cfg).size(), 1u);  // trace is off without a directory
-  cfg.hooks = {"timing", "metrics", "timing"};       // would count every stream twice
-  try {
-    builtin_hooks().build(cfg);
-    FAIL() << "accepted a hook listed twice";
-  } catch (const config::config_error& e) {
-    EXPECT_STREQ(e.what(), "hook 'timing' is listed twice");
-  }
-}
-
-// A configuration lists hooks in any order: each runs after the hooks whose findings it uses
-// (the metrics hook after timing, which fills the TTFT it exports; the trace hook after all).
-// One that needs a finding no configured hook provides is refused with the reason — before,
-// `hooks: [metrics, timing]` started and exported no TTFT.
-TEST(HookRegistry, AnyOrderRunsInDependencyOrderAndMissingNeedsAreRefused) {
-  config::config cfg;
-  const auto order = [&](std::vector<std::string> hooks) {
-    cfg.hooks = std::move(hooks);
-    return builtin_hooks().order(cfg);
-  };
-  using v = std::vector<std::string>;
-  EXPECT_EQ(order({"metrics", "timing"}), (v{"timing", "metrics"}));
-  EXPECT_EQ(order({"trace", "metrics", "cache", "steps", "timing"}),
-            (v{"steps", "timing", "cache", "trace", "metrics"}));
-  EXPECT_EQ(order({"timing", "steps", "cache", "metrics", "trace"}),
-            (v{"timing", "steps", "cache", "metrics", "trace"}));
-  EXPECT_EQ(order({"steps"}), (v{"steps"}));
-  EXPECT_EQ(order({}), v{});
-  for (const char* alone : {"metrics", "trace", "cache"}) {
-    try {
-      order({"steps", alone});
-      FAIL() << alone << " without timing was accepted";
-    } catch (const config::config_error& e) {
-      EXPECT_EQ(std::string(e.what()), "hook '" + std::string(alone) +
-                                           "' needs the timing that no configured hook provides "
-                                           "(add the hook that does)");
-    }
-  }
-  // The chain runs them in that order: the metrics hook listed first still sees the TTFT.
-  cfg.hooks = {"metrics", "timing"};
-  const auto built = builtin_hooks().build(cfg);  // no metrics registry: metrics is skipped
-  EXPECT_EQ(built.size(), 1u);
 }
 
 TEST(Quantiles, NearestRank) {

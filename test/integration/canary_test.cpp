@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hooks/hook.hpp"
+#include "hooks/registry.hpp"
 #include "test/support/browser.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/metrics_text.hpp"

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hooks/hook.hpp"
+#include "hooks/registry.hpp"
 #include "test/support/canned_upstream.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/metrics_text.hpp"

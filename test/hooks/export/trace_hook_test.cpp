@@ -9,6 +9,7 @@
 
 #include "hooks/hook_chain.hpp"
 #include "hooks/observe/timing_hook.hpp"
+#include "hooks/registry.hpp"
 #include "test/hooks/chain_helpers.hpp"
 #include "test/support/tls_cert.hpp"
 

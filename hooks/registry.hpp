@@ -1,0 +1,78 @@
+#pragma once
+// The hooks a configuration can name.  Each is registered under its name with its contract (the
+// pieces of the stream_info it provides, needs and reads) and a maker that builds its factory
+// from a configuration.  builtin_hooks() is one registration per built-in hook; each hook's
+// registration — its maker, its contract and what a reload keeps of its state — lives beside the
+// hook, so adding a hook touches its own room and one line in registry.cpp.
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hooks/hook.hpp"
+
+namespace tokentap::hooks {
+
+/// Hook factories by name, with their contracts.  A configuration lists hooks in any order: they
+/// run after the hooks whose pieces they need or read, otherwise as listed.
+class hook_registry {
+ public:
+  using maker = std::function<std::shared_ptr<hook_factory>(const config::config&)>;
+  void add(std::string name, maker m, hook_contract c = {}) {
+    makers_[std::move(name)] = {std::move(m), std::move(c)};
+  }
+  /// The configured hooks in the order they run.  Throws config::config_error, with a one-line
+  /// reason, for an unknown name, a name listed twice (a hook runs once per stream), a piece
+  /// needed that no configured hook provides, or hooks that need each other.
+  std::vector<std::string> order(const config::config& cfg) const;
+  /// order(), for its errors.
+  void check(const config::config& cfg) const { (void)order(cfg); }
+  /// Builds the factories in order() (start-up only).
+  std::vector<std::shared_ptr<hook_factory>> build(const config::config& cfg) const;
+  std::vector<std::string> names() const;
+
+ private:
+  struct entry {
+    maker make;
+    hook_contract contract;
+  };
+  std::map<std::string, entry, std::less<>> makers_;
+};
+
+class metrics_registry;
+class span_sink;
+
+/// Where the `otel` hook's spans go for an `otel:` configuration (the proxy's OTLP exporter).
+using span_sink_maker = std::function<std::shared_ptr<span_sink>(const config::otel_config&)>;
+
+/// The registry with every built-in hook.  The "metrics" hook records into `metrics` (and is
+/// skipped without one); "trace" is skipped while no trace directory is configured; "otel"
+/// while no `span_sinks` are given.
+hook_registry builtin_hooks(std::shared_ptr<metrics_registry> metrics = nullptr,
+                            span_sink_maker span_sinks = {});
+
+/// A hook's state with the configuration it was built from (it points into it).
+template <class State>
+struct kept {
+  explicit kept(const config::config& c) : cfg(c), state(cfg) {}
+  const config::config cfg;
+  State state;
+};
+
+/// The state a registration built last, when it is still in use and `cfg` leaves what it reads
+/// unchanged (`same(before, cfg)`: a reload carries budgets, concurrency in flight, shedding
+/// windows and canary progress on); else a new one, published to `metrics` when there is one.
+template <class State, class Same>
+std::shared_ptr<State> carried_over(std::weak_ptr<kept<State>>& last, const config::config& cfg,
+                                    Same same, const std::shared_ptr<metrics_registry>& metrics) {
+  if (auto k = last.lock(); k != nullptr && same(k->cfg, cfg))
+    return std::shared_ptr<State>(k, &k->state);
+  auto k = std::make_shared<kept<State>>(cfg);
+  std::shared_ptr<State> state(k, &k->state);
+  if (metrics) state->publish(*metrics, state);
+  last = k;
+  return state;
+}
+
+}  // namespace tokentap::hooks
