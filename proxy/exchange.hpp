@@ -11,6 +11,7 @@
 #include "hooks/tap.hpp"
 #include "net/net.hpp"
 #include "parsers/request_inspector.hpp"
+#include "proxy/attempts.hpp"
 #include "proxy/cluster.hpp"
 #include "proxy/faults.hpp"
 
@@ -63,6 +64,7 @@ struct exchange {
   std::int64_t wall_start_us = 0;
   hooks::phase_marks marks;  // where its phases began (the tap's attribution)
   fault_choice fault;        // injected on purpose (faults.hpp)
+  attempts tries;            // its attempts over the upstream's endpoints (attempts.hpp)
 };
 
 }  // namespace tokentap::proxy

@@ -490,88 +490,19 @@ class proxy_session final : public relay_host, public net::session_base {
   // head is in, for an attempt on another endpoint) written for the chosen endpoint.
   void build_upstream_request(http::request<http::string_body> req, exchange& ex) {
     // The body was read whole (bounded by max_request_body_bytes): sent with a Content-Length.
+    std::optional<std::size_t> length;
     if (!req.body().empty() || req.method() == http::verb::post ||
         req.method() == http::verb::put || req.method() == http::verb::patch)
-      request_length_ = req.body().size();
-    else
-      request_length_.reset();
+      length = req.body().size();
     ex.request_body = std::move(req.body());
-    request_fields_ = std::move(req.base());
-    write_request_head(ex);
-  }
-
-  // The upstream request's head for the exchange's endpoint (its base path and Host).
-  void write_request_head(exchange& ex) {
-    const auto& e = *ex.upstream_endpoint;
-    const forwarded_request f{e.target.base_path, e.host_header, peer_,
-                              ex.gen->cfg.identity_encoding, request_length_};
-    ex.request_head.clear();
-    append_upstream_request_head(ex.request_head, request_fields_, f);
-  }
-
-  // What an attempt on the exchange's endpoint says of it: to outlier detection, and to the
-  // hooks (`error`: why it failed; empty when its head is the one used) and, when a head came
-  // (`code`), to the endpoint's response count.
-  void attempt_outcome(exchange& ex, cluster& c, endpoint& e, bool failed, std::string_view error,
-                       unsigned code = 0) {
-    if (ex.tap)
-      ex.tap->on_upstream_attempt({c.cfg().name, e.label, error, to_string(ex.decision.reason),
-                                   ex.decision.matched_messages});
-    if (code != 0) shared_.metrics->count_endpoint_response(c.cfg().name, e.label, code);
-    if (!failed) {
-      c.record_success(e);
-      // It now holds the conversation's prefix in its cache.
-      if (code >= 200 && code < 300) c.served(e, ex.conversation);
-    } else if (c.record_failure(e)) {
-      TT_LOG(warn) << "upstream " << c.cfg().name << ": endpoint " << e.label << " ejected after "
-                   << c.cfg().outlier.consecutive_failures << " failures in a row (ejection "
-                   << c.ejections(e) << ")";
-    }
-  }
-
-  // Whether the request moves to another endpoint after an attempt failed with nothing sent to
-  // the client: while the client is there, its upstream's `retries` last (the route's, or the one
-  // the request phase chose), an endpoint not tried yet is left — in the upstream, else in its
-  // fallback — and that upstream's retry budget allows.  If so, the exchange now names that
-  // endpoint (and its upstream) and its request head is written for it.
-  bool fail_over(exchange& ex, retry_reason why) {
-    auto& failed = *ex.upstream_cluster;
-    const auto& primary = *ex.gen->clusters[ex.upstream_index];
-    if (client_gone_ || ex.response_started || tried_count_ > primary.cfg().retries ||
-        tried_count_ >= tried_.size())
-      return false;
-    tried_[tried_count_ - 1] = ex.upstream_endpoint;
-    const pick_context ctx{.route_key = ex.route_key,
-                           .conversation = ex.conversation,
-                           .tried = {tried_.data(), tried_count_}};
-    cluster* c = &failed;
-    auto choice = c->choose(ctx);
-    if (choice.chosen == nullptr && c == &primary && c->fallback() != nullptr) {
-      c = c->fallback();
-      choice = c->choose(ctx);
-      choice.reason = routing_reason::fallback;
-      if (choice.chosen != nullptr) failed.count_decision(routing_reason::fallback);
-    }
-    endpoint* next = choice.chosen;
-    if (next == nullptr || !c->begin_retry()) return false;
-    retries_held_[tried_count_ - 1] = c;
-    failed.count_retry(why);
-    TT_LOG(info) << "upstream " << failed.cfg().name << ": " << ex.upstream_endpoint->label << " "
-                 << to_string(why) << "; trying " << c->cfg().name << " " << next->label;
-    ++tried_count_;
-    ex.upstream_cluster = c;
-    ex.upstream_endpoint = next;
-    ex.decision = choice;
-    ex.in_flight.reset(next);
-    write_request_head(ex);
-    return true;
+    ex.tries.begin(ex, *ex.gen->clusters[ex.upstream_index], std::move(req.base()), length, peer_,
+                   ex.gen->cfg.identity_encoding, shared_.metrics.get());
   }
 
   // ---------------------------------------------------------------- upstream side
 
   awaitable<void> forward(exchange& ex) {
     auto& pool = *shared_.pools[owner().index];
-    tried_count_ = 1;  // the endpoint chosen (tried_ holds it once it failed)
     ex.marks.routed = ex.marks.fault_done = mono_now_ns();
     if (ex.fault && ex.fault.kind == fault_kind::delay) {
       co_await delay_fault(ex);
@@ -582,8 +513,7 @@ class proxy_session final : public relay_host, public net::session_base {
       }
     }
     co_await attempts(ex, pool);
-    for (std::size_t i = 0; i + 1 < tried_count_; ++i) retries_held_[i]->end_retry();
-    request_fields_ = {};  // (an answer of our own: the head was never released)
+    ex.tries.end();  // (the retries it held go back to their budgets now, not at the next request)
   }
 
   awaitable<void> attempts(exchange& ex, upstream_pool& pool) {
@@ -605,9 +535,11 @@ class proxy_session final : public relay_host, public net::session_base {
         }
         if (!conn) {
           shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
-          attempt_outcome(ex, c, *ex.upstream_endpoint, true, to_string(why));
-          if (fail_over(ex, why == connect_failure::timeout ? retry_reason::timeout
-                                                            : retry_reason::connect))
+          ex.tries.outcome(ex, c, *ex.upstream_endpoint, true, to_string(why));
+          if (ex.tries.fail_over(
+                  ex,
+                  why == connect_failure::timeout ? retry_reason::timeout : retry_reason::connect,
+                  !client_gone_))
             continue;
           ex.outcome = why == connect_failure::timeout ? stream_outcome::timeout
                                                        : stream_outcome::upstream_error;
@@ -661,9 +593,9 @@ class proxy_session final : public relay_host, public net::session_base {
     if (ec) {
       if (may_retry && !client_gone_ && is_stale_connection(ec)) co_return attempt_result::retry;
       if (!client_gone_)
-        attempt_outcome(ex, *ex.upstream_cluster, *ex.upstream_endpoint, true,
-                        to_string(reason_of(ec)));
-      if (fail_over(ex, reason_of(ec))) co_return attempt_result::fail_over;
+        ex.tries.outcome(ex, *ex.upstream_cluster, *ex.upstream_endpoint, true,
+                         to_string(reason_of(ec)));
+      if (ex.tries.fail_over(ex, reason_of(ec), !client_gone_)) co_return attempt_result::fail_over;
       co_await fail_before_head(ex, ec, "sending the request");
       co_return attempt_result::done;
     }
@@ -684,9 +616,9 @@ class proxy_session final : public relay_host, public net::session_base {
     if (ec) {
       if (may_retry && !client_gone_ && is_stale_connection(ec)) co_return attempt_result::retry;
       if (!client_gone_)
-        attempt_outcome(ex, *ex.upstream_cluster, *ex.upstream_endpoint, true,
-                        to_string(reason_of(ec)));
-      if (fail_over(ex, reason_of(ec))) co_return attempt_result::fail_over;
+        ex.tries.outcome(ex, *ex.upstream_cluster, *ex.upstream_endpoint, true,
+                         to_string(reason_of(ec)));
+      if (ex.tries.fail_over(ex, reason_of(ec), !client_gone_)) co_return attempt_result::fail_over;
       co_await fail_before_head(ex, ec, "reading the response head");
       co_return attempt_result::done;
     }
@@ -701,12 +633,12 @@ class proxy_session final : public relay_host, public net::session_base {
                                      : retry_reason::status_503;
       auto& answered_by = *ex.upstream_cluster;
       auto& answered = *ex.upstream_endpoint;
-      if (fail_over(ex, why)) {
-        attempt_outcome(ex, answered_by, answered, gateway_failure, to_string(why), code);
+      if (ex.tries.fail_over(ex, why, !client_gone_)) {
+        ex.tries.outcome(ex, answered_by, answered, gateway_failure, to_string(why), code);
         co_return attempt_result::fail_over;
       }
     }
-    attempt_outcome(ex, *ex.upstream_cluster, *ex.upstream_endpoint, gateway_failure, {}, code);
+    ex.tries.outcome(ex, *ex.upstream_cluster, *ex.upstream_endpoint, gateway_failure, {}, code);
     const auto head_time = clock::now();
     // No retry past this point: the request (its body a whole conversation, often 10-100 KB)
     // is not needed again, and a stream may stay open for minutes.
@@ -975,7 +907,7 @@ class proxy_session final : public relay_host, public net::session_base {
     std::string().swap(ex.request_head);
     std::string().swap(ex.request_body);
     std::vector<parsers::message_digest>().swap(ex.conversation);
-    request_fields_ = {};
+    ex.tries.release_request();
   }
 
   static retry_reason reason_of(const error_code& ec) noexcept {
@@ -1017,14 +949,6 @@ class proxy_session final : public relay_host, public net::session_base {
 
   upstream_connection* upstream_ = nullptr;  // the connection of the exchange in flight
   steady_timer* delay_timer_ = nullptr;      // a delay fault's, while it waits
-  // The request's head until its response head is in (write_request_head), and the endpoints
-  // the exchange failed on (fail_over): the one it is on is tried_count_'s.
-  http::request_header<> request_fields_;
-  std::optional<std::size_t> request_length_;
-  std::array<endpoint*, 1 + config::max_retries> tried_{};
-  std::size_t tried_count_ = 1;
-  // The upstream whose retry budget each retry of the exchange holds (tried_count_ - 1 of them).
-  std::array<cluster*, config::max_retries> retries_held_{};
   bool closed_ = false;
   bool first_request_ = true;
   bool idle_ = true;
