@@ -31,6 +31,7 @@
 #include "net/rx_stamp.hpp"
 #include "parsers/http_body.hpp"
 #include "parsers/request_inspector.hpp"
+#include "proxy/attempt_io.hpp"
 #include "proxy/cluster.hpp"
 #include "proxy/exchange.hpp"
 #include "proxy/http_util.hpp"
@@ -50,13 +51,6 @@ bool is_disconnect(const error_code& ec) {
          ec == asio::error::broken_pipe || ec == asio::error::operation_aborted ||
          ec == asio::error::not_connected || ec == asio::error::bad_descriptor ||
          ec == http::error::end_of_stream;
-}
-
-// Errors on a reused keep-alive connection that mean "the upstream closed it while idle": the
-// request never reached a live server, so one retry on a fresh connection is safe.
-bool is_stale_connection(const error_code& ec) {
-  return ec == http::error::end_of_stream || ec == asio::error::eof ||
-         ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
 }
 
 double ms_between(clock::time_point a, clock::time_point b) {
@@ -580,65 +574,23 @@ class proxy_session final : public relay_host, public net::session_base {
   template <class Stream>
   awaitable<attempt_result> exchange_on(Stream& up, upstream_connection& conn, exchange& ex,
                                         bool may_retry) {
-    error_code ec;
     auto& lowest = conn.lowest();
-
-    lowest.expires_at(bounded(ex, timeouts().upstream_header));
-    {
-      // The head in one buffer, the body as it is: one gathered write.
-      const std::array<asio::const_buffer, 2> request{asio::buffer(ex.request_head),
-                                                      asio::buffer(ex.request_body)};
-      co_await asio::async_write(up, request, use_ec(ec));
-    }
-    if (ec) {
-      if (may_retry && !client_gone_ && is_stale_connection(ec)) co_return attempt_result::retry;
-      if (!client_gone_)
-        ex.tries.outcome(ex, *ex.upstream_cluster, *ex.upstream_endpoint, true,
-                         to_string(reason_of(ec)));
-      if (ex.tries.fail_over(ex, reason_of(ec), !client_gone_)) co_return attempt_result::fail_over;
-      co_await fail_before_head(ex, ec, "sending the request");
-      co_return attempt_result::done;
-    }
-
-    // Read the response head, skipping interim 1xx responses (100 Continue, 103 Early Hints).
-    std::optional<http::response_parser<http::buffer_body>> parser;
-    for (;;) {
-      parser.emplace();
-      parser->header_limit(static_cast<std::uint32_t>(limits().max_response_header_bytes));
-      parser->body_limit(std::numeric_limits<std::uint64_t>::max());  // streams are long
-      if (ex.head) parser->skip(true);
-      lowest.expires_at(bounded(ex, timeouts().upstream_header));
-      co_await http::async_read_header(up, conn.buffer, *parser, use_ec(ec));
-      if (ec) break;
-      const auto code = parser->get().result_int();
-      if (code < 100 || code >= 200 || code == 101) break;
-    }
-    if (ec) {
-      if (may_retry && !client_gone_ && is_stale_connection(ec)) co_return attempt_result::retry;
-      if (!client_gone_)
-        ex.tries.outcome(ex, *ex.upstream_cluster, *ex.upstream_endpoint, true,
-                         to_string(reason_of(ec)));
-      if (ex.tries.fail_over(ex, reason_of(ec), !client_gone_)) co_return attempt_result::fail_over;
-      co_await fail_before_head(ex, ec, "reading the response head");
-      co_return attempt_result::done;
-    }
-    // An endpoint that cannot take the request now (overloaded, unavailable, its gateway
-    // failed): another one may, while nothing has reached the client.  Its body is not read;
-    // the connection goes.
-    const auto code = parser->get().result_int();
-    const bool gateway_failure = code == 502 || code == 503 || code == 504;
-    if (code == 502 || code == 503 || code == 429) {
-      const auto why = code == 429   ? retry_reason::status_429
-                       : code == 502 ? retry_reason::status_502
-                                     : retry_reason::status_503;
-      auto& answered_by = *ex.upstream_cluster;
-      auto& answered = *ex.upstream_endpoint;
-      if (ex.tries.fail_over(ex, why, !client_gone_)) {
-        ex.tries.outcome(ex, answered_by, answered, gateway_failure, to_string(why), code);
+    std::optional<response_head_parser> parser;
+    const auto r = co_await request_and_head(
+        up, conn.buffer, parser, ex, limits().max_response_header_bytes, may_retry, client_gone_,
+        [&] { lowest.expires_at(bounded(ex, timeouts().upstream_header)); });
+    switch (r.verdict) {
+      case head_outcome::stale:
+        co_return attempt_result::retry;
+      case head_outcome::moved:
         co_return attempt_result::fail_over;
-      }
+      case head_outcome::failed:
+        co_await fail_before_head(ex, r.ec, r.what);
+        co_return attempt_result::done;
+      case head_outcome::head:
+        break;
     }
-    ex.tries.outcome(ex, *ex.upstream_cluster, *ex.upstream_endpoint, gateway_failure, {}, code);
+    error_code ec;
     const auto head_time = clock::now();
     // No retry past this point: the request (its body a whole conversation, often 10-100 KB)
     // is not needed again, and a stream may stay open for minutes.
@@ -908,10 +860,6 @@ class proxy_session final : public relay_host, public net::session_base {
     std::string().swap(ex.request_body);
     std::vector<parsers::message_digest>().swap(ex.conversation);
     ex.tries.release_request();
-  }
-
-  static retry_reason reason_of(const error_code& ec) noexcept {
-    return ec == beast::error::timeout ? retry_reason::timeout : retry_reason::reset;
   }
 
   // The upstream response's fields, as views for the taps.
