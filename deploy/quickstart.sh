@@ -20,7 +20,8 @@ BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config libboost-dev libsim
 TEST_PACKAGES=(prometheus chromium   # promtool + a real Prometheus, headless Chromium: metrics and dashboard tests
                redis-server         # budgets shared by several instances (each test starts its own)
                protobuf-compiler    # protoc decodes the OTLP bodies the proxy exports
-               clang libclang-rt-14-dev)  # libFuzzer targets (test/fuzz)
+               clang libclang-rt-14-dev   # libFuzzer targets (test/fuzz)
+               clang-format)              # the sources' one format (.clang-format), checked first
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -61,6 +62,9 @@ case "${1:-}" in
     command -v node >/dev/null || node_packages+=(nodejs)
     command -v npm >/dev/null || node_packages+=(npm)
     install_deps "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}" "${node_packages[@]}"
+    echo "==> clang-format --dry-run -Werror on every C++ source"
+    find app config hooks net parsers proxy replay sim test -name '*.cpp' -o -name '*.hpp' -o -name '*.h' |
+      grep -v '/node_modules/' | xargs clang-format --dry-run -Werror
     build
     echo "==> installing the SDK test clients (npm ci)"
     (cd test/node && npm ci --no-audit --no-fund --loglevel=error)

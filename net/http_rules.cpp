@@ -33,9 +33,8 @@ bool is_hop_by_hop(std::string_view name) noexcept {
 
 bool is_secret_header(std::string_view name) noexcept {
   static constexpr std::array<std::string_view, 8> names = {
-      "authorization",       "x-api-key",      "api-key",
-      "cookie",              "set-cookie",     "proxy-authorization",
-      "x-goog-api-key",      "x-tokentap-admin-token"};
+      "authorization", "x-api-key",           "api-key",        "cookie",
+      "set-cookie",    "proxy-authorization", "x-goog-api-key", "x-tokentap-admin-token"};
   for (auto n : names)
     if (iequals(n, name)) return true;
   return false;

@@ -41,8 +41,8 @@ inline std::optional<double> duration_ms(od::value v, double scale = 1) {
   if (type == od::json_type::null) return std::nullopt;
   if (type != od::json_type::number) return none;
   std::string_view text = v.raw_json_token();
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n' ||
-                           text.back() == '\r'))
+  while (!text.empty() &&
+         (text.back() == ' ' || text.back() == '\t' || text.back() == '\n' || text.back() == '\r'))
     text.remove_suffix(1);
   const double n = engine_number(text);
   if (n < 0) return none;

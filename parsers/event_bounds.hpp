@@ -36,10 +36,10 @@ class event_bounds {
 
  private:
   framing framing_;
-  bool after_cr_ = false;   // the last byte was a CR: an LF now is the same line's end
-  bool in_line_ = false;    // a line has begun and not ended
+  bool after_cr_ = false;      // the last byte was a CR: an LF now is the same line's end
+  bool in_line_ = false;       // a line has begun and not ended
   bool line_comment_ = false;  // it began with ':'
-  bool has_field_ = false;  // the event so far has a line that is not a comment
+  bool has_field_ = false;     // the event so far has a line that is not a comment
   std::uint64_t events_ = 0;
 };
 

@@ -32,11 +32,16 @@ constexpr header_kind header_kinds[] = {{"delay-ms", fault_kind::delay, 1, 60000
 
 std::string_view to_string(fault_kind k) noexcept {
   switch (k) {
-    case fault_kind::delay: return "delay";
-    case fault_kind::event_delay: return "event_delay";
-    case fault_kind::cut: return "cut";
-    case fault_kind::abort: return "abort";
-    case fault_kind::from_header: break;
+    case fault_kind::delay:
+      return "delay";
+    case fault_kind::event_delay:
+      return "event_delay";
+    case fault_kind::cut:
+      return "cut";
+    case fault_kind::abort:
+      return "abort";
+    case fault_kind::from_header:
+      break;
   }
   return "header";
 }
@@ -56,8 +61,7 @@ fault_plan::fault_plan(const std::vector<config::fault_rule>& rules, std::string
 }
 
 fault_plan::verdict fault_plan::choose(
-    std::string_view route,
-    const std::function<std::string_view(std::string_view)>& header) const {
+    std::string_view route, const std::function<std::string_view(std::string_view)>& header) const {
   verdict v;
   for (const auto& r : rules_) {
     if (!r.route.empty() && r.route != route) continue;
@@ -92,8 +96,7 @@ fault_plan::verdict fault_plan::choose(
     }
     std::uint32_t n = 0;
     const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-    if (ec != std::errc{} || end != value.data() + value.size() || n < asked->lo ||
-        n > asked->hi) {
+    if (ec != std::errc{} || end != value.data() + value.size() || n < asked->lo || n > asked->hi) {
       v.status = 400;
       v.message = "x-tokentap-fault-" + std::string(asked->name) + " must be a whole number from " +
                   std::to_string(asked->lo) + " to " + std::to_string(asked->hi);

@@ -18,7 +18,8 @@ struct generation;
 class health_checks {
  public:
   /// Starts probing every endpoint of every upstream of `g` with `health:`, and scraping those
-  /// with `engine_metrics:`, on worker `w` (its thread).  The probes stop when the worker drains or stop() is called.
+  /// with `engine_metrics:`, on worker `w` (its thread).  The probes stop when the worker drains or
+  /// stop() is called.
   void start(net::worker& w, std::shared_ptr<const generation> g, proxy_shared& shared);
   /// Ends the probes (a reload replaced their generation); each lets its generation go.
   void stop();

@@ -272,8 +272,8 @@ std::string attribute_report(const attribution_summary& s, bool json) {
       bool first = true;
       for (const auto& [i, ms] : ranked(p)) {
         if (std::abs(ms) < 0.05 && std::abs(share(ms, p.around_ms)) < 0.005) continue;
-        out += std::string(first ? " " : ", ") + attribution_phase_names[i] + " " + num(ms) +
-               " (" + num(100 * share(ms, p.around_ms), 0) + " %)";
+        out += std::string(first ? " " : ", ") + attribution_phase_names[i] + " " + num(ms) + " (" +
+               num(100 * share(ms, p.around_ms), 0) + " %)";
         first = false;
       }
       out += "\n";
@@ -334,7 +334,8 @@ std::string attribute_compare(const attribution_summary& a, const attribution_su
   // The ground truth of an experiment, when it injected faults: what A and B had.
   std::string fault_line;
   if (!a.faults.empty() || !b.faults.empty())
-    fault_line = "faults injected: B " + faults_text(b.faults) + " (A: " + faults_text(a.faults) + ")";
+    fault_line =
+        "faults injected: B " + faults_text(b.faults) + " (A: " + faults_text(a.faults) + ")";
   if (!json) {
     std::string out = "B against A (" + std::to_string(a.attributed) + " and " +
                       std::to_string(b.attributed) + " attributed records)\n";

@@ -41,7 +41,7 @@ struct recorded_attribution {
 
 /// A record's `fault`: one injected on purpose (DESIGN.md §13), the ground truth of an experiment.
 struct recorded_fault {
-  std::string rule, kind;  ///< kind: delay, event_delay, cut, abort
+  std::string rule, kind;   ///< kind: delay, event_delay, cut, abort
   std::int64_t value = -1;  ///< ms, events or an HTTP status, by kind
 };
 

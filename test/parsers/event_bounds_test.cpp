@@ -57,12 +57,12 @@ void expect_split_invariant(framing f, const std::string& body, std::vector<std:
 
 TEST(EventBounds, ServerSentEventsEndAtTheirEmptyLineWhateverTheLineEnds) {
   const std::string body =
-      "data: a\n\n"                // LF
-      "data: b\r\n\r\n"            // CRLF
-      "event: x\rdata: c\r\r"      // CR
-      ": keep-alive\n\n"           // a comment alone: no event
-      "data: d\ndata: e\n\n"       // two lines, one event
-      ": note\ndata: f\r\n\r\n"    // a comment in an event
+      "data: a\n\n"              // LF
+      "data: b\r\n\r\n"          // CRLF
+      "event: x\rdata: c\r\r"    // CR
+      ": keep-alive\n\n"         // a comment alone: no event
+      "data: d\ndata: e\n\n"     // two lines, one event
+      ": note\ndata: f\r\n\r\n"  // a comment in an event
       "data: [DONE]\n\n";
   std::vector<std::size_t> want;
   for (const char* end : {"data: a\n\n", "data: b\r\n\r\n", "data: c\r\r", "data: e\n\n",

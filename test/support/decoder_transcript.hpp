@@ -65,8 +65,8 @@ struct decoder_transcript : parsers::decoder_handler {
       return std::string(b);
     };
     return "|engine=" + std::string(to_string(e.source)) + " queue=" + ms(e.queue_ms) +
-           " load=" + ms(e.load_ms) + " prefill=" + ms(e.prefill_ms) + " decode=" +
-           ms(e.decode_ms) + " inference=" + ms(e.inference_ms) +
+           " load=" + ms(e.load_ms) + " prefill=" + ms(e.prefill_ms) +
+           " decode=" + ms(e.decode_ms) + " inference=" + ms(e.inference_ms) +
            " invalid=" + std::to_string(e.invalid);
   }
 
