@@ -59,7 +59,7 @@ admission_state::admission_state(const config::config& cfg) : cfg_(&cfg) {
     ss->cfg = &r;
     ss->name = "shed-" + r.route;
     if (!r.model.empty()) rewrites_model_ = true;
-    ss->ring.resize(static_cast<std::size_t>(r.window.count()));
+    ss->seconds = sliding_window<shed_state::second>(r.window.count());
     shed_.push_back(std::move(ss));
   }
   const bool shares = !cfg.shared_state.redis_host.empty() &&
@@ -243,20 +243,14 @@ void admission_state::record_ttft(std::string_view route, double ttft_ms, steady
   if (s == nullptr || ttft_ms < 0) return;
   const auto sec = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   std::lock_guard lk(s->mu);
-  auto& slot = s->ring[static_cast<std::size_t>(sec) % s->ring.size()];
-  if (slot.sec != sec) {
-    slot = {};
-    slot.sec = sec;
-  }
-  slot.ttft.add(ttft_ms);
+  s->seconds.at(sec).ttft.add(ttft_ms);
 }
 
 void admission_state::evaluate(shed_state& s, std::int64_t now_s) {
   std::lock_guard lk(s.mu);
   quantile_sketch all;
-  const auto n = static_cast<std::int64_t>(s.ring.size());
-  for (const auto& slot : s.ring)
-    if (slot.sec > now_s - n && slot.sec <= now_s) all.merge(slot.ttft);
+  s.seconds.for_each(now_s,
+                     [&](std::int64_t, const shed_state::second& sec) { all.merge(sec.ttft); });
   s.samples = all.count();
   s.p95_ms = all.quantile(0.95);
   // Too few measurements say nothing: shedding needs evidence, and stops without it.

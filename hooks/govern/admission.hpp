@@ -23,6 +23,7 @@
 
 #include "hooks/hook.hpp"
 #include "hooks/observe/metrics.hpp"
+#include "hooks/sliding_window.hpp"
 
 namespace tokentap::hooks {
 
@@ -136,10 +137,9 @@ class admission_state {
     std::string name;  // shed-<route>
     std::mutex mu;
     struct second {
-      std::int64_t sec = -1;
       quantile_sketch ttft;
     };
-    std::vector<second> ring;
+    sliding_window<second> seconds{1};
     std::atomic<bool> active{false};
     std::atomic<std::int64_t> evaluated{-1};  // the second of the last evaluation
     double p95_ms = -1;                       // at the last evaluation (mu)

@@ -57,15 +57,11 @@ void tenant_stats::record(const stream_info& s) {
     if (rows_.size() >= max_rows_) return;  // (tenant names are bounded below this)
     auto r = std::make_unique<row>();
     r->tenant = s.tenant;
-    r->ring.resize(static_cast<std::size_t>(std::max<std::int64_t>(1, window_.count())));
+    r->seconds = sliding_window<second>(window_.count());
     it = by_name_.emplace(r->tenant, r.get()).first;
     rows_.push_back(std::move(r));
   }
-  auto& sec = it->second->ring[static_cast<std::size_t>(now) % it->second->ring.size()];
-  if (sec.sec != now) {
-    sec = second{};
-    sec.sec = now;
-  }
+  auto& sec = it->second->seconds.at(now);
   ++sec.requests;
   if (s.outcome == stream_outcome::rejected) {
     ++sec.rejected;
@@ -89,15 +85,14 @@ void tenant_stats::append_json(std::string& out, double window_s) {
   std::vector<std::pair<const row*, second>> sums;
   for (const auto& r : rows_) {
     second sum;
-    for (const auto& sec : r->ring) {
-      if (sec.sec < 0 || sec.sec <= now - static_cast<std::int64_t>(r->ring.size())) continue;
+    r->seconds.for_each(now, [&](std::int64_t, const second& sec) {
       sum.requests += sec.requests;
       sum.rejected += sec.rejected;
       sum.errors += sec.errors;
       sum.input_tokens += sec.input_tokens;
       sum.output_tokens += sec.output_tokens;
       sum.ttft.merge(sec.ttft);
-    }
+    });
     if (sum.requests > 0) sums.emplace_back(r.get(), std::move(sum));
   }
   std::stable_sort(sums.begin(), sums.end(), [](const auto& a, const auto& b) {

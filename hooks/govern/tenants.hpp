@@ -11,6 +11,7 @@
 
 #include "hooks/hook.hpp"
 #include "hooks/observe/metrics.hpp"
+#include "hooks/sliding_window.hpp"
 
 namespace tokentap::hooks {
 
@@ -52,13 +53,12 @@ class tenant_stats {
 
  private:
   struct second {
-    std::int64_t sec = -1;
     std::uint64_t requests = 0, rejected = 0, errors = 0, input_tokens = 0, output_tokens = 0;
     quantile_sketch ttft;
   };
   struct row {
     std::string tenant;
-    std::vector<second> ring;
+    sliding_window<second> seconds{1};
   };
   std::chrono::seconds window_;
   std::size_t max_rows_;

@@ -29,7 +29,7 @@ void endpoint_stats::add(std::string upstream, std::string endpoint, std::functi
   r->endpoint = std::move(endpoint);
   r->active = std::move(active);
   r->health = std::move(health);
-  r->ring.resize(static_cast<std::size_t>(std::max<std::int64_t>(1, window_.count())));
+  r->seconds = sliding_window<second>(window_.count());
   std::lock_guard lk(mu_);
   rows_.push_back(std::move(r));
 }
@@ -41,11 +41,7 @@ void endpoint_stats::record(const stream_info& s) {
   std::lock_guard lk(mu_);
   for (auto& r : rows_) {
     if (r->endpoint != last.endpoint || r->upstream != last.upstream) continue;
-    auto& sec = r->ring[static_cast<std::size_t>(now) % r->ring.size()];
-    if (sec.sec != now) {
-      sec = second{};
-      sec.sec = now;
-    }
+    auto& sec = r->seconds.at(now);
     ++sec.requests;
     if (!last.error.empty() || s.status >= 500 || s.status == 429 ||
         s.outcome == stream_outcome::upstream_reset || s.outcome == stream_outcome::timeout ||
@@ -66,15 +62,14 @@ void endpoint_stats::record(const stream_info& s) {
 
 endpoint_stats::second endpoint_stats::in_window(const row& r, std::int64_t now) const {
   second sum;
-  for (const auto& sec : r.ring) {
-    if (sec.sec < 0 || sec.sec <= now - static_cast<std::int64_t>(r.ring.size())) continue;
+  r.seconds.for_each(now, [&](std::int64_t, const second& sec) {
     sum.requests += sec.requests;
     sum.errors += sec.errors;
     sum.prompt_tokens += sec.prompt_tokens;
     sum.cached_tokens += sec.cached_tokens;
     for (std::size_t i = 0; i < reasons.size(); ++i) sum.routed[i] += sec.routed[i];
     sum.ttft.merge(sec.ttft);
-  }
+  });
   return sum;
 }
 

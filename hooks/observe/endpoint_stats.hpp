@@ -17,6 +17,7 @@
 
 #include "hooks/hook.hpp"
 #include "hooks/observe/metrics.hpp"
+#include "hooks/sliding_window.hpp"
 
 namespace tokentap::hooks {
 
@@ -69,7 +70,6 @@ class endpoint_stats {
 
  private:
   struct second {
-    std::int64_t sec = -1;
     std::uint64_t requests = 0, errors = 0, prompt_tokens = 0, cached_tokens = 0;
     std::array<std::uint64_t, reasons.size()> routed{};
     quantile_sketch ttft;
@@ -80,7 +80,7 @@ class endpoint_stats {
     std::function<endpoint_health()> health;
     std::weak_ptr<const void> owner;
     bool has_owner = false;
-    std::vector<second> ring;
+    sliding_window<second> seconds{1};
   };
   // A row's seconds still in the window, summed (mu_ held).
   second in_window(const row& r, std::int64_t now) const;

@@ -14,6 +14,7 @@
 #include "hooks/govern/tenants.hpp"
 #include "hooks/observe/endpoint_stats.hpp"
 #include "hooks/registry.hpp"
+#include "hooks/sliding_window.hpp"
 #include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
@@ -280,7 +281,6 @@ constexpr std::array<const char*, 4> extra_phase_names = {"client_wait", "engine
 
 /// One second of one (route, model): counts and sketches.
 struct slot {
-  std::int64_t sec = -1;
   std::uint64_t requests = 0, errors = 0, output_tokens = 0, cache_hits = 0, cache_known = 0,
                 steps = 0;
   // Input and cached input tokens of the requests whose provider reports cache fields: the hit
@@ -338,19 +338,12 @@ struct metrics_registry::slow_row {
 
 struct metrics_registry::window {
   window(std::string r, std::string m, std::size_t n)
-      : route(std::move(r)), model(std::move(m)), ring(n) {}
+      : route(std::move(r)), model(std::move(m)), seconds(static_cast<std::int64_t>(n)) {}
   std::string route, model;
-  std::vector<slot> ring;
+  sliding_window<slot> seconds;
   slot total;
   std::int64_t active = 0;
-  slot& at(std::int64_t sec) {
-    auto& s = ring[static_cast<std::size_t>(sec) % ring.size()];
-    if (s.sec != sec) {
-      s = slot{};
-      s.sec = sec;
-    }
-    return s;
-  }
+  slot& at(std::int64_t sec) { return seconds.at(sec); }
 };
 
 struct metrics_registry::series {
@@ -976,11 +969,10 @@ std::string metrics_registry::stats_json() {
   std::vector<slot> timeline(static_cast<std::size_t>(n));
   for (const auto& [key, w] : windows_) {
     slot agg;
-    for (const auto& sl : w->ring) {
-      if (sl.sec < 0 || sl.sec <= now - n) continue;
+    w->seconds.for_each(now, [&](std::int64_t sec, const slot& sl) {
       agg.merge(sl);
-      timeline[static_cast<std::size_t>(n - 1 - (now - sl.sec))].merge(sl);
-    }
+      timeline[static_cast<std::size_t>(n - 1 - (now - sec))].merge(sl);
+    });
     all_window.merge(agg);
     if (!first) out += ",";
     first = false;
