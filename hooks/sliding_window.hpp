@@ -4,11 +4,19 @@
 // goes to the current second's slot, cleared when it last held an older second; reading visits
 // the seconds still in the window.  Not thread safe: its owner's lock guards it.
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace tokentap::hooks {
+
+/// The steady clock in whole seconds: the second a window's figures go to.
+inline std::int64_t steady_seconds() noexcept {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 template <class Figures>
 class sliding_window {
