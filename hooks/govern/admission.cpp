@@ -7,11 +7,11 @@
 #include <ctime>
 
 #include "config/log.hpp"
-#include "hooks/govern/shared_budgets.hpp"
 #include "hooks/observe/metrics.hpp"
 #include "hooks/registry.hpp"
 #include "parsers/json_out.hpp"
 #include "parsers/model_rewrite.hpp"
+#include "store/redis_budgets.hpp"
 
 namespace tokentap::hooks {
 
@@ -67,7 +67,7 @@ admission_state::admission_state(const config::config& cfg) : cfg_(&cfg) {
                         return r.requests_per_minute > 0 || r.tokens_per_minute > 0;
                       });
   if (shares) {
-    redis_ = std::make_unique<redis_budgets>(cfg.shared_state);
+    redis_ = std::make_unique<store::redis_budgets>(cfg.shared_state);
     sync_thread_ = std::thread([this] { sync_loop(); });
   }
 }
@@ -147,7 +147,7 @@ bool admission_state::sync_once() {
     bucket* b;
     bool tokens;
   };
-  std::vector<redis_budgets::budget> out;
+  std::vector<store::redis_budgets::budget> out;
   std::vector<ref> refs;
   for (auto& rsp : rules_) {
     auto& rs = *rsp;

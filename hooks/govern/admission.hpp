@@ -6,7 +6,7 @@
 // admission and settles at stream end from the normalized usage, so a stream cannot overrun it
 // unseen (an overrun is charged: the bucket goes into debt).  With `shared_state.redis`, the
 // request and token budgets are shared by every instance through Redis
-// (hooks/govern/shared_budgets.hpp), synchronised off the request path; without Redis, or while it
+// (store/redis_budgets.hpp), synchronised off the request path; without Redis, or while it
 // is unreachable, they are local.
 #include <array>
 #include <atomic>
@@ -25,9 +25,11 @@
 #include "hooks/observe/metrics.hpp"
 #include "hooks/sliding_window.hpp"
 
-namespace tokentap::hooks {
-
+namespace tokentap::store {
 class redis_budgets;
+}
+
+namespace tokentap::hooks {
 
 /// Why a rule refused: the `reason` label of tokentap_admission_rejections_total.
 /// `slo`: a shed rule refused the request's priority while its route breaks its TTFT SLO.
@@ -165,7 +167,7 @@ class admission_state {
   std::vector<std::unique_ptr<shed_state>> shed_;
   bool rewrites_model_ = false;
   // Shared state: the sync thread and what it says.
-  std::unique_ptr<redis_budgets> redis_;
+  std::unique_ptr<store::redis_budgets> redis_;
   std::atomic<bool> shared_live_{false};  // the last sync succeeded: levels come from Redis
   std::atomic<std::uint64_t> sync_errors_{0}, syncs_{0};
   std::mutex stop_mu_;

@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "hooks/govern/admission.hpp"
-#include "hooks/govern/shared_budgets.hpp"
 #include "hooks/govern/tenants.hpp"
+#include "store/redis_budgets.hpp"
 #include "test/support/redis_server.hpp"
 
 namespace {
@@ -73,8 +73,8 @@ void BM_RedisExchange(benchmark::State& state) {
   c.redis_host = "127.0.0.1";
   c.redis_port = redis_port();
   c.key_prefix = "bench:" + std::to_string(::getpid()) + ":x:";
-  hooks::redis_budgets redis(c);
-  std::vector<hooks::redis_budgets::budget> budgets;
+  store::redis_budgets redis(c);
+  std::vector<store::redis_budgets::budget> budgets;
   for (int i = 0; i < state.range(0); ++i)
     budgets.push_back({"rule:tenant-" + std::to_string(i) + ":t", 1e6, 1e6 / 60000, 3});
   for (auto _ : state)

@@ -52,6 +52,11 @@ TEST(Layering, DependenciesPointDownAndTheAppIsOnTop) {
     ASSERT_GT(found.size(), 5u) << lower;
     for (const auto& f : found) EXPECT_FALSE(std::regex_search(f, boost_or_proxy)) << f;
   }
+  // store (the clients of stores outside the process: Redis) sits below the hooks, beside config.
+  const auto in_store = includes_under("store");
+  ASSERT_GT(in_store.size(), 3u);
+  const std::regex above_store(R"(: (<boost/|"(net|hooks|proxy|sim|replay|app)/))");
+  for (const auto& f : in_store) EXPECT_FALSE(std::regex_search(f, above_store)) << f;
   // net (runtime, TLS, the shared HTTP server connection) knows nothing of what runs on it; the
   // simulator and replay run on net, not on the proxy.
   const auto in_net = includes_under("net");
@@ -62,7 +67,7 @@ TEST(Layering, DependenciesPointDownAndTheAppIsOnTop) {
   for (const char* beside : {"sim", "replay"})
     for (const auto& f : includes_under(beside)) EXPECT_FALSE(std::regex_search(f, proxy)) << f;
   const std::regex app(R"(: "app/)");
-  for (const char* below : {"parsers", "config", "hooks", "net", "proxy", "sim", "replay"})
+  for (const char* below : {"parsers", "config", "store", "hooks", "net", "proxy", "sim", "replay"})
     for (const auto& f : includes_under(below)) EXPECT_FALSE(std::regex_search(f, app)) << f;
 }
 
@@ -73,7 +78,7 @@ TEST(Layering, UnitTestsMirrorTheSources) {
   const fs::path root(TOKENTAP_SOURCE_DIR);
   std::size_t seen = 0;
   for (const char* folder :
-       {"parsers", "config", "hooks", "net", "proxy", "sim", "replay", "app"}) {
+       {"parsers", "config", "store", "hooks", "net", "proxy", "sim", "replay", "app"}) {
     if (!fs::exists(root / "test" / folder)) continue;
     for (const auto& e : fs::recursive_directory_iterator(root / "test" / folder)) {
       const auto name = e.path().filename().string();

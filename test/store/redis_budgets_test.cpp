@@ -1,7 +1,7 @@
 // The Redis budgets against a real redis-server: a budget starts full, takes what each exchange
 // used (into debt if need be), refills on Redis's clock up to its capacity, survives a script
 // cache flush, and an unreachable Redis is an error, never a wait.
-#include "hooks/govern/shared_budgets.hpp"
+#include "store/redis_budgets.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 
 #include "test/support/redis_server.hpp"
 
-namespace tokentap::hooks {
+namespace tokentap::store {
 namespace {
 
 config::shared_state_config at(std::uint16_t port) {
@@ -83,4 +83,4 @@ TEST(RedisBudgets, AnUnreachableRedisFailsWithinTheTimeout) {
 }
 
 }  // namespace
-}  // namespace tokentap::hooks
+}  // namespace tokentap::store

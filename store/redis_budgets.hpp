@@ -1,5 +1,7 @@
 #pragma once
-// Budgets several proxy instances share, kept in Redis (DESIGN.md §11, `shared_state`).
+// Budgets several proxy instances share, kept in Redis (DESIGN.md §11, `shared_state`): the one
+// client of a store outside the process.  The admission hook (hooks/govern/admission.*) uses it
+// from its sync thread; no hook owns a socket.
 //
 // A budget is a token bucket (`capacity`, refilled at `per_ms`) stored as a Redis hash and
 // updated by one Lua script on Redis's own clock, so the instances' clocks do not matter.  An
@@ -18,7 +20,7 @@
 
 struct redisContext;
 
-namespace tokentap::hooks {
+namespace tokentap::store {
 
 class redis_budgets {
  public:
@@ -47,4 +49,4 @@ class redis_budgets {
   std::string error_;
 };
 
-}  // namespace tokentap::hooks
+}  // namespace tokentap::store

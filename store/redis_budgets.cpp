@@ -1,11 +1,11 @@
-#include "hooks/govern/shared_budgets.hpp"
+#include "store/redis_budgets.hpp"
 
 #include <hiredis/hiredis.h>
 
 #include <cstdio>
 #include <cstdlib>
 
-namespace tokentap::hooks {
+namespace tokentap::store {
 
 namespace {
 
@@ -126,4 +126,4 @@ std::optional<std::vector<double>> redis_budgets::exchange(const std::vector<bud
   return levels;
 }
 
-}  // namespace tokentap::hooks
+}  // namespace tokentap::store
