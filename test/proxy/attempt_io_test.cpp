@@ -13,24 +13,14 @@
 
 #include <string>
 
+#include "test/proxy/upstreams.hpp"
+
 namespace tokentap::proxy {
 namespace {
 
 using test_stream = beast::test::stream;
 
-config::upstream_config upstream_of(std::initializer_list<const char*> urls, unsigned retries) {
-  config::upstream_config up;
-  up.name = "fleet";
-  up.retries = retries;
-  up.balance = config::balance_policy::round_robin;
-  for (const auto* u : urls) {
-    std::string err;
-    auto parsed = config::parse_url(u, err);
-    EXPECT_TRUE(parsed) << err;
-    up.endpoints.push_back(*parsed);
-  }
-  return up;
-}
+using test::upstream_of;
 
 const std::string body = R"({"model":"m","messages":[{"role":"user","content":"hi"}]})";
 
@@ -81,7 +71,7 @@ struct attempt {
 };
 
 TEST(AttemptIo, AHeadIsTakenAfterInterimAnswersAndTheRequestWentWhole) {
-  const auto up = upstream_of({"http://a:1/base"}, 1);
+  const auto up = upstream_of("fleet", {"http://a:1/base"}, 1);
   cluster c(up, 0, nullptr);
   attempt a(c);
   const auto r = a.run(
@@ -103,7 +93,7 @@ TEST(AttemptIo, AHeadIsTakenAfterInterimAnswersAndTheRequestWentWhole) {
 TEST(AttemptIo, AGatewayFailureMovesTheRequestWhileAnotherEndpointCanTakeIt) {
   for (const char* status : {"502 Bad Gateway", "503 Service Unavailable", "429 Too Many"}) {
     SCOPED_TRACE(status);
-    const auto up = upstream_of({"http://a:1", "http://b:2"}, 1);
+    const auto up = upstream_of("fleet", {"http://a:1", "http://b:2"}, 1);
     cluster c(up, 0, nullptr);
     attempt a(c);
     const auto* first = a.ex.upstream_endpoint;
@@ -120,7 +110,7 @@ TEST(AttemptIo, AGatewayFailureMovesTheRequestWhileAnotherEndpointCanTakeIt) {
   }
   // A 500 or a 504 is the upstream's answer: no move.
   for (const char* status : {"500 Internal Server Error", "504 Gateway Timeout"}) {
-    const auto up = upstream_of({"http://a:1", "http://b:2"}, 1);
+    const auto up = upstream_of("fleet", {"http://a:1", "http://b:2"}, 1);
     cluster c(up, 0, nullptr);
     attempt a(c);
     EXPECT_EQ(a.run(std::string("HTTP/1.1 ") + status + "\r\nContent-Length: 0\r\n\r\n").verdict,
@@ -131,7 +121,7 @@ TEST(AttemptIo, AGatewayFailureMovesTheRequestWhileAnotherEndpointCanTakeIt) {
 }
 
 TEST(AttemptIo, AResetBeforeTheHeadMovesTheRequestOrFailsWhenEveryEndpointIsOut) {
-  const auto up = upstream_of({"http://a:1", "http://b:2"}, 3);
+  const auto up = upstream_of("fleet", {"http://a:1", "http://b:2"}, 3);
   cluster c(up, 0, nullptr);
   attempt a(c);
   auto r = a.run("");  // closed without a byte
@@ -147,7 +137,7 @@ TEST(AttemptIo, AResetBeforeTheHeadMovesTheRequestOrFailsWhenEveryEndpointIsOut)
 TEST(AttemptIo, ATimeoutIsItsOwnReasonWhereverItStrikes) {
   // The write times out: nothing reached the upstream.
   {
-    const auto up = upstream_of({"http://a:1"}, 1);
+    const auto up = upstream_of("fleet", {"http://a:1"}, 1);
     cluster c(up, 0, nullptr);
     attempt a(c);
     beast::test::fail_count fails(0, beast::error::timeout);
@@ -158,7 +148,7 @@ TEST(AttemptIo, ATimeoutIsItsOwnReasonWhereverItStrikes) {
   }
   // The head read times out, with another endpoint to go to.
   {
-    const auto up = upstream_of({"http://a:1", "http://b:2"}, 1);
+    const auto up = upstream_of("fleet", {"http://a:1", "http://b:2"}, 1);
     cluster c(up, 0, nullptr);
     attempt a(c);
     beast::test::fail_count fails(1, beast::error::timeout);
@@ -168,7 +158,7 @@ TEST(AttemptIo, ATimeoutIsItsOwnReasonWhereverItStrikes) {
 }
 
 TEST(AttemptIo, AStaleKeptAliveConnectionIsTriedAgainOnlyWhenAllowed) {
-  const auto up = upstream_of({"http://a:1", "http://b:2"}, 1);
+  const auto up = upstream_of("fleet", {"http://a:1", "http://b:2"}, 1);
   cluster c(up, 0, nullptr);
   attempt a(c);
   const auto* first = a.ex.upstream_endpoint;
@@ -179,7 +169,7 @@ TEST(AttemptIo, AStaleKeptAliveConnectionIsTriedAgainOnlyWhenAllowed) {
 }
 
 TEST(AttemptIo, AClientThatLeftEndsTheAttemptsWithoutBlamingTheEndpoint) {
-  const auto up = upstream_of({"http://a:1", "http://b:2"}, 1);
+  const auto up = upstream_of("fleet", {"http://a:1", "http://b:2"}, 1);
   cluster c(up, 0, nullptr);
   attempt a(c);
   a.client_gone = true;

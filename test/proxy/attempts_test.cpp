@@ -15,25 +15,13 @@
 
 #include "hooks/observe/metrics.hpp"
 #include "proxy/exchange.hpp"
+#include "test/proxy/upstreams.hpp"
 #include "test/support/metrics_text.hpp"
 
 namespace tokentap::proxy {
 namespace {
 
-config::upstream_config upstream_of(std::string name, std::initializer_list<const char*> urls,
-                                    unsigned retries) {
-  config::upstream_config up;
-  up.name = std::move(name);
-  up.retries = retries;
-  up.balance = config::balance_policy::round_robin;
-  for (const auto* u : urls) {
-    std::string err;
-    auto parsed = config::parse_url(u, err);
-    EXPECT_TRUE(parsed) << err;
-    up.endpoints.push_back(*parsed);
-  }
-  return up;
-}
+using test::upstream_of;
 
 http::request_header<> chat_request() {
   http::request_header<> h;
