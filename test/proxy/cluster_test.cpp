@@ -12,19 +12,15 @@
 #include <thread>
 #include <vector>
 
+#include "test/proxy/upstreams.hpp"
+
 namespace tokentap::proxy {
 namespace {
 
+// An upstream "fleet" of those endpoints with the configuration's defaults.
 config::upstream_config upstream_of(std::initializer_list<const char*> urls) {
-  config::upstream_config up;
-  up.name = "fleet";
-  for (const auto* u : urls) {
-    std::string err;
-    auto parsed = config::parse_url(u, err);
-    EXPECT_TRUE(parsed) << err;
-    up.endpoints.push_back(*parsed);
-  }
-  return up;
+  const config::upstream_config defaults;
+  return test::upstream_of("fleet", urls, defaults.retries, defaults.balance);
 }
 
 TEST(Cluster, EndpointsAreNumberedOnFromTheFirstIdAndNamedByHostAndPort) {
