@@ -425,8 +425,10 @@ TEST(RelayPerf, ForwardingAnEventAllocatesAtMostOneOperationBlock) {
     const auto middle = c.size() - 14;
     pairs += middle;
     const auto made = c[c.size() - 8] - c[6];
-    // One block per read, a quarter more for the drains' posts and the reads that merge.
-    const auto allowed = middle * taps->streams.size() * 5 / 4 +
+    // One block per read, half as many more for the drains' posts and the reads that merge (a
+    // quiet machine measures 1.17-1.33 per read at worst, one busy with a build 1.51-1.53, the
+    // same before and after the attempts left the session); a per-event allocation makes 2.
+    const auto allowed = middle * taps->streams.size() * 3 / 2 +
                          proxy::relay_buffer_doublings * taps->streams.size();
     EXPECT_LE(made, allowed) << "more than about one block per relayed read";
     worst = std::max(
