@@ -166,18 +166,15 @@ class proxy_session final : public relay_host, public net::session_base {
 
     inspect(req, ex);
     if (ex.gen->taps) ex.tap = ex.gen->taps->create();
+    // What answers the request here instead of the upstream is kept on the heap, and only then:
+    // this frame lives as long as the stream.
     if (ex.tap) {
-      hooks::request_decision d;
-      request_phase(req, ex, d);
-      if (d.stop) co_return co_await answer_locally(std::move(req), ex, d);
-      apply(d, req, ex);
+      if (auto stop = request_phase(req, ex))
+        co_return co_await answer_locally(std::move(req), ex, *stop);
     }
     if (ex.gen->faults) {
-      auto v = choose_fault(req, ex);
-      if (v.status != 0) {
-        auto d = refusal(v.status, "invalid_request_error", std::move(v.message));
-        co_return co_await answer_locally(std::move(req), ex, d);
-      }
+      if (auto refused = fault_refusal(req, ex))
+        co_return co_await answer_locally(std::move(req), ex, *refused);
       if (ex.fault && ex.fault.kind == fault_kind::abort)
         co_return co_await abort_fault(std::move(req), ex);
     }
@@ -264,10 +261,18 @@ class proxy_session final : public relay_host, public net::session_base {
   }
 
   // The hooks' request phase, on the client's request (its headers redacted).
-  void request_phase(const http::request<http::string_body>& req, const exchange& ex,
-                     hooks::request_decision& d) const {
-    const auto headers = redacted_headers(req);
-    ex.tap->decide(request_view_of(ex, req.body(), headers), d);
+  // The hooks' request phase: what they decided is applied to the request, unless one stopped it;
+  // then the decision that answers it.
+  std::unique_ptr<hooks::request_decision> request_phase(http::request<http::string_body>& req,
+                                                         exchange& ex) {
+    hooks::request_decision d;
+    {
+      const auto headers = redacted_headers(req);
+      ex.tap->decide(request_view_of(ex, req.body(), headers), d);
+    }
+    if (d.stop) return std::make_unique<hooks::request_decision>(std::move(d));
+    apply(d, req, ex);
+    return nullptr;
   }
 
   // The router: the route's cluster, and the endpoint its balancer picks.  False: none can take
@@ -338,6 +343,16 @@ class proxy_session final : public relay_host, public net::session_base {
       }
     ex.fault = v.fault;
     return v;
+  }
+
+  // The exchange's fault (faults:); the refusal that answers it when a per-request fault header
+  // asked for something the proxy refuses.
+  std::unique_ptr<hooks::request_decision> fault_refusal(http::request<http::string_body>& req,
+                                                         exchange& ex) const {
+    auto v = choose_fault(req, ex);
+    if (v.status == 0) return nullptr;
+    return std::make_unique<hooks::request_decision>(
+        refusal(v.status, "invalid_request_error", std::move(v.message)));
   }
 
   static hooks::request_decision refusal(unsigned status, std::string type, std::string message) {
