@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -81,6 +82,13 @@ TEST(Metrics, ExactCountsAndSumsFromRealTraffic) {
   const auto admin = s.proxy->admin_endpoint();
   ASSERT_NO_FATAL_FAILURE(mixed_traffic(s));
   wait_requests(admin, 9);
+  // /proc counts CPU time in clock ticks (10 ms): a quick run of this process (the proxy's) may
+  // not have used one yet.  Two ticks of work first, so process_cpu_seconds_total must show it.
+  {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
+    volatile std::uint64_t spins = 0;
+    while (std::chrono::steady_clock::now() < until) spins = spins + 1;
+  }
 
   const auto text = scrape(admin);
   const auto m = parse_metrics(text);
