@@ -75,4 +75,17 @@ std::shared_ptr<State> carried_over(std::weak_ptr<kept<State>>& last, const conf
   return state;
 }
 
+/// Registers `name` as a hook whose `State` a reload keeps while `same(before, cfg)` holds (see
+/// carried_over); each configuration's `Factory` is built on that state.
+template <class Factory, class State, class Same>
+void add_with_carried_state(hook_registry& r, std::string name, Same same,
+                            std::shared_ptr<metrics_registry> metrics) {
+  r.add(std::move(name),
+        [metrics = std::move(metrics), same, last = std::make_shared<std::weak_ptr<kept<State>>>()](
+            const config::config& cfg) -> std::shared_ptr<hook_factory> {
+          return std::make_shared<Factory>(carried_over(*last, cfg, same, metrics));
+        },
+        {.provides = {}, .needs = {}, .reads = {}});
+}
+
 }  // namespace tokentap::hooks

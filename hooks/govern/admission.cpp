@@ -627,13 +627,8 @@ bool same_admission_inputs(const config::config& a, const config::config& b) {
 }  // namespace
 
 void register_admission(hook_registry& r, std::shared_ptr<metrics_registry> metrics) {
-  r.add("admission",
-        [metrics, last = std::make_shared<std::weak_ptr<kept<admission_state>>>()](
-            const config::config& cfg) -> std::shared_ptr<hook_factory> {
-          return std::make_shared<admission_hook_factory>(
-              carried_over(*last, cfg, same_admission_inputs, metrics));
-        },
-        {.provides = {}, .needs = {}, .reads = {}});
+  add_with_carried_state<admission_hook_factory, admission_state>(
+      r, "admission", same_admission_inputs, std::move(metrics));
 }
 
 }  // namespace tokentap::hooks

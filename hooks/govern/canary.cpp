@@ -405,13 +405,8 @@ bool same_canary_inputs(const config::config& a, const config::config& b) {
 }  // namespace
 
 void register_canary(hook_registry& r, std::shared_ptr<metrics_registry> metrics) {
-  r.add("canary",
-        [metrics, last = std::make_shared<std::weak_ptr<kept<canary_state>>>()](
-            const config::config& cfg) -> std::shared_ptr<hook_factory> {
-          return std::make_shared<canary_hook_factory>(
-              carried_over(*last, cfg, same_canary_inputs, metrics));
-        },
-        {.provides = {}, .needs = {}, .reads = {}});
+  add_with_carried_state<canary_hook_factory, canary_state>(r, "canary", same_canary_inputs,
+                                                            std::move(metrics));
 }
 
 }  // namespace tokentap::hooks
