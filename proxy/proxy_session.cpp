@@ -24,19 +24,20 @@
 
 #include "config/config.hpp"
 #include "config/log.hpp"
-#include "hooks/govern/tenants.hpp"
 #include "hooks/observe/metrics.hpp"
 #include "hooks/tap.hpp"
 #include "net/http_rules.hpp"
 #include "net/rx_stamp.hpp"
 #include "parsers/http_body.hpp"
 #include "parsers/request_inspector.hpp"
+#include "proxy/access_log.hpp"
 #include "proxy/attempt_io.hpp"
 #include "proxy/cluster.hpp"
 #include "proxy/exchange.hpp"
 #include "proxy/http_util.hpp"
 #include "proxy/proxy_server.hpp"
 #include "proxy/relay.hpp"
+#include "proxy/request_plan.hpp"
 #include "proxy/request_reader.hpp"
 #include "proxy/upstream_pool.hpp"
 
@@ -52,22 +53,6 @@ bool is_disconnect(const error_code& ec) {
          ec == asio::error::not_connected || ec == asio::error::bad_descriptor ||
          ec == http::error::end_of_stream;
 }
-
-double ms_between(clock::time_point a, clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-// Printable, bounded copy of a user-supplied value for the access log.
-std::string log_safe(std::string_view v, std::size_t cap = 128) {
-  std::string out;
-  for (char c : v.substr(0, cap)) out.push_back((c > 0x20 && c < 0x7f && c != '"') ? c : '_');
-  if (v.size() > cap) out += "...";
-  return out;
-}
-
-// How an attempt on an upstream connection ended: done (answered, well or not), retry (a stale
-// kept-alive connection: again on a new one), fail_over (on another endpoint: ex says which).
-enum class attempt_result { done, retry, fail_over };
 
 constexpr char last_chunk[] = "0\r\n\r\n";
 
@@ -164,7 +149,7 @@ class proxy_session final : public relay_host, public net::session_base {
     }
     ex.upstream_index = ex.route->upstream_index;
 
-    inspect(req, ex);
+    inspect(req, ex, inspector_, shared_);
     if (ex.gen->taps) ex.tap = ex.gen->taps->create();
     // What answers the request here instead of the upstream is kept on the heap, and only then:
     // this frame lives as long as the stream.
@@ -184,20 +169,17 @@ class proxy_session final : public relay_host, public net::session_base {
       // Every endpoint of the upstream (and of its fallback) is ejected.
       shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
       ex.outcome = stream_outcome::upstream_error;
-      if (ex.tap) {
-        const auto headers = redacted_headers(req);
-        ex.tap->on_request(request_view_of(ex, req.body(), headers));
-        ex.tap->on_upstream_error("connect", 503);
-      }
+      tap_request(ex, req);
+      if (ex.tap) ex.tap->on_upstream_error("connect", 503);
       co_await send_error(
           ex, 503, "no_upstream_endpoint",
           "no endpoint of upstream '" + ex.upstream_cluster->cfg().name + "' can take the request");
       end_tap(ex);
-      access_log(ex);
+      write_access_log(ex, peer_);
       co_return ex.client_keep_alive && !draining_;
     }
     build_upstream_request(std::move(req), ex);
-    start_tap(ex);
+    tap_request(ex);
 
     shared_.stats.active_streams.fetch_add(1, std::memory_order_relaxed);
     watch_client();
@@ -209,7 +191,7 @@ class proxy_session final : public relay_host, public net::session_base {
       ex.outcome = ex.tap->judged_outcome(ex.outcome);  // an error inside a 200 stream
       report_cache(ex);
     }
-    access_log(ex);
+    write_access_log(ex, peer_);
 
     co_return ex.response_complete&& ex.client_keep_alive && !draining_ && !client_gone_;
   }
@@ -239,131 +221,6 @@ class proxy_session final : public relay_host, public net::session_base {
     if (timeouts().total.count() > 0) ex.deadline = ex.start + timeouts().total;
   }
 
-  hooks::request_view request_view_of(const exchange& ex, std::string_view body,
-                                      std::span<const hooks::header_view> headers) const {
-    const auto& up = ex.gen->cfg.upstreams[ex.upstream_index];
-    return {ex.method,
-            ex.target_redacted,
-            ex.route->name,
-            up.name,
-            ex.model,
-            ex.stream_requested,
-            body,
-            to_ns(ex.start),
-            ex.wall_start_us,
-            headers,
-            ex.conversation,
-            ex.tenant,
-            ex.tenant_name,
-            config::to_string(up.balance),
-            ex.prompt_chars,
-            ex.max_tokens};
-  }
-
-  // The hooks' request phase, on the client's request (its headers redacted).
-  // The hooks' request phase: what they decided is applied to the request, unless one stopped it;
-  // then the decision that answers it.
-  std::unique_ptr<hooks::request_decision> request_phase(http::request<http::string_body>& req,
-                                                         exchange& ex) {
-    hooks::request_decision d;
-    {
-      const auto headers = redacted_headers(req);
-      ex.tap->decide(request_view_of(ex, req.body(), headers), d);
-    }
-    if (d.stop) return std::make_unique<hooks::request_decision>(std::move(d));
-    apply(d, req, ex);
-    return nullptr;
-  }
-
-  // The router: the route's cluster, and the endpoint its balancer picks.  False: none can take
-  // the request.
-  bool choose_endpoint(exchange& ex) {
-    ex.upstream_cluster = ex.gen->clusters[ex.upstream_index].get();
-    const pick_context ctx{.route_key = ex.route_key, .conversation = ex.conversation, .tried = {}};
-    ex.decision = ex.upstream_cluster->choose(ctx);
-    if (ex.decision.chosen == nullptr && ex.upstream_cluster->fallback() != nullptr) {
-      ex.upstream_cluster->count_decision(routing_reason::fallback);
-      ex.upstream_cluster = ex.upstream_cluster->fallback();
-      ex.decision = ex.upstream_cluster->choose(ctx);
-      ex.decision.reason = routing_reason::fallback;
-    } else if (ex.decision.chosen != nullptr) {
-      ex.upstream_cluster->count_decision(ex.decision.reason);
-    }
-    ex.upstream_endpoint = ex.decision.chosen;
-    if (ex.upstream_endpoint == nullptr) return false;
-    ex.in_flight.reset(ex.upstream_endpoint);
-    return true;
-  }
-
-  // What the endpoint that answered reported of its prompt cache, for its balancer's evidence
-  // and its hit ratio.
-  void report_cache(exchange& ex) const {
-    const auto* u = ex.tap->usage();
-    if (u == nullptr || !u->cache_fields || u->input_tokens < 0 || ex.upstream_endpoint == nullptr)
-      return;
-    ex.upstream_cluster->cache_report(*ex.upstream_endpoint, ex.decision, u->input_tokens,
-                                      std::max<std::int64_t>(0, u->cached_input_tokens));
-  }
-
-  // What the request phase decided, applied to the request before its upstream head is built.
-  void apply(hooks::request_decision& d, http::request<http::string_body>& req,
-             exchange& ex) const {
-    for (const auto& f : d.upstream_headers) req.set(f.name, f.value);
-    if (d.body) req.body() = std::move(*d.body);
-    ex.route_key = std::move(d.route_key);
-    if (!d.upstream.empty()) {
-      const auto& ups = ex.gen->cfg.upstreams;
-      const auto it = std::find_if(ups.begin(), ups.end(), [&](const config::upstream_config& u) {
-        return u.name == d.upstream;
-      });
-      if (it != ups.end())
-        ex.upstream_index = static_cast<std::size_t>(it - ups.begin());
-      else
-        TT_LOG(warn) << "a hook named unknown upstream '" << log_safe(d.upstream, 64) << "'; route "
-                     << ex.route->name << " uses its own";
-    }
-  }
-
-  // The fault the exchange gets, if any (faults.hpp); the request's fault headers are taken out
-  // of it (they are ours, not the upstream's).
-  fault_plan::verdict choose_fault(http::request<http::string_body>& req, exchange& ex) const {
-    const auto& plan = *ex.gen->faults;
-    auto v = plan.choose(ex.route->name, [&req](std::string_view name) -> std::string_view {
-      const auto it = req.find(name);
-      return it == req.end() ? std::string_view() : std::string_view(it->value());
-    });
-    if (plan.reads_headers())
-      for (auto it = req.begin(); it != req.end();) {
-        const std::string_view name = it->name_string();
-        if (name.size() >= fault_header_prefix.size() &&
-            beast::iequals(name.substr(0, fault_header_prefix.size()), fault_header_prefix))
-          it = req.erase(it);
-        else
-          ++it;
-      }
-    ex.fault = v.fault;
-    return v;
-  }
-
-  // The exchange's fault (faults:); the refusal that answers it when a per-request fault header
-  // asked for something the proxy refuses.
-  std::unique_ptr<hooks::request_decision> fault_refusal(http::request<http::string_body>& req,
-                                                         exchange& ex) const {
-    auto v = choose_fault(req, ex);
-    if (v.status == 0) return nullptr;
-    return std::make_unique<hooks::request_decision>(
-        refusal(v.status, "invalid_request_error", std::move(v.message)));
-  }
-
-  static hooks::request_decision refusal(unsigned status, std::string type, std::string message) {
-    hooks::request_decision d;
-    d.stop = true;
-    d.status = status;
-    d.error_type = std::move(type);
-    d.error_message = std::move(message);
-    return d;
-  }
-
   // The exchange's fault took effect: counted, and told to the tap (the trace record's `fault`).
   static void note_fault(exchange& ex) {
     ex.gen->faults->count(ex.fault);
@@ -373,17 +230,11 @@ class proxy_session final : public relay_host, public net::session_base {
   // An abort fault: the request is answered at once, as its provider answers that status, and
   // nothing is forwarded.  Recorded as the failure it looks like to the client.
   awaitable<bool> abort_fault(http::request<http::string_body> req, exchange& ex) {
-    const auto status = ex.fault.value;
-    auto d = refusal(status,
-                     status == 429                    ? "rate_limit_error"
-                     : status == 503 || status == 529 ? "overloaded_error"
-                     : status >= 500                  ? "server_error"
-                                                      : "invalid_request_error",
-                     "fault '" + ex.fault.rule->name + "' injected: " + std::to_string(status));
+    auto d = abort_reply(ex);
     note_fault(ex);
     co_return co_await answer_locally(
         std::move(req), ex, d,
-        status >= 500 ? stream_outcome::upstream_error : stream_outcome::rejected);
+        d.status >= 500 ? stream_outcome::upstream_error : stream_outcome::rejected);
   }
 
   // A delay fault: forwarding waits (the attribution's fault phase).  Ends early when the client
@@ -406,17 +257,14 @@ class proxy_session final : public relay_host, public net::session_base {
                                  stream_outcome outcome = stream_outcome::rejected) {
     shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
     ex.conversation = {};
-    if (ex.tap) {
-      const auto headers = redacted_headers(req);
-      ex.tap->on_request(request_view_of(ex, req.body(), headers));
-    }
+    tap_request(ex, req);
     req = {};
     ex.outcome = outcome;
     if (ex.tap) ex.tap->on_local_reply(d.status);
     co_await send_error(ex, d.status, d.error_type, std::move(d.error_message), d.reply_headers);
     ex.outcome = outcome;
     end_tap(ex);
-    access_log(ex);
+    write_access_log(ex, peer_);
     co_return ex.response_complete&& ex.client_keep_alive && !draining_;
   }
 
@@ -425,13 +273,6 @@ class proxy_session final : public relay_host, public net::session_base {
     if (!ex.tap) return;
     ex.tap->on_phase_marks(ex.marks);
     ex.tap->on_stream_end(ex.outcome, mono_now_ns());
-  }
-
-  void start_tap(exchange& ex) {
-    if (ex.tap) {
-      const auto headers = redacted_headers(ex.request_head);
-      ex.tap->on_request(request_view_of(ex, ex.request_body, headers));
-    }
   }
 
   static void tap_response_head(const http::response<http::buffer_body>& ures,
@@ -467,34 +308,6 @@ class proxy_session final : public relay_host, public net::session_base {
     co_return false;  // the stream position is unknown after a bad request: close
   }
 
-  void inspect(const http::request<http::string_body>& req, exchange& ex) {
-    // The tenant: a salted hash of the credential, so prefixes are never shared across tenants
-    // and the key itself never leaves this function; named when tenants are configured.
-    if (auto v = req[http::field::authorization]; !v.empty())
-      ex.tenant = hooks::credential_hash(v, shared_.credential_salt);
-    else if (auto k = req["x-api-key"]; !k.empty())
-      ex.tenant = hooks::credential_hash(k, shared_.credential_salt);
-    if (shared_.tenants) {
-      const auto& header = ex.gen->cfg.tenants.header;
-      ex.tenant_name = shared_.tenants->name_of(
-          header.empty() ? std::string_view() : std::string_view(req[header]), ex.tenant);
-    }
-    const auto ct = req[http::field::content_type];
-    if (req.body().empty() || ct.find("json") == std::string_view::npos) return;
-    // Digests for the hooks (cache events) and for a balancer that routes by prefix.
-    const bool by_prefix =
-        ex.gen->clusters[ex.upstream_index]->cfg().balance == config::balance_policy::prefix;
-    auto info = inspector_.inspect(req.body(), {.digests = ex.gen->taps != nullptr || by_prefix});
-    ex.model = info.model;
-    // Ollama's native API streams unless the body says `stream: false`.
-    const auto path = req.target().substr(0, req.target().find('?'));
-    ex.stream_requested =
-        info.stream || (!info.stream_given && (path == "/api/chat" || path == "/api/generate"));
-    ex.prompt_chars = info.prompt_chars;
-    ex.max_tokens = info.max_tokens;
-    ex.conversation = std::move(info.digests);
-  }
-
   // Takes the client's request: its body for the upstream, its head (kept until the response
   // head is in, for an attempt on another endpoint) written for the chosen endpoint.
   void build_upstream_request(http::request<http::string_body> req, exchange& ex) {
@@ -511,7 +324,6 @@ class proxy_session final : public relay_host, public net::session_base {
   // ---------------------------------------------------------------- upstream side
 
   awaitable<void> forward(exchange& ex) {
-    auto& pool = *shared_.pools[owner().index];
     ex.marks.routed = ex.marks.fault_done = mono_now_ns();
     if (ex.fault && ex.fault.kind == fault_kind::delay) {
       co_await delay_fault(ex);
@@ -521,106 +333,53 @@ class proxy_session final : public relay_host, public net::session_base {
         co_return;
       }
     }
-    co_await attempts(ex, pool);
+    auto& pool = *shared_.pools[owner().index];
+    std::optional<response_head_parser> parser;
+    auto end = co_await attempt_until_head(
+        pool, ex, parser, {limits().max_response_header_bytes, timeouts().connect}, client_gone_,
+        upstream_, [&](upstream_connection& c) {
+          c.lowest().expires_at(bounded(ex, timeouts().upstream_header));
+        });
+    count(end);
+    if (end.kind == end.head) {
+      upstream_ = end.conn.get();
+      co_await end.conn->visit([&](auto& s) { return relay_response(s, *end.conn, ex, *parser); });
+      upstream_ = nullptr;
+      if (ex.upstream_reusable && !draining_)
+        pool.give_back(*ex.upstream_cluster, *ex.upstream_endpoint, std::move(end.conn));
+    } else {
+      co_await answer_failure(ex, end);
+    }
     ex.tries.end();  // (the retries it held go back to their budgets now, not at the next request)
   }
 
-  awaitable<void> attempts(exchange& ex, upstream_pool& pool) {
-    bool stale_retried = false;
-    for (;;) {
-      auto& c = *ex.upstream_cluster;  // (a fallback's after a move)
-      const auto& e = *ex.upstream_endpoint;
-      ex.marks.attempt = mono_now_ns();
-      ex.marks.connected = -1;
-      auto conn = pool.take(c, e);
-      ex.reused_connection = conn != nullptr;
-      if (!conn) {
-        error_code ec;
-        connect_failure why{};
-        conn = co_await pool.connect(c, e, ec, why, timeouts().connect);
-        if (client_gone_) {
-          ex.outcome = stream_outcome::client_disconnect;
-          co_return;
-        }
-        if (!conn) {
-          shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
-          ex.tries.outcome(ex, c, *ex.upstream_endpoint, true, to_string(why));
-          if (ex.tries.fail_over(
-                  ex,
-                  why == connect_failure::timeout ? retry_reason::timeout : retry_reason::connect,
-                  !client_gone_))
-            continue;
-          ex.outcome = why == connect_failure::timeout ? stream_outcome::timeout
-                                                       : stream_outcome::upstream_error;
-          if (ex.tap) {
-            ex.tap->on_upstream_error(why == connect_failure::tls       ? "tls"
-                                      : why == connect_failure::timeout ? "timeout"
-                                                                        : "connect",
-                                      502);
-          }
-          const auto& up = c.cfg();
-          TT_LOG(warn) << "upstream " << up.name << " (" << e.target.to_string()
-                       << "): " << to_string(why) << " failed: " << ec.message();
-          co_await send_error(
-              ex, 502,
-              why == connect_failure::tls ? "upstream_tls_error" : "upstream_connect_error",
-              "cannot reach upstream '" + up.name + "': " + std::string(to_string(why)) + ": " +
-                  ec.message());
-          co_return;
-        }
-        shared_.stats.upstream_connects.fetch_add(1, std::memory_order_relaxed);
-      } else {
-        shared_.stats.upstream_reuses.fetch_add(1, std::memory_order_relaxed);
-      }
-      ex.marks.connected = mono_now_ns();
-      upstream_ = conn.get();
-      const bool may_retry = ex.reused_connection && !stale_retried;
-      const auto r =
-          co_await conn->visit([&](auto& s) { return exchange_on(s, *conn, ex, may_retry); });
-      upstream_ = nullptr;
-      stale_retried = stale_retried || r == attempt_result::retry;
-      // (The connection of a stale or failed attempt is dropped here.)
-      if (r != attempt_result::done) continue;
-      if (ex.upstream_reusable && !draining_) pool.give_back(c, e, std::move(conn));
-      co_return;
-    }
+  void count(const attempts_end<upstream_connection>& end) {
+    auto& st = shared_.stats;
+    st.upstream_connects.fetch_add(end.connects, std::memory_order_relaxed);
+    st.upstream_reuses.fetch_add(end.reuses, std::memory_order_relaxed);
+    st.upstream_errors.fetch_add(end.connect_failures, std::memory_order_relaxed);
   }
 
+  // The response whose head came on `conn`: its head and body relayed to the client.
   template <class Stream>
-  awaitable<attempt_result> exchange_on(Stream& up, upstream_connection& conn, exchange& ex,
-                                        bool may_retry) {
-    auto& lowest = conn.lowest();
-    std::optional<response_head_parser> parser;
-    const auto r = co_await request_and_head(
-        up, conn.buffer, parser, ex, limits().max_response_header_bytes, may_retry, client_gone_,
-        [&] { lowest.expires_at(bounded(ex, timeouts().upstream_header)); });
-    switch (r.verdict) {
-      case head_outcome::stale:
-        co_return attempt_result::retry;
-      case head_outcome::moved:
-        co_return attempt_result::fail_over;
-      case head_outcome::failed:
-        co_await fail_before_head(ex, r.ec, r.what);
-        co_return attempt_result::done;
-      case head_outcome::head:
-        break;
-    }
+  awaitable<void> relay_response(Stream& up, upstream_connection& conn, exchange& ex,
+                                 response_head_parser& parser) {
     error_code ec;
     const auto head_time = clock::now();
     // No retry past this point: the request (its body a whole conversation, often 10-100 KB)
     // is not needed again, and a stream may stay open for minutes.
     release_request(ex);
-    auto& ures = parser->get();
+    auto& ures = parser.get();
     ex.status = ures.result_int();
     // The upstream answered, but with a failure of its own (500, or a 502/503/504 that no
     // other endpoint could take over).
     if (ex.status >= 500) ex.outcome = stream_outcome::upstream_error;
 
     const bool no_body = ex.head || ex.status == 204 || ex.status == 304;
-    const auto length = parser->content_length();
-    auto body = parser->chunked() ? parsers::http_body_decoder::chunked()
-                : length          ? parsers::http_body_decoder::length(*length)
-                                  : parsers::http_body_decoder::until_close();
+    const auto length = parser.content_length();
+    auto body = parser.chunked() ? parsers::http_body_decoder::chunked()
+                : length         ? parsers::http_body_decoder::length(*length)
+                                 : parsers::http_body_decoder::until_close();
     tap_response_head(ures, head_time, ex);
     if (ex.fault && (ex.fault.kind == fault_kind::event_delay || ex.fault.kind == fault_kind::cut))
       pace_events(ures, ex);
@@ -629,29 +388,29 @@ class proxy_session final : public relay_host, public net::session_base {
     ures.clear();  // the head's fields were forwarded and tapped; the parser needs only its state
     if (ec) {
       client_lost(ex);
-      co_return attempt_result::done;
+      co_return;
     }
     if (no_body) {
       client_.expires_never();
       ex.response_complete = true;
       // After HEAD a non-conforming upstream may still send a body: never reuse that connection.
       ex.upstream_reusable =
-          !ex.head && parser->is_done() && parser->keep_alive() && conn.buffer.size() == 0;
-      co_return attempt_result::done;
+          !ex.head && parser.is_done() && parser.keep_alive() && conn.buffer.size() == 0;
+      co_return;
     }
 
     // The relay (relay.hpp): one read, one write, repeat, never reading ahead of the client.
     // Its timeouts are enforced by the host's one lazily re-armed timer, not by Beast's
     // per-operation timers, so Beast's expiry is off for its duration.
     ensure_relay_buffer();
-    lowest.expires_never();
+    conn.lowest().expires_never();
     client_.expires_never();
     {
       const bool body_done = co_await async_relay(*this, client_.socket(), relay_stream(up),
                                                   {conn.buffer, conn.stamped}, ex, body, chunked,
                                                   asio::use_awaitable_t<io_executor>{});
       if (ex.pacer && ex.pacer->applied) note_fault(ex);
-      if (!body_done) co_return attempt_result::done;
+      if (!body_done) co_return;
     }
 
     // End of body: the terminating chunk (chunked) or nothing (content-length, or close).
@@ -662,13 +421,12 @@ class proxy_session final : public relay_host, public net::session_base {
     client_.expires_never();
     if (ec) {
       client_lost(ex);
-      co_return attempt_result::done;
+      co_return;
     }
     ex.response_complete = true;
     // (A body that ends at the close is never keep-alive: Beast's keep_alive() says so.)
-    ex.upstream_reusable = parser->keep_alive() && conn.buffer.size() == 0 && !body.extra();
+    ex.upstream_reusable = parser.keep_alive() && conn.buffer.size() == 0 && !body.extra();
     if (!length && ex.client_version < 11) close_client();
-    co_return attempt_result::done;
   }
 
   // A fault per event applies to event streams (server-sent events, NDJSON): their relay paces
@@ -707,29 +465,20 @@ class proxy_session final : public relay_host, public net::session_base {
     co_return chunked;
   }
 
-  awaitable<void> fail_before_head(exchange& ex, error_code ec, const char* what) {
-    if (client_gone_) {
+  // The attempts ended without a response head: the client is answered as the last one failed.
+  awaitable<void> answer_failure(exchange& ex, const attempts_end<upstream_connection>& end) {
+    if (end.kind == end.client_gone) {
       client_lost(ex);
       co_return;
     }
-    shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
-    const auto& up = ex.gen->cfg.upstreams[ex.upstream_index];
-    if (ec == beast::error::timeout) {
-      ex.outcome = stream_outcome::timeout;
-      if (ex.tap) ex.tap->on_upstream_error("timeout", 504);
-      TT_LOG(warn) << "upstream " << up.name << " timed out " << what;
-      co_await send_error(ex, 504, "upstream_timeout",
-                          "upstream '" + up.name + "' did not respond in time (" + what + ")");
-      co_return;
-    }
-    ex.outcome =
-        is_stale_connection(ec) ? stream_outcome::upstream_reset : stream_outcome::upstream_error;
-    if (ex.tap) ex.tap->on_upstream_error("reset", 502);
-    TT_LOG(warn) << "upstream " << up.name << " failed " << what << ": " << ec.message();
-    co_await send_error(
-        ex, 502,
-        ex.outcome == stream_outcome::upstream_reset ? "upstream_reset" : "upstream_protocol_error",
-        "upstream '" + up.name + "' failed " + what + ": " + ec.message());
+    if (end.kind == end.failed)
+      shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
+    const auto f = reply_to(end, ex.upstream_cluster->cfg().name);
+    ex.outcome = f.outcome;
+    if (ex.tap) ex.tap->on_upstream_error(f.tap_reason, f.status);
+    TT_LOG(warn) << "upstream " << ex.upstream_cluster->cfg().name << " ("
+                 << ex.upstream_endpoint->target.to_string() << "): " << f.message;
+    co_await send_error(ex, f.status, f.type, f.message);
   }
 
   // ---------------------------------------------------------------- responses of our own
@@ -761,7 +510,7 @@ class proxy_session final : public relay_host, public net::session_base {
     client_.expires_never();
     ex.response_started = true;
     ex.response_complete = !ec;
-    if (ex.route == nullptr || status == 404) access_log(ex);
+    if (ex.route == nullptr || status == 404) write_access_log(ex, peer_);
   }
 
   // ---------------------------------------------------------------- client watcher
@@ -853,21 +602,6 @@ class proxy_session final : public relay_host, public net::session_base {
     client_.socket().close(ignored);
   }
 
-  // A header as the taps see it: a secret's value replaced (it never reaches a hook).
-  static hooks::header_view redacted(std::string_view name, std::string_view value) noexcept {
-    return {name, net::is_secret_header(name) ? std::string_view("[redacted]") : value};
-  }
-
-  // The request head's fields, as views for the taps.
-  static std::vector<hooks::header_view> redacted_headers(std::string_view head) {
-    std::vector<hooks::header_view> out;
-    out.reserve(static_cast<std::size_t>(std::count(head.begin(), head.end(), '\n')));
-    for_each_head_field(head, [&](std::string_view name, std::string_view value) {
-      out.push_back(redacted(name, value));
-    });
-    return out;
-  }
-
   // The request is not needed past the response head (no retry after it), and a stream may stay
   // open for minutes: its memory goes now.  (Assigning empty strings would keep the buffers.)
   void release_request(exchange& ex) {
@@ -875,35 +609,6 @@ class proxy_session final : public relay_host, public net::session_base {
     std::string().swap(ex.request_body);
     std::vector<parsers::message_digest>().swap(ex.conversation);
     ex.tries.release_request();
-  }
-
-  // The upstream response's fields, as views for the taps.
-  static std::vector<hooks::header_view> redacted_headers(const http::fields& fields) {
-    std::vector<hooks::header_view> out;
-    out.reserve(static_cast<std::size_t>(std::distance(fields.begin(), fields.end())));
-    for (const auto& f : fields) out.push_back(redacted(f.name_string(), f.value()));
-    return out;
-  }
-
-  // ---------------------------------------------------------------- logging
-
-  static std::int64_t to_ns(clock::time_point t) {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-  }
-
-  void access_log(const exchange& ex) {
-    if (!ex.gen->cfg.access_log || !log::enabled(log::level::info)) return;
-    const auto end = clock::now();
-    log::line l(log::level::info);
-    l << "access peer=" << peer_ << " method=" << log_safe(ex.method, 16)
-      << " path=" << log_safe(ex.target_redacted, 512)
-      << " route=" << (ex.route ? ex.route->name : std::string("-")) << " status=" << ex.status
-      << " outcome=" << hooks::to_string(ex.outcome);
-    if (!ex.model.empty()) l << " model=" << log_safe(ex.model);
-    if (ex.stream_requested) l << " stream=1";
-    if (ex.first_byte) l << " ttfb_ms=" << ms_between(ex.start, *ex.first_byte);
-    l << " dur_ms=" << ms_between(ex.start, end) << " bytes=" << ex.body_bytes
-      << " conn=" << (ex.reused_connection ? "reused" : "new");
   }
 
   std::shared_ptr<proxy_session> self() {

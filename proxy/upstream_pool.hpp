@@ -57,6 +57,8 @@ struct endpoint;
 /// Keep-alive connections per endpoint, for one I/O thread.
 class upstream_pool {
  public:
+  using connection = upstream_connection;
+
   explicit upstream_pool(asio::io_context& ioc);
 
   /// A healthy idle connection to endpoint `e` of `c`, or nullptr.  Connections past their idle

@@ -3,6 +3,9 @@
 // outcome reported), a 502/503/429 moves the request while another endpoint can take it and is
 // forwarded when none can, a reset or a timeout before the head moves it or fails it when every
 // endpoint is out, a stale kept-alive connection is tried again, a client that left ends it.
+// Then the attempts' loop over a scripted connector (kept-alive and new connections, refused and
+// timed-out connects) and over the proxy's real pool on a port nobody listens on, and the answer
+// the client gets when the attempts end without a head.
 #include "proxy/attempt_io.hpp"
 
 #include <gtest/gtest.h>
@@ -11,8 +14,11 @@
 #include <boost/asio/detached.hpp>
 #include <boost/beast/_experimental/test/stream.hpp>
 
+#include <deque>
 #include <string>
+#include <vector>
 
+#include "net/net.hpp"
 #include "test/proxy/upstreams.hpp"
 
 namespace tokentap::proxy {
@@ -177,6 +183,243 @@ TEST(AttemptIo, AClientThatLeftEndsTheAttemptsWithoutBlamingTheEndpoint) {
   EXPECT_EQ(r.verdict, head_outcome::failed);
   EXPECT_EQ(a.ex.tries.made(), 1u);
   for (const auto& e : c.endpoints()) EXPECT_EQ(e->consecutive_failures.load(), 0u);
+}
+
+// ---------------------------------------------------------------- the attempts' loop
+
+// A connection the scripted connector hands out: a Beast test stream whose far end has answered.
+struct scripted_connection {
+  scripted_connection(asio::io_context& ioc, std::string_view answer) : s(ioc), far(ioc) {
+    s.connect(far);
+    s.append(answer);
+    far.close();
+  }
+  template <class F>
+  decltype(auto) visit(F&& f) {
+    return f(s);
+  }
+  test_stream s, far;
+  beast::flat_buffer buffer;
+};
+
+// What the connector does at each attempt, in order.
+struct step {
+  enum how_t { kept, fresh, refused, timed_out } how;
+  std::string answer = {};
+};
+
+// Hands out connections as its script says, and notes which endpoint each attempt went to
+// ("kept a:1", "new b:2", "refused a:1").
+struct scripted_connector {
+  using connection = scripted_connection;
+
+  std::unique_ptr<connection> take(const cluster&, const endpoint& e) {
+    if (script.empty() || script.front().how != step::kept) return nullptr;
+    journal.push_back("kept " + e.label);
+    return next();
+  }
+
+  awaitable<std::unique_ptr<connection>> connect(const cluster&, const endpoint& e, error_code& ec,
+                                                 connect_failure& why,
+                                                 std::chrono::milliseconds within) {
+    EXPECT_EQ(within.count(), 250);
+    if (leaves_during_connect) *leaves_during_connect = true;
+    const auto how = script.empty() ? step::refused : script.front().how;
+    if (how == step::refused || how == step::timed_out) {
+      if (!script.empty()) script.pop_front();
+      journal.push_back((how == step::refused ? "refused " : "timed out ") + e.label);
+      ec = how == step::refused ? error_code(asio::error::connection_refused)
+                                : error_code(beast::error::timeout);
+      why = how == step::refused ? connect_failure::connect : connect_failure::timeout;
+      co_return nullptr;
+    }
+    journal.push_back("new " + e.label);
+    co_return next();
+  }
+
+  std::unique_ptr<connection> next() {
+    auto s = std::move(script.front());
+    script.pop_front();
+    return std::make_unique<connection>(ioc, s.answer);
+  }
+
+  asio::io_context& ioc;
+  std::deque<step> script;
+  std::vector<std::string> journal;
+  bool* leaves_during_connect = nullptr;  // the client leaves while a connect is under way
+};
+
+const char* const ok_head = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+
+// The exchange's attempts until a head, on the connector.
+template <class Connector>
+attempts_end<typename Connector::connection> attempt_all(attempt& a, Connector& connector,
+                                                         asio::io_context& ioc) {
+  std::optional<attempts_end<typename Connector::connection>> out;
+  typename Connector::connection* in_use = nullptr;
+  asio::co_spawn(
+      ioc,
+      [&]() -> awaitable<void> {
+        out = co_await attempt_until_head(connector, a.ex, a.parser, {8192, config::ms(250)},
+                                          a.client_gone, in_use, [&](auto&) { ++a.armed; });
+      },
+      asio::detached);
+  ioc.run();
+  EXPECT_EQ(in_use, nullptr) << "no connection is named in use once they ended";
+  return std::move(out.value());
+}
+
+TEST(AttemptLoop, ARefusedConnectMovesTheRequestToAnEndpointThatAnswers) {
+  const auto up = upstream_of("fleet", {"http://a:1", "http://b:2"}, 1);
+  cluster c(up, 0, nullptr);
+  attempt a(c);
+  asio::io_context ioc;
+  scripted_connector conn{ioc, {{step::refused}, {step::fresh, ok_head}}};
+  const auto first = a.ex.upstream_endpoint->label;
+  const auto end = attempt_all(a, conn, ioc);
+  ASSERT_EQ(end.kind, end.head);
+  ASSERT_NE(end.conn, nullptr);
+  EXPECT_EQ(a.parser->get().result_int(), 200u);
+  const auto second = first == "a:1" ? "b:2" : "a:1";
+  EXPECT_EQ(conn.journal,
+            (std::vector<std::string>{"refused " + first, std::string("new ") + second}));
+  EXPECT_EQ(end.connects, 1u);
+  EXPECT_EQ(end.connect_failures, 1u);
+  EXPECT_EQ(end.reuses, 0u);
+  EXPECT_EQ(c.retries(retry_reason::connect), 1u);
+  EXPECT_EQ(c.endpoints()[first == "a:1" ? 0 : 1]->consecutive_failures.load(), 1u)
+      << "a refused connect is the endpoint's failure";
+  EXPECT_FALSE(a.ex.reused_connection);
+  EXPECT_GE(a.ex.marks.connected, a.ex.marks.attempt);
+}
+
+TEST(AttemptLoop, EveryEndpointRefusingIsUnreachableAndAnsweredAs502) {
+  for (const auto how : {step::refused, step::timed_out}) {
+    const bool timeout = how == step::timed_out;
+    SCOPED_TRACE(timeout ? "timed out" : "refused");
+    const auto up = upstream_of("fleet", {"http://a:1", "http://b:2"}, 3);
+    cluster c(up, 0, nullptr);
+    attempt a(c);
+    asio::io_context ioc;
+    scripted_connector conn{ioc, {{how}, {how}}};
+    const auto end = attempt_all(a, conn, ioc);
+    ASSERT_EQ(end.kind, end.unreachable);
+    EXPECT_EQ(conn.journal.size(), 2u) << "each endpoint once, whatever the retries allow";
+    EXPECT_EQ(end.connect_failures, 2u);
+    EXPECT_EQ(end.why, timeout ? connect_failure::timeout : connect_failure::connect);
+    EXPECT_EQ(a.ex.marks.connected, -1) << "no connection: no connected mark";
+    const auto reply = reply_to(end, "fleet");
+    EXPECT_EQ(reply.status, 502u);
+    EXPECT_EQ(reply.type, "upstream_connect_error");
+    EXPECT_EQ(reply.outcome,
+              timeout ? hooks::stream_outcome::timeout : hooks::stream_outcome::upstream_error);
+    EXPECT_EQ(reply.tap_reason, timeout ? "timeout" : "connect");
+    EXPECT_TRUE(reply.message.starts_with(timeout ? "cannot reach upstream 'fleet': timeout: "
+                                                  : "cannot reach upstream 'fleet': connect: "))
+        << reply.message;
+  }
+}
+
+TEST(AttemptLoop, AStaleKeptAliveConnectionIsTriedOnceMoreOnANewOneToTheSameEndpoint) {
+  const auto up = upstream_of("fleet", {"http://a:1", "http://b:2"}, 1);
+  cluster c(up, 0, nullptr);
+  attempt a(c);
+  asio::io_context ioc;
+  // Kept-alive, closed by the upstream while idle: again on a new connection, which is stale
+  // too — a new connection's failure is the endpoint's, and the request moves.
+  scripted_connector conn{ioc, {{step::kept, ""}, {step::fresh, ""}, {step::fresh, ok_head}}};
+  const auto first = a.ex.upstream_endpoint->label;
+  const auto end = attempt_all(a, conn, ioc);
+  ASSERT_EQ(end.kind, end.head);
+  const auto second = first == "a:1" ? "b:2" : "a:1";
+  EXPECT_EQ(conn.journal, (std::vector<std::string>{"kept " + first, "new " + first,
+                                                    std::string("new ") + second}));
+  EXPECT_EQ(end.reuses, 1u);
+  EXPECT_EQ(end.connects, 2u);
+  EXPECT_EQ(c.retries(retry_reason::reset), 1u) << "the stale retry is no retry of the budget's";
+}
+
+TEST(AttemptLoop, AFailureBeforeTheHeadWithNowhereToGoIsAnsweredAsItFailed) {
+  const auto up = upstream_of("fleet", {"http://a:1"}, 1);
+  cluster c(up, 0, nullptr);
+  attempt a(c);
+  asio::io_context ioc;
+  scripted_connector conn{ioc, {{step::fresh, ""}}};  // closed without a byte
+  const auto end = attempt_all(a, conn, ioc);
+  ASSERT_EQ(end.kind, end.failed);
+  EXPECT_EQ(end.conn, nullptr);
+  EXPECT_EQ(std::string(end.what), "reading the response head");
+  const auto reply = reply_to(end, "fleet");
+  EXPECT_EQ(reply.status, 502u);
+  EXPECT_EQ(reply.outcome, hooks::stream_outcome::upstream_reset);
+  EXPECT_EQ(reply.type, "upstream_reset");
+  EXPECT_EQ(reply.tap_reason, "reset");
+  EXPECT_TRUE(reply.message.starts_with("upstream 'fleet' failed reading the response head: "))
+      << reply.message;
+  // A timeout is answered 504; a head cut short or garbled is a protocol error.
+  attempts_end<scripted_connection> timed_out;
+  timed_out.ec = beast::error::timeout;
+  timed_out.what = "reading the response head";
+  const auto r504 = reply_to(timed_out, "fleet");
+  EXPECT_EQ(r504.status, 504u);
+  EXPECT_EQ(r504.type, "upstream_timeout");
+  EXPECT_EQ(r504.outcome, hooks::stream_outcome::timeout);
+  EXPECT_EQ(r504.message, "upstream 'fleet' did not respond in time (reading the response head)");
+  for (const char* answer : {"HTTP/1.1 200 O", "HTTP/9 200 OK\r\n\r\n"}) {
+    attempt b(c);
+    scripted_connector cut{ioc, {{step::fresh, answer}}};
+    ioc.restart();
+    const auto garbled = attempt_all(b, cut, ioc);
+    ASSERT_EQ(garbled.kind, garbled.failed) << answer;
+    EXPECT_EQ(reply_to(garbled, "fleet").status, 502u);
+    EXPECT_EQ(reply_to(garbled, "fleet").type, "upstream_protocol_error");
+    EXPECT_EQ(reply_to(garbled, "fleet").outcome, hooks::stream_outcome::upstream_error);
+  }
+}
+
+TEST(AttemptLoop, AClientThatLeavesDuringAConnectEndsThemThere) {
+  const auto up = upstream_of("fleet", {"http://a:1", "http://b:2"}, 1);
+  cluster c(up, 0, nullptr);
+  attempt a(c);
+  asio::io_context ioc;
+  scripted_connector conn{ioc, {{step::refused}, {step::fresh, ok_head}}};
+  conn.leaves_during_connect = &a.client_gone;
+  const auto end = attempt_all(a, conn, ioc);
+  EXPECT_EQ(end.kind, end.client_gone);
+  EXPECT_EQ(conn.journal.size(), 1u);
+  for (const auto& e : c.endpoints()) EXPECT_EQ(e->consecutive_failures.load(), 0u);
+}
+
+TEST(AttemptLoop, TheProxysPoolOnAPortNobodyListensOnIsRefused) {
+  // A port that was just free: bound, then closed.
+  asio::io_context ioc;
+  std::uint16_t port = 0;
+  {
+    tcp::acceptor probe(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    port = probe.local_endpoint().port();
+  }
+  const auto url = "http://127.0.0.1:" + std::to_string(port);
+  const auto up = upstream_of("local", {url.c_str()}, 0);
+  cluster c(up, 0, nullptr);
+  attempt a(c);
+  upstream_pool pool(ioc);
+  upstream_connection* in_use = nullptr;
+  std::optional<attempts_end<upstream_connection>> end;
+  asio::co_spawn(
+      ioc,
+      [&]() -> awaitable<void> {
+        end = co_await attempt_until_head(pool, a.ex, a.parser, {8192, config::ms(2000)},
+                                          a.client_gone, in_use, [](upstream_connection&) {});
+      },
+      asio::detached);
+  ioc.run();
+  ASSERT_TRUE(end);
+  ASSERT_EQ(end->kind, end->unreachable);
+  EXPECT_EQ(end->why, connect_failure::connect);
+  EXPECT_EQ(end->ec, asio::error::connection_refused) << end->ec.message();
+  EXPECT_EQ(reply_to(*end, "local").message,
+            "cannot reach upstream 'local': connect: " + end->ec.message());
+  EXPECT_EQ(c.endpoints()[0]->consecutive_failures.load(), 1u);
 }
 
 }  // namespace

@@ -1,0 +1,78 @@
+#pragma once
+// What the proxy settles about a client's request before it forwards it, without I/O: what the
+// request is (its tenant, model, whether it streams, its prompt's size and conversation), what
+// the hooks' request phase decided, the fault it gets, the endpoint the router picks, and how
+// the taps see it (secrets redacted).  The session takes these steps in order (serve_one in
+// proxy_session.cpp); test/proxy/request_plan_test.cpp takes them on their own.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include "hooks/tap.hpp"
+#include "parsers/request_inspector.hpp"
+#include "proxy/exchange.hpp"
+
+namespace tokentap::proxy {
+
+struct proxy_shared;
+using client_request = http::request<http::string_body>;
+
+/// The request as the exchange keeps it: its tenant (a salted hash of its credential, named
+/// when tenants are configured), and for a JSON body its model, whether it streams, its
+/// prompt's size, its output budget and its conversation's digests.
+void inspect(const client_request& req, exchange& ex, parsers::request_inspector& inspector,
+             const proxy_shared& shared);
+
+/// The request as the hooks see it.
+hooks::request_view request_view_of(const exchange& ex, std::string_view body,
+                                    std::span<const hooks::header_view> headers);
+
+/// Tells the exchange's tap (when it has one) the request: the client's as it came, or, without
+/// `req`, the request as it goes upstream (its head for the endpoint, its body).
+void tap_request(exchange& ex, const client_request& req);
+void tap_request(exchange& ex);
+
+/// The hooks' request phase (the exchange's tap decides): what they decided is applied to the
+/// request (headers, body, route key, another upstream), unless one stopped it — then the
+/// decision that answers it.
+std::unique_ptr<hooks::request_decision> request_phase(client_request& req, exchange& ex);
+
+/// The exchange's fault (`faults:`; the request's fault headers are taken out of it, they are
+/// ours); the refusal that answers the request when a per-request fault header asked for
+/// something the proxy refuses.
+std::unique_ptr<hooks::request_decision> fault_refusal(client_request& req, exchange& ex);
+
+/// A decision that answers the request here: `status`, an error of `type` saying `message`.
+hooks::request_decision refusal(unsigned status, std::string type, std::string message);
+
+/// The answer an abort fault gives: its status, as its provider answers it.
+hooks::request_decision abort_reply(const exchange& ex);
+
+/// The router: the exchange's upstream cluster (its fallback when none of its endpoints can take
+/// the request), and the endpoint its balancer picks, counted as in flight.  False: none can.
+bool choose_endpoint(exchange& ex);
+
+/// What the endpoint that answered reported of its prompt cache, for its balancer's evidence and
+/// its hit ratio.
+void report_cache(exchange& ex);
+
+/// Fields as the taps see them: a secret's value replaced (it never reaches a hook).
+std::vector<hooks::header_view> redacted_headers(const http::fields& fields);
+/// The same for a head written out (the upstream request's).
+std::vector<hooks::header_view> redacted_headers(std::string_view head);
+
+/// Steady-clock time in ns, as the hooks take it.
+inline std::int64_t to_ns(clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+/// Printable, bounded copy of a client-supplied value for a log line or a message.
+std::string log_safe(std::string_view v, std::size_t cap = 128);
+
+}  // namespace tokentap::proxy
