@@ -18,6 +18,11 @@ inline std::int64_t steady_seconds() noexcept {
       .count();
 }
 
+/// `n` over `seconds`, per second; 0 over no time.
+inline double per_second(double n, double seconds) noexcept {
+  return seconds > 0 ? n / seconds : 0;
+}
+
 template <class Figures>
 class sliding_window {
  public:

@@ -24,6 +24,12 @@ std::string_view to_string(stream_outcome o) noexcept {
   return "unknown";
 }
 
+bool upstream_failed(unsigned status, stream_outcome o) noexcept {
+  return status >= 500 || status == 429 || o == stream_outcome::upstream_error ||
+         o == stream_outcome::upstream_reset || o == stream_outcome::timeout ||
+         o == stream_outcome::stream_error;
+}
+
 std::string_view find_header(std::span<const header_view> headers, std::string_view name) noexcept {
   for (const auto& h : headers)
     if (h.name.size() == name.size() && std::equal(h.name.begin(), h.name.end(), name.begin(),

@@ -38,6 +38,12 @@ enum class stream_outcome {
 
 std::string_view to_string(stream_outcome o) noexcept;
 
+/// Whether an exchange that ended with `status` and `o` failed on the upstream's side: a 5xx or
+/// 429 answer, a connection that could not be made or broke, a timeout, an error inside the
+/// stream.  What the tenants' and the endpoints' error rates count.  (The canary splits these
+/// further: a stream cut after a 2xx head is its `truncated`, not an error.)
+bool upstream_failed(unsigned status, stream_outcome o) noexcept;
+
 /// One header; secret values (Authorization, x-api-key, cookies, ...) are already `[redacted]`.
 struct header_view {
   std::string_view name;

@@ -579,4 +579,90 @@ void append_int(std::string& out, std::int64_t v) {
   out.append(buf, r.ptr);
 }
 
+writer& writer::open(char bracket, bool array) {
+  before_value();
+  out_ += bracket;
+  ++depth_;
+  const std::uint64_t bit = std::uint64_t{1} << (depth_ & 63);
+  arrays_ = array ? arrays_ | bit : arrays_ & ~bit;
+  has_value_ &= ~bit;
+  return *this;
+}
+
+writer& writer::end() {
+  const std::uint64_t bit = std::uint64_t{1} << (depth_ & 63);
+  out_ += (arrays_ & bit) ? ']' : '}';
+  if (depth_ > 0) --depth_;
+  return *this;
+}
+
+void writer::before_value() {
+  if (after_key_) {
+    after_key_ = false;
+    return;
+  }
+  const std::uint64_t bit = std::uint64_t{1} << (depth_ & 63);
+  if (has_value_ & bit) out_ += ',';
+  has_value_ |= bit;
+}
+
+writer& writer::key(std::string_view k) {
+  before_value();
+  out_ += '"';
+  append_escaped(out_, k);
+  out_ += "\":";
+  after_key_ = true;
+  return *this;
+}
+
+writer& writer::string(std::string_view s) {
+  before_value();
+  append_string(out_, s);
+  return *this;
+}
+
+writer& writer::string_or_null(std::string_view s) {
+  return s.empty() ? null() : string(s);
+}
+
+writer& writer::boolean(bool b) {
+  before_value();
+  out_ += b ? "true" : "false";
+  return *this;
+}
+
+writer& writer::null() {
+  before_value();
+  out_ += "null";
+  return *this;
+}
+
+writer& writer::number(double v, int decimals) {
+  if (!std::isfinite(v)) return null();
+  before_value();
+  char buf[400];  // the largest double in fixed notation, and its decimals
+  out_.append(buf, std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, decimals).ptr);
+  return *this;
+}
+
+writer& writer::significant(double v, int digits) {
+  if (!std::isfinite(v)) return null();
+  before_value();
+  char buf[64];
+  out_.append(buf, std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, digits).ptr);
+  return *this;
+}
+
+writer& writer::ms(double v) {
+  before_value();
+  append_ms(out_, v);
+  return *this;
+}
+
+writer& writer::raw(std::string_view json) {
+  before_value();
+  out_ += json;
+  return *this;
+}
+
 }  // namespace tokentap::json

@@ -89,7 +89,7 @@ void admission_state::publish(metrics_registry& metrics, std::weak_ptr<const voi
         [this] { return syncs(); }, {}, owner);
   }
   metrics.add_stats_section(
-      "admission", [this](std::string& out) { append_json(out, steady::now()); }, owner);
+      "admission", [this](json::writer& w) { write_json(w, steady::now()); }, owner);
   for (std::size_t i = 0; i < shed_.size(); ++i) {
     const auto& route = cfg.shed[i].route;
     metrics.add_counter_source(
@@ -428,50 +428,43 @@ void admission_state::settle(ticket& t, double used, steady::time_point now) {
   t.holds.clear();
 }
 
-void admission_state::append_json(std::string& out, steady::time_point now) {
-  char buf[64];
-  out += "{\"shedding\":[";
+void admission_state::write_json(json::writer& w, steady::time_point now) {
   const auto now_s =
       std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
-  for (std::size_t i = 0; i < shed_.size(); ++i) {
-    auto& s = *shed_[i];
+  w.begin_object().key("shedding").begin_array();
+  for (auto& sp : shed_) {
+    auto& s = *sp;
     shedding(s, now);  // (a fresh verdict when none was made this second)
     std::lock_guard lk(s.mu);
-    if (i > 0) out += ',';
-    out += "{\"route\":";
-    json::append_string(out, s.cfg->route);
-    out += ",\"active\":";
-    out += s.active.load(std::memory_order_relaxed) ? "true" : "false";
-    out += ",\"ttft_p95_ms\":";
-    json::append_ms(out, s.p95_ms);
-    std::snprintf(buf, sizeof buf, ",\"slo_ms\":%.0f,\"window_s\":%lld", s.cfg->ttft_p95_ms,
-                  static_cast<long long>(s.cfg->window.count()));
-    out += buf;
-    out += ",\"samples\":" + std::to_string(s.samples) +
-           ",\"min_requests\":" + std::to_string(s.cfg->min_requests) + ",\"drop\":[";
-    for (std::size_t k = 0; k < s.cfg->drop.size(); ++k) {
-      if (k > 0) out += ',';
-      json::append_string(out, to_string(s.cfg->drop[k]));
-    }
-    out += "],\"since_s\":" + std::to_string(s.since > 0 ? now_s - s.since : 0) +
-           ",\"shed\":" + std::to_string(s.shed.load(std::memory_order_relaxed)) + ",\"reroute\":";
-    if (s.cfg->reroute.empty())
-      out += "null";
-    else
-      json::append_string(out, s.cfg->reroute);
-    out += ",\"rerouted\":" + std::to_string(s.rerouted.load(std::memory_order_relaxed)) + '}';
+    w.begin_object()
+        .field("route", s.cfg->route)
+        .field("active", s.active.load(std::memory_order_relaxed));
+    w.key("ttft_p95_ms").ms(s.p95_ms);
+    w.key("slo_ms").number(s.cfg->ttft_p95_ms, 0);
+    w.field("window_s", s.cfg->window.count())
+        .field("samples", s.samples)
+        .field("min_requests", s.cfg->min_requests)
+        .key("drop")
+        .begin_array();
+    for (const auto d : s.cfg->drop) w.string(to_string(d));
+    w.end()
+        .field("since_s", s.since > 0 ? now_s - s.since : 0)
+        .field("shed", s.shed.load(std::memory_order_relaxed))
+        .key("reroute")
+        .string_or_null(s.cfg->reroute)
+        .field("rerouted", s.rerouted.load(std::memory_order_relaxed))
+        .end();
   }
-  out += "],\"rules\":[";
+  w.end().key("rules").begin_array();
   for (std::size_t i = 0; i < rules_.size(); ++i) {
-    if (i > 0) out += ',';
-    out += "{\"rule\":";
-    json::append_string(out, rules_[i]->cfg->name);
-    for (std::size_t k = 0; k < static_cast<std::size_t>(admission_reason::slo); ++k)
-      out += ",\"" + std::string(to_string(static_cast<admission_reason>(k))) +
-             "\":" + std::to_string(rejections(i, static_cast<admission_reason>(k)));
-    out += '}';
+    w.begin_object().field("rule", rules_[i]->cfg->name);
+    for (std::size_t k = 0; k < static_cast<std::size_t>(admission_reason::slo); ++k) {
+      const auto reason = static_cast<admission_reason>(k);
+      w.field(to_string(reason), rejections(i, reason));
+    }
+    w.end();
   }
-  out += "]}";
+  w.end().end();
 }
 
 namespace {

@@ -116,7 +116,7 @@ void canary_state::publish(metrics_registry& metrics, std::weak_ptr<const void> 
         owner);
   }
   metrics.add_stats_section(
-      "canaries", [this](std::string& out) { append_json(out, steady::now()); }, owner);
+      "canaries", [this](json::writer& w) { write_json(w, steady::now()); }, owner);
 }
 
 canary_state::~canary_state() = default;
@@ -272,56 +272,43 @@ void canary_state::evaluate_locked(canary& c, steady::time_point now) {
   }
 }
 
-void canary_state::append_json(std::string& out, steady::time_point now) {
-  out += '[';
-  bool first = true;
+void canary_state::write_json(json::writer& w, steady::time_point now) {
+  w.begin_array();
   for (auto& cp : canaries_) {
     auto& c = *cp;
     evaluate(c, now);
     std::lock_guard lk(c.mu);
     const auto& k = *c.cfg;
-    if (!first) out += ',';
-    first = false;
-    out += "{\"route\":";
-    json::append_string(out, k.route);
-    out += ",\"upstream\":";
-    json::append_string(out, k.upstream);
-    out += ",\"baseline\":";
-    json::append_string(out, c.baseline);
-    out += ",\"phase\":";
-    json::append_string(out, to_string(c.ph));
-    char buf[160];
-    std::snprintf(
-        buf, sizeof buf,
-        ",\"step\":%zu,\"steps\":%zu,\"weight\":%g,\"step_age_s\":%lld,\"interval_s\":%lld,"
-        "\"min_requests\":%u",
-        c.step + 1, k.steps.size(), weight(c),
-        static_cast<long long>(
-            std::chrono::duration_cast<std::chrono::seconds>(now - c.step_started).count()),
-        static_cast<long long>(k.interval.count()), k.min_requests);
-    out += buf;
-    out += ",\"reason\":";
+    w.begin_object()
+        .field("route", k.route)
+        .field("upstream", k.upstream)
+        .field("baseline", c.baseline)
+        .field("phase", to_string(c.ph))
+        .field("step", c.step + 1)
+        .field("steps", k.steps.size());
+    w.key("weight").significant(weight(c), 6);
+    w.field("step_age_s",
+            std::chrono::duration_cast<std::chrono::seconds>(now - c.step_started).count())
+        .field("interval_s", k.interval.count())
+        .field("min_requests", k.min_requests);
+    w.key("reason");
     if (c.reason == canary_reason::count_)
-      out += "null";
+      w.null();
     else
-      json::append_string(out, hooks::to_string(c.reason));
-    out += ",\"evidence\":";
-    json::append_string(out, c.evidence);
+      w.string(hooks::to_string(c.reason));
+    w.field("evidence", c.evidence);
     for (int side = 1; side >= 0; --side) {
       const auto& s = c.sides[side];
-      out += side == 1 ? ",\"canary\":{" : ",\"baseline\":{";
-      std::snprintf(
-          buf, sizeof buf, "\"requests\":%llu,\"error_rate\":%.6g,\"truncated_rate\":%.6g,",
-          static_cast<unsigned long long>(s.requests), s.error_rate(), s.truncated_rate());
-      out += buf;
-      append_quantiles(out, "ttft_ms", s.ttft);
-      out += ',';
-      append_quantiles(out, "itl_ms", s.itl);
-      out += '}';
+      w.key(side == 1 ? "canary" : "baseline").begin_object().field("requests", s.requests);
+      w.key("error_rate").significant(s.error_rate(), 6);
+      w.key("truncated_rate").significant(s.truncated_rate(), 6);
+      write_quantiles(w, "ttft_ms", s.ttft);
+      write_quantiles(w, "itl_ms", s.itl);
+      w.end();
     }
-    out += '}';
+    w.end();
   }
-  out += ']';
+  w.end();
 }
 
 namespace {

@@ -67,10 +67,7 @@ void tenant_stats::record(const stream_info& s) {
     ++sec.rejected;
     return;
   }
-  if (s.status >= 500 || s.status == 429 || s.outcome == stream_outcome::upstream_reset ||
-      s.outcome == stream_outcome::timeout || s.outcome == stream_outcome::stream_error ||
-      s.outcome == stream_outcome::upstream_error)
-    ++sec.errors;
+  if (upstream_failed(s.status, s.outcome)) ++sec.errors;
   if (s.usage.input_tokens > 0)
     sec.input_tokens += static_cast<std::uint64_t>(s.usage.input_tokens);
   if (s.usage.output_tokens > 0)
@@ -79,7 +76,7 @@ void tenant_stats::record(const stream_info& s) {
     sec.ttft.add(static_cast<double>(s.first_token_ns - s.start_ns) / 1e6);
 }
 
-void tenant_stats::append_json(std::string& out, double window_s) {
+void tenant_stats::write_json(json::writer& w, double window_s) {
   const auto now = steady_seconds();
   std::lock_guard lk(mu_);
   std::vector<std::pair<const row*, second>> sums;
@@ -98,25 +95,19 @@ void tenant_stats::append_json(std::string& out, double window_s) {
   std::stable_sort(sums.begin(), sums.end(), [](const auto& a, const auto& b) {
     return a.second.requests > b.second.requests;
   });
-  out += '[';
-  char buf[48];
-  for (std::size_t k = 0; k < sums.size(); ++k) {
-    const auto& [r, sum] = sums[k];
-    if (k > 0) out += ',';
-    out += "{\"tenant\":";
-    json::append_string(out, r->tenant);
-    std::snprintf(buf, sizeof buf, ",\"request_rate\":%.3f",
-                  window_s > 0 ? static_cast<double>(sum.requests) / window_s : 0.0);
-    out += buf;
-    out += ",\"requests\":" + std::to_string(sum.requests) +
-           ",\"rejected\":" + std::to_string(sum.rejected) +
-           ",\"errors\":" + std::to_string(sum.errors) +
-           ",\"input_tokens\":" + std::to_string(sum.input_tokens) +
-           ",\"output_tokens\":" + std::to_string(sum.output_tokens) + ',';
-    append_quantiles(out, "ttft_ms", sum.ttft);
-    out += '}';
+  w.begin_array();
+  for (const auto& [r, sum] : sums) {
+    w.begin_object().field("tenant", r->tenant);
+    w.key("request_rate").number(per_second(static_cast<double>(sum.requests), window_s), 3);
+    w.field("requests", sum.requests)
+        .field("rejected", sum.rejected)
+        .field("errors", sum.errors)
+        .field("input_tokens", sum.input_tokens)
+        .field("output_tokens", sum.output_tokens);
+    write_quantiles(w, "ttft_ms", sum.ttft);
+    w.end();
   }
-  out += ']';
+  w.end();
 }
 
 }  // namespace tokentap::hooks

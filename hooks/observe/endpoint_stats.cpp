@@ -43,10 +43,7 @@ void endpoint_stats::record(const stream_info& s) {
     if (r->endpoint != last.endpoint || r->upstream != last.upstream) continue;
     auto& sec = r->seconds.at(now);
     ++sec.requests;
-    if (!last.error.empty() || s.status >= 500 || s.status == 429 ||
-        s.outcome == stream_outcome::upstream_reset || s.outcome == stream_outcome::timeout ||
-        s.outcome == stream_outcome::stream_error || s.outcome == stream_outcome::upstream_error)
-      ++sec.errors;
+    if (!last.error.empty() || upstream_failed(s.status, s.outcome)) ++sec.errors;
     const auto& u = s.usage;
     if (u.cache_fields && u.input_tokens > 0) {
       sec.prompt_tokens += static_cast<std::uint64_t>(u.input_tokens);
@@ -90,97 +87,73 @@ double endpoint_stats::gap_ms(double proxy_ms, double engine_ms) noexcept {
                                        : proxy_ms - engine_ms;
 }
 
-void endpoint_stats::append_json(std::string& out, double window_s) {
+void endpoint_stats::write_json(json::writer& w, double window_s) {
   const auto now = steady_seconds();
-  char buf[64];
   std::lock_guard lk(mu_);
   std::erase_if(rows_,
                 [](const std::unique_ptr<row>& r) { return r->has_owner && r->owner.expired(); });
-  out += '[';
-  for (std::size_t k = 0; k < rows_.size(); ++k) {
-    const auto& r = *rows_[k];
+  // A figure, or null when it is not known (negative).
+  const auto known = [&w](double v, auto write) {
+    if (v < 0)
+      w.null();
+    else
+      write(v);
+  };
+  w.begin_array();
+  for (const auto& rp : rows_) {
+    const auto& r = *rp;
     const auto keep = r.owner.lock();  // what active() and health() read stays alive
     if (r.has_owner && keep == nullptr) continue;
     const auto sum = in_window(r, now);
-    if (out.back() != '[') out += ',';
-    out += "{\"upstream\":";
-    json::append_string(out, r.upstream);
-    out += ",\"endpoint\":";
-    json::append_string(out, r.endpoint);
     const auto h = r.health();
-    std::snprintf(buf, sizeof buf, ",\"active\":%.0f,\"healthy\":%s,\"probe_failing\":%s",
-                  r.active(), h.healthy ? "true" : "false", h.probe_failing ? "true" : "false");
-    out += buf;
-    out += ",\"ejection_ends_in_s\":";
-    if (std::isnan(h.ejection_ends_in_s)) {
-      out += "null";
-    } else {
-      std::snprintf(buf, sizeof buf, "%.1f", h.ejection_ends_in_s);
-      out += buf;
-    }
+    w.begin_object().field("upstream", r.upstream).field("endpoint", r.endpoint);
+    w.key("active").number(r.active(), 0);
+    w.field("healthy", h.healthy).field("probe_failing", h.probe_failing);
+    w.key("ejection_ends_in_s").number(h.ejection_ends_in_s, 1);  // (NaN: not ejected)
     // The engine's own load (null: not scraped, or not reported).
-    for (const auto& [name, v] : {std::pair{",\"engine_running\":", h.engine_running},
-                                  std::pair{",\"engine_waiting\":", h.engine_waiting},
-                                  std::pair{",\"engine_kv_usage\":", h.engine_kv_usage}}) {
-      out += name;
-      if (v < 0) {
-        out += "null";
-      } else {
-        std::snprintf(buf, sizeof buf, "%.4g", v);
-        out += buf;
-      }
+    for (const auto& [name, v] : {std::pair{"engine_running", h.engine_running},
+                                  std::pair{"engine_waiting", h.engine_waiting},
+                                  std::pair{"engine_kv_usage", h.engine_kv_usage}}) {
+      w.key(name);
+      known(v, [&](double x) { w.significant(x, 4); });
     }
-    std::snprintf(buf, sizeof buf, ",\"request_rate\":%.3f",
-                  window_s > 0 ? static_cast<double>(sum.requests) / window_s : 0.0);
-    out += buf;
-    out += ",\"requests\":" + std::to_string(sum.requests) +
-           ",\"errors\":" + std::to_string(sum.errors) +
-           ",\"prompt_tokens\":" + std::to_string(sum.prompt_tokens) +
-           ",\"cached_tokens\":" + std::to_string(sum.cached_tokens) + ",\"hit_ratio\":";
-    if (sum.prompt_tokens > 0) {
-      std::snprintf(
-          buf, sizeof buf, "%.4f",
-          static_cast<double>(sum.cached_tokens) / static_cast<double>(sum.prompt_tokens));
-      out += buf;
-    } else {
-      out += "null";
-    }
-    out += ',';
-    append_quantiles(out, "ttft_ms", sum.ttft);
+    w.key("request_rate").number(per_second(static_cast<double>(sum.requests), window_s), 3);
+    w.field("requests", sum.requests)
+        .field("errors", sum.errors)
+        .field("prompt_tokens", sum.prompt_tokens)
+        .field("cached_tokens", sum.cached_tokens)
+        .key("hit_ratio");
+    if (sum.prompt_tokens > 0)
+      w.number(static_cast<double>(sum.cached_tokens) / static_cast<double>(sum.prompt_tokens), 4);
+    else
+      w.null();
+    write_quantiles(w, "ttft_ms", sum.ttft);
     // The engine's own TTFT beside the proxy's, and what lies between them.
     const std::array<double, 3> proxy_ttft{sum.ttft.quantile(0.5), sum.ttft.quantile(0.95),
                                            sum.ttft.quantile(0.99)};
     for (const bool gap : {false, true}) {
-      out += gap ? ",\"ttft_gap_ms\":" : ",\"engine_ttft_ms\":";
+      w.key(gap ? "ttft_gap_ms" : "engine_ttft_ms");
       if (h.engine_ttft_ms[0] < 0) {
-        out += "null";
+        w.null();
         continue;
       }
-      static constexpr const char* keys[3] = {"{\"p50\":", ",\"p95\":", ",\"p99\":"};
+      w.begin_object();
+      static constexpr const char* keys[3] = {"p50", "p95", "p99"};
       for (std::size_t i = 0; i < 3; ++i) {
-        out += keys[i];
-        const double v = gap ? gap_ms(proxy_ttft[i], h.engine_ttft_ms[i]) : h.engine_ttft_ms[i];
-        if (gap ? std::isnan(v) : v < 0) {
-          out += "null";
-        } else {
-          std::snprintf(buf, sizeof buf, "%.3f", v);
-          out += buf;
-        }
+        w.key(keys[i]);
+        if (gap)
+          w.number(gap_ms(proxy_ttft[i], h.engine_ttft_ms[i]), 3);  // (NaN: null)
+        else
+          known(h.engine_ttft_ms[i], [&](double x) { w.number(x, 3); });
       }
-      out += '}';
+      w.end();
     }
-    out += ",\"reasons\":{";
-    bool first = true;
-    for (std::size_t i = 0; i < reasons.size(); ++i) {
-      if (sum.routed[i] == 0) continue;
-      if (!first) out += ',';
-      first = false;
-      json::append_string(out, reasons[i]);
-      out += ':' + std::to_string(sum.routed[i]);
-    }
-    out += "}}";
+    w.key("reasons").begin_object();
+    for (std::size_t i = 0; i < reasons.size(); ++i)
+      if (sum.routed[i] > 0) w.field(reasons[i], sum.routed[i]);
+    w.end().end();
   }
-  out += ']';
+  w.end();
 }
 
 }  // namespace tokentap::hooks

@@ -393,7 +393,8 @@ void metrics_registry::fold(series& s, fold_batch& b) {
   b.overhead_keys.clear();
 }
 
-void metrics_registry::add_stats_section(std::string name, std::function<void(std::string&)> render,
+void metrics_registry::add_stats_section(std::string name,
+                                         std::function<void(json::writer&)> render,
                                          owner_ref owner) {
   std::lock_guard lk(mu_);
   const bool has_owner = !owner.expired();

@@ -100,16 +100,12 @@ double quantile_sketch::quantile(double q) const {
   return value(offset_ + static_cast<int>(counts_.size()) - 1);
 }
 
-void append_quantiles(std::string& out, const char* name, const quantile_sketch& q) {
-  out += "\"";
-  out += name;
-  out += "\":{\"p50\":";
-  json::append_ms(out, q.quantile(0.5));
-  out += ",\"p95\":";
-  json::append_ms(out, q.quantile(0.95));
-  out += ",\"p99\":";
-  json::append_ms(out, q.quantile(0.99));
-  out += ",\"n\":" + std::to_string(q.count()) + "}";
+void write_quantiles(json::writer& w, std::string_view key, const quantile_sketch& q) {
+  w.key(key).begin_object();
+  w.key("p50").ms(q.quantile(0.5));
+  w.key("p95").ms(q.quantile(0.95));
+  w.key("p99").ms(q.quantile(0.99));
+  w.field("n", q.count()).end();
 }
 
 }  // namespace tokentap::hooks

@@ -3,7 +3,10 @@
 // and tenant tables): DDSketch's log buckets in a dense store, mergeable second by second.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
 
@@ -39,7 +42,7 @@ class quantile_sketch {
   std::uint64_t zeros_ = 0, count_ = 0;
 };
 
-/// `"name":{"p50":…,"p95":…,"p99":…,"n":…}` of a sketch, in ms (/api/stats).
-void append_quantiles(std::string& out, const char* name, const quantile_sketch& q);
+/// `"key":{"p50":…,"p95":…,"p99":…,"n":…}` of a sketch, in ms (/api/stats).
+void write_quantiles(json::writer& w, std::string_view key, const quantile_sketch& q);
 
 }  // namespace tokentap::hooks

@@ -16,119 +16,80 @@
 
 namespace tokentap::hooks {
 
-void metrics_registry::slow_row::render(std::string& out) const {
-  out += "{\"route\":";
-  json::append_string(out, route);
-  out += ",\"model\":";
-  json::append_string(out, model);
-  out += ",\"provider\":";
-  json::append_string(out, parsers::to_string(provider));
-  out += ",\"status\":";
-  json::append_int(out, status);
-  out += ",\"outcome\":";
-  json::append_string(out, to_string(outcome));
-  out += ",\"start_us\":";
-  json::append_int(out, start_us);
-  out += ",\"ttft_ms\":";
-  json::append_ms(out, ttft_ms);
-  out += ",\"ttft_answer_ms\":";
-  json::append_ms(out, ttft_answer_ms);
-  out += ",\"e2e_ms\":";
-  json::append_ms(out, e2e_ms);
-  out += ",\"output_tokens\":";
-  json::append_int(out, output_tokens);
-  out += ",\"cache\":";
-  json::append_string(out, cache);
-  out += ",\"trace_id\":";
-  if (trace_id.empty())
-    out += "null";
-  else
-    json::append_string(out, trace_id);
+void metrics_registry::slow_row::render(json::writer& w) const {
+  w.begin_object()
+      .field("route", route)
+      .field("model", model)
+      .field("provider", parsers::to_string(provider));
+  w.field("status", status).field("outcome", to_string(outcome));
+  w.key("start_us").integer_or_null(start_us);
+  w.key("ttft_ms").ms(ttft_ms);
+  w.key("ttft_answer_ms").ms(ttft_answer_ms);
+  w.key("e2e_ms").ms(e2e_ms);
+  w.key("output_tokens").integer_or_null(output_tokens);
+  w.field("cache", cache).key("trace_id").string_or_null(trace_id);
   // Step spans (ms from the request start) for the dashboard's timeline view.
-  out += ",\"steps\":[";
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    if (i) out += ",";
-    out += "{\"kind\":\"";
-    out += parsers::to_string(steps[i].kind);
-    out += "\",\"start_ms\":";
-    json::append_ms(out, steps[i].start_ms);
-    out += ",\"end_ms\":";
-    json::append_ms(out, steps[i].end_ms);
-    out += steps[i].redundant ? ",\"redundant\":true}" : "}";
+  w.key("steps").begin_array();
+  for (const auto& st : steps) {
+    w.begin_object().field("kind", parsers::to_string(st.kind));
+    w.key("start_ms").ms(st.start_ms);
+    w.key("end_ms").ms(st.end_ms);
+    if (st.redundant) w.field("redundant", true);
+    w.end();
   }
-  out += "]}";
+  w.end().end();
 }
 
 namespace {
 
-void append_slot(std::string& out, const slot& s, double seconds, std::int64_t active) {
-  char buf[64];
-  out += "{\"requests\":" + std::to_string(s.requests) + ",\"errors\":" + std::to_string(s.errors);
-  std::snprintf(buf, sizeof buf, ",\"request_rate\":%.3f",
-                seconds > 0 ? s.requests / seconds : 0.0);
-  out += buf;
-  std::snprintf(buf, sizeof buf, ",\"error_rate\":%.4f",
-                s.requests ? double(s.errors) / double(s.requests) : 0.0);
-  out += buf;
-  std::snprintf(buf, sizeof buf, ",\"tokens_per_s\":%.1f",
-                seconds > 0 ? s.output_tokens / seconds : 0.0);
-  out += buf;
-  // `,"name":num/den` with `digits` decimals, or null without a denominator.
-  auto ratio = [&](const char* name, std::uint64_t num, std::uint64_t den, int digits) {
-    out += ",\"";
-    out += name;
-    out += "\":";
-    if (den == 0) {
-      out += "null";
-      return;
-    }
-    std::snprintf(buf, sizeof buf, "%.*f", digits, double(num) / double(den));
-    out += buf;
-  };
+// `num / den` with `decimals`, or null without a denominator.
+void ratio(json::writer& w, std::string_view key, std::uint64_t num, std::uint64_t den,
+           int decimals) {
+  w.key(key);
+  if (den == 0)
+    w.null();
+  else
+    w.number(static_cast<double>(num) / static_cast<double>(den), decimals);
+}
+
+void write_slot(json::writer& w, const slot& s, double seconds, std::int64_t active) {
+  w.begin_object().field("requests", s.requests).field("errors", s.errors);
+  w.key("request_rate").number(per_second(static_cast<double>(s.requests), seconds), 3);
+  w.key("error_rate")
+      .number(s.requests ? static_cast<double>(s.errors) / static_cast<double>(s.requests) : 0.0,
+              4);
+  w.key("tokens_per_s").number(per_second(static_cast<double>(s.output_tokens), seconds), 1);
   // One meaning of "cache hit ratio" everywhere: cached input tokens / input tokens.  The share
   // of requests judged a hit (cache_outcome) is its own, differently named figure.
-  ratio("cache_hit_ratio", s.cached_tokens, s.cache_input_tokens, 4);
-  ratio("cache_hit_requests_share", s.cache_hits, s.cache_known, 4);
-  ratio("steps_per_response", s.steps, s.requests, 2);
-  out += ",\"active\":" + std::to_string(active) + ",\"cache_events\":{";
-  bool first_event = true;
-  for (const auto& [k, v] : s.cache_events) {
-    if (!first_event) out += ",";
-    first_event = false;
-    json::append_string(out, k);
-    out += ":" + std::to_string(v);
-  }
-  out += "},";
-  append_quantiles(out, "ttft_ms", s.ttft);
-  out += ",";
-  append_quantiles(out, "ttft_answer_ms", s.ttft_answer);
-  out += ",";
-  append_quantiles(out, "itl_ms", s.itl);
-  out += ",";
-  append_quantiles(out, "e2e_ms", s.e2e);
-  out += ",";
-  append_quantiles(out, "overhead_ms", s.overhead);
+  ratio(w, "cache_hit_ratio", s.cached_tokens, s.cache_input_tokens, 4);
+  ratio(w, "cache_hit_requests_share", s.cache_hits, s.cache_known, 4);
+  ratio(w, "steps_per_response", s.steps, s.requests, 2);
+  w.field("active", active).key("cache_events").begin_object();
+  for (const auto& [k, v] : s.cache_events) w.field(k, v);
+  w.end();
+  write_quantiles(w, "ttft_ms", s.ttft);
+  write_quantiles(w, "ttft_answer_ms", s.ttft_answer);
+  write_quantiles(w, "itl_ms", s.itl);
+  write_quantiles(w, "e2e_ms", s.e2e);
+  write_quantiles(w, "overhead_ms", s.overhead);
   // Where TTFT went: each phase's mean over the requests with a streamed first token (`n`); the
   // engine's prefill and the unexplained rest over those with an engine account (`engine_n`),
   // its queue over those whose engine reports one; null over none.
-  out += ",\"ttft_phases_ms\":{\"n\":" + std::to_string(s.ttft_phase_n) +
-         ",\"engine_n\":" + std::to_string(s.engine_phase_n);
+  w.key("ttft_phases_ms")
+      .begin_object()
+      .field("n", s.ttft_phase_n)
+      .field("engine_n", s.engine_phase_n);
   for (std::size_t i = 0; i < ttft_phases; ++i) {
     const auto n = i < ttft_proxy_phases.size() ? s.ttft_phase_n
                    : i == 6                     ? s.engine_queue_n
                                                 : s.engine_phase_n;
-    out += ",\"";
-    out += ttft_phase_names[i];
-    out += "\":";
-    if (n == 0) {
-      out += "null";
-    } else {
-      const double mean = s.ttft_phase_ms[i] / static_cast<double>(n);
-      if (mean < 0) out += '-';
-      json::append_ms(out, std::abs(mean));
-    }
+    w.key(ttft_phase_names[i]);
+    if (n == 0)
+      w.null();
+    else
+      w.number(s.ttft_phase_ms[i] / static_cast<double>(n), 3);  // (negative too: unexplained)
   }
-  out += "}}";
+  w.end().end();
 }
 
 }  // namespace
@@ -140,100 +101,83 @@ std::string metrics_registry::stats_json() {
   const double uptime =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   const double window_s = std::min<double>(static_cast<double>(n), std::max(1.0, uptime));
-  std::string out = "{\"window_s\":" + std::to_string(n) + ",\"quantile_relative_error\":" +
-                    std::to_string(quantile_sketch::relative_error) + ",\"trace_dir\":";
-  if (trace_dir_.empty())
-    out += "null";
-  else
-    json::append_string(out, trace_dir_);
-  out += ",\"series\":[";
+  std::string out;
+  json::writer w(out);
+  w.begin_object().field("window_s", n);
+  w.key("quantile_relative_error").number(quantile_sketch::relative_error, 6);
+  w.key("trace_dir").string_or_null(trace_dir_);
   // Active streams per window key (sum over providers).
   std::map<const window*, std::int64_t> active;
   for (const auto& [k, s] : series_)
     active[s->win] += static_cast<std::int64_t>(s->active->Value());
-  bool first = true;
   slot all_window;
   std::vector<slot> timeline(static_cast<std::size_t>(n));
-  for (const auto& [key, w] : windows_) {
+  w.key("series").begin_array();
+  for (const auto& [key, win] : windows_) {
     slot agg;
-    w->seconds.for_each(now, [&](std::int64_t sec, const slot& sl) {
+    win->seconds.for_each(now, [&](std::int64_t sec, const slot& sl) {
       agg.merge(sl);
       timeline[static_cast<std::size_t>(n - 1 - (now - sec))].merge(sl);
     });
     all_window.merge(agg);
-    if (!first) out += ",";
-    first = false;
-    out += "{\"route\":";
-    json::append_string(out, w->route);
-    out += ",\"model\":";
-    json::append_string(out, w->model);
-    out += ",\"window\":";
-    append_slot(out, agg, window_s, active[w.get()]);
-    out += ",\"since_start\":";
-    append_slot(out, w->total, uptime, active[w.get()]);
-    out += "}";
+    w.begin_object().field("route", win->route).field("model", win->model).key("window");
+    write_slot(w, agg, window_s, active[win.get()]);
+    w.key("since_start");
+    write_slot(w, win->total, uptime, active[win.get()]);
+    w.end();
   }
+  w.end();
   std::int64_t all_active = 0;
-  for (const auto& [w, a] : active) all_active += a;
-  out += "],\"all\":";
-  append_slot(out, all_window, window_s, all_active);
+  for (const auto& [win, a] : active) all_active += a;
+  w.key("all");
+  write_slot(w, all_window, window_s, all_active);
   // Per-second history for the charts (oldest first): counts per second, quantiles over the
   // trailing chart_span seconds — one second often holds too few requests for a P95 apart
   // from the P99 — with the number of samples they are taken over (`ttft_n`).
   constexpr std::size_t chart_span = 10;
-  out += ",\"chart_span_s\":" + std::to_string(chart_span) + ",\"timeline\":[";
+  w.field("chart_span_s", chart_span).key("timeline").begin_array();
   for (std::size_t i = 0; i < timeline.size(); ++i) {
     const auto& sl = timeline[i];
     slot span;
     for (std::size_t j = i + 1 > chart_span ? i + 1 - chart_span : 0; j <= i; ++j)
       span.merge(timeline[j]);
-    if (i) out += ",";
-    out += "{\"t\":" + std::to_string(static_cast<long long>(i) - n + 1) +
-           ",\"requests\":" + std::to_string(sl.requests) +
-           ",\"errors\":" + std::to_string(sl.errors) +
-           ",\"tokens\":" + std::to_string(sl.output_tokens) +
-           ",\"ttft_n\":" + std::to_string(span.ttft.count()) + ",\"ttft_p50\":";
-    json::append_ms(out, span.ttft.quantile(0.5));
-    out += ",\"ttft_p95\":";
-    json::append_ms(out, span.ttft.quantile(0.95));
-    out += ",\"ttft_p99\":";
-    json::append_ms(out, span.ttft.quantile(0.99));
-    out += ",\"itl_p50\":";
-    json::append_ms(out, span.itl.quantile(0.5));
-    out += ",\"itl_p95\":";
-    json::append_ms(out, span.itl.quantile(0.95));
-    out += ",\"itl_p99\":";
-    json::append_ms(out, span.itl.quantile(0.99));
-    out += "}";
+    w.begin_object()
+        .field("t", static_cast<long long>(i) - n + 1)
+        .field("requests", sl.requests)
+        .field("errors", sl.errors)
+        .field("tokens", sl.output_tokens)
+        .field("ttft_n", span.ttft.count());
+    w.key("ttft_p50").ms(span.ttft.quantile(0.5));
+    w.key("ttft_p95").ms(span.ttft.quantile(0.95));
+    w.key("ttft_p99").ms(span.ttft.quantile(0.99));
+    w.key("itl_p50").ms(span.itl.quantile(0.5));
+    w.key("itl_p95").ms(span.itl.quantile(0.95));
+    w.key("itl_p99").ms(span.itl.quantile(0.99));
+    w.end();
   }
+  w.end().key("endpoints");
+  endpoints_->write_json(w, window_s);
+  if (tenants_enabled_) {
+    w.key("tenants");
+    tenants_->write_json(w, window_s);
+  }
+  std::erase_if(sections_, [&w](const section& s) {
+    bool alive = false;
+    const auto keep = s.lock(alive);
+    if (!alive) return true;
+    w.key(s.name);
+    s.render(w);
+    return false;
+  });
   // The slowest of the recent requests.
   std::vector<const slow_row*> rows;
   rows.reserve(slowest_.size());
   for (const auto& r : slowest_) rows.push_back(&r);
   std::stable_sort(rows.begin(), rows.end(),
                    [](const slow_row* a, const slow_row* b) { return a->e2e_ms > b->e2e_ms; });
-  out += "],\"endpoints\":";
-  endpoints_->append_json(out, window_s);
-  if (tenants_enabled_) {
-    out += ",\"tenants\":";
-    tenants_->append_json(out, window_s);
-  }
-  std::erase_if(sections_, [&out](const section& s) {
-    bool alive = false;
-    const auto keep = s.lock(alive);
-    if (!alive) return true;
-    out += ',';
-    json::append_string(out, s.name);
-    out += ':';
-    s.render(out);
-    return false;
-  });
-  out += ",\"slowest\":[";
-  for (std::size_t i = 0; i < rows.size() && i < 10; ++i) {
-    if (i) out += ",";
-    rows[i]->render(out);
-  }
-  out += "]}";
+  w.key("slowest").begin_array();
+  for (std::size_t i = 0; i < rows.size() && i < 10; ++i) rows[i]->render(w);
+  w.end().end();
   return out;
 }
 

@@ -315,5 +315,62 @@ TEST(JsonOut, Rfc3339IsWhatGmtimeAndPrintfGive) {
   EXPECT_EQ(s, "2026-05-28T20:26:40.123456Z");
 }
 
+TEST(JsonWriter, SeparatorsAndNestingAreItsJob) {
+  std::string out;
+  writer w(out);
+  w.begin_object()
+      .field("name", "a\"b")
+      .field("n", 3)
+      .field("big", std::uint64_t{18446744073709551615u})
+      .field("neg", -2)
+      .field("on", true)
+      .key("none")
+      .null()
+      .key("list")
+      .begin_array();
+  for (int i = 0; i < 3; ++i) w.begin_object().field("i", i).end();
+  w.begin_array().end().begin_object().end().end();  // list
+  w.key("empty").begin_array().end();
+  w.key("raw").raw(R"({"x":1})");
+  w.key("s").string_or_null("").key("t").string_or_null("v");
+  w.field("k\"\n", "\x01");
+  w.end();
+  EXPECT_EQ(out,
+            R"({"name":"a\"b","n":3,"big":18446744073709551615,"neg":-2,"on":true,"none":null,)"
+            R"("list":[{"i":0},{"i":1},{"i":2},[],{}],"empty":[],"raw":{"x":1},"s":null,)"
+            R"("t":"v","k\"\n":"\u0001"})");
+}
+
+TEST(JsonWriter, NumbersAreWhatPrintfWritesAndNullWhenNotFinite) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> any(-1e6, 1e9);
+  const std::vector<double> edges = {0,     -0.0,  0.5,      1.0005,    2.5e-7,
+                                     1e300, -3.25, 999.9995, 0.0001234, 123456789.0};
+  for (std::size_t i = 0; i < 20000; ++i) {
+    const double v = i < edges.size() ? edges[i] : any(rng);
+    for (const int d : {0, 1, 3, 4, 6}) {
+      std::string out;
+      writer(out).number(v, d);
+      char buf[400];
+      std::snprintf(buf, sizeof buf, "%.*f", d, v);
+      ASSERT_EQ(out, buf) << v << " " << d;
+    }
+    std::string g;
+    writer(g).significant(v, 4);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+    ASSERT_EQ(g, buf) << v;
+  }
+  std::string out;
+  writer w(out);
+  w.begin_array()
+      .number(std::numeric_limits<double>::infinity(), 3)
+      .significant(std::nan(""), 4)
+      .ms(-1)
+      .ms(1.5)
+      .end();
+  EXPECT_EQ(out, "[null,null,null,1.500]");
+}
+
 }  // namespace
 }  // namespace tokentap::json

@@ -239,7 +239,10 @@ TEST(Shedding, ARouteOverItsTtftSloRefusesLowUntilItRecovers) {
   EXPECT_TRUE(s.admit(request("t", "batch", "m", 0, -1, priority::low), t, r, t0 + 2s));
   s.settle(t, 0, t0);
   std::string json;
-  s.append_json(json, t0 + 2s);
+  {
+    json::writer w(json);
+    s.write_json(w, t0 + 2s);
+  }
   EXPECT_NE(json.find("\"route\":\"chat\",\"active\":true"), std::string::npos) << json;
   EXPECT_NE(json.find("\"shed\":1"), std::string::npos) << json;
   // Fast answers outweigh the slow ones: P95 back under the SLO, low is admitted again.

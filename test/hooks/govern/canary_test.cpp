@@ -72,7 +72,10 @@ TEST(Canary, ClimbsThroughItsStepsWhileEveryGateHolds) {
   EXPECT_EQ(s.weight(c), 100);
   for (std::uint64_t root : {0ull, 1ull, 42ull, 9999ull}) EXPECT_TRUE(s.assign(c, root, t0 + 33s));
   std::string json;
-  s.append_json(json, t0 + 33s);
+  {
+    json::writer w(json);
+    s.write_json(w, t0 + 33s);
+  }
   EXPECT_NE(json.find(R"("route":"chat","upstream":"next","baseline":"stable","phase":"promoted")"),
             std::string::npos)
       << json;
@@ -114,7 +117,10 @@ TEST_P(CanaryGate, ABreachRollsBackAtOnceAndSaysWhy) {
   EXPECT_FALSE(s.assign(c, on_canary, t0 + 3s));  // every request to the baseline
   EXPECT_FALSE(s.assign(c, 0, t0 + 3s));
   std::string json;
-  s.append_json(json, t0 + 3s);
+  {
+    json::writer w(json);
+    s.write_json(w, t0 + 3s);
+  }
   EXPECT_NE(json.find(std::string(R"("phase":"rolled_back")")), std::string::npos) << json;
   EXPECT_NE(json.find("\"reason\":\"" + std::string(to_string(p.reason)) + "\""), std::string::npos)
       << json;

@@ -57,7 +57,10 @@ TEST(TenantStats, RowsCountRequestsRejectionsErrorsAndTokensBusiestFirst) {
   stats.record(exchange_of("team-b", 503, -1, -1));
   stats.record(exchange_of("", 200, 1, 1));  // tenants not known: not a row
   std::string out;
-  stats.append_json(out, 10);
+  {
+    json::writer w(out);
+    stats.write_json(w, 10);
+  }
   const auto b = out.find("\"tenant\":\"team-b\"");
   const auto a = out.find("\"tenant\":\"team-a\"");
   ASSERT_NE(b, std::string::npos) << out;
@@ -72,7 +75,10 @@ TEST(TenantStats, RowsCountRequestsRejectionsErrorsAndTokensBusiestFirst) {
   stats.record(exchange_of("team-c", 200, 1, 1));
   stats.record(exchange_of("team-d", 200, 1, 1));
   out.clear();
-  stats.append_json(out, 10);
+  {
+    json::writer w(out);
+    stats.write_json(w, 10);
+  }
   EXPECT_NE(out.find("team-c"), std::string::npos);
   EXPECT_EQ(out.find("team-d"), std::string::npos);
 }
