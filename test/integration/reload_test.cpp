@@ -36,13 +36,7 @@ std::unique_ptr<sim::server> started(sim::server_options o) {
 
 // A stream of `tokens` tokens `itl_ms` apart, the same bytes from the simulator every time.
 request_options stream_request(int tokens, int itl_ms) {
-  request_options o;
-  o.body = chat_body(true, "reload me");
-  o.headers = {{"content-type", "application/json"},
-               {"x-sim-tokens", std::to_string(tokens)},
-               {"x-sim-ttft-ms", "10"},
-               {"x-sim-itl-ms", std::to_string(itl_ms)}};
-  return o;
+  return sim_stream(tokens, 10, itl_ms, "reload me");
 }
 
 std::string label_of(const sim::server& s) {

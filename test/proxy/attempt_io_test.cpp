@@ -20,6 +20,7 @@
 
 #include "net/net.hpp"
 #include "test/proxy/upstreams.hpp"
+#include "test/support/http_client.hpp"
 
 namespace tokentap::proxy {
 namespace {
@@ -391,14 +392,8 @@ TEST(AttemptLoop, AClientThatLeavesDuringAConnectEndsThemThere) {
 }
 
 TEST(AttemptLoop, TheProxysPoolOnAPortNobodyListensOnIsRefused) {
-  // A port that was just free: bound, then closed.
   asio::io_context ioc;
-  std::uint16_t port = 0;
-  {
-    tcp::acceptor probe(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-    port = probe.local_endpoint().port();
-  }
-  const auto url = "http://127.0.0.1:" + std::to_string(port);
+  const auto url = "http://127.0.0.1:" + std::to_string(test::closed_port());
   const auto up = upstream_of("local", {url.c_str()}, 0);
   cluster c(up, 0, nullptr);
   attempt a(c);

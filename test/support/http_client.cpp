@@ -139,6 +139,18 @@ std::string chat_body(bool stream, const std::string& content, bool include_usag
   return b + "}";
 }
 
+request_options sim_stream(int tokens, int ttft_ms, int itl_ms, const std::string& content,
+                           int reasoning_tokens) {
+  request_options o;
+  o.body = chat_body(true, content);
+  o.headers = {{"x-sim-tokens", std::to_string(tokens)},
+               {"x-sim-ttft-ms", std::to_string(ttft_ms)},
+               {"x-sim-itl-ms", std::to_string(itl_ms)}};
+  if (reasoning_tokens > 0)
+    o.headers.emplace_back("x-sim-reasoning-tokens", std::to_string(reasoning_tokens));
+  return o;
+}
+
 std::vector<std::string> sse_data(const std::string& body) {
   std::vector<std::string> out;
   std::size_t pos = 0;

@@ -66,6 +66,11 @@ response fetch(const tcp::endpoint& ep, const request_options& opts);
 std::string chat_body(bool stream, const std::string& content = "hello", bool include_usage = true,
                       const std::string& model = "sim-small");
 
+/// A streamed chat request (`content`) the simulator answers with `tokens` tokens, the first after
+/// `ttft_ms`, then one every `itl_ms` (x-sim-* headers), `reasoning_tokens` of them reasoning.
+request_options sim_stream(int tokens, int ttft_ms, int itl_ms, const std::string& content,
+                           int reasoning_tokens = 0);
+
 /// The payloads of the `data:` lines of an SSE body (test-only helper; the real framer is issue 3).
 std::vector<std::string> sse_data(const std::string& body);
 
