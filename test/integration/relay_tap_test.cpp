@@ -264,9 +264,10 @@ TEST(RelayPerf, ForwardingAnEventAllocatesAtMostOneOperationBlock) {
   double worst = 0;  // a stream's middle: allocations per read of all streams
   for (const auto& c : taps->streams) {
     // ~64 events; with 0.1 ms of tap work a read the thread is near saturation, and a loaded
-    // machine merges events into reads (seen on a full `ctest -j2`: a stream of 20 reads).  The
-    // count that matters is the pairs below, from every stream's middle.
-    ASSERT_GT(c.size(), 14u);
+    // machine merges events into reads (seen on a full `ctest -j2`: a stream of 20 reads; on a
+    // CI run, one of 14).  A stream without a middle is left out; the count that matters is the
+    // pairs below, from the streams' middles.
+    if (c.size() <= 14) continue;
     const auto middle = c.size() - 14;
     pairs += middle;
     const auto made = c[c.size() - 8] - c[6];

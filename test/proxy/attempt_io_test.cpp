@@ -214,6 +214,8 @@ struct step {
 struct scripted_connector {
   using connection = scripted_connection;
 
+  scripted_connector(asio::io_context& c, std::deque<step> s) : ioc(c), script(std::move(s)) {}
+
   std::unique_ptr<connection> take(const cluster&, const endpoint& e) {
     if (script.empty() || script.front().how != step::kept) return nullptr;
     journal.push_back("kept " + e.label);
