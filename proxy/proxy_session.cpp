@@ -445,8 +445,8 @@ class proxy_session final : public relay_host, public net::session_base {
 
   /// Writes the client's response head: the upstream's status and end-to-end fields, our own
   /// framing.  Its own coroutine so that the message and its bytes exist only while the head is
-  /// written, not in exchange_on's frame for the life of the stream.  Returns whether the body is
-  /// to be sent chunked.
+  /// written, not in relay_response's frame for the life of the stream.  Returns whether the body
+  /// is to be sent chunked.
   awaitable<bool> send_head(const http::response<http::buffer_body>& ures,
                             boost::optional<std::uint64_t> length, bool no_body, exchange& ex,
                             error_code& ec) {
