@@ -71,7 +71,8 @@ std::string chat_body(bool stream, const std::string& content = "hello", bool in
 request_options sim_stream(int tokens, int ttft_ms, int itl_ms, const std::string& content,
                            int reasoning_tokens = 0);
 
-/// The payloads of the `data:` lines of an SSE body (test-only helper; the real framer is issue 3).
+/// The payloads of the `data:` lines of an SSE body (a plain split for tests; the proxy frames with
+/// parsers/sse_parser).
 std::vector<std::string> sse_data(const std::string& body);
 
 /// A port on 127.0.0.1 with nothing listening (bound, then closed).
