@@ -3,9 +3,9 @@
 #include <signal.h>
 
 #include <chrono>
+#include <exception>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "test/support/http_client.hpp"
 #include "test/support/ports.hpp"
@@ -67,9 +67,15 @@ llama_server::llama_server(std::vector<std::string> extra) {
   health.target = "/health";
   health.timeout = std::chrono::milliseconds(1000);
   const tcp::endpoint ep(boost::asio::ip::make_address("127.0.0.1"), port_);
+  // Up to 30 s for the model to load; an engine that exited (e.g. built for another CPU) ends
+  // the wait with its exit status.  Until it listens a connect is refused (fetch throws).
   for (int i = 0; i < 300 && !ok_; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    ok_ = fetch(ep, health).status == 200;
+    exit_status_ = proc_->wait(std::chrono::milliseconds(100));
+    if (exit_status_ >= 0) break;
+    try {
+      ok_ = fetch(ep, health).status == 200;
+    } catch (const std::exception&) {
+    }
   }
 }
 

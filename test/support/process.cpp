@@ -98,10 +98,11 @@ std::string process::wait_for_line(const std::string& prefix, std::chrono::milli
 }
 
 void process::signal(int sig) {
-  kill(pid_, sig);
+  if (!exited_) kill(pid_, sig);
 }
 
 int process::wait(std::chrono::milliseconds timeout) {
+  if (exited_) return exit_status_;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   int status = 0;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -111,7 +112,8 @@ int process::wait(std::chrono::milliseconds timeout) {
       exited_ = true;
       drain(out_fd_, out_, 50);
       drain(err_fd_, err_, 50);
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return exit_status_;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

@@ -30,8 +30,10 @@ class process {
   ~process();
   /// Reads stdout lines until one starts with `prefix`; returns it ("" on EOF or timeout).
   std::string wait_for_line(const std::string& prefix, std::chrono::milliseconds timeout);
+  /// Sends `sig` (nothing once the child was reaped: its pid may belong to another process).
   void signal(int sig);
-  /// Waits for exit; returns the exit status, or -1 on timeout (the child is then killed).
+  /// Waits for exit; returns the exit status (128 + N for signal N), or -1 on timeout (the child
+  /// keeps running; the destructor kills it).  Once exited, returns that status at once.
   int wait(std::chrono::milliseconds timeout);
   /// Everything the child wrote to stdout / stderr so far (after wait: all of it).
   std::string out();
@@ -45,6 +47,7 @@ class process {
   std::string out_, err_;
   std::size_t consumed_ = 0;
   bool exited_ = false;
+  int exit_status_ = -1;
 };
 
 /// The binary's `proxy` with `args` (e.g. {"--config", FILE}), started and waited for until its
