@@ -7,6 +7,9 @@
 // long stream runs.  Per-request figures (TTFT, e2e, TPOT, tokens, outcome) are observed once, at
 // the end of the stream.  Label handles are resolved once per (route, model, provider) series
 // and cached; model values past `max_models` distinct ones become "other".
+//
+// The registry's parts: the streams' series and the hook (metrics.cpp), what other components
+// publish through it (metrics_sources.cpp), the /api/stats JSON (stats_json.cpp).
 #include <array>
 #include <atomic>
 #include <cstdint>
