@@ -2,6 +2,8 @@
 
 #include <openssl/crypto.h>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <random>
 
@@ -112,6 +114,21 @@ fault_plan::verdict fault_plan::choose(
 void fault_plan::count(const fault_choice& f) const noexcept {
   const auto i = static_cast<std::size_t>(f.rule - rules_.data());
   counts_[i][static_cast<std::size_t>(f.kind)].fetch_add(1, std::memory_order_relaxed);
+}
+
+std::unique_ptr<event_pacer> pacer_for(std::string_view content_type, io_executor ex,
+                                       const fault_choice& f) {
+  const auto starts = [content_type](std::string_view p) {
+    return content_type.size() >= p.size() &&
+           std::equal(p.begin(), p.end(), content_type.begin(), [](char a, char b) {
+             return a == std::tolower(static_cast<unsigned char>(b));
+           });
+  };
+  using framing = parsers::event_bounds::framing;
+  if (starts("text/event-stream")) return std::make_unique<event_pacer>(ex, f, framing::sse);
+  if (starts("application/x-ndjson") || starts("application/jsonl"))
+    return std::make_unique<event_pacer>(ex, f, framing::ndjson);
+  return nullptr;
 }
 
 }  // namespace tokentap::proxy

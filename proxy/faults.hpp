@@ -85,4 +85,9 @@ struct event_pacer {
   bool applied = false;  ///< the fault took effect (a delayed event, or the cut)
 };
 
+/// The pacer for a per-event fault `f` on a body of `content_type`: event streams (server-sent
+/// events, NDJSON) only; other bodies have no events and go through untouched (nullptr).
+std::unique_ptr<event_pacer> pacer_for(std::string_view content_type, io_executor ex,
+                                       const fault_choice& f);
+
 }  // namespace tokentap::proxy

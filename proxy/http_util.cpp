@@ -140,4 +140,11 @@ void append_client_response_head(std::string& out, const http::response_header<>
   out.append("\r\n", 2);
 }
 
+void set_error_body(http::response<http::string_body>& res, unsigned status, std::string_view type,
+                    std::string_view message, std::string_view target) {
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::cache_control, "no-store");
+  res.body() = net::error_body(status, type, message, target.substr(0, target.find('?')));
+}
+
 }  // namespace tokentap::proxy

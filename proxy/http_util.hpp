@@ -1,6 +1,7 @@
 #pragma once
 // The proxy's two heads, written straight from the parsed fields: the request it forwards
-// upstream and the response head it sends the client (the field rules are net/http_rules.hpp).
+// upstream and the response head it sends the client (the field rules are net/http_rules.hpp);
+// and the answers of its own.
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -10,6 +11,7 @@
 #include <boost/beast/http/field.hpp>
 #include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
 
 namespace tokentap::proxy {
 
@@ -53,6 +55,35 @@ void append_upstream_request_head(std::string& out, const http::request_header<>
 void append_client_response_head(std::string& out, const http::response_header<>& upstream,
                                  unsigned version, std::optional<std::uint64_t> content_length,
                                  bool chunked, bool keep_alive);
+
+/// The body of an answer of the proxy's own (error_response), with its Content-Type and
+/// Cache-Control.
+void set_error_body(http::response<http::string_body>& res, unsigned status, std::string_view type,
+                    std::string_view message, std::string_view target);
+
+/// An answer of the proxy's own: `status`, a JSON error body shaped like the errors of the
+/// provider `target` speaks (net::error_body; the target redacted), the `extra` fields (each with
+/// `name` and `value`: a hook's, e.g. Retry-After), then Content-Type and `Cache-Control:
+/// no-store`, its length, and Connection as `keep_alive` says.
+template <class Fields>
+http::response<http::string_body> error_response(unsigned status, unsigned version,
+                                                 std::string_view type, std::string_view message,
+                                                 std::string_view target, const Fields& extra,
+                                                 bool keep_alive) {
+  http::response<http::string_body> res{static_cast<http::status>(status), version};
+  for (const auto& f : extra) res.set(f.name, f.value);
+  set_error_body(res, status, type, message, target);
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  return res;
+}
+
+/// Whether a connection stays open after an answer of the proxy's own with `status`: not after a
+/// server error, nor after a request it could not read whole (400, 413, 431: where the next
+/// request starts is unknown).
+constexpr bool keeps_connection_after(unsigned status) noexcept {
+  return status < 500 && status != 400 && status != 413 && status != 431;
+}
 
 /// Calls f(name, value) for each field of a head built by the functions above: the lines after
 /// the start line, each `name: value` CRLF, up to the blank line.

@@ -4,16 +4,12 @@
 //  - each upstream read is written to the client before the next upstream read (no buffering;
 //    a slow client therefore pauses the upstream: backpressure for free);
 //  - the tap sees the bytes only after they were written to the client;
-//  - while an exchange is in flight a watcher waits for the client socket to become readable, so
-//    a client that goes away is noticed at once and the upstream connection is closed (nobody
-//    keeps paying for tokens nobody reads), even while the upstream is silent.
+//  - while an exchange is in flight the client socket is watched (net/client_watch.hpp): a client
+//    that goes away closes the upstream connection at once.
 #include "proxy/proxy_session.hpp"
-
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <iterator>
 #include <limits>
 #include <memory>
@@ -26,6 +22,7 @@
 #include "config/log.hpp"
 #include "hooks/observe/metrics.hpp"
 #include "hooks/tap.hpp"
+#include "net/client_watch.hpp"
 #include "net/http_rules.hpp"
 #include "net/rx_stamp.hpp"
 #include "parsers/http_body.hpp"
@@ -46,13 +43,6 @@ namespace tokentap::proxy {
 namespace {
 
 using hooks::stream_outcome;
-
-bool is_disconnect(const error_code& ec) {
-  return ec == asio::error::eof || ec == asio::error::connection_reset ||
-         ec == asio::error::broken_pipe || ec == asio::error::operation_aborted ||
-         ec == asio::error::not_connected || ec == asio::error::bad_descriptor ||
-         ec == http::error::end_of_stream;
-}
 
 constexpr char last_chunk[] = "0\r\n\r\n";
 
@@ -132,7 +122,7 @@ class proxy_session final : public relay_host, public net::session_base {
 
     exchange ex;
     on_generation(ex);
-    begin(req, ex);
+    begin(req, ex, timeouts());
 
     const std::string_view target = req.target();
     if (target.empty() || target.front() != '/') {
@@ -178,13 +168,13 @@ class proxy_session final : public relay_host, public net::session_base {
       write_access_log(ex, peer_);
       co_return ex.client_keep_alive && !draining_;
     }
-    build_upstream_request(std::move(req), ex);
+    plan_upstream_request(std::move(req), ex, peer_, shared_.metrics.get());
     tap_request(ex);
 
     shared_.stats.active_streams.fetch_add(1, std::memory_order_relaxed);
     watch_client();
     co_await forward(ex);
-    stop_watching();
+    watch_.stop(client_.socket());
     shared_.stats.active_streams.fetch_sub(1, std::memory_order_relaxed);
     if (ex.tap) {
       end_tap(ex);
@@ -206,25 +196,6 @@ class proxy_session final : public relay_host, public net::session_base {
     set_timeouts(rules_->timeouts);
     generation_ = std::move(g);
     ex.gen = generation_.get();
-  }
-
-  void begin(const http::request<http::string_body>& req, exchange& ex) {
-    ex.start = clock::now();
-    ex.wall_start_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
-    ex.method = req.method_string();
-    ex.head = req.method() == http::verb::head;
-    ex.client_version = req.version();
-    ex.client_keep_alive = req.keep_alive();
-    ex.target_redacted = net::redact_target(req.target());
-    if (timeouts().total.count() > 0) ex.deadline = ex.start + timeouts().total;
-  }
-
-  // The exchange's fault took effect: counted, and told to the tap (the trace record's `fault`).
-  static void note_fault(exchange& ex) {
-    ex.gen->faults->count(ex.fault);
-    if (ex.tap) ex.tap->on_fault({ex.fault.rule->name, to_string(ex.fault.kind), ex.fault.value});
   }
 
   // An abort fault: the request is answered at once, as its provider answers that status, and
@@ -268,57 +239,19 @@ class proxy_session final : public relay_host, public net::session_base {
     co_return ex.response_complete&& ex.client_keep_alive && !draining_;
   }
 
-  // The exchange ended: the tap learns where its phases began, then that it ended.
-  static void end_tap(exchange& ex) {
-    if (!ex.tap) return;
-    ex.tap->on_phase_marks(ex.marks);
-    ex.tap->on_stream_end(ex.outcome, mono_now_ns());
-  }
-
-  static void tap_response_head(const http::response<http::buffer_body>& ures,
-                                clock::time_point head_time, exchange& ex) {
-    if (!ex.tap) return;
-    const auto headers = redacted_headers(ures);
-    ex.tap->on_response_head({ex.status, ures[http::field::content_type],
-                              ures[http::field::content_encoding], to_ns(head_time), headers});
-  }
-
   // Answers a request that could not be read (or closes when there is nobody to answer).
   awaitable<bool> reject(error_code ec) {
     exchange ex;
     if (!generation_) generation_ = shared_.current();
     ex.gen = generation_.get();  // (the limits it was read under are rules_')
     ex.start = clock::now();
-    if (ec == http::error::header_limit) {
+    if (auto r = unreadable_reply(ec, limits())) {
       shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
-      co_await send_error(
-          ex, 431, "request_header_too_large",
-          "request head exceeds " + std::to_string(limits().max_request_header_bytes) + " bytes");
-    } else if (ec == http::error::body_limit) {
-      shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
-      co_await send_error(
-          ex, 413, "request_body_too_large",
-          "request body exceeds " + std::to_string(limits().max_request_body_bytes) + " bytes");
+      co_await send_error(ex, r->status, r->error_type, std::move(r->error_message));
     } else if (ec == beast::error::timeout) {
       TT_LOG(debug) << "client " << peer_ << " too slow sending its request; closing";
-    } else if (!is_disconnect(ec) && ec != http::error::partial_message) {
-      shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
-      co_await send_error(ex, 400, "bad_request", "malformed request: " + ec.message());
     }
     co_return false;  // the stream position is unknown after a bad request: close
-  }
-
-  // Takes the client's request: its body for the upstream, its head (kept until the response
-  // head is in, for an attempt on another endpoint) written for the chosen endpoint.
-  void build_upstream_request(http::request<http::string_body> req, exchange& ex) {
-    // The body was read whole (bounded by max_request_body_bytes): sent with a Content-Length.
-    std::optional<std::size_t> length;
-    if (!req.body().empty() || req.method() == http::verb::post ||
-        req.method() == http::verb::put || req.method() == http::verb::patch)
-      length = req.body().size();
-    ex.request_body = std::move(req.body());
-    ex.tries.begin(ex, *ex.gen->clusters[ex.upstream_index], std::move(req.base()), length, peer_,
-                   ex.gen->cfg.identity_encoding, shared_.metrics.get());
   }
 
   // ---------------------------------------------------------------- upstream side
@@ -382,7 +315,7 @@ class proxy_session final : public relay_host, public net::session_base {
                                  : parsers::http_body_decoder::until_close();
     tap_response_head(ures, head_time, ex);
     if (ex.fault && (ex.fault.kind == fault_kind::event_delay || ex.fault.kind == fault_kind::cut))
-      pace_events(ures, ex);
+      ex.pacer = pacer_for(ures[http::field::content_type], client_.get_executor(), ex.fault);
     const bool chunked = co_await send_head(ures, length, no_body, ex, ec);
     ex.response_started = true;
     ures.clear();  // the head's fields were forwarded and tapped; the parser needs only its state
@@ -406,9 +339,9 @@ class proxy_session final : public relay_host, public net::session_base {
     conn.lowest().expires_never();
     client_.expires_never();
     {
-      const bool body_done = co_await async_relay(*this, client_.socket(), relay_stream(up),
-                                                  {conn.buffer, conn.stamped}, ex, body, chunked,
-                                                  asio::use_awaitable_t<io_executor>{});
+      const bool body_done =
+          co_await async_relay(*this, client_.socket(), relay_io(up), {conn.buffer, conn.stamped},
+                               ex, body, chunked, asio::use_awaitable_t<io_executor>{});
       if (ex.pacer && ex.pacer->applied) note_fault(ex);
       if (!body_done) co_return;
     }
@@ -427,20 +360,6 @@ class proxy_session final : public relay_host, public net::session_base {
     // (A body that ends at the close is never keep-alive: Beast's keep_alive() says so.)
     ex.upstream_reusable = parser.keep_alive() && conn.buffer.size() == 0 && !body.extra();
     if (!length && ex.client_version < 11) close_client();
-  }
-
-  // A fault per event applies to event streams (server-sent events, NDJSON): their relay paces
-  // what it writes (relay.hpp).  Other bodies have no events and go through untouched.
-  void pace_events(const http::response<http::buffer_body>& ures, exchange& ex) {
-    const std::string_view ct = ures[http::field::content_type];
-    const auto starts = [&](std::string_view p) {
-      return ct.size() >= p.size() && beast::iequals(ct.substr(0, p.size()), p);
-    };
-    using framing = parsers::event_bounds::framing;
-    if (starts("text/event-stream"))
-      ex.pacer = std::make_unique<event_pacer>(client_.get_executor(), ex.fault, framing::sse);
-    else if (starts("application/x-ndjson") || starts("application/jsonl"))
-      ex.pacer = std::make_unique<event_pacer>(client_.get_executor(), ex.fault, framing::ndjson);
   }
 
   /// Writes the client's response head: the upstream's status and end-to-end fields, our own
@@ -486,17 +405,9 @@ class proxy_session final : public relay_host, public net::session_base {
   awaitable<void> send_error(exchange& ex, unsigned status, std::string_view type,
                              std::string message,
                              std::span<const hooks::request_decision::field> extra = {}) {
-    http::response<http::string_body> res{static_cast<http::status>(status), ex.client_version};
-    for (const auto& f : extra) res.set(f.name, f.value);
-    res.set(http::field::content_type, "application/json");
-    res.set(http::field::cache_control, "no-store");
-    const std::string_view target = ex.target_redacted;
-    res.body() = net::error_body(status, type, message, target.substr(0, target.find('?')));
-    const bool keep = ex.client_keep_alive && status < 500 && status != 400 && status != 413 &&
-                      status != 431 && !draining_;
-    ex.client_keep_alive = keep;
-    res.keep_alive(keep);
-    res.prepare_payload();
+    ex.client_keep_alive = ex.client_keep_alive && keeps_connection_after(status) && !draining_;
+    auto res = error_response(status, ex.client_version, type, message, ex.target_redacted, extra,
+                              ex.client_keep_alive);
     ex.status = status;
     // An answer of our own that no failure upstream explains is a refusal (bad request, no
     // route, a hook's decision), never "ok".
@@ -516,34 +427,11 @@ class proxy_session final : public relay_host, public net::session_base {
   // ---------------------------------------------------------------- client watcher
 
   void watch_client() {
-    watching_ = true;
     client_gone_ = false;
-    client_.socket().async_wait(
-        tcp_socket::wait_read,
-        [self = self(), gen = ++watch_gen_](error_code ec) { self->on_client_readable(ec, gen); });
+    watch_.start(client_.socket(), [self = self()] { self->on_client_gone(); });
   }
 
-  void stop_watching() {
-    if (!watching_) return;
-    watching_ = false;
-    ++watch_gen_;
-    error_code ignored;
-    client_.socket().cancel(ignored);
-  }
-
-  void on_client_readable(error_code ec, std::uint64_t gen) {
-    if (gen != watch_gen_ || !watching_ || ec == asio::error::operation_aborted) return;
-    watching_ = false;
-    if (!ec) {
-      char byte;
-      const auto n = ::recv(client_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n > 0) return;  // a pipelined request: it waits in the socket for the next exchange
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        watch_client();
-        return;
-      }
-    }
-    // EOF or error: the client is gone.  Stop the upstream now.
+  void on_client_gone() {
     TT_LOG(debug) << "client " << peer_ << " disconnected mid-exchange; closing upstream";
     client_gone_ = true;
     if (delay_timer_ != nullptr) delay_timer_->cancel();
@@ -576,14 +464,6 @@ class proxy_session final : public relay_host, public net::session_base {
     if (upstream_) upstream_->lowest().socket().cancel(ignored);
   }
 
-  // The relay's I/O object for the upstream: the socket itself when plain (no Beast layer), the
-  // TLS stream when not.
-  static tcp_socket& relay_stream(tcp_stream& s) noexcept { return s.socket(); }
-  template <class Tls>
-  static Tls& relay_stream(Tls& s) noexcept {
-    return s;
-  }
-
   // ---------------------------------------------------------------- closing
 
   void close_upstream() noexcept {
@@ -602,15 +482,6 @@ class proxy_session final : public relay_host, public net::session_base {
     client_.socket().close(ignored);
   }
 
-  // The request is not needed past the response head (no retry after it), and a stream may stay
-  // open for minutes: its memory goes now.  (Assigning empty strings would keep the buffers.)
-  void release_request(exchange& ex) {
-    std::string().swap(ex.request_head);
-    std::string().swap(ex.request_body);
-    std::vector<parsers::message_digest>().swap(ex.conversation);
-    ex.tries.release_request();
-  }
-
   std::shared_ptr<proxy_session> self() {
     return std::static_pointer_cast<proxy_session>(shared_from_this());
   }
@@ -621,8 +492,7 @@ class proxy_session final : public relay_host, public net::session_base {
   bool first_request_ = true;
   bool idle_ = true;
   bool draining_ = false;
-  bool watching_ = false;
-  std::uint64_t watch_gen_ = 0;
+  net::client_watch watch_;
   proxy_shared& shared_;
   // The exchange's configuration, everything it refers to; none between requests, when the
   // connection keeps only the last exchange's rules (relay_host's timeouts point into them).

@@ -629,6 +629,16 @@ class relay_op final : deferred_step {
   parsers::hot_lines hot_;  // for the next read (note_hot_lines)
 };
 
+/// The relay's I/O object for an upstream stream: the socket itself when plain (no Beast layer
+/// between), the TLS stream when not.
+inline tcp_socket& relay_io(tcp_stream& s) noexcept {
+  return s.socket();
+}
+template <class Tls>
+Tls& relay_io(Tls& s) noexcept {
+  return s;
+}
+
 /// Relays the response body from `up` to `client` and completes with true when the body ended,
 /// false when the exchange ended in the relay (the outcome is in `ex`, the streams are closed as
 /// needed).  `body` decodes the upstream's framing; `chunked`: frame the client's body as chunks

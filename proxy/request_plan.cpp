@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include <boost/beast/core/string.hpp>
+#include <boost/beast/http/error.hpp>
 
 #include "config/log.hpp"
 #include "hooks/govern/tenants.hpp"
@@ -57,6 +58,19 @@ fault_plan::verdict choose_fault(client_request& req, exchange& ex) {
 }
 
 }  // namespace
+
+void begin(const client_request& req, exchange& ex, const config::timeouts_config& timeouts) {
+  ex.start = clock::now();
+  ex.wall_start_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  ex.method = req.method_string();
+  ex.head = req.method() == http::verb::head;
+  ex.client_version = req.version();
+  ex.client_keep_alive = req.keep_alive();
+  ex.target_redacted = net::redact_target(req.target());
+  if (timeouts.total.count() > 0) ex.deadline = ex.start + timeouts.total;
+}
 
 void inspect(const client_request& req, exchange& ex, parsers::request_inspector& inspector,
              const proxy_shared& shared) {
@@ -174,12 +188,73 @@ bool choose_endpoint(exchange& ex) {
   return true;
 }
 
+void plan_upstream_request(client_request req, exchange& ex, std::string_view peer,
+                           hooks::metrics_registry* metrics) {
+  // The body was read whole (bounded by max_request_body_bytes): sent with a Content-Length.
+  std::optional<std::size_t> length;
+  if (!req.body().empty() || req.method() == http::verb::post || req.method() == http::verb::put ||
+      req.method() == http::verb::patch)
+    length = req.body().size();
+  ex.request_body = std::move(req.body());
+  ex.tries.begin(ex, *ex.gen->clusters[ex.upstream_index], std::move(req.base()), length, peer,
+                 ex.gen->cfg.identity_encoding, metrics);
+}
+
 void report_cache(exchange& ex) {
   const auto* u = ex.tap->usage();
   if (u == nullptr || !u->cache_fields || u->input_tokens < 0 || ex.upstream_endpoint == nullptr)
     return;
   ex.upstream_cluster->cache_report(*ex.upstream_endpoint, ex.decision, u->input_tokens,
                                     std::max<std::int64_t>(0, u->cached_input_tokens));
+}
+
+std::optional<hooks::request_decision> unreadable_reply(const error_code& ec,
+                                                        const config::limits_config& limits) {
+  if (ec == http::error::header_limit)
+    return refusal(
+        431, "request_header_too_large",
+        "request head exceeds " + std::to_string(limits.max_request_header_bytes) + " bytes");
+  if (ec == http::error::body_limit)
+    return refusal(
+        413, "request_body_too_large",
+        "request body exceeds " + std::to_string(limits.max_request_body_bytes) + " bytes");
+  if (ec == beast::error::timeout || is_disconnect(ec) || ec == http::error::partial_message)
+    return std::nullopt;
+  return refusal(400, "bad_request", "malformed request: " + ec.message());
+}
+
+bool is_disconnect(const error_code& ec) noexcept {
+  return ec == asio::error::eof || ec == asio::error::connection_reset ||
+         ec == asio::error::broken_pipe || ec == asio::error::operation_aborted ||
+         ec == asio::error::not_connected || ec == asio::error::bad_descriptor ||
+         ec == http::error::end_of_stream;
+}
+
+void note_fault(exchange& ex) {
+  ex.gen->faults->count(ex.fault);
+  if (ex.tap) ex.tap->on_fault({ex.fault.rule->name, to_string(ex.fault.kind), ex.fault.value});
+}
+
+void tap_response_head(const http::response<http::buffer_body>& head, clock::time_point head_time,
+                       exchange& ex) {
+  if (!ex.tap) return;
+  const auto headers = redacted_headers(head);
+  ex.tap->on_response_head({ex.status, head[http::field::content_type],
+                            head[http::field::content_encoding], to_ns(head_time), headers});
+}
+
+void end_tap(exchange& ex) {
+  if (!ex.tap) return;
+  ex.tap->on_phase_marks(ex.marks);
+  ex.tap->on_stream_end(ex.outcome, mono_now_ns());
+}
+
+void release_request(exchange& ex) {
+  // (Assigning empty strings would keep the buffers.)
+  std::string().swap(ex.request_head);
+  std::string().swap(ex.request_body);
+  std::vector<parsers::message_digest>().swap(ex.conversation);
+  ex.tries.release_request();
 }
 
 std::vector<hooks::header_view> redacted_headers(const http::fields& fields) {

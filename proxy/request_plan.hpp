@@ -1,16 +1,19 @@
 #pragma once
-// What the proxy settles about a client's request before it forwards it, without I/O: what the
-// request is (its tenant, model, whether it streams, its prompt's size and conversation), what
-// the hooks' request phase decided, the fault it gets, the endpoint the router picks, and how
-// the taps see it (secrets redacted).  The session takes these steps in order (serve_one in
-// proxy_session.cpp); test/proxy/request_plan_test.cpp takes them on their own.
+// What the proxy settles about an exchange without I/O: what the request is (its tenant, model,
+// whether it streams, its prompt's size and conversation), what the hooks' request phase
+// decided, the fault it gets, the endpoint the router picks, the answer to a request it could
+// not read, and what the taps see from request to end (secrets redacted).  The session takes
+// these steps in order (serve_one in proxy_session.cpp); test/proxy/request_plan_test.cpp takes
+// them on their own.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
@@ -22,6 +25,10 @@ namespace tokentap::proxy {
 
 struct proxy_shared;
 using client_request = http::request<http::string_body>;
+
+/// The exchange starts: when, the request's method, target (redacted), HTTP version and
+/// keep-alive, its deadline under `timeouts`.
+void begin(const client_request& req, exchange& ex, const config::timeouts_config& timeouts);
 
 /// The request as the exchange keeps it: its tenant (a salted hash of its credential, named
 /// when tenants are configured), and for a JSON body its model, whether it streams, its
@@ -58,9 +65,37 @@ hooks::request_decision abort_reply(const exchange& ex);
 /// the request), and the endpoint its balancer picks, counted as in flight.  False: none can.
 bool choose_endpoint(exchange& ex);
 
+/// Takes the client's request for the upstream: its body, and its head (kept until the response
+/// head is in, for an attempt on another endpoint) written for the chosen endpoint, forwarded
+/// for `peer`.
+void plan_upstream_request(client_request req, exchange& ex, std::string_view peer,
+                           hooks::metrics_registry* metrics);
+
 /// What the endpoint that answered reported of its prompt cache, for its balancer's evidence and
 /// its hit ratio.
 void report_cache(exchange& ex);
+
+/// The answer to a request that could not be read as `ec` says (431, 413 or 400 under `limits`);
+/// none when there is nobody to answer or the client was too slow: the connection just closes.
+std::optional<hooks::request_decision> unreadable_reply(const error_code& ec,
+                                                        const config::limits_config& limits);
+
+/// Whether `ec` says the peer went away (closed, reset, or our own cancel).
+bool is_disconnect(const error_code& ec) noexcept;
+
+/// The exchange's fault took effect: counted, and told to the tap (the trace record's `fault`).
+void note_fault(exchange& ex);
+
+/// Tells the tap the response head that came at `head_time`.
+void tap_response_head(const http::response<http::buffer_body>& head, clock::time_point head_time,
+                       exchange& ex);
+
+/// The exchange ended: the tap learns where its phases began, then that it ended.
+void end_tap(exchange& ex);
+
+/// The request is not needed past the response head (no retry after it), and a stream may stay
+/// open for minutes: its memory goes now.
+void release_request(exchange& ex);
 
 /// Fields as the taps see them: a secret's value replaced (it never reaches a hook).
 std::vector<hooks::header_view> redacted_headers(const http::fields& fields);

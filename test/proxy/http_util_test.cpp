@@ -252,5 +252,35 @@ TEST(HttpUtil, ClientResponseHeadIsTheOneBeastWroteForTheBuiltMessage) {
             "Transfer-Encoding: chunked\r\n\r\n");
 }
 
+struct field {
+  std::string name, value;
+};
+
+TEST(HttpUtil, AnAnswerOfOurOwnIsTheProvidersErrorShapeWithAHooksFields) {
+  const std::vector<field> extra = {{"Retry-After", "3"}, {"Content-Type", "text/plain"}};
+  auto res = error_response(429, 11, "rate_limit_error", "slow down", "/v1/messages?key=[redacted]",
+                            extra, true);
+  EXPECT_EQ(res.result_int(), 429u);
+  EXPECT_EQ(res[http::field::retry_after], "3");
+  EXPECT_EQ(res[http::field::content_type], "application/json");  // ours, not the hook's
+  EXPECT_EQ(res[http::field::cache_control], "no-store");
+  EXPECT_EQ(res[http::field::content_length], std::to_string(res.body().size()));
+  EXPECT_TRUE(res.keep_alive());
+  // The target's path says the provider: Anthropic's error shape here.
+  EXPECT_EQ(res.body(), net::error_body(429, "rate_limit_error", "slow down", "/v1/messages"));
+  EXPECT_NE(res.body().find(R"("type":"error")"), std::string::npos);
+
+  const auto closing = error_response(502, 10, "bad_gateway", "down", "/v1/chat/completions",
+                                      std::vector<field>{}, false);
+  EXPECT_EQ(closing.version(), 10u);
+  EXPECT_FALSE(closing.keep_alive());
+}
+
+TEST(HttpUtil, TheConnectionStaysOnlyWhereTheNextRequestsStartIsKnown) {
+  for (unsigned s : {200u, 404u, 429u, 403u}) EXPECT_TRUE(keeps_connection_after(s)) << s;
+  for (unsigned s : {400u, 413u, 431u, 500u, 502u, 503u, 504u})
+    EXPECT_FALSE(keeps_connection_after(s)) << s;
+}
+
 }  // namespace
 }  // namespace tokentap::proxy

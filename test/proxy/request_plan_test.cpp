@@ -9,6 +9,8 @@
 
 #include <string>
 
+#include <boost/beast/http/error.hpp>
+
 #include "hooks/govern/tenants.hpp"
 #include "proxy/proxy_server.hpp"
 #include "proxy/upstream_pool.hpp"
@@ -170,6 +172,32 @@ TEST(RequestPlan, AnAbortFaultAnswersAsItsProviderWould) {
     EXPECT_EQ(d.error_type, type);
     EXPECT_EQ(d.error_message, "fault 'outage' injected: " + std::to_string(status));
   }
+}
+
+TEST(RequestPlan, ARequestThatCouldNotBeReadIsAnsweredOnlyWhenSomeoneIsThere) {
+  config::limits_config limits;
+  limits.max_request_header_bytes = 1000;
+  limits.max_request_body_bytes = 2000;
+  const auto head = unreadable_reply(http::error::header_limit, limits);
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 431u);
+  EXPECT_EQ(head->error_type, "request_header_too_large");
+  EXPECT_EQ(head->error_message, "request head exceeds 1000 bytes");
+  const auto body = unreadable_reply(http::error::body_limit, limits);
+  ASSERT_TRUE(body);
+  EXPECT_EQ(body->status, 413u);
+  EXPECT_EQ(body->error_message, "request body exceeds 2000 bytes");
+  const auto garbled = unreadable_reply(http::error::bad_method, limits);
+  ASSERT_TRUE(garbled);
+  EXPECT_EQ(garbled->status, 400u);
+  EXPECT_EQ(garbled->error_message,
+            "malformed request: " + error_code(http::error::bad_method).message());
+  // Nobody to answer, or too slow to deserve it: the connection just closes.
+  for (const error_code ec :
+       {error_code(asio::error::eof), error_code(asio::error::connection_reset),
+        error_code(http::error::end_of_stream), error_code(http::error::partial_message),
+        error_code(beast::error::timeout)})
+    EXPECT_FALSE(unreadable_reply(ec, limits)) << ec.message();
 }
 
 TEST(RequestPlan, LogSafeCopiesArePrintableAndBounded) {
