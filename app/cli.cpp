@@ -18,8 +18,8 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "app/commands.hpp"
+#include "base/log.hpp"
 #include "config/config.hpp"
-#include "config/log.hpp"
 #include "hooks/hook.hpp"
 #include "hooks/registry.hpp"
 #include "net/net.hpp"
@@ -66,9 +66,10 @@ config::host_port address_flag(const flags& f, std::string_view name, config::ho
 
 void apply_log_level(const flags& f, std::string_view fallback) {
   const auto v = f.get("log-level").value_or(std::string(fallback));
-  log::level l;
-  if (!log::parse_level(v, l)) throw usage_error{"--log-level must be debug, info, warn or error"};
-  log::set_level(l);
+  base::log::level l;
+  if (!base::log::parse_level(v, l))
+    throw usage_error{"--log-level must be debug, info, warn or error"};
+  base::log::set_level(l);
 }
 
 // Runs until `wait_done` returns, handling SIGINT/SIGTERM meanwhile: the first signal (or the

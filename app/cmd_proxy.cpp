@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "config/log.hpp"
+#include "base/log.hpp"
 #include "proxy/proxy_server.hpp"
 #include "tokentap/version.hpp"
 
@@ -104,9 +104,9 @@ int cmd_proxy(const std::vector<std::string>& args) {
                         {"insecure-skip-verify", "no-access-log", "reuse-port"});
   if (!f.positional().empty()) throw usage_error{"unexpected argument '" + f.positional()[0] + "'"};
   auto cfg = proxy_config(f);
-  log::level l;
-  log::parse_level(cfg.log_level, l);
-  log::set_level(l);
+  base::log::level l;
+  base::log::parse_level(cfg.log_level, l);
+  base::log::set_level(l);
   proxy::proxy_server server(cfg);
   server.start();
   TT_LOG(info) << "tokentap " << version_string << " proxy listening on "

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "config/log.hpp"
+#include "base/log.hpp"
 #include "replay/analyze.hpp"
 #include "replay/attribute.hpp"
 #include "replay/replay_send.hpp"

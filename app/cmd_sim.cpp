@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "config/log.hpp"
+#include "base/log.hpp"
 #include "proxy/proxy_server.hpp"
 #include "sim/fleet.hpp"
 #include "sim/load_generator.hpp"

@@ -7,7 +7,7 @@
 #include <memory>
 #include <optional>
 
-#include "config/log.hpp"
+#include "base/log.hpp"
 #include "hooks/builtin_seams.hpp"
 
 namespace tokentap::hooks {

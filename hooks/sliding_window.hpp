@@ -11,13 +11,6 @@
 
 namespace tokentap::hooks {
 
-/// The steady clock in whole seconds: the second a window's figures go to.
-inline std::int64_t steady_seconds() noexcept {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 /// `n` over `seconds`, per second; 0 over no time.
 inline double per_second(double n, double seconds) noexcept {
   return seconds > 0 ? n / seconds : 0;

@@ -17,6 +17,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "base/clock.hpp"
 #include "net/rx_stamped_reader.hpp"
 
 namespace tokentap::net {
@@ -107,7 +108,7 @@ awaitable<body_piece> http_client::read_some(std::span<char> into, error_code& e
   co_await http::async_read_some(*d.rx, d.buf, *d.parser, use_ec(ec));
   if (ec == http::error::need_buffer) ec = {};
   piece.size = into.size() - body.size;
-  piece.read_ns = mono_now_ns();
+  piece.read_ns = base::mono_now_ns();
   // When the bytes reached the socket (the last of them, if the read took several packets); bytes
   // that came with the head were received before this read began.
   piece.arrived_ns =

@@ -3,7 +3,7 @@
 #include <array>
 #include <string>
 
-#include "parsers/json_out.hpp"
+#include "base/json.hpp"
 #include "parsers/stream_decoder.hpp"
 
 namespace tokentap::net {
@@ -80,21 +80,21 @@ std::string error_body(unsigned status, std::string_view type, std::string_view 
   std::string out;
   if (provider == parsers::provider::anthropic) {
     out = R"({"type":"error","error":{"type":")";
-    json::append_escaped(out, type);
+    base::json::append_escaped(out, type);
     out += R"(","message":")";
-    json::append_escaped(out, message);
+    base::json::append_escaped(out, message);
     out += R"(","source":"tokentap"}})";
   } else if (provider == parsers::provider::ollama || provider == parsers::provider::tgi) {
     out = R"({"error":")";
-    json::append_escaped(out, message);
+    base::json::append_escaped(out, message);
     out += R"(","error_type":")";
-    json::append_escaped(out, type);
+    base::json::append_escaped(out, type);
     out += R"(","source":"tokentap"})";
   } else {
     out = R"({"error":{"type":")";
-    json::append_escaped(out, type);
+    base::json::append_escaped(out, type);
     out += R"(","message":")";
-    json::append_escaped(out, message);
+    base::json::append_escaped(out, message);
     out += R"(","code":)" + std::to_string(status) + R"(,"source":"tokentap"}})";
   }
   out.push_back('\n');

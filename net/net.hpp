@@ -40,14 +40,12 @@ inline auto use_ec(error_code& ec) {
   return asio::redirect_error(asio::use_awaitable_t<io_executor>{}, ec);
 }
 
-/// Monotonic time in nanoseconds (the timestamps handed to taps).
-inline std::int64_t mono_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch())
-      .count();
-}
+}  // namespace tokentap
+
+namespace tokentap::net {
 
 /// Completion handler for co_spawn'ed sessions: logs an exception that escaped (a bug: the data
 /// path reports errors through error_code), never rethrows into the io_context.
 void log_escaped_exception(std::exception_ptr e, const char* what) noexcept;
 
-}  // namespace tokentap
+}  // namespace tokentap::net

@@ -5,10 +5,9 @@
 
 #include <boost/asio/post.hpp>
 
-#include "config/log.hpp"
+#include "base/log.hpp"
 
-namespace tokentap {
-namespace net {
+namespace tokentap::net {
 
 namespace {
 
@@ -276,8 +275,6 @@ void server_runtime::join() {
   if (watchdog.joinable()) watchdog.join();
 }
 
-}  // namespace net
-
 void log_escaped_exception(std::exception_ptr e, const char* what) noexcept {
   if (!e) return;
   try {
@@ -289,4 +286,4 @@ void log_escaped_exception(std::exception_ptr e, const char* what) noexcept {
   }
 }
 
-}  // namespace tokentap
+}  // namespace tokentap::net

@@ -6,7 +6,7 @@
 #include <array>
 #include <optional>
 
-#include "parsers/json_out.hpp"
+#include "base/json.hpp"
 
 namespace tokentap::parsers {
 
@@ -70,7 +70,7 @@ class writer {
   void text(std::string& parts, std::string_view type, std::string_view content) {
     open_part(parts, type);
     parts += ",\"content\":";
-    json::append_string(parts, take(content));
+    base::json::append_string(parts, take(content));
     parts += '}';
   }
 
@@ -79,10 +79,10 @@ class writer {
     open_part(parts, "tool_call");
     if (!id.empty()) {
       parts += ",\"id\":";
-      json::append_string(parts, name(id));
+      base::json::append_string(parts, name(id));
     }
     parts += ",\"name\":";
-    json::append_string(parts, name(tool));
+    base::json::append_string(parts, name(tool));
     if (!arguments.empty()) {
       parts += ",\"arguments\":";
       // An object as written, unless the budget cuts it: then its text, cut.
@@ -90,7 +90,7 @@ class writer {
         left_ -= arguments.size();
         parts += arguments;
       } else {
-        json::append_string(parts, take(arguments));
+        base::json::append_string(parts, take(arguments));
       }
     }
     parts += '}';
@@ -99,9 +99,9 @@ class writer {
   void tool_response(std::string& parts, std::string_view id, std::string_view response) {
     open_part(parts, "tool_call_response");
     parts += ",\"id\":";
-    json::append_string(parts, name(id));
+    base::json::append_string(parts, name(id));
     parts += ",\"response\":";
-    json::append_string(parts, take(response));
+    base::json::append_string(parts, take(response));
     parts += '}';
   }
 
@@ -118,7 +118,7 @@ class writer {
   void message(std::string_view role, const std::string& parts) {
     auto& out = *at_;
     out += ",{\"role\":";
-    json::append_string(out, name(role.empty() ? std::string_view("user") : role));
+    base::json::append_string(out, name(role.empty() ? std::string_view("user") : role));
     out += ",\"parts\":[";
     out += parts;
     out += "]}";
@@ -139,7 +139,7 @@ class writer {
   static void open_part(std::string& parts, std::string_view type) {
     if (!parts.empty()) parts += ',';
     parts += "{\"type\":";
-    json::append_string(parts, name(type));
+    base::json::append_string(parts, name(type));
   }
 
   std::size_t left_;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "parsers/text_bytes.hpp"
+#include "base/text_bytes.hpp"
 
 namespace tokentap::parsers {
 
@@ -37,7 +37,7 @@ http_body_decoder::payload http_body_decoder::decode(char* data, std::size_t n) 
       }
       case state::size: {
         // The digits, as many as this read has, without a trip round the state loop per byte.
-        for (int v; in < n && (v = detail::hex_value(data[in])) >= 0; ++in, ++line_) {
+        for (int v; in < n && (v = base::hex_value(data[in])) >= 0; ++in, ++line_) {
           if (++digits_ > 16) return stop(error::bad_chunk, decoded());
           left_ = left_ << 4 | static_cast<unsigned>(v);
         }

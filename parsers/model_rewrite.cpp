@@ -2,7 +2,7 @@
 
 #include <simdjson.h>
 
-#include "parsers/json_out.hpp"
+#include "base/json.hpp"
 
 namespace tokentap::parsers {
 
@@ -32,7 +32,7 @@ std::optional<std::string> with_model(std::string_view body, std::string_view mo
   std::string out;
   out.reserve(body.size() + model.size() + 2);
   out.append(body.substr(0, at));
-  json::append_string(out, model);
+  base::json::append_string(out, model);
   out.append(body.substr(at + token.size()));
   return out;
 }

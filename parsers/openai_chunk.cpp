@@ -9,8 +9,8 @@
 #include <optional>
 #include <utility>
 
+#include "base/text_bytes.hpp"
 #include "parsers/stream_decoder.hpp"
-#include "parsers/text_bytes.hpp"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -25,7 +25,7 @@ namespace {
 constexpr auto stop_table = [] {
   std::array<bool, 256> t{};
   for (int c = 0; c < 256; ++c)
-    t[static_cast<std::size_t>(c)] = !detail::json_plain(static_cast<unsigned char>(c));
+    t[static_cast<std::size_t>(c)] = !base::json_plain(static_cast<unsigned char>(c));
   return t;
 }();
 
@@ -53,7 +53,7 @@ const char* next_stop(const char* s, const char* end) noexcept {
 // The four hex digits at `s` (validated while scanning the string).
 unsigned hex4(const char* s) noexcept {
   unsigned v = 0;
-  for (int i = 0; i < 4; ++i) v = v << 4 | static_cast<unsigned>(detail::hex_value(s[i]));
+  for (int i = 0; i < 4; ++i) v = v << 4 | static_cast<unsigned>(base::hex_value(s[i]));
   return v;
 }
 
@@ -534,12 +534,12 @@ struct openai_chunk_reader::scan {
         }
         if (end - s < 6) return nullptr;
         for (int i = 2; i < 6; ++i)
-          if (detail::hex_value(s[i]) < 0) return nullptr;
+          if (base::hex_value(s[i]) < 0) return nullptr;
         s += 6;
         continue;
       }
       if (c < 0x20) return nullptr;
-      const auto n = detail::utf8_sequence(s, end);
+      const auto n = base::utf8_sequence(s, end);
       if (n == 0) return nullptr;
       s += n;
     }

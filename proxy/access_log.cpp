@@ -1,6 +1,6 @@
 #include "proxy/access_log.hpp"
 
-#include "config/log.hpp"
+#include "base/log.hpp"
 #include "proxy/proxy_server.hpp"
 #include "proxy/request_plan.hpp"
 
@@ -15,9 +15,9 @@ double ms_between(clock::time_point a, clock::time_point b) {
 }  // namespace
 
 void write_access_log(const exchange& ex, std::string_view peer) {
-  if (!ex.gen->cfg.access_log || !log::enabled(log::level::info)) return;
+  if (!ex.gen->cfg.access_log || !base::log::enabled(base::log::level::info)) return;
   const auto end = clock::now();
-  log::line l(log::level::info);
+  base::log::line l(base::log::level::info);
   l << "access peer=" << peer << " method=" << log_safe(ex.method, 16)
     << " path=" << log_safe(ex.target_redacted, 512)
     << " route=" << (ex.route ? ex.route->name : std::string("-")) << " status=" << ex.status

@@ -7,11 +7,11 @@
 
 #include <openssl/crypto.h>
 
+#include "base/json.hpp"
 #include "net/http_rules.hpp"
 #include "net/http_server.hpp"
-#include "parsers/json_out.hpp"
 
-namespace tokentap::admin {
+namespace tokentap::proxy::admin {
 
 namespace http = beast::http;
 
@@ -37,7 +37,7 @@ bool authorized(std::string_view authorization, std::string_view token) noexcept
   }
   if (starts_with_ci(authorization, "Basic ")) {
     if (authorization.size() > 4096) return false;
-    const auto userpass = json::base64_decode(authorization.substr(6));
+    const auto userpass = base::json::base64_decode(authorization.substr(6));
     const auto colon = userpass.find(':');
     return colon != std::string::npos &&
            same_secret(std::string_view(userpass).substr(colon + 1), token);
@@ -129,4 +129,4 @@ void start_admin_session(tcp_socket socket, net::worker& w, std::shared_ptr<cons
                   });
 }
 
-}  // namespace tokentap::admin
+}  // namespace tokentap::proxy::admin

@@ -12,7 +12,7 @@
 #include "net/net.hpp"
 #include "net/server_runtime.hpp"
 
-namespace tokentap::admin {
+namespace tokentap::proxy::admin {
 
 struct response {
   unsigned status = 200;
@@ -47,4 +47,4 @@ bool authorized(std::string_view authorization, std::string_view token) noexcept
 /// Serves one accepted admin connection.
 void start_admin_session(tcp_socket socket, net::worker& w, std::shared_ptr<const site> s);
 
-}  // namespace tokentap::admin
+}  // namespace tokentap::proxy::admin

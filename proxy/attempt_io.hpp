@@ -22,6 +22,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 
+#include "base/clock.hpp"
 #include "net/net.hpp"
 #include "proxy/exchange.hpp"
 #include "proxy/upstream_pool.hpp"
@@ -166,7 +167,7 @@ awaitable<attempts_end<typename Connector::connection>> attempt_until_head(
   for (;;) {
     auto& c = *ex.upstream_cluster;  // (a fallback's after a move)
     auto& e = *ex.upstream_endpoint;
-    ex.marks.attempt = mono_now_ns();
+    ex.marks.attempt = base::mono_now_ns();
     ex.marks.connected = -1;
     auto conn = connector.take(c, e);
     ex.reused_connection = conn != nullptr;
@@ -193,7 +194,7 @@ awaitable<attempts_end<typename Connector::connection>> attempt_until_head(
       }
       ++end.connects;
     }
-    ex.marks.connected = mono_now_ns();
+    ex.marks.connected = base::mono_now_ns();
     in_use = conn.get();
     const bool may_retry = ex.reused_connection && !stale_retried;
     const auto r = co_await conn->visit([&](auto& s) {

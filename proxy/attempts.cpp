@@ -1,6 +1,6 @@
 #include "proxy/attempts.hpp"
 
-#include "config/log.hpp"
+#include "base/log.hpp"
 #include "hooks/observe/metrics.hpp"
 #include "proxy/exchange.hpp"
 

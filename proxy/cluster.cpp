@@ -1,5 +1,6 @@
 #include "proxy/cluster.hpp"
 
+#include "base/clock.hpp"
 #include "proxy/prefix_balancer.hpp"
 
 #include <chrono>
@@ -88,20 +89,14 @@ void cluster::cache_report(endpoint& e, const pick_result& d, std::int64_t promp
   e.prompt_tokens.fetch_add(static_cast<std::uint64_t>(prompt), std::memory_order_relaxed);
   e.cached_tokens.fetch_add(static_cast<std::uint64_t>(std::min(cached, prompt)),
                             std::memory_order_relaxed);
-  balancer_->cache_report(e, d, cached, steady_now_ns());
-}
-
-std::int64_t steady_now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  balancer_->cache_report(e, d, cached, base::mono_now_ns());
 }
 
 bool cluster::record_failure(endpoint& e) noexcept {
   const auto& o = cfg_->outlier;
   const auto failures = e.consecutive_failures.fetch_add(1, std::memory_order_relaxed) + 1;
   if (o.consecutive_failures == 0 || failures < o.consecutive_failures) return false;
-  const auto now = steady_now_ns();
+  const auto now = base::mono_now_ns();
   std::size_t out = 0;
   for (const auto& x : endpoints_) out += x->ejected(now) ? 1 : 0;
   if ((out + 1) * 100 > static_cast<std::size_t>(o.max_ejected_percent) * endpoints_.size())

@@ -15,6 +15,7 @@
 
 #include <boost/asio/ssl/context.hpp>
 
+#include "base/clock.hpp"
 #include "config/config.hpp"
 #include "parsers/request_inspector.hpp"
 
@@ -79,9 +80,6 @@ struct endpoint : std::enable_shared_from_this<endpoint> {
   }
 };
 
-/// The steady clock in ns, as outlier detection keeps time.
-std::int64_t steady_now_ns() noexcept;
-
 /// Why a request moved to another endpoint: the `reason` label of
 /// tokentap_upstream_retries_total.
 enum class retry_reason : std::uint8_t {
@@ -124,7 +122,7 @@ struct pick_context {
   /// may pick.
   bool usable(const endpoint& e) const noexcept { return !was_tried(&e) && e.available(now_ns); }
 
-  std::int64_t now_ns = steady_now_ns();
+  std::int64_t now_ns = base::mono_now_ns();
 };
 
 /// A balancer's choice and why.
@@ -198,7 +196,7 @@ class cluster {
 
   /// `e` took a request for `conversation`: its response head came.
   void served(endpoint& e, std::span<const parsers::message_digest> conversation) noexcept {
-    if (!conversation.empty()) balancer_->served(e, conversation, steady_now_ns());
+    if (!conversation.empty()) balancer_->served(e, conversation, base::mono_now_ns());
   }
   /// `e`'s usage for a request chosen as `d` reported `cached` of `prompt` tokens from its cache.
   void cache_report(endpoint& e, const pick_result& d, std::int64_t prompt,

@@ -4,7 +4,7 @@
 // phases and the engine's account) and the slowest recent requests.
 #include "proxy/admin.hpp"
 
-namespace tokentap::admin {
+namespace tokentap::proxy::admin {
 
 namespace {
 constexpr std::string_view page = R"HTML(<!doctype html>
@@ -211,4 +211,4 @@ std::string_view dashboard_html() noexcept {
   return page;
 }
 
-}  // namespace tokentap::admin
+}  // namespace tokentap::proxy::admin

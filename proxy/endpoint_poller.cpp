@@ -1,6 +1,6 @@
 #include "proxy/endpoint_poller.hpp"
 
-#include "config/log.hpp"
+#include "base/log.hpp"
 #include "proxy/proxy_server.hpp"
 
 namespace tokentap::proxy {
@@ -16,7 +16,7 @@ endpoint_poller::endpoint_poller(net::worker& w, proxy_shared& shared,
 
 void endpoint_poller::spawn(net::worker& w, std::shared_ptr<endpoint_poller> p, const char* what) {
   asio::co_spawn(w.ioc, run(std::move(p)),
-                 [what](std::exception_ptr ex) { log_escaped_exception(ex, what); });
+                 [what](std::exception_ptr ex) { net::log_escaped_exception(ex, what); });
 }
 
 awaitable<void> endpoint_poller::run(std::shared_ptr<endpoint_poller> self) {

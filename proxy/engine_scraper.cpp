@@ -5,7 +5,7 @@
 #include <deque>
 #include <memory>
 
-#include "config/log.hpp"
+#include "base/log.hpp"
 #include "parsers/engine_metrics.hpp"
 #include "proxy/cluster.hpp"
 #include "proxy/endpoint_poller.hpp"

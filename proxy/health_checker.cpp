@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "config/log.hpp"
+#include "base/log.hpp"
 #include "proxy/cluster.hpp"
 #include "proxy/endpoint_poller.hpp"
 #include "proxy/engine_scraper.hpp"

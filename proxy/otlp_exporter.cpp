@@ -13,7 +13,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
-#include "config/log.hpp"
+#include "base/log.hpp"
 #include "hooks/observe/metrics.hpp"
 #include "net/net.hpp"
 #include "net/tls.hpp"
@@ -229,7 +229,7 @@ unsigned otlp_exporter::post(const std::string& body, int& retry_after_s) {
   unsigned status = 0;
   asio::io_context ioc(1);
   asio::co_spawn(ioc, post_on(ioc, *target_, path_, cfg_, body, status, retry_after_s),
-                 [](std::exception_ptr e) { log_escaped_exception(e, "otel export"); });
+                 [](std::exception_ptr e) { net::log_escaped_exception(e, "otel export"); });
   ioc.run_for(cfg_.export_timeout);
   return status;
 }

@@ -6,7 +6,9 @@
 #include <set>
 #include <string>
 
-#include "config/log.hpp"
+#include "base/clock.hpp"
+#include "base/json.hpp"
+#include "base/log.hpp"
 #include "hooks/govern/tenants.hpp"
 #include "hooks/hook_chain.hpp"
 #include "hooks/observe/endpoint_stats.hpp"
@@ -14,7 +16,6 @@
 #include "hooks/registry.hpp"
 #include "net/http_rules.hpp"
 #include "net/tls.hpp"
-#include "parsers/json_out.hpp"
 #include "proxy/admin.hpp"
 #include "proxy/cluster.hpp"
 #include "proxy/deferred_taps.hpp"
@@ -92,7 +93,7 @@ void export_cluster(hooks::metrics_registry& m, const cluster& c,
         "tokentap_upstream_endpoint_healthy",
         "1 while an endpoint is in balancing, 0 while outlier detection has ejected it or it "
         "fails its health probe",
-        [ep] { return ep->available(steady_now_ns()) ? 1.0 : 0.0; }, labels, owner);
+        [ep] { return ep->available(base::mono_now_ns()) ? 1.0 : 0.0; }, labels, owner);
     m.add_counter_source(
         "tokentap_upstream_ejections_total",
         "Times outlier detection left an endpoint out of balancing",
@@ -101,7 +102,7 @@ void export_cluster(hooks::metrics_registry& m, const cluster& c,
         up.name, e->label,
         [ep] { return static_cast<double>(ep->active.load(std::memory_order_relaxed)); },
         [ep] {
-          const auto now = steady_now_ns();
+          const auto now = base::mono_now_ns();
           hooks::endpoint_health h;
           h.healthy = ep->available(now);
           h.probe_failing = ep->probe_failing.load(std::memory_order_relaxed);
@@ -340,7 +341,7 @@ reload_result proxy_server::reload(config::config next) {
       }
   std::erase_if(endpoint_ids_, [&](const auto& entry) { return !kept.contains(entry.second); });
   shared_->publish(g);
-  if (log::level l; log::parse_level(g->cfg.log_level, l)) log::set_level(l);
+  if (base::log::level l; base::log::parse_level(g->cfg.log_level, l)) base::log::set_level(l);
   reloads_ok_.fetch_add(1, std::memory_order_relaxed);
   last_reload_ok_.store(true, std::memory_order_relaxed);
   if (started_) {
@@ -483,7 +484,7 @@ admin::response proxy_server::reload_request(std::string_view method) {
   body += ",\"generation\":" + std::to_string(r.generation);
   if (!r.applied) {
     body += ",\"reason\":";
-    json::append_string(body, r.reason);
+    base::json::append_string(body, r.reason);
   }
   body += "}\n";
   return {r.applied ? 200u : 400u, "application/json", std::move(body)};

@@ -26,7 +26,7 @@ namespace tokentap::hooks {
 class hook_registry;
 }
 
-namespace tokentap::admin {
+namespace tokentap::proxy::admin {
 struct response;
 }
 

@@ -18,8 +18,9 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
 
+#include "base/clock.hpp"
+#include "base/log.hpp"
 #include "config/config.hpp"
-#include "config/log.hpp"
 #include "hooks/observe/metrics.hpp"
 #include "hooks/tap.hpp"
 #include "net/client_watch.hpp"
@@ -257,10 +258,10 @@ class proxy_session final : public relay_host, public net::session_base {
   // ---------------------------------------------------------------- upstream side
 
   awaitable<void> forward(exchange& ex) {
-    ex.marks.routed = ex.marks.fault_done = mono_now_ns();
+    ex.marks.routed = ex.marks.fault_done = base::mono_now_ns();
     if (ex.fault && ex.fault.kind == fault_kind::delay) {
       co_await delay_fault(ex);
-      ex.marks.fault_done = mono_now_ns();
+      ex.marks.fault_done = base::mono_now_ns();
       if (client_gone_ || forced_) {
         ex.outcome = client_gone_ ? stream_outcome::client_disconnect : stream_outcome::timeout;
         co_return;
@@ -511,7 +512,7 @@ class proxy_session final : public relay_host, public net::session_base {
 void start_proxy_session(tcp_socket socket, net::worker& w, proxy_shared& shared) {
   auto s = std::make_shared<proxy_session>(std::move(socket), w, shared);
   asio::co_spawn(w.ioc, proxy_session::run(std::move(s)),
-                 [](std::exception_ptr e) { log_escaped_exception(e, "proxy session"); });
+                 [](std::exception_ptr e) { net::log_escaped_exception(e, "proxy session"); });
 }
 
 }  // namespace tokentap::proxy

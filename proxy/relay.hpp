@@ -25,8 +25,9 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/error.hpp>
 
+#include "base/clock.hpp"
+#include "base/log.hpp"
 #include "config/config.hpp"
-#include "config/log.hpp"
 #include "net/net.hpp"
 #include "net/rx_stamp.hpp"
 #include "parsers/hot_lines.hpp"
@@ -356,7 +357,7 @@ class relay_op final : deferred_step {
     if (!prefetching_reads()) hot_.prefetch();
     s_.upstream_deadline_ = no_deadline;  // idle counts only while a read waits
     if (ec && s_.upstream_timed_out_) ec = beast::error::timeout;
-    read_ns_ = mono_now_ns();
+    read_ns_ = base::mono_now_ns();
     const auto now = from_mono(read_ns_);
     const auto previous = arrived_ns_;  // the read before's
     arrived_ns_ = read_ns_;
@@ -404,7 +405,7 @@ class relay_op final : deferred_step {
       const auto total = asio::buffer_size(bufs_);
       const auto sent = client_.write_some(bufs_, ec);
       if (!ec && sent == total) {
-        sent_ns_ = mono_now_ns();
+        sent_ns_ = base::mono_now_ns();
         // Written.  Without a tap the next read starts now.  With one, the completion goes
         // through the executor, behind what is queued, where on_write sees from its lateness
         // whether the thread is behind and then defers the tap work.
@@ -449,7 +450,7 @@ class relay_op final : deferred_step {
 
   void on_held(error_code, std::size_t) {
     ex_.pacer->applied = true;
-    read_ns_ = arrived_ns_ = mono_now_ns();
+    read_ns_ = arrived_ns_ = base::mono_now_ns();
     pace(from_mono(read_ns_));
   }
 
@@ -504,10 +505,10 @@ class relay_op final : deferred_step {
     }
     ex_.body_bytes += n_;
     const bool stamped = sent_ns_ != 0;  // the kernel took it all when it was tried
-    if (!stamped) sent_ns_ = mono_now_ns();
+    if (!stamped) sent_ns_ = base::mono_now_ns();
     // The completion ran late, other handlers ran since the read: a backlog.  The tap's work
     // waits for the reads already queued (deferred_taps); with none, it runs at once.
-    if (ex_.tap && (stamped ? mono_now_ns() : sent_ns_) - read_ns_ > backlog_ns) {
+    if (ex_.tap && (stamped ? base::mono_now_ns() : sent_ns_) - read_ns_ > backlog_ns) {
       taps_service().push(this, up_.get_executor());
       return;
     }

@@ -6,7 +6,8 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 
-#include "config/log.hpp"
+#include "base/clock.hpp"
+#include "base/log.hpp"
 #include "hooks/govern/tenants.hpp"
 #include "net/http_rules.hpp"
 #include "proxy/http_util.hpp"
@@ -61,9 +62,7 @@ fault_plan::verdict choose_fault(client_request& req, exchange& ex) {
 
 void begin(const client_request& req, exchange& ex, const config::timeouts_config& timeouts) {
   ex.start = clock::now();
-  ex.wall_start_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
+  ex.wall_start_us = base::wall_now_us();
   ex.method = req.method_string();
   ex.head = req.method() == http::verb::head;
   ex.client_version = req.version();
@@ -246,7 +245,7 @@ void tap_response_head(const http::response<http::buffer_body>& head, clock::tim
 void end_tap(exchange& ex) {
   if (!ex.tap) return;
   ex.tap->on_phase_marks(ex.marks);
-  ex.tap->on_stream_end(ex.outcome, mono_now_ns());
+  ex.tap->on_stream_end(ex.outcome, base::mono_now_ns());
 }
 
 void release_request(exchange& ex) {

@@ -6,8 +6,8 @@
 #include <ctime>
 #include <map>
 
+#include "base/json.hpp"
 #include "hooks/observe/timing_hook.hpp"
-#include "parsers/json_out.hpp"
 
 namespace tokentap::replay {
 
@@ -77,11 +77,11 @@ void json_q(std::string& out, const char* name, const quantiles& q) {
   out += "\"";
   out += name;
   out += "\":{\"p50\":";
-  json::append_ms(out, q.p50);
+  base::json::append_ms(out, q.p50);
   out += ",\"p95\":";
-  json::append_ms(out, q.p95);
+  base::json::append_ms(out, q.p95);
   out += ",\"p99\":";
-  json::append_ms(out, q.p99);
+  base::json::append_ms(out, q.p99);
   out += ",\"n\":" + std::to_string(q.n) + "}";
 }
 
@@ -93,7 +93,7 @@ void json_map(std::string& out, const char* name, const std::map<std::string, st
   for (const auto& [k, v] : m) {
     if (!first) out += ",";
     first = false;
-    json::append_string(out, k);
+    base::json::append_string(out, k);
     out += ":" + std::to_string(v);
   }
   out += "}";
@@ -121,7 +121,7 @@ std::string analyze(const std::vector<record>& records, const analyze_options& o
       if (!first_group) out += ",";
       first_group = false;
       out += "{\"group\":";
-      json::append_string(out, key);
+      base::json::append_string(out, key);
       out += ",\"requests\":" + std::to_string(s.requests) + ",";
       json_map(out, "outcomes", s.outcomes);
       out += ",";
@@ -140,30 +140,30 @@ std::string analyze(const std::vector<record>& records, const analyze_options& o
              ",\"output\":" + std::to_string(s.output) +
              ",\"reasoning\":" + std::to_string(s.reasoning) +
              ",\"cached_input\":" + std::to_string(s.cached) + "},\"cache_hit_ratio\":";
-      json::append_ms(out, hit_ratio);
+      base::json::append_ms(out, hit_ratio);
       out += ",";
       json_map(out, "cache_events", s.cache_events);
       out += ",\"steps_per_response\":";
-      json::append_ms(
+      base::json::append_ms(
           out, s.requests ? static_cast<double>(s.steps) / static_cast<double>(s.requests) : -1);
       out += ",";
       json_map(out, "steps_by_kind", s.step_kinds);
       out += ",\"redundant_token_share\":";
-      json::append_ms(out, redundant_share);
+      base::json::append_ms(out, redundant_share);
       out += ",\"slowest\":[";
       for (std::size_t i = 0; i < s.rows.size() && i < opts.slowest; ++i) {
         const auto* r = s.rows[i];
         if (i) out += ",";
         out += "{\"id\":";
-        json::append_string(out, r->id);
+        base::json::append_string(out, r->id);
         out += ",\"model\":";
-        json::append_string(out, r->model);
+        base::json::append_string(out, r->model);
         out += ",\"e2e_ms\":";
-        json::append_ms(out, r->e2e_ms);
+        base::json::append_ms(out, r->e2e_ms);
         out += ",\"ttft_ms\":";
-        json::append_ms(out, r->ttft_ms);
+        base::json::append_ms(out, r->ttft_ms);
         out += ",\"outcome\":";
-        json::append_string(out, r->outcome);
+        base::json::append_string(out, r->outcome);
         out += "}";
       }
       out += "]}";

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <optional>
 
-#include "parsers/json_out.hpp"
+#include "base/json.hpp"
 
 namespace tokentap::replay {
 
@@ -121,7 +121,7 @@ void cache_json(std::string& out, const cache_summary& c) {
   for (const auto& [k, n] : c.events) {
     if (!first) out += ',';
     first = false;
-    json::append_string(out, k);
+    base::json::append_string(out, k);
     out += ":" + std::to_string(n);
   }
   out += "},\"causes\":{";
@@ -129,7 +129,7 @@ void cache_json(std::string& out, const cache_summary& c) {
   for (const auto& [k, n] : c.causes) {
     if (!first) out += ',';
     first = false;
-    json::append_string(out, k);
+    base::json::append_string(out, k);
     out += ":" + std::to_string(n);
   }
   out += "}}";
@@ -175,7 +175,7 @@ void faults_json(std::string& out, const std::map<std::string, std::size_t>& fau
   for (const auto& [name, n] : faults) {
     if (!first) out += ',';
     first = false;
-    json::append_string(out, name);
+    base::json::append_string(out, name);
     out += ':' + std::to_string(n);
   }
   out += '}';
@@ -237,7 +237,7 @@ std::string attribute_report(const attribution_summary& s, bool json) {
         const auto& p = s.at[static_cast<std::size_t>(kind)][static_cast<std::size_t>(q)];
         if (q) out += ',';
         out += "\"" + std::string(quantile_names[q]) + "\":{\"total_ms\":";
-        json::append_ms(out, p.total_ms);
+        base::json::append_ms(out, p.total_ms);
         out += ",\"around\":" + std::to_string(p.around) + ",\"phases\":[";
         bool first = true;
         for (const auto& [i, ms] : ranked(p)) {
@@ -377,23 +377,23 @@ std::string attribute_compare(const attribution_summary& a, const attribution_su
       const auto& pb = b.at[static_cast<std::size_t>(kind)][static_cast<std::size_t>(q)];
       out += std::string(kind || q ? "," : "") + "\"" + totals[kind] + "_" + quantile_names[q] +
              "\":{\"a_ms\":";
-      json::append_ms(out, pa.total_ms);
+      base::json::append_ms(out, pa.total_ms);
       out += ",\"b_ms\":";
-      json::append_ms(out, pb.total_ms);
+      base::json::append_ms(out, pb.total_ms);
       out += "}";
     }
   out += "},\"lines\":[";
   for (std::size_t i = 0; i < lines.size(); ++i) {
     if (i) out += ',';
-    json::append_string(out, lines[i]);
+    base::json::append_string(out, lines[i]);
   }
   if (!cache_line.empty()) {
     out += ',';
-    json::append_string(out, cache_line);
+    base::json::append_string(out, cache_line);
   }
   if (!fault_line.empty()) {
     out += ',';
-    json::append_string(out, fault_line);
+    base::json::append_string(out, fault_line);
   }
   out += "],\"cache\":{\"a\":";
   cache_json(out, a.cache);

@@ -14,12 +14,13 @@
 #include <boost/asio/detached.hpp>
 #include <boost/beast/http.hpp>
 
+#include "base/clock.hpp"
+#include "base/json.hpp"
 #include "hooks/hook_chain.hpp"
 #include "hooks/registry.hpp"
 #include "net/http_client.hpp"
 #include "net/http_rules.hpp"
 #include "net/net.hpp"
-#include "parsers/json_out.hpp"
 #include "replay/analyze.hpp"
 
 namespace tokentap::replay {
@@ -86,13 +87,13 @@ awaitable<void> send_one(const record& r, const send_options& o, measured& m) {
   hooks::request_view view;
   view.method = r.method;
   view.target = r.path;
-  view.start_ns = mono_now_ns();
+  view.start_ns = base::mono_now_ns();
   tap->on_request(view);
 
   ec = co_await client.send(req, std::chrono::minutes(10));
   if (ec) {
     m.error = "request: " + ec.message();
-    tap->on_stream_end(hooks::stream_outcome::upstream_error, mono_now_ns());
+    tap->on_stream_end(hooks::stream_outcome::upstream_error, base::mono_now_ns());
     m.outcome = "no_response";
     co_return;
   }
@@ -100,7 +101,7 @@ awaitable<void> send_one(const record& r, const send_options& o, measured& m) {
   tap->on_response_head({client.status(),
                          client.header("content-type"),
                          client.header("content-encoding"),
-                         mono_now_ns(),
+                         base::mono_now_ns(),
                          {}});
   std::vector<char> chunk(16384);
   while (!client.done()) {
@@ -110,7 +111,7 @@ awaitable<void> send_one(const record& r, const send_options& o, measured& m) {
     if (ec) break;
   }
   tap->on_stream_end(ec ? hooks::stream_outcome::upstream_reset : hooks::stream_outcome::ok,
-                     mono_now_ns());
+                     base::mono_now_ns());
   m.ok = !ec && m.status < 400 && m.outcome == "ok";
   if (ec) m.error = "response: " + ec.message();
 }
@@ -256,11 +257,11 @@ send_result send(const std::vector<record>& records, const send_options& o) {
     res.json += "\"" + std::string(metrics[k].name) + "\":{";
     auto q = [&](const char* n, const percentiles3& x) {
       res.json += "\"" + std::string(n) + "\":{\"p50\":";
-      json::append_ms(res.json, x.p50);
+      base::json::append_ms(res.json, x.p50);
       res.json += ",\"p95\":";
-      json::append_ms(res.json, x.p95);
+      base::json::append_ms(res.json, x.p95);
       res.json += ",\"p99\":";
-      json::append_ms(res.json, x.p99);
+      base::json::append_ms(res.json, x.p99);
       res.json += "}";
     };
     q("recorded", a);
@@ -275,15 +276,15 @@ send_result send(const std::vector<record>& records, const send_options& o) {
     if (!first) res.json += ",";
     first = false;
     res.json += "{\"id\":";
-    json::append_string(res.json, m.id);
+    base::json::append_string(res.json, m.id);
     res.json += ",\"recorded\":";
-    json::append_string(res.json, m.recorded_outcome);
+    base::json::append_string(res.json, m.recorded_outcome);
     res.json += ",\"as_recorded\":";
     res.json += m.ok == m.recorded_ok ? "true" : "false";
     res.json += ",\"status\":" + std::to_string(m.status) + ",\"outcome\":";
-    json::append_string(res.json, m.outcome.empty() ? "no_response" : m.outcome);
+    base::json::append_string(res.json, m.outcome.empty() ? "no_response" : m.outcome);
     res.json += ",\"error\":";
-    json::append_string(res.json, m.error);
+    base::json::append_string(res.json, m.error);
     res.json += "}";
   }
   res.json += "]}\n";

@@ -2,8 +2,8 @@
 
 #include <simdjson.h>
 
+#include "base/json.hpp"
 #include "hooks/observe/attribution.hpp"
-#include "parsers/json_out.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -234,7 +234,7 @@ std::optional<record> parse_record(const std::string& line) {
           else if (ek == "raw")
             rr.bytes = str(ev);
           else if (ek == "raw_b64")
-            b64 = json::base64_decode(str(ev));
+            b64 = base::json::base64_decode(str(ev));
         });
         if (b64) rr.bytes = std::move(*b64);
         r.events.push_back(std::move(rr));

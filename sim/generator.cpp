@@ -7,7 +7,7 @@
 #include <ctime>
 #include <random>
 
-#include "parsers/json_out.hpp"
+#include "base/json.hpp"
 
 namespace tokentap::sim {
 
@@ -102,7 +102,7 @@ std::string openai_chunk(const ids& id, const std::string& model, std::string_vi
   std::string s =
       "data: {\"id\":\"" + id.id +
       "\",\"object\":\"chat.completion.chunk\",\"created\":" + std::to_string(id.created) +
-      ",\"model\":\"" + json::escaped(model) +
+      ",\"model\":\"" + base::json::escaped(model) +
       "\",\"system_fingerprint\":\"fp_tokentap_sim\",\"choices\":[{\"index\":0,"
       "\"delta\":";
   s += delta_json;
@@ -149,14 +149,15 @@ void build_openai_stream(const params& p, const request_shape& shape, const ids&
   for (const auto& t : reasoning) {
     pl.events.push_back(
         {openai_chunk(id, shape.model,
-                      "{\"" + p.reasoning_field + "\":\"" + json::escaped(t) + "\"}", "",
+                      "{\"" + p.reasoning_field + "\":\"" + base::json::escaped(t) + "\"}", "",
                       usage_null),
          token_at[k++], true});
   }
   for (const auto& t : answer) {
-    pl.events.push_back({openai_chunk(id, shape.model, "{\"content\":\"" + json::escaped(t) + "\"}",
-                                      "", usage_null),
-                         token_at[k++], true});
+    pl.events.push_back(
+        {openai_chunk(id, shape.model, "{\"content\":\"" + base::json::escaped(t) + "\"}", "",
+                      usage_null),
+         token_at[k++], true});
   }
   const double end_at = pl.events.back().at_ms;
   pl.events.push_back(
@@ -166,7 +167,7 @@ void build_openai_stream(const params& p, const request_shape& shape, const ids&
     std::string s =
         "data: {\"id\":\"" + id.id +
         "\",\"object\":\"chat.completion.chunk\",\"created\":" + std::to_string(id.created) +
-        ",\"model\":\"" + json::escaped(shape.model) +
+        ",\"model\":\"" + base::json::escaped(shape.model) +
         "\",\"system_fingerprint\":\"fp_tokentap_sim\",\"choices\":[],\"usage\":" +
         openai_usage_json(pl) + "}\n\n";
     pl.events.push_back({std::move(s), end_at, false});
@@ -184,7 +185,7 @@ void build_anthropic_stream(const params& p, const request_shape& shape, const i
                        "{\"type\":\"message_start\",\"message\":{\"id\":\"" + id.id +
                            "\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],"
                            "\"model\":\"" +
-                           json::escaped(shape.model) +
+                           base::json::escaped(shape.model) +
                            "\",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":" +
                            anthropic_usage_json(pl, 1) + "}}"),
        t0, false});
@@ -201,7 +202,7 @@ void build_anthropic_stream(const params& p, const request_shape& shape, const i
           {anthropic_event("content_block_delta",
                            "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
                            "\"thinking_delta\",\"thinking\":\"" +
-                               json::escaped(t) + "\"}}"),
+                               base::json::escaped(t) + "\"}}"),
            token_at[k++], true});
     }
     const double at = pl.events.back().at_ms;
@@ -226,7 +227,7 @@ void build_anthropic_stream(const params& p, const request_shape& shape, const i
     pl.events.push_back({anthropic_event("content_block_delta",
                                          "{\"type\":\"content_block_delta\",\"index\":" + idx +
                                              ",\"delta\":{\"type\":\"text_delta\",\"text\":\"" +
-                                             json::escaped(t) + "\"}}"),
+                                             base::json::escaped(t) + "\"}}"),
                          token_at[k++], true});
   }
   const double end_at = pl.events.back().at_ms;
@@ -249,11 +250,11 @@ std::string openai_body(const request_shape& shape, const ids& id, const params&
   std::string s =
       "{\"id\":\"" + id.id +
       "\",\"object\":\"chat.completion\",\"created\":" + std::to_string(id.created) +
-      ",\"model\":\"" + json::escaped(shape.model) +
+      ",\"model\":\"" + base::json::escaped(shape.model) +
       "\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"" +
-      json::escaped(pl.content_text) + "\"";
+      base::json::escaped(pl.content_text) + "\"";
   if (!pl.reasoning_text.empty())
-    s += ",\"" + p.reasoning_field + "\":\"" + json::escaped(pl.reasoning_text) + "\"";
+    s += ",\"" + p.reasoning_field + "\":\"" + base::json::escaped(pl.reasoning_text) + "\"";
   s += "},\"logprobs\":null,\"finish_reason\":\"";
   s += pl.truncated ? "length" : "stop";
   s += "\"}],\"usage\":" + openai_usage_json(pl) + ",\"system_fingerprint\":\"fp_tokentap_sim\"}";
@@ -263,13 +264,13 @@ std::string openai_body(const request_shape& shape, const ids& id, const params&
 std::string anthropic_body(const request_shape& shape, const ids& id, const plan& pl) {
   std::string s = "{\"id\":\"" + id.id +
                   "\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"" +
-                  json::escaped(shape.model) + "\",\"content\":[";
+                  base::json::escaped(shape.model) + "\",\"content\":[";
   if (!pl.reasoning_text.empty()) {
-    s += "{\"type\":\"thinking\",\"thinking\":\"" + json::escaped(pl.reasoning_text) +
+    s += "{\"type\":\"thinking\",\"thinking\":\"" + base::json::escaped(pl.reasoning_text) +
          "\",\"signature\":\"c2ltdWxhdGVkLXNpZ25hdHVyZQ==\"},";
   }
-  s +=
-      "{\"type\":\"text\",\"text\":\"" + json::escaped(pl.content_text) + "\"}],\"stop_reason\":\"";
+  s += "{\"type\":\"text\",\"text\":\"" + base::json::escaped(pl.content_text) +
+       "\"}],\"stop_reason\":\"";
   s += pl.truncated ? "max_tokens" : "end_turn";
   s +=
       "\",\"stop_sequence\":null,\"usage\":" + anthropic_usage_json(pl, pl.completion_tokens) + "}";
@@ -283,7 +284,7 @@ std::string ollama_head(const request_shape& shape, const ids& id) {
   gmtime_r(&t, &tm);
   char at[40];
   std::strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%S.000000000Z", &tm);
-  return "{\"model\":\"" + json::escaped(shape.model) + "\",\"created_at\":\"" + at + "\",";
+  return "{\"model\":\"" + base::json::escaped(shape.model) + "\",\"created_at\":\"" + at + "\",";
 }
 
 // The text fields of one Ollama line: `message` on /api/chat, `response` on /api/generate; a
@@ -291,12 +292,12 @@ std::string ollama_head(const request_shape& shape, const ids& id) {
 std::string ollama_text(api kind, std::string_view content, std::string_view thinking) {
   std::string s;
   if (kind == api::ollama_chat) {
-    s = "\"message\":{\"role\":\"assistant\",\"content\":\"" + json::escaped(content) + "\"";
-    if (!thinking.empty()) s += ",\"thinking\":\"" + json::escaped(thinking) + "\"";
+    s = "\"message\":{\"role\":\"assistant\",\"content\":\"" + base::json::escaped(content) + "\"";
+    if (!thinking.empty()) s += ",\"thinking\":\"" + base::json::escaped(thinking) + "\"";
     return s + "}";
   }
-  s = "\"response\":\"" + json::escaped(content) + "\"";
-  if (!thinking.empty()) s += ",\"thinking\":\"" + json::escaped(thinking) + "\"";
+  s = "\"response\":\"" + base::json::escaped(content) + "\"";
+  if (!thinking.empty()) s += ",\"thinking\":\"" + base::json::escaped(thinking) + "\"";
   return s;
 }
 

@@ -14,7 +14,7 @@
 
 #include <boost/beast/http.hpp>
 
-#include "config/log.hpp"
+#include "base/log.hpp"
 #include "net/http_client.hpp"
 #include "sim/generator.hpp"
 
@@ -39,7 +39,7 @@ void load_generator::start() {
   for (unsigned c = 0; c < opts_.concurrency; ++c) {
     auto& ioc = *iocs_[c % iocs_.size()];
     asio::co_spawn(ioc, client(c),
-                   [](std::exception_ptr e) { log_escaped_exception(e, "load client"); });
+                   [](std::exception_ptr e) { net::log_escaped_exception(e, "load client"); });
   }
   for (auto& ioc : iocs_) threads_.emplace_back([&ioc] { ioc->run(); });
 }

@@ -20,6 +20,7 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "base/clock.hpp"
 #include "net/http_server.hpp"
 #include "net/tls.hpp"
 #include "parsers/request_inspector.hpp"
@@ -427,7 +428,7 @@ class sim_responder {
       batch.clear();
       const auto now = clock::now();
       do {
-        if (stamp) batch.append(stamp_prefix).append(std::to_string(mono_now_ns())) += '\n';
+        if (stamp) batch.append(stamp_prefix).append(std::to_string(base::mono_now_ns())) += '\n';
         batch += pl.events[i++].bytes;
       } while (i < pl.events.size() && batch.size() < 256 * 1024 &&
                start + std::chrono::microseconds(static_cast<long>(pl.events[i].at_ms * 1000)) <=
@@ -477,7 +478,7 @@ class sim_responder {
     if (disconnect_noted_) return;
     disconnect_noted_ = true;
     stats_->disconnects.fetch_add(1);
-    stats_->last_disconnect_ns.store(mono_now_ns());
+    stats_->last_disconnect_ns.store(base::mono_now_ns());
   }
 
   const server_options& opts_;

@@ -6,10 +6,10 @@
 #include <random>
 #include <thread>
 
+#include "base/json.hpp"
 #include "hooks/export/gen_ai_semconv.hpp"
 #include "hooks/registry.hpp"
 #include "parsers/gen_ai_messages.hpp"
-#include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
 
@@ -236,7 +236,7 @@ class otel_hook final : public hook {
       if (!input_.input_messages.empty()) add(a, "gen_ai.input.messages", input_.input_messages);
       if (input_.truncated || answer_truncated_) add(a, "tokentap.content.truncated", true);
       std::string out = R"([{"role":"assistant","parts":[{"type":"text","content":)";
-      json::append_string(out, answer_);
+      base::json::append_string(out, answer_);
       out += "}]}]";
       add(a, "gen_ai.output.messages", std::move(out));
     }

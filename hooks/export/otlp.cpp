@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "parsers/json_out.hpp"
+#include "base/json.hpp"
 
 namespace tokentap::hooks {
 
@@ -144,7 +144,7 @@ void append_json_value(std::string& out, const otel_attribute& a) {
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, std::string>) {
           out += "{\"stringValue\":";
-          json::append_string(out, v);
+          base::json::append_string(out, v);
         } else if constexpr (std::is_same_v<T, bool>) {
           out += v ? "{\"boolValue\":true" : "{\"boolValue\":false";
         } else if constexpr (std::is_same_v<T, std::int64_t>) {
@@ -166,7 +166,7 @@ void append_json_value(std::string& out, const otel_attribute& a) {
           for (std::size_t i = 0; i < v.size(); ++i) {
             if (i) out += ',';
             out += "{\"stringValue\":";
-            json::append_string(out, v[i]);
+            base::json::append_string(out, v[i]);
             out += '}';
           }
           out += "]}";
@@ -181,7 +181,7 @@ void append_json_attributes(std::string& out, const std::vector<otel_attribute>&
   for (std::size_t i = 0; i < attrs.size(); ++i) {
     if (i) out += ',';
     out += "{\"key\":";
-    json::append_string(out, attrs[i].key);
+    base::json::append_string(out, attrs[i].key);
     out += ",\"value\":";
     append_json_value(out, attrs[i]);
     out += '}';
@@ -196,7 +196,7 @@ void append_json_span(std::string& out, const otel_span& s) {
   append_hex(out, s.span_id);
   if (!s.trace_state.empty()) {
     out += ",\"traceState\":";
-    json::append_string(out, s.trace_state);
+    base::json::append_string(out, s.trace_state);
   }
   if (!all_zero(s.parent_span_id)) {
     out += ",\"parentSpanId\":";
@@ -204,7 +204,7 @@ void append_json_span(std::string& out, const otel_span& s) {
   }
   if (s.flags != 0) out += ",\"flags\":" + std::to_string(s.flags);
   out += ",\"name\":";
-  json::append_string(out, s.name);
+  base::json::append_string(out, s.name);
   out += ",\"kind\":" + std::to_string(static_cast<int>(s.kind));
   out += ",\"startTimeUnixNano\":\"" + std::to_string(s.start_unix_nano) + "\"";
   out += ",\"endTimeUnixNano\":\"" + std::to_string(s.end_unix_nano) + "\",";
@@ -214,7 +214,7 @@ void append_json_span(std::string& out, const otel_span& s) {
     const auto& e = s.events[i];
     if (i) out += ',';
     out += "{\"timeUnixNano\":\"" + std::to_string(e.time_unix_nano) + "\",\"name\":";
-    json::append_string(out, e.name);
+    base::json::append_string(out, e.name);
     out += ',';
     append_json_attributes(out, e.attributes);
     out += '}';
@@ -222,7 +222,7 @@ void append_json_span(std::string& out, const otel_span& s) {
   out += "],\"status\":{";
   if (!s.status_message.empty()) {
     out += "\"message\":";
-    json::append_string(out, s.status_message);
+    base::json::append_string(out, s.status_message);
     out += ',';
   }
   out += "\"code\":" + std::to_string(static_cast<int>(s.status)) + "}}";
@@ -261,9 +261,9 @@ std::string otlp_json(const otel_resource& r, std::span<const otel_span> spans) 
   std::string out = "{\"resourceSpans\":[{\"resource\":{";
   append_json_attributes(out, r.attributes);
   out += "},\"scopeSpans\":[{\"scope\":{\"name\":";
-  json::append_string(out, r.scope_name);
+  base::json::append_string(out, r.scope_name);
   out += ",\"version\":";
-  json::append_string(out, r.scope_version);
+  base::json::append_string(out, r.scope_version);
   out += "},\"spans\":[";
   for (std::size_t i = 0; i < spans.size(); ++i) {
     if (i) out += ',';

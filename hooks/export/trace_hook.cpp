@@ -8,10 +8,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/json.hpp"
 #include "hooks/builtin_seams.hpp"
 #include "hooks/observe/metrics.hpp"
 #include "hooks/registry.hpp"
-#include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
 
@@ -72,15 +72,15 @@ void append_headers(std::string& out, std::string_view packed) {
   for (auto rest = packed; !rest.empty(); ++strings) {
     const auto s = take_packed(rest);
     bytes += s.size();
-    plain = plain && json::plain(s);
+    plain = plain && base::json::plain(s);
   }
   if (!plain) {
     out.push_back('{');
     for (bool first = true; !packed.empty(); first = false) {
       if (!first) out.push_back(',');
-      json::append_string(out, take_packed(packed));
+      base::json::append_string(out, take_packed(packed));
       out.push_back(':');
-      json::append_string(out, take_packed(packed));
+      base::json::append_string(out, take_packed(packed));
     }
     out.push_back('}');
     return;
@@ -104,13 +104,13 @@ void append_headers(std::string& out, std::string_view packed) {
 
 void append_quantiles(std::string& out, const timing_summary::quantiles& q) {
   lit(out, "{\"p50\":");
-  json::append_ms(out, q.p50);
+  base::json::append_ms(out, q.p50);
   lit(out, ",\"p95\":");
-  json::append_ms(out, q.p95);
+  base::json::append_ms(out, q.p95);
   lit(out, ",\"p99\":");
-  json::append_ms(out, q.p99);
+  base::json::append_ms(out, q.p99);
   lit(out, ",\"max\":");
-  json::append_ms(out, q.max);
+  base::json::append_ms(out, q.max);
   lit(out, ",\"n\":");
   num(out, q.count);
   out.push_back('}');
@@ -144,27 +144,27 @@ struct finished_stream : record_texts {
       return;
     }
     lit(r, "{\"name\":");
-    json::append_string(r, u.name);
+    base::json::append_string(r, u.name);
     lit(r, ",\"endpoint\":");
-    json::append_string(r, u.attempts.back().endpoint);
+    base::json::append_string(r, u.attempts.back().endpoint);
     lit(r, ",\"attempts\":[");
     for (std::size_t i = 0; i < u.attempts.size(); ++i) {
       if (i > 0) r.push_back(',');
       lit(r, "{\"endpoint\":");
-      json::append_string(r, u.attempts[i].endpoint);
+      base::json::append_string(r, u.attempts[i].endpoint);
       lit(r, ",\"error\":");
       if (u.attempts[i].error.empty())
         lit(r, "null");
       else
-        json::append_string(r, u.attempts[i].error);
+        base::json::append_string(r, u.attempts[i].error);
       r.push_back('}');
     }
     // Why the endpoint that answered (or failed last) was chosen.
     const auto& last = u.attempts.back();
     lit(r, "],\"decision\":{\"policy\":");
-    json::append_string(r, u.policy);
+    base::json::append_string(r, u.policy);
     lit(r, ",\"reason\":");
-    json::append_string(r, last.reason);
+    base::json::append_string(r, last.reason);
     lit(r, ",\"matched_messages\":");
     r += std::to_string(last.matched_messages);
     lit(r, "}}");
@@ -181,26 +181,26 @@ struct finished_stream : record_texts {
     lit(r, "{\"v\":1,\"id\":\"");
     r += id;
     lit(r, "\",\"start\":\"");
-    json::append_rfc3339_us(r, s.wall_start_us);
+    base::json::append_rfc3339_us(r, s.wall_start_us);
     lit(r, "\",\"route\":");
-    json::append_string(r, route);
+    base::json::append_string(r, route);
     lit(r, ",\"provider\":");
-    json::append_string(r, parsers::to_string(s.provider));
+    base::json::append_string(r, parsers::to_string(s.provider));
     lit(r, ",\"model\":");
-    json::append_string(r, model);
+    base::json::append_string(r, model);
     lit(r, ",\"request\":");
     if (has_request) {
       lit(r, "{\"method\":");
-      json::append_string(r, method);
+      base::json::append_string(r, method);
       lit(r, ",\"path\":");
-      json::append_string(r, target);
+      base::json::append_string(r, target);
       lit(r, ",\"headers\":");
       append_headers(r, request_headers);
       lit(r, ",\"body\":");
       if (body.empty())  // not kept (tracing bodies off, too large) or none
         lit(r, "null");
       else
-        json::append_string(r, body);
+        base::json::append_string(r, body);
       r.push_back('}');
     } else {
       lit(r, "null");
@@ -213,40 +213,40 @@ struct finished_stream : record_texts {
     r.push_back('}');
     upstream(r);
     lit(r, ",\"outcome\":");
-    json::append_string(r, to_string(s.outcome));
+    base::json::append_string(r, to_string(s.outcome));
     lit(r, ",\"error\":");
     if (s.error_type.empty() && s.error_message.empty()) {
       lit(r, "null");
     } else {
       lit(r, "{\"type\":");
-      json::append_string(r, s.error_type);
+      base::json::append_string(r, s.error_type);
       lit(r, ",\"message\":");
-      json::append_string(r, s.error_message);
+      base::json::append_string(r, s.error_message);
       r.push_back('}');
     }
     lit(r, ",\"finish_reason\":");
     if (s.finish_reason.empty())
       lit(r, "null");
     else
-      json::append_string(r, s.finish_reason);
+      base::json::append_string(r, s.finish_reason);
     lit(r, ",\"choices\":");
     num(r, s.choices);
     if (!s.by_choice.empty()) by_choice(r);
     const auto& t = s.timing;
     lit(r, ",\"timing\":{\"ttft_ms\":");
-    json::append_ms(r, t.ttft_ms);
+    base::json::append_ms(r, t.ttft_ms);
     lit(r, ",\"ttft_answer_ms\":");
-    json::append_ms(r, t.ttft_answer_ms);
+    base::json::append_ms(r, t.ttft_answer_ms);
     lit(r, ",\"e2e_ms\":");
-    json::append_ms(r, t.e2e_ms);
+    base::json::append_ms(r, t.e2e_ms);
     lit(r, ",\"upstream_headers_ms\":");
-    json::append_ms(r, t.upstream_headers_ms);
+    base::json::append_ms(r, t.upstream_headers_ms);
     lit(r, ",\"decode_ms\":");
-    json::append_ms(r, t.decode_ms);
+    base::json::append_ms(r, t.decode_ms);
     lit(r, ",\"tpot_ms\":");
-    json::append_ms(r, t.tpot_ms);
+    base::json::append_ms(r, t.tpot_ms);
     lit(r, ",\"tokens_per_s\":");
-    json::append_ms(r, t.tokens_per_s);
+    base::json::append_ms(r, t.tokens_per_s);
     lit(r, ",\"itl_ms\":");
     append_quantiles(r, t.itl);
     lit(r, ",\"itl_content_ms\":");
@@ -259,27 +259,27 @@ struct finished_stream : record_texts {
     num(r, t.stalls);
     // Every inter-token gap (the first 4096), for exports to other load tools.
     lit(r, ",\"itl_values_ms\":[");
-    json::append_ms_list(
+    base::json::append_ms_list(
         r, std::span(t.itl_values_ms.data(), std::min<std::size_t>(t.itl_values_ms.size(), 4096)));
     lit(r, "]}");
     attribution(r);
     const auto& u = s.usage;
     lit(r, ",\"usage\":{\"input_tokens\":");
-    json::append_int(r, u.input_tokens);
+    base::json::append_int(r, u.input_tokens);
     lit(r, ",\"output_tokens\":");
-    json::append_int(r, u.output_tokens);
+    base::json::append_int(r, u.output_tokens);
     lit(r, ",\"reasoning_tokens\":");
-    json::append_int(r, u.reasoning_tokens);
+    base::json::append_int(r, u.reasoning_tokens);
     lit(r, ",\"cached_input_tokens\":");
-    json::append_int(r, u.cached_input_tokens);
+    base::json::append_int(r, u.cached_input_tokens);
     lit(r, ",\"cache_write_tokens\":");
-    json::append_int(r, u.cache_write_tokens);
+    base::json::append_int(r, u.cache_write_tokens);
     lit(r, "},\"text\":");
     if (bodies) {
       lit(r, "{\"content\":");
-      json::append_string(r, content);
+      base::json::append_string(r, content);
       lit(r, ",\"reasoning\":");
-      json::append_string(r, reasoning);
+      base::json::append_string(r, reasoning);
       r.push_back('}');
     } else {
       lit(r, "null");
@@ -296,7 +296,7 @@ struct finished_stream : record_texts {
         return;
       }
       if (*v < 0) r.push_back('-');  // (unexplained_ms: the engine claims more than we saw)
-      json::append_ms(r, *v < 0 ? -*v : *v);
+      base::json::append_ms(r, *v < 0 ? -*v : *v);
     };
     const auto engine_ms = [&](double v) { ms(v >= 0 ? std::optional<double>(v) : std::nullopt); };
     lit(r, ",\"attribution\":{");
@@ -314,7 +314,7 @@ struct finished_stream : record_texts {
       lit(r, "null");
     } else {
       lit(r, "{\"source\":");
-      json::append_string(r, parsers::to_string(a.engine.source));
+      base::json::append_string(r, parsers::to_string(a.engine.source));
       lit(r, ",\"queue_ms\":");
       engine_ms(a.engine.queue_ms);
       lit(r, ",\"prefill_ms\":");
@@ -330,9 +330,9 @@ struct finished_stream : record_texts {
         engine_ms(a.engine.inference_ms);
       }
       lit(r, ",\"prompt_tokens\":");
-      json::append_int(r, a.engine_prompt_tokens);
+      base::json::append_int(r, a.engine_prompt_tokens);
       lit(r, ",\"cached_tokens\":");
-      json::append_int(r, a.engine_cached_tokens);
+      base::json::append_int(r, a.engine_cached_tokens);
       r.push_back('}');
     }
     lit(r, ",\"unexplained_ms\":");
@@ -341,9 +341,9 @@ struct finished_stream : record_texts {
     // A fault injected on purpose: only in the records of the exchanges that had one.
     if (!s.fault.rule.empty()) {
       lit(r, ",\"fault\":{\"rule\":");
-      json::append_string(r, s.fault.rule);
+      base::json::append_string(r, s.fault.rule);
       lit(r, ",\"kind\":");
-      json::append_string(r, s.fault.kind);
+      base::json::append_string(r, s.fault.kind);
       lit(r, ",\"value\":");
       num(r, s.fault.value);
       r.push_back('}');
@@ -365,7 +365,7 @@ struct finished_stream : record_texts {
       if (c.finish_reason.empty())
         lit(r, "null");
       else
-        json::append_string(r, c.finish_reason);
+        base::json::append_string(r, c.finish_reason);
       if (bodies) {
         static const std::string none;
         const std::string* text = &content;
@@ -376,9 +376,9 @@ struct finished_stream : record_texts {
           thought = kept ? &other_choices[c.index - 1].second : &none;
         }
         lit(r, ",\"content\":");
-        json::append_string(r, *text);
+        base::json::append_string(r, *text);
         lit(r, ",\"reasoning\":");
-        json::append_string(r, *thought);
+        base::json::append_string(r, *thought);
       }
       r.push_back('}');
     }

@@ -15,8 +15,9 @@
 #include <filesystem>
 #include <vector>
 
-#include "config/log.hpp"
-#include "parsers/json_out.hpp"
+#include "base/clock.hpp"
+#include "base/json.hpp"
+#include "base/log.hpp"
 
 namespace tokentap::hooks {
 
@@ -26,11 +27,6 @@ namespace {
 constexpr std::string_view prefix = "tokentap-";
 constexpr std::string_view suffix = ".jsonl";
 
-std::int64_t now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 }  // namespace
 
 trace_writer::trace_writer(const config::trace_config& cfg) : cfg_(cfg) {
@@ -66,7 +62,7 @@ struct escaped_piece {
     if (s != raw) {
       raw = s;
       escaped.clear();
-      utf8 = json::append_escaped_if_utf8(escaped, s);
+      utf8 = base::json::append_escaped_if_utf8(escaped, s);
     }
     return utf8;
   }
@@ -93,7 +89,7 @@ void trace_writer::render_events(std::string& out, const event_log& log) {
   log.for_each_read([&](std::int64_t t_us, const event_log::read_view& r) {
     out += first ? "{\"t_us\":" : ",{\"t_us\":";
     first = false;
-    json::append_int(out, t_us);
+    base::json::append_int(out, t_us);
     const std::size_t mark = out.size();
     constexpr std::string_view raw_key = ",\"raw\":\"";
     out += raw_key;
@@ -105,7 +101,7 @@ void trace_writer::render_events(std::string& out, const event_log& log) {
       }
       if (shape_head.utf8 && shape_tail.utf8 && before.put(out, r.before)) {
         out += shape_head.escaped;
-        if (json::append_escaped_if_utf8(out, r.text)) {
+        if (base::json::append_escaped_if_utf8(out, r.text)) {
           out += shape_tail.escaped;
           if (after.put(out, r.after)) {
             out += "\"}";
@@ -118,13 +114,13 @@ void trace_writer::render_events(std::string& out, const event_log& log) {
     // Exact bytes: as a JSON string when they are valid UTF-8, else base64 (a read can end in
     // the middle of a multi-byte character).  One pass validates and escapes.
     const std::string_view bytes = event_log::assemble(r, whole);
-    if (json::append_escaped_if_utf8(out, bytes)) {
+    if (base::json::append_escaped_if_utf8(out, bytes)) {
       out += "\"}";
       return;
     }
     out.resize(mark);
     out += ",\"raw_b64\":";
-    json::append_base64(out, bytes);
+    base::json::append_base64(out, bytes);
     out += "}";
   });
 }
@@ -269,8 +265,8 @@ void trace_writer::write_rendered(std::size_t n, std::size_t size) {
       }
       file_bytes_ += kept;
       stats_.records.fetch_add(whole, std::memory_order_relaxed);
-      if (now_s() - last_error_log_ >= 10) {
-        last_error_log_ = now_s();
+      if (base::steady_seconds() - last_error_log_ >= 10) {
+        last_error_log_ = base::steady_seconds();
         TT_LOG(warn) << "trace write failed: " << std::strerror(err) << " (" << n - whole
                      << " record(s) dropped)";
       }
@@ -308,8 +304,8 @@ bool trace_writer::open_next() {
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
   if (fd_ < 0) {
     stats_.write_errors.fetch_add(1, std::memory_order_relaxed);
-    if (now_s() - last_error_log_ >= 10) {
-      last_error_log_ = now_s();
+    if (base::steady_seconds() - last_error_log_ >= 10) {
+      last_error_log_ = base::steady_seconds();
       TT_LOG(warn) << "cannot open trace file " << path << ": " << std::strerror(errno)
                    << " (records dropped)";
     }

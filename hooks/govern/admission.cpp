@@ -6,10 +6,11 @@
 #include <cstdio>
 #include <ctime>
 
-#include "config/log.hpp"
+#include "base/clock.hpp"
+#include "base/json.hpp"
+#include "base/log.hpp"
 #include "hooks/observe/metrics.hpp"
 #include "hooks/registry.hpp"
-#include "parsers/json_out.hpp"
 #include "parsers/model_rewrite.hpp"
 #include "store/redis_budgets.hpp"
 
@@ -89,7 +90,7 @@ void admission_state::publish(metrics_registry& metrics, std::weak_ptr<const voi
         [this] { return syncs(); }, {}, owner);
   }
   metrics.add_stats_section(
-      "admission", [this](json::writer& w) { write_json(w, steady::now()); }, owner);
+      "admission", [this](base::json::writer& w) { write_json(w, steady::now()); }, owner);
   for (std::size_t i = 0; i < shed_.size(); ++i) {
     const auto& route = cfg.shed[i].route;
     metrics.add_counter_source(
@@ -241,7 +242,7 @@ admission_state::shed_state* admission_state::shed_of(std::string_view route) no
 void admission_state::record_ttft(std::string_view route, double ttft_ms, steady::time_point now) {
   auto* s = shed_of(route);
   if (s == nullptr || ttft_ms < 0) return;
-  const auto sec = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  const auto sec = base::seconds_of(now);
   std::lock_guard lk(s->mu);
   s->seconds.at(sec).ttft.add(ttft_ms);
 }
@@ -280,7 +281,7 @@ bool admission_state::shedding(std::string_view route, steady::time_point now) {
 }
 
 bool admission_state::shedding(shed_state& s, steady::time_point now) {
-  const auto sec = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  const auto sec = base::seconds_of(now);
   auto seen = s.evaluated.load(std::memory_order_relaxed);
   if (seen != sec && s.evaluated.compare_exchange_strong(seen, sec)) evaluate(s, sec);
   return s.active.load(std::memory_order_relaxed);
@@ -428,9 +429,8 @@ void admission_state::settle(ticket& t, double used, steady::time_point now) {
   t.holds.clear();
 }
 
-void admission_state::write_json(json::writer& w, steady::time_point now) {
-  const auto now_s =
-      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+void admission_state::write_json(base::json::writer& w, steady::time_point now) {
+  const auto now_s = base::seconds_of(now);
   w.begin_object().key("shedding").begin_array();
   for (auto& sp : shed_) {
     auto& s = *sp;

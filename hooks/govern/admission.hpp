@@ -103,7 +103,7 @@ class admission_state {
 
   /// `{"shedding":[{route, active, ttft_p95_ms, slo_ms, samples, min_requests, drop, since_s,
   /// shed}], "rules":[{rule, concurrency, requests, tokens}]}` for /api/stats.
-  void write_json(json::writer& w, std::chrono::steady_clock::time_point now);
+  void write_json(base::json::writer& w, std::chrono::steady_clock::time_point now);
 
   const config::config& cfg() const noexcept { return *cfg_; }
   std::uint64_t rejections(std::size_t rule, admission_reason r) const noexcept {

@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "config/log.hpp"
+#include "base/clock.hpp"
+#include "base/json.hpp"
+#include "base/log.hpp"
 #include "hooks/registry.hpp"
-#include "parsers/json_out.hpp"
 #include "parsers/request_inspector.hpp"
 
 namespace tokentap::hooks {
@@ -13,10 +14,6 @@ namespace tokentap::hooks {
 namespace {
 
 using steady = canary_state::steady;
-
-std::int64_t seconds_of(steady::time_point t) {
-  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
-}
 
 // What one side did over the current step.
 struct side_stats {
@@ -116,7 +113,7 @@ void canary_state::publish(metrics_registry& metrics, std::weak_ptr<const void> 
         owner);
   }
   metrics.add_stats_section(
-      "canaries", [this](json::writer& w) { write_json(w, steady::now()); }, owner);
+      "canaries", [this](base::json::writer& w) { write_json(w, steady::now()); }, owner);
 }
 
 canary_state::~canary_state() = default;
@@ -203,7 +200,7 @@ void canary_state::add_itl(canary& c, bool canary_side, std::span<const double> 
 }
 
 void canary_state::evaluate(canary& c, steady::time_point now) {
-  const auto sec = seconds_of(now);
+  const auto sec = base::seconds_of(now);
   auto seen = c.evaluated.load(std::memory_order_relaxed);
   if (seen >= sec || !c.evaluated.compare_exchange_strong(seen, sec)) return;
   std::lock_guard lk(c.mu);
@@ -272,7 +269,7 @@ void canary_state::evaluate_locked(canary& c, steady::time_point now) {
   }
 }
 
-void canary_state::write_json(json::writer& w, steady::time_point now) {
+void canary_state::write_json(base::json::writer& w, steady::time_point now) {
   w.begin_array();
   for (auto& cp : canaries_) {
     auto& c = *cp;

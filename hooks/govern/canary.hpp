@@ -82,7 +82,7 @@ class canary_state {
 
   /// `[{route, upstream, baseline, phase, step, steps, weight, step_age_s, interval_s,
   /// min_requests, reason, evidence, canary: {...}, baseline: {...}}, ...]` (/api/stats).
-  void write_json(json::writer& w, steady::time_point now);
+  void write_json(base::json::writer& w, steady::time_point now);
 
  private:
   void evaluate_locked(canary& c, steady::time_point now);

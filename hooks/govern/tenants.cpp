@@ -4,7 +4,8 @@
 #include <cstdio>
 #include <random>
 
-#include "parsers/json_out.hpp"
+#include "base/clock.hpp"
+#include "base/json.hpp"
 
 namespace tokentap::hooks {
 
@@ -50,7 +51,7 @@ std::uint64_t credential_salt(std::string_view configured) {
 
 void tenant_stats::record(const stream_info& s) {
   if (s.tenant.empty()) return;
-  const auto now = steady_seconds();
+  const auto now = base::steady_seconds();
   std::lock_guard lk(mu_);
   auto it = by_name_.find(s.tenant);
   if (it == by_name_.end()) {
@@ -76,8 +77,8 @@ void tenant_stats::record(const stream_info& s) {
     sec.ttft.add(static_cast<double>(s.first_token_ns - s.start_ns) / 1e6);
 }
 
-void tenant_stats::write_json(json::writer& w, double window_s) {
-  const auto now = steady_seconds();
+void tenant_stats::write_json(base::json::writer& w, double window_s) {
+  const auto now = base::steady_seconds();
   std::lock_guard lk(mu_);
   std::vector<std::pair<const row*, second>> sums;
   for (const auto& r : rows_) {

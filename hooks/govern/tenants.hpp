@@ -49,7 +49,7 @@ class tenant_stats {
 
   /// `[{tenant, request_rate, requests, rejected, errors, input_tokens, output_tokens,
   /// ttft_ms: {...}}, ...]` over the window, busiest first.
-  void write_json(json::writer& w, double window_s);
+  void write_json(base::json::writer& w, double window_s);
 
  private:
   struct second {

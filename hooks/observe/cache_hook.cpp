@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/json.hpp"
 #include "hooks/observe/metrics.hpp"
 #include "hooks/registry.hpp"
-#include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
 

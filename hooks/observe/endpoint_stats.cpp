@@ -4,7 +4,8 @@
 #include <cstdio>
 #include <limits>
 
-#include "parsers/json_out.hpp"
+#include "base/clock.hpp"
+#include "base/json.hpp"
 
 namespace tokentap::hooks {
 
@@ -37,7 +38,7 @@ void endpoint_stats::add(std::string upstream, std::string endpoint, std::functi
 void endpoint_stats::record(const stream_info& s) {
   if (s.upstream.attempts.empty()) return;
   const auto& last = s.upstream.attempts.back();
-  const auto now = steady_seconds();
+  const auto now = base::steady_seconds();
   std::lock_guard lk(mu_);
   for (auto& r : rows_) {
     if (r->endpoint != last.endpoint || r->upstream != last.upstream) continue;
@@ -72,7 +73,7 @@ endpoint_stats::second endpoint_stats::in_window(const row& r, std::int64_t now)
 
 std::array<double, 3> endpoint_stats::ttft_ms(std::string_view upstream,
                                               std::string_view endpoint) {
-  const auto now = steady_seconds();
+  const auto now = base::steady_seconds();
   std::lock_guard lk(mu_);
   for (const auto& r : rows_) {
     if (r->upstream != upstream || r->endpoint != endpoint) continue;
@@ -87,8 +88,8 @@ double endpoint_stats::gap_ms(double proxy_ms, double engine_ms) noexcept {
                                        : proxy_ms - engine_ms;
 }
 
-void endpoint_stats::write_json(json::writer& w, double window_s) {
-  const auto now = steady_seconds();
+void endpoint_stats::write_json(base::json::writer& w, double window_s) {
+  const auto now = base::steady_seconds();
   std::lock_guard lk(mu_);
   std::erase_if(rows_,
                 [](const std::unique_ptr<row>& r) { return r->has_owner && r->owner.expired(); });

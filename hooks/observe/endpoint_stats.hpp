@@ -54,7 +54,7 @@ class endpoint_stats {
   /// hit_ratio, cached_tokens, prompt_tokens, ttft_ms: {p50, p95, p99, n},
   /// engine_ttft_ms: {p50, p95, p99}, ttft_gap_ms: {p50, p95, p99}, reasons: {...}}, ...]` over
   /// the window (`window_s`: its length so far); null where a figure is unknown.
-  void write_json(json::writer& w, double window_s);
+  void write_json(base::json::writer& w, double window_s);
 
   /// The proxy's TTFT at P50, P95, P99 (ms) on an endpoint over the window; -1 where it has
   /// none (no row, or nothing measured).

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/clock.hpp"
 #include "hooks/govern/tenants.hpp"
 #include "hooks/observe/endpoint_stats.hpp"
 #include "hooks/observe/stats_window.hpp"
@@ -288,7 +289,7 @@ void metrics_registry::fold(series& s, fold_batch& b) {
   }
   if (b.itl_keys.empty() && b.overhead_keys.empty()) return;
   std::lock_guard lk(mu_);
-  auto& sl = s.win->at(steady_seconds());
+  auto& sl = s.win->at(base::steady_seconds());
   sl.itl.add_packed(b.itl_keys, &s.win->total.itl);
   sl.overhead.add_packed(b.overhead_keys, &s.win->total.overhead);
   b.itl_keys.clear();
@@ -438,7 +439,7 @@ void metrics_registry::finish(series& s, const stream_info& sum, const std::stri
     }
     sl.e2e.add(t.e2e_ms);
   };
-  add(s.win->at(steady_seconds()));
+  add(s.win->at(base::steady_seconds()));
   add(s.win->total);
   // The slowest recent requests table: kept as values, rendered when /api/stats asks (this runs
   // at every stream's end, on its I/O thread, under the registry's lock).

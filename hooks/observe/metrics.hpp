@@ -93,7 +93,7 @@ class metrics_registry {
 
   /// A section of /api/stats kept elsewhere: `"name":` followed by the value `render` writes,
   /// rendered at each query.  Registering a name again replaces its section.
-  void add_stats_section(std::string name, std::function<void(json::writer&)> render,
+  void add_stats_section(std::string name, std::function<void(base::json::writer&)> render,
                          owner_ref owner = {});
 
   /// A request the proxy answered itself before any hook saw it (malformed, no route, too
@@ -165,7 +165,7 @@ class metrics_registry {
   std::vector<gauge_source> gauge_sources_;
   struct section : owned {
     std::string name;
-    std::function<void(json::writer&)> render;
+    std::function<void(base::json::writer&)> render;
   };
   std::vector<section> sections_;
   std::map<std::string, owned> endpoint_owners_;  // by upstream \x1f endpoint \x1f (mu_)

@@ -109,7 +109,7 @@ void metrics_registry::poll_sources() {
 }
 
 void metrics_registry::add_stats_section(std::string name,
-                                         std::function<void(json::writer&)> render,
+                                         std::function<void(base::json::writer&)> render,
                                          owner_ref owner) {
   std::lock_guard lk(mu_);
   const bool has_owner = !owner.expired();

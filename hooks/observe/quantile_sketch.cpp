@@ -4,7 +4,7 @@
 #include <climits>
 #include <cmath>
 
-#include "parsers/json_out.hpp"
+#include "base/json.hpp"
 
 namespace tokentap::hooks {
 
@@ -100,7 +100,7 @@ double quantile_sketch::quantile(double q) const {
   return value(offset_ + static_cast<int>(counts_.size()) - 1);
 }
 
-void write_quantiles(json::writer& w, std::string_view key, const quantile_sketch& q) {
+void write_quantiles(base::json::writer& w, std::string_view key, const quantile_sketch& q) {
   w.key(key).begin_object();
   w.key("p50").ms(q.quantile(0.5));
   w.key("p95").ms(q.quantile(0.95));

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "parsers/json_out.hpp"
+#include "base/json.hpp"
 
 namespace tokentap::hooks {
 
@@ -43,6 +43,6 @@ class quantile_sketch {
 };
 
 /// `"key":{"p50":…,"p95":…,"p99":…,"n":…}` of a sketch, in ms (/api/stats).
-void write_quantiles(json::writer& w, std::string_view key, const quantile_sketch& q);
+void write_quantiles(base::json::writer& w, std::string_view key, const quantile_sketch& q);
 
 }  // namespace tokentap::hooks

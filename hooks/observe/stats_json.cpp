@@ -8,15 +8,16 @@
 #include <cstdio>
 #include <string>
 
+#include "base/clock.hpp"
+#include "base/json.hpp"
 #include "hooks/govern/tenants.hpp"
 #include "hooks/observe/endpoint_stats.hpp"
 #include "hooks/observe/metrics.hpp"
 #include "hooks/observe/stats_window.hpp"
-#include "parsers/json_out.hpp"
 
 namespace tokentap::hooks {
 
-void metrics_registry::slow_row::render(json::writer& w) const {
+void metrics_registry::slow_row::render(base::json::writer& w) const {
   w.begin_object()
       .field("route", route)
       .field("model", model)
@@ -43,7 +44,7 @@ void metrics_registry::slow_row::render(json::writer& w) const {
 namespace {
 
 // `num / den` with `decimals`, or null without a denominator.
-void ratio(json::writer& w, std::string_view key, std::uint64_t num, std::uint64_t den,
+void ratio(base::json::writer& w, std::string_view key, std::uint64_t num, std::uint64_t den,
            int decimals) {
   w.key(key);
   if (den == 0)
@@ -52,7 +53,7 @@ void ratio(json::writer& w, std::string_view key, std::uint64_t num, std::uint64
     w.number(static_cast<double>(num) / static_cast<double>(den), decimals);
 }
 
-void write_slot(json::writer& w, const slot& s, double seconds, std::int64_t active) {
+void write_slot(base::json::writer& w, const slot& s, double seconds, std::int64_t active) {
   w.begin_object().field("requests", s.requests).field("errors", s.errors);
   w.key("request_rate").number(per_second(static_cast<double>(s.requests), seconds), 3);
   w.key("error_rate")
@@ -96,13 +97,13 @@ void write_slot(json::writer& w, const slot& s, double seconds, std::int64_t act
 
 std::string metrics_registry::stats_json() {
   std::lock_guard lk(mu_);
-  const auto now = steady_seconds();
+  const auto now = base::steady_seconds();
   const auto n = window_.count();
   const double uptime =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   const double window_s = std::min<double>(static_cast<double>(n), std::max(1.0, uptime));
   std::string out;
-  json::writer w(out);
+  base::json::writer w(out);
   w.begin_object().field("window_s", n);
   w.key("quantile_relative_error").number(quantile_sketch::relative_error, 6);
   w.key("trace_dir").string_or_null(trace_dir_);

@@ -88,7 +88,7 @@ struct metrics_registry::slow_row {
   std::string trace_id;          // the exchange's trace record (empty: none written)
   std::vector<step_span> steps;  // at most 200
 
-  void render(json::writer& w) const;
+  void render(base::json::writer& w) const;
 };
 
 struct metrics_registry::window {

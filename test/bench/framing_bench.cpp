@@ -7,9 +7,9 @@
 
 #include <simdjson.h>
 
+#include "base/json.hpp"
 #include "hooks/export/event_log.hpp"
 #include "hooks/export/trace_writer.hpp"
-#include "parsers/json_out.hpp"
 #include "parsers/sse_parser.hpp"
 #include "parsers/step_tagger.hpp"
 #include "parsers/stream_decoder.hpp"
@@ -151,7 +151,7 @@ void BM_TraceEscapeRead(benchmark::State& state) {
   std::string out;
   for (auto _ : state) {
     out.clear();
-    benchmark::DoNotOptimize(json::append_string_if_utf8(out, read));
+    benchmark::DoNotOptimize(base::json::append_string_if_utf8(out, read));
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * read.size()));
   state.counters["read_bytes"] = static_cast<double>(read.size());

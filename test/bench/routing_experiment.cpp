@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/log.hpp"
 #include "config/config.hpp"
-#include "config/log.hpp"
 #include "proxy/proxy_server.hpp"
 #include "sim/fleet.hpp"
 #include "sim/load_generator.hpp"
@@ -217,7 +217,7 @@ void report(const char* load, const arm& a, const result& r) {
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
-  log::set_level(log::level::error);
+  base::log::set_level(base::log::level::error);
   const arm arms[] = {{"round_robin", config::balance_policy::round_robin},
                       {"least_request", config::balance_policy::least_request},
                       {"prefix", config::balance_policy::prefix},

@@ -7,8 +7,8 @@
 //    (a text is never longer than the body that carries it).
 #include <simdjson.h>
 
+#include "base/json.hpp"
 #include "parsers/gen_ai_messages.hpp"
-#include "parsers/json_out.hpp"
 #include "test/fuzz/fuzz_common.hpp"
 #include "test/support/json_keys.hpp"
 
@@ -18,7 +18,7 @@ namespace {
 
 void valid(const std::string& json) {
   if (json.empty()) return;
-  FUZZ_CHECK(json::valid_utf8(json));
+  FUZZ_CHECK(base::json::valid_utf8(json));
   simdjson::dom::parser parser;
   simdjson::dom::array a;
   FUZZ_CHECK(!parser.parse(json).get_array().get(a));

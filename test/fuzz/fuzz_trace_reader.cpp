@@ -5,7 +5,7 @@
 //  - base64 encoding then decoding is the identity;
 //  - a line with its keys reordered reads as the same record (header lists compared as sets:
 //    a JSON object's member order carries no meaning).
-#include "parsers/json_out.hpp"
+#include "base/json.hpp"
 #include "replay/trace_reader.hpp"
 #include "test/fuzz/fuzz_common.hpp"
 #include "test/support/json_keys.hpp"
@@ -36,19 +36,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     rest.remove_prefix(at + 1);
   }
   parts.push_back(rest);
-  const std::string_view path = json::valid_utf8(parts[0]) ? parts[0] : "/p";
+  const std::string_view path = base::json::valid_utf8(parts[0]) ? parts[0] : "/p";
   std::string out =
       R"({"v":1,"id":"x","start":"2026-11-29T18:19:05.123456Z","request":{"method":"POST","path":)";
-  json::append_string(out, path);
+  base::json::append_string(out, path);
   out += R"(},"events":[)";
   for (std::size_t i = 1; i < parts.size(); ++i) {
     if (i > 1) out += ',';
     out += R"({"t_us":)" + std::to_string(i) +
-           (json::valid_utf8(parts[i]) ? R"(,"raw":)" : R"(,"raw_b64":)");
-    if (json::valid_utf8(parts[i]))
-      json::append_string(out, parts[i]);
+           (base::json::valid_utf8(parts[i]) ? R"(,"raw":)" : R"(,"raw_b64":)");
+    if (base::json::valid_utf8(parts[i]))
+      base::json::append_string(out, parts[i]);
     else
-      json::append_base64(out, parts[i]);
+      base::json::append_base64(out, parts[i]);
     out += '}';
   }
   out += "]}";
@@ -63,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   std::string b64;
-  json::append_base64(b64, line);
-  FUZZ_CHECK(json::base64_decode(b64) == line);
+  base::json::append_base64(b64, line);
+  FUZZ_CHECK(base::json::base64_decode(b64) == line);
   return 0;
 }

@@ -8,6 +8,7 @@
 
 #include <boost/asio/write.hpp>
 
+#include "base/clock.hpp"
 #include "net/rx_stamped_reader.hpp"
 #include "sim/load_generator.hpp"
 #include "test/support/stack.hpp"
@@ -63,13 +64,13 @@ TEST(RxStampedReader, StampIsWhenTheBytesArrivedNotWhenTheyWereRead) {
   net::rx_stamped_reader r(p.client);
   ASSERT_TRUE(r.stamps());
   until_stamping(p, r);
-  const auto before = mono_now_ns();
+  const auto before = base::mono_now_ns();
   asio::write(p.server, asio::buffer(std::string("hello")));
-  const auto after = mono_now_ns();
+  const auto after = base::mono_now_ns();
   std::this_thread::sleep_for(40ms);  // the client is late to read
   error_code ec;
   EXPECT_EQ(read_once(p, r, ec), "hello");
-  const auto read_ns = mono_now_ns();
+  const auto read_ns = base::mono_now_ns();
   EXPECT_FALSE(ec);
   EXPECT_GE(r.last_rx_ns(), before - 1000000);  // clocks read separately: allow 1 ms
   EXPECT_LE(r.last_rx_ns(), after + 1000000);
@@ -83,7 +84,7 @@ TEST(RxStampedReader, WaitsForBytesThenStampsThem) {
   std::int64_t sent = 0;
   std::thread writer([&] {
     std::this_thread::sleep_for(30ms);  // the read is waiting by then
-    sent = mono_now_ns();
+    sent = base::mono_now_ns();
     asio::write(p.server, asio::buffer(std::string("late")));
   });
   error_code ec;

@@ -16,7 +16,7 @@
 
 #include <simdjson.h>
 
-#include "parsers/json_out.hpp"
+#include "base/json.hpp"
 
 namespace tokentap::test {
 namespace {
@@ -99,7 +99,7 @@ record parse(const std::string& line) {
         if (k == "raw" && !f.value().get_string().get(sv))
           r.rebuilt += sv;
         else if (k == "raw_b64" && !f.value().get_string().get(sv))
-          r.rebuilt += json::base64_decode(sv);
+          r.rebuilt += base::json::base64_decode(sv);
       }
     }
   }

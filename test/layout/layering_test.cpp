@@ -1,5 +1,7 @@
-// The layers the layout promises (DESIGN.md §2), checked on the sources: the parsers are pure —
-// fed byte spans, no I/O, no Boost — and include nothing of a layer above them.
+// The layers the layout promises (DESIGN.md §2), checked on the sources: base and the parsers
+// are pure — no I/O, no Boost — and include nothing of a layer above them; each folder's code
+// lives in the namespace named after it.  The build enforces the includes too (each library's
+// include root holds only its own folder); these tests state the rules where a reader looks.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -32,14 +34,60 @@ std::vector<std::string> includes_under(const std::string& dir) {
 TEST(Layering, ParsersIncludeNoBoostNoIoAndNoHigherLayer) {
   const auto found = includes_under("parsers");
   ASSERT_GT(found.size(), 20u);  // the walk saw the parsers
-  // The standard library, simdjson, x86 intrinsics, and the parsers themselves.
+  // The standard library, simdjson, x86 intrinsics, base, and the parsers themselves.
   const std::regex allowed(
-      R"(: (<[a-z_]+>|<simdjson\.h>|<[a-z]mmintrin\.h>|"parsers/[a-z_]+\.hpp"))");
+      R"(: (<[a-z_]+>|<simdjson\.h>|<[a-z]mmintrin\.h>|"(base|parsers)/[a-z_]+\.hpp"))");
   const std::regex io(R"(<(fstream|iostream|thread|mutex|sys/.*|unistd\.h|fcntl\.h)>)");
   for (const auto& f : found) {
     EXPECT_TRUE(std::regex_search(f, allowed)) << f;
     EXPECT_FALSE(std::regex_search(f, io)) << f;
   }
+}
+
+// base (the JSON writer, the log, the clocks) is what every layer uses: it uses no other layer
+// and no Boost; its one I/O is the log's write to stderr (<unistd.h>).
+TEST(Layering, BaseIsTheBottom) {
+  const auto found = includes_under("base");
+  ASSERT_GT(found.size(), 5u);
+  const std::regex allowed(R"(: (<[a-z_]+>|<[a-z]mmintrin\.h>|<unistd\.h>|"base/[a-z_]+\.hpp"))");
+  for (const auto& f : found) EXPECT_TRUE(std::regex_search(f, allowed)) << f;
+}
+
+// A folder's code lives in the namespace named after it (tokentap::hooks in hooks/, rooms
+// included), or in one inside it (tokentap::base::json); another layer's namespace appears only
+// to declare a name ahead (`namespace tokentap::hooks { class metrics_registry; }`).  net/net.hpp
+// alone opens `tokentap` itself: the aliases every networking file names (asio, beast, tcp,
+// error_code, awaitable).
+TEST(Layering, NamespacesMatchFolders) {
+  const fs::path root(TOKENTAP_SOURCE_DIR);
+  const std::regex opens(R"(^namespace (tokentap(::[a-z_]+)*) \{)");
+  const std::regex declares_ahead(R"(^(class|struct) [a-z_]+;$|^template <.*>$)");
+  std::size_t seen = 0;
+  for (const char* folder :
+       {"base", "parsers", "config", "store", "hooks", "net", "proxy", "sim", "replay", "app"}) {
+    const std::string own = std::string("tokentap::") + folder;
+    for (const auto& e : fs::recursive_directory_iterator(root / folder)) {
+      const auto ext = e.path().extension();
+      if (ext != ".cpp" && ext != ".hpp") continue;
+      const auto file = fs::relative(e.path(), root).string();
+      std::ifstream in(e.path());
+      std::vector<std::string> lines;
+      for (std::string l; std::getline(in, l);) lines.push_back(l);
+      for (std::size_t i = 0; i < lines.size(); ++i) {
+        std::smatch m;
+        if (!std::regex_search(lines[i], m, opens)) continue;
+        ++seen;
+        const auto ns = m[1].str();
+        if (ns == own || ns.starts_with(own + "::")) continue;
+        if (file == "net/net.hpp" && ns == "tokentap") continue;
+        // Another layer's namespace: only names declared ahead, up to its closing brace.
+        for (std::size_t j = i + 1; j < lines.size() && !lines[j].starts_with("}"); ++j)
+          EXPECT_TRUE(std::regex_search(lines[j], declares_ahead))
+              << file << ":" << j + 1 << " defines in " << ns << ": " << lines[j];
+      }
+    }
+  }
+  EXPECT_GT(seen, 100u);
 }
 
 // Dependencies point one way: config and hooks know nothing of sockets (no Boost, no proxy/),
@@ -67,7 +115,8 @@ TEST(Layering, DependenciesPointDownAndTheAppIsOnTop) {
   for (const char* beside : {"sim", "replay"})
     for (const auto& f : includes_under(beside)) EXPECT_FALSE(std::regex_search(f, proxy)) << f;
   const std::regex app(R"(: "app/)");
-  for (const char* below : {"parsers", "config", "store", "hooks", "net", "proxy", "sim", "replay"})
+  for (const char* below :
+       {"base", "parsers", "config", "store", "hooks", "net", "proxy", "sim", "replay"})
     for (const auto& f : includes_under(below)) EXPECT_FALSE(std::regex_search(f, app)) << f;
 }
 
@@ -78,7 +127,7 @@ TEST(Layering, UnitTestsMirrorTheSources) {
   const fs::path root(TOKENTAP_SOURCE_DIR);
   std::size_t seen = 0;
   for (const char* folder :
-       {"parsers", "config", "store", "hooks", "net", "proxy", "sim", "replay", "app"}) {
+       {"base", "parsers", "config", "store", "hooks", "net", "proxy", "sim", "replay", "app"}) {
     if (!fs::exists(root / "test" / folder)) continue;
     for (const auto& e : fs::recursive_directory_iterator(root / "test" / folder)) {
       const auto name = e.path().filename().string();
@@ -120,7 +169,7 @@ TEST(Layering, HooksLiveInRoomsByKind) {
 // includes them.
 TEST(Layering, ThePerformanceSeamsStayInsideTheHooks) {
   const std::regex seams(R"(: "hooks/builtin_seams\.hpp")");
-  for (const char* outside : {"parsers", "config", "net", "proxy", "sim", "replay", "app"})
+  for (const char* outside : {"base", "parsers", "config", "net", "proxy", "sim", "replay", "app"})
     for (const auto& f : includes_under(outside)) EXPECT_FALSE(std::regex_search(f, seams)) << f;
   for (const auto& f : includes_under("hooks")) {
     if (f.starts_with("hooks/hook.hpp:") || f.starts_with("hooks/tap.hpp:")) {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
-#include "parsers/json_out.hpp"
+#include "base/json.hpp"
 #include "test/support/json_keys.hpp"
 
 namespace tokentap::parsers {
@@ -20,7 +20,7 @@ gen_ai_input read(std::string_view body, std::size_t max = 1 << 20) {
     EXPECT_EQ(other.system_instructions, in.system_instructions) << body;
   }
   if (!in.input_messages.empty()) {
-    EXPECT_TRUE(json::valid_utf8(in.input_messages));
+    EXPECT_TRUE(base::json::valid_utf8(in.input_messages));
   }
   return in;
 }

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.hpp"
 #include "test/proxy/upstreams.hpp"
 
 namespace tokentap::proxy {
@@ -176,26 +177,26 @@ TEST(Outlier, FailuresInARowEjectAnEndpointUntilItRejoinsByItself) {
   EXPECT_FALSE(c.record_failure(a));
   EXPECT_TRUE(c.record_failure(a));
   EXPECT_EQ(c.ejections(a), 1u);
-  EXPECT_TRUE(a.ejected(steady_now_ns()));
+  EXPECT_TRUE(a.ejected(base::mono_now_ns()));
   for (int i = 0; i < 40; ++i)
     EXPECT_NE(c.pick({.route_key = {}, .conversation = {}, .tried = {}}), &a);
   // Half may be out (max_ejected_percent 50): b goes too, c does not.
   for (int i = 0; i < 3; ++i) c.record_failure(*eps[1]);
   for (int i = 0; i < 3; ++i) EXPECT_FALSE(c.record_failure(*eps[2]));
-  EXPECT_TRUE(eps[1]->ejected(steady_now_ns()));
-  EXPECT_FALSE(eps[2]->ejected(steady_now_ns()));
+  EXPECT_TRUE(eps[1]->ejected(base::mono_now_ns()));
+  EXPECT_FALSE(eps[2]->ejected(base::mono_now_ns()));
   // Back after the base ejection time; the second ejection lasts twice as long.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  EXPECT_FALSE(a.ejected(steady_now_ns()));
+  EXPECT_FALSE(a.ejected(base::mono_now_ns()));
   std::map<endpoint*, int> picks;
   for (int i = 0; i < 40; ++i) ++picks[c.pick({.route_key = {}, .conversation = {}, .tried = {}})];
   EXPECT_EQ(picks[&a], 10);
   for (int i = 0; i < 3; ++i) c.record_failure(a);
   EXPECT_EQ(c.ejections(a), 2u);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_TRUE(a.ejected(steady_now_ns()));  // 300 ms this time
+  EXPECT_TRUE(a.ejected(base::mono_now_ns()));  // 300 ms this time
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_FALSE(a.ejected(steady_now_ns()));
+  EXPECT_FALSE(a.ejected(base::mono_now_ns()));
 }
 
 TEST(Outlier, ALoneEndpointIsNeverEjectedAndZeroFailuresTurnsItOff) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.hpp"
 #include "parsers/request_inspector.hpp"
 
 namespace tokentap::proxy {
@@ -148,7 +149,7 @@ TEST(PrefixBalancer, AnEjectedEndpointsPrefixesDoNotMatch) {
   fleet f(3);
   const auto conv = conversation("sys", {"q1"});
   f.c.served(f.at(0), conv);
-  f.at(0).ejected_until_ns = steady_now_ns() + 60'000'000'000;
+  f.at(0).ejected_until_ns = base::mono_now_ns() + 60'000'000'000;
   const auto d = f.choose(conv);
   EXPECT_NE(d.chosen, &f.at(0));
   EXPECT_EQ(d.reason, routing_reason::least_request);
@@ -221,7 +222,7 @@ TEST(PrefixBalancer, HashPlacementAgreesAcrossInstancesAndSpreads) {
     EXPECT_LT(n, 600) << label;
   }
   // An endpoint ejected: only its conversations move.
-  one.at(3).ejected_until_ns = steady_now_ns() + 60'000'000'000;
+  one.at(3).ejected_until_ns = base::mono_now_ns() + 60'000'000'000;
   int moved = 0;
   for (int i = 0; i < 400; ++i) {
     const auto conv = conversation("tenant system " + std::to_string(i), {"first question"});

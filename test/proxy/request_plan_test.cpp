@@ -11,7 +11,9 @@
 
 #include <boost/beast/http/error.hpp>
 
+#include "base/clock.hpp"
 #include "hooks/govern/tenants.hpp"
+#include "hooks/observe/metrics.hpp"
 #include "proxy/proxy_server.hpp"
 #include "proxy/upstream_pool.hpp"
 #include "test/proxy/upstreams.hpp"
@@ -136,7 +138,7 @@ TEST(RequestPlan, TheRouterFallsBackWhenNoEndpointOfTheUpstreamCanTakeTheRequest
   EXPECT_EQ(p.ex.upstream_cluster, p.gen.clusters[0].get());
   EXPECT_EQ(p.ex.upstream_endpoint->active.load(), 1u) << "in flight while the exchange lasts";
 
-  const auto far = steady_now_ns() + 60'000'000'000;
+  const auto far = base::mono_now_ns() + 60'000'000'000;
   for (auto& e : p.gen.clusters[0]->endpoints()) e->ejected_until_ns = far;
   exchange next;
   next.gen = &p.gen;

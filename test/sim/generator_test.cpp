@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "parsers/json_out.hpp"
+#include "base/json.hpp"
 #include "parsers/request_inspector.hpp"
 
 namespace tokentap::sim {
@@ -215,7 +215,7 @@ TEST(Generator, OllamaLinesAndTheirDurations) {
     EXPECT_TRUE(pl.events.empty());
     EXPECT_TRUE(in.inspect(pl.body).error.empty()) << pl.body;
     EXPECT_NE(pl.body.find(R"("done_reason":"length","done":true)"), std::string::npos);
-    EXPECT_NE(pl.body.find(R"("thinking":")" + json::escaped(pl.reasoning_text)),
+    EXPECT_NE(pl.body.find(R"("thinking":")" + base::json::escaped(pl.reasoning_text)),
               std::string::npos);
     add_engine_report(pl, kind, engine_shape::ollama, {0, 30, 50});
     EXPECT_NE(pl.body.find(R"("eval_duration":50000000})"), std::string::npos) << pl.body;

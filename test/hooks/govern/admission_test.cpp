@@ -240,7 +240,7 @@ TEST(Shedding, ARouteOverItsTtftSloRefusesLowUntilItRecovers) {
   s.settle(t, 0, t0);
   std::string json;
   {
-    json::writer w(json);
+    base::json::writer w(json);
     s.write_json(w, t0 + 2s);
   }
   EXPECT_NE(json.find("\"route\":\"chat\",\"active\":true"), std::string::npos) << json;

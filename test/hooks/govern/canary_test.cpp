@@ -73,7 +73,7 @@ TEST(Canary, ClimbsThroughItsStepsWhileEveryGateHolds) {
   for (std::uint64_t root : {0ull, 1ull, 42ull, 9999ull}) EXPECT_TRUE(s.assign(c, root, t0 + 33s));
   std::string json;
   {
-    json::writer w(json);
+    base::json::writer w(json);
     s.write_json(w, t0 + 33s);
   }
   EXPECT_NE(json.find(R"("route":"chat","upstream":"next","baseline":"stable","phase":"promoted")"),
@@ -118,7 +118,7 @@ TEST_P(CanaryGate, ABreachRollsBackAtOnceAndSaysWhy) {
   EXPECT_FALSE(s.assign(c, 0, t0 + 3s));
   std::string json;
   {
-    json::writer w(json);
+    base::json::writer w(json);
     s.write_json(w, t0 + 3s);
   }
   EXPECT_NE(json.find(std::string(R"("phase":"rolled_back")")), std::string::npos) << json;

@@ -58,7 +58,7 @@ TEST(TenantStats, RowsCountRequestsRejectionsErrorsAndTokensBusiestFirst) {
   stats.record(exchange_of("", 200, 1, 1));  // tenants not known: not a row
   std::string out;
   {
-    json::writer w(out);
+    base::json::writer w(out);
     stats.write_json(w, 10);
   }
   const auto b = out.find("\"tenant\":\"team-b\"");
@@ -76,7 +76,7 @@ TEST(TenantStats, RowsCountRequestsRejectionsErrorsAndTokensBusiestFirst) {
   stats.record(exchange_of("team-d", 200, 1, 1));
   out.clear();
   {
-    json::writer w(out);
+    base::json::writer w(out);
     stats.write_json(w, 10);
   }
   EXPECT_NE(out.find("team-c"), std::string::npos);

@@ -25,7 +25,7 @@ TEST(MetricsRegistry, SourcesFollowTheirOwnersAndCountersNeverGoBack) {
   m.add_gauge_source(
       "t_active", "help", [] { return 3.0; }, {{"up", "a"}}, first);
   m.add_stats_section(
-      "sec", [](json::writer& w) { w.string("old"); }, first);
+      "sec", [](base::json::writer& w) { w.string("old"); }, first);
   old_count = 5;
   EXPECT_EQ(value_of(m.prometheus_text(), "t_retries_total{up=\"a\"}"), 5);
   old_count = 7;  // counted since the last scrape, then replaced
@@ -33,7 +33,7 @@ TEST(MetricsRegistry, SourcesFollowTheirOwnersAndCountersNeverGoBack) {
   m.add_counter_source(
       "t_retries_total", "help", [&] { return new_count; }, {{"up", "a"}}, second);
   m.add_stats_section(
-      "sec", [](json::writer& w) { w.string("new"); }, second);
+      "sec", [](base::json::writer& w) { w.string("new"); }, second);
   new_count = 4;
   auto text = m.prometheus_text();
   EXPECT_EQ(value_of(text, "t_retries_total{up=\"a\"}"), 11);  // 7 of the old + 4 of the new

@@ -1,9 +1,9 @@
 #pragma once
-// Internal to parsers/: byte-level rules shared by the JSON writer (json_out), the chat-chunk
-// reader (openai_chunk) and the HTTP body decoder (http_body).
+// Byte-level rules shared by the JSON writer (base/json), the chat-chunk reader
+// (parsers/openai_chunk) and the HTTP body decoder (parsers/http_body).
 #include <cstddef>
 
-namespace tokentap::parsers::detail {
+namespace tokentap::base {
 
 /// A byte that stands for itself inside a JSON string: printable ASCII other than `"` and `\`.
 /// Everything else needs an escape (control characters, `"`, `\`) or starts a multi-byte UTF-8
@@ -48,4 +48,4 @@ constexpr int hex_value(char c) noexcept {
   return -1;
 }
 
-}  // namespace tokentap::parsers::detail
+}  // namespace tokentap::base

@@ -1,4 +1,4 @@
-#include "parsers/json_out.hpp"
+#include "base/json.hpp"
 
 #include <array>
 #include <charconv>
@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "parsers/text_bytes.hpp"
+#include "base/text_bytes.hpp"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -15,7 +15,7 @@
 #include <tmmintrin.h>  // SSSE3, used only behind a run-time check
 #endif
 
-namespace tokentap::json {
+namespace tokentap::base::json {
 
 bool valid_utf8(std::string_view s) noexcept {
   for (std::size_t i = 0; i < s.size();) {
@@ -27,7 +27,7 @@ bool valid_utf8(std::string_view s) noexcept {
       i += 8;
     }
     if (i == s.size()) break;
-    const auto n = parsers::detail::utf8_sequence(s.data() + i, s.data() + s.size());
+    const auto n = utf8_sequence(s.data() + i, s.data() + s.size());
     if (n == 0) return false;
     i += n;
   }
@@ -52,8 +52,7 @@ inline bool all_plain(std::string_view s) noexcept {
   std::size_t n = s.size();
   if (n < 8) {
     bool plain = true;
-    for (std::size_t i = 0; i < n; ++i)
-      plain &= parsers::detail::json_plain(static_cast<unsigned char>(p[i]));
+    for (std::size_t i = 0; i < n; ++i) plain &= json_plain(static_cast<unsigned char>(p[i]));
     return plain;
   }
   std::uint64_t w;
@@ -245,7 +244,7 @@ inline bool put_special(const char*& p, const char* end, char*& w) noexcept {
   if (c < 0x80) {
     w = put_escape(w, c);
     ++p;
-  } else if (const auto n = parsers::detail::utf8_sequence(p, end); n != 0) {
+  } else if (const auto n = utf8_sequence(p, end); n != 0) {
     std::memcpy(w, p, n);
     w += n;
     p += n;
@@ -351,7 +350,7 @@ bool escape_into(std::string& out, std::string_view s) {
       p += k;
     } else {
       const auto c = static_cast<unsigned char>(*p);
-      if (parsers::detail::json_plain(c)) {
+      if (json_plain(c)) {
         room(1);
         *w++ = static_cast<char>(c);
         ++p;
@@ -665,4 +664,4 @@ writer& writer::raw(std::string_view json) {
   return *this;
 }
 
-}  // namespace tokentap::json
+}  // namespace tokentap::base::json

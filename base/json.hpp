@@ -11,7 +11,7 @@
 #include <string_view>
 #include <type_traits>
 
-namespace tokentap::json {
+namespace tokentap::base::json {
 
 /// True when `s` is well-formed UTF-8 (JSON strings must be).
 bool valid_utf8(std::string_view s) noexcept;
@@ -119,4 +119,4 @@ class writer {
   bool after_key_ = false;
 };
 
-}  // namespace tokentap::json
+}  // namespace tokentap::base::json

@@ -1,4 +1,4 @@
-#include "config/log.hpp"
+#include "base/log.hpp"
 
 #include <unistd.h>
 
@@ -6,9 +6,10 @@
 #include <chrono>
 #include <string>
 
-#include "parsers/json_out.hpp"
+#include "base/clock.hpp"
+#include "base/json.hpp"
 
-namespace tokentap::log {
+namespace tokentap::base::log {
 
 namespace {
 std::atomic<int> g_level{static_cast<int>(level::info)};
@@ -35,12 +36,9 @@ bool enabled(level l) noexcept {
 
 void write(level l, std::string_view msg) noexcept {
   try {
-    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
     std::string out;
     out.reserve(msg.size() + 48);
-    json::append_rfc3339_us(out, us);  // as the traces' start times
+    json::append_rfc3339_us(out, wall_now_us());  // as the traces' start times
     out.append(" ").append(names[static_cast<int>(l)]).append(" ");
     out.append(msg).push_back('\n');
     // One write(2) per line keeps lines whole across threads.
@@ -55,4 +53,4 @@ void write(level l, std::string_view msg) noexcept {
   }
 }
 
-}  // namespace tokentap::log
+}  // namespace tokentap::base::log

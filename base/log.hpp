@@ -4,7 +4,7 @@
 #include <sstream>
 #include <string_view>
 
-namespace tokentap::log {
+namespace tokentap::base::log {
 
 enum class level { debug = 0, info = 1, warn = 2, error = 3 };
 
@@ -34,9 +34,10 @@ struct voidify {
   void operator&(const line&) const noexcept {}
 };
 
-}  // namespace tokentap::log
+}  // namespace tokentap::base::log
 
-#define TT_LOG(lvl)                                      \
-  !::tokentap::log::enabled(::tokentap::log::level::lvl) \
-      ? (void)0                                          \
-      : ::tokentap::log::voidify() & ::tokentap::log::line(::tokentap::log::level::lvl)
+#define TT_LOG(lvl)                                                  \
+  !::tokentap::base::log::enabled(::tokentap::base::log::level::lvl) \
+      ? (void)0                                                      \
+      : ::tokentap::base::log::voidify() &                           \
+            ::tokentap::base::log::line(::tokentap::base::log::level::lvl)

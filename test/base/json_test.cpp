@@ -1,6 +1,6 @@
 // JSON output helpers: the word-at-a-time escaper against a byte-at-a-time reference on every
 // special byte at every alignment, strict UTF-8 handling, and the printf-free number formatting.
-#include "parsers/json_out.hpp"
+#include "base/json.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-namespace tokentap::json {
+namespace tokentap::base::json {
 namespace {
 
 // The obvious implementation, one byte at a time (what the fast path must equal).
@@ -373,4 +373,4 @@ TEST(JsonWriter, NumbersAreWhatPrintfWritesAndNullWhenNotFinite) {
 }
 
 }  // namespace
-}  // namespace tokentap::json
+}  // namespace tokentap::base::json
