@@ -88,9 +88,8 @@ struct upstream_attempt {
   /// any byte reached the client: connect, tls, timeout, reset, status_429, status_502,
   /// status_503.
   std::string_view error;
-  /// Why the balancer chose the endpoint (DESIGN.md §10): round_robin, least_request,
-  /// prefix_match, hash, load_bound, fallback; and for prefix_match, how many conversation
-  /// elements matched.
+  /// Why the balancer chose the endpoint: its routing reason's name (DESIGN.md §10, the proxy's
+  /// `routing_reason`); and for prefix_match, how many conversation elements matched.
   std::string_view reason;
   std::uint32_t matched_messages = 0;
 };

@@ -51,11 +51,19 @@ void endpoint_stats::record(const stream_info& s) {
       sec.cached_tokens += static_cast<std::uint64_t>(
           std::clamp<std::int64_t>(u.cached_input_tokens, 0, u.input_tokens));
     }
-    for (std::size_t i = 0; i < reasons.size(); ++i)
-      if (last.reason == reasons[i]) ++sec.routed[i];
+    if (const auto i = reason_index(last.reason); i < max_reasons) ++sec.routed[i];
     if (s.timing.ttft_ms >= 0) sec.ttft.add(s.timing.ttft_ms);
     return;
   }
+}
+
+std::size_t endpoint_stats::reason_index(std::string_view reason) {
+  if (reason.empty()) return max_reasons;
+  const auto it = std::find(reason_names_.begin(), reason_names_.end(), reason);
+  if (it != reason_names_.end()) return static_cast<std::size_t>(it - reason_names_.begin());
+  if (reason_names_.size() == max_reasons) return max_reasons;
+  reason_names_.emplace_back(reason);
+  return reason_names_.size() - 1;
 }
 
 endpoint_stats::second endpoint_stats::in_window(const row& r, std::int64_t now) const {
@@ -65,7 +73,7 @@ endpoint_stats::second endpoint_stats::in_window(const row& r, std::int64_t now)
     sum.errors += sec.errors;
     sum.prompt_tokens += sec.prompt_tokens;
     sum.cached_tokens += sec.cached_tokens;
-    for (std::size_t i = 0; i < reasons.size(); ++i) sum.routed[i] += sec.routed[i];
+    for (std::size_t i = 0; i < max_reasons; ++i) sum.routed[i] += sec.routed[i];
     sum.ttft.merge(sec.ttft);
   });
   return sum;
@@ -150,8 +158,8 @@ void endpoint_stats::write_json(base::json::writer& w, double window_s) {
       w.end();
     }
     w.key("reasons").begin_object();
-    for (std::size_t i = 0; i < reasons.size(); ++i)
-      if (sum.routed[i] > 0) w.field(reasons[i], sum.routed[i]);
+    for (std::size_t i = 0; i < reason_names_.size(); ++i)
+      if (sum.routed[i] > 0) w.field(reason_names_[i], sum.routed[i]);
     w.end().end();
   }
   w.end();

@@ -64,14 +64,14 @@ class endpoint_stats {
   /// (ms), or NaN when either is unknown.
   static double gap_ms(double proxy_ms, double engine_ms) noexcept;
 
-  /// The routing reasons a row counts (the proxy's routing_reason names).
-  static constexpr std::array<std::string_view, 6> reasons = {
-      "round_robin", "least_request", "prefix_match", "hash", "load_bound", "fallback"};
+  /// How many distinct routing reasons the rows count (the balancers' names, learned as they
+  /// come; a reason past them is not counted).
+  static constexpr std::size_t max_reasons = 12;
 
  private:
   struct second {
     std::uint64_t requests = 0, errors = 0, prompt_tokens = 0, cached_tokens = 0;
-    std::array<std::uint64_t, reasons.size()> routed{};
+    std::array<std::uint64_t, max_reasons> routed{};  // by reason_names_' index
     quantile_sketch ttft;
   };
   struct row {
@@ -86,8 +86,12 @@ class endpoint_stats {
   second in_window(const row& r, std::int64_t now) const;
 
   std::chrono::seconds window_;
+  // The index of `reason` in reason_names_, added when new; max_reasons when full (mu_ held).
+  std::size_t reason_index(std::string_view reason);
+
   std::mutex mu_;
   std::vector<std::unique_ptr<row>> rows_;
+  std::vector<std::string> reason_names_;
 };
 
 }  // namespace tokentap::hooks
