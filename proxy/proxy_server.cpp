@@ -208,38 +208,51 @@ void carry_state(const endpoint& from, endpoint& to) {
 
 }  // namespace
 
+proxy_stats::proxy_stats(hooks::metrics_registry& m)
+    : upstream_connects(m.counter("tokentap_upstream_connects_total",
+                                  "Connections the proxy opened to upstream endpoints for "
+                                  "exchanges (health checks and engine scrapes not included)")),
+      upstream_reuses(m.counter("tokentap_upstream_reuses_total",
+                                "Exchanges sent on a kept-alive upstream connection")),
+      client_disconnects(m.counter("tokentap_client_disconnects_total",
+                                   "Clients that left in the middle of an exchange")),
+      rejected_requests(m.counter(
+          "tokentap_rejected_requests_total",
+          "Requests the proxy answered itself: malformed (400), no route (404), head or body too "
+          "large (431, 413), and those a hook answered in its request phase")),
+      active_streams(m.gauge("tokentap_proxy_exchanges_in_flight",
+                             "Exchanges being forwarded (request sent upstream to response end), "
+                             "whatever hooks run")),
+      reloads_applied(m.counter(
+          "tokentap_config_reloads_total",
+          "Configuration reloads (SIGHUP, POST /admin/reload), by result: success (applied to new "
+          "requests) or failure (refused; the running configuration kept)",
+          {{"result", "success"}})),
+      reloads_refused(m.counter(
+          "tokentap_config_reloads_total",
+          "Configuration reloads (SIGHUP, POST /admin/reload), by result: success (applied to new "
+          "requests) or failure (refused; the running configuration kept)",
+          {{"result", "failure"}})),
+      last_reload_ok(m.gauge(
+          "tokentap_config_last_reload_successful",
+          "1 when the last reload was applied (or none was asked for), 0 when it was refused")) {
+  last_reload_ok.set(1);
+}
+
+proxy_shared::proxy_shared(std::shared_ptr<hooks::metrics_registry> m)
+    : metrics(std::move(m)), stats(*metrics) {}
+
+proxy_shared::~proxy_shared() = default;
+
 proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factory> taps,
                            std::function<void(hooks::hook_registry&)> more_hooks)
     : runtime_(cfg.threads),
-      shared_(std::make_unique<proxy_shared>()),
+      shared_(std::make_unique<proxy_shared>(std::make_shared<hooks::metrics_registry>(cfg))),
       fixed_taps_(std::move(taps)) {
-  shared_->metrics = std::make_shared<hooks::metrics_registry>(cfg);
   shared_->credential_salt = hooks::credential_salt(cfg.tenants.salt);
   if (cfg.tenants.enabled)
     shared_->tenants = std::make_unique<hooks::tenant_names>(cfg.tenants.max);
-  // What the proxy answers or loses on its own, before or outside any tapped stream.
   auto& m = *shared_->metrics;
-  m.add_counter_source(
-      "tokentap_rejected_requests_total",
-      "Requests the proxy answered itself: malformed (400), no route (404), head or body too "
-      "large (431, 413)",
-      [s = shared_.get()] { return s->stats.rejected_requests.load(std::memory_order_relaxed); });
-  m.add_counter_source(
-      "tokentap_client_disconnects_total", "Clients that left in the middle of an exchange",
-      [s = shared_.get()] { return s->stats.client_disconnects.load(std::memory_order_relaxed); });
-  for (const bool ok : {true, false})
-    m.add_counter_source(
-        "tokentap_config_reloads_total",
-        "Configuration reloads (SIGHUP, POST /admin/reload), by result: success (applied to new "
-        "requests) or failure (refused; the running configuration kept)",
-        [this, ok] {
-          return (ok ? reloads_ok_ : reloads_refused_).load(std::memory_order_relaxed);
-        },
-        {{"result", ok ? "success" : "failure"}});
-  m.add_gauge_source(
-      "tokentap_config_last_reload_successful",
-      "1 when the last reload was applied (or none was asked for), 0 when it was refused",
-      [this] { return last_reload_ok_.load(std::memory_order_relaxed) ? 1.0 : 0.0; });
   m.add_gauge_source("tokentap_config_generation",
                      "The configuration new requests use: 1 at start, one more per applied reload",
                      [s = shared_.get()] { return static_cast<double>(s->current()->number); });
@@ -342,8 +355,8 @@ reload_result proxy_server::reload(config::config next) {
   std::erase_if(endpoint_ids_, [&](const auto& entry) { return !kept.contains(entry.second); });
   shared_->publish(g);
   if (base::log::level l; base::log::parse_level(g->cfg.log_level, l)) base::log::set_level(l);
-  reloads_ok_.fetch_add(1, std::memory_order_relaxed);
-  last_reload_ok_.store(true, std::memory_order_relaxed);
+  shared_->stats.reloads_applied.add();
+  shared_->stats.last_reload_ok.set(1);
   if (started_) {
     for (unsigned i = 0; i < runtime_.size(); ++i)
       asio::post(runtime_.at(i).ioc, [pool = shared_->pools[i].get(), gone] {
@@ -358,8 +371,8 @@ reload_result proxy_server::reload(config::config next) {
 }
 
 reload_result proxy_server::refused(std::string why) {
-  reloads_refused_.fetch_add(1, std::memory_order_relaxed);
-  last_reload_ok_.store(false, std::memory_order_relaxed);
+  shared_->stats.reloads_refused.add();
+  shared_->stats.last_reload_ok.set(0);
   reload_result r{.applied = false,
                   .generation = shared_->current()->number,
                   .reason = config::config_error::one_line(why)};

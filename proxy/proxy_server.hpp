@@ -13,6 +13,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include "config/config.hpp"
+#include "hooks/observe/metric_ref.hpp"
 #include "hooks/tap.hpp"
 
 namespace tokentap::hooks {
@@ -36,14 +37,17 @@ class cluster;
 class health_checks;
 class upstream_pool;
 
-/// Counters the tests and the metrics read.  Relaxed atomics: monotonic counts only.
+/// What the proxy counts of its own, whatever hooks run: series of the metrics registry
+/// (/metrics), counted into as things happen.
 struct proxy_stats {
-  std::atomic<std::uint64_t> upstream_connects{0};   ///< new upstream connections made
-  std::atomic<std::uint64_t> upstream_reuses{0};     ///< exchanges on a pooled connection
-  std::atomic<std::uint64_t> upstream_errors{0};     ///< connect/tls/timeout/reset/protocol
-  std::atomic<std::uint64_t> client_disconnects{0};  ///< clients gone mid-exchange
-  std::atomic<std::uint64_t> rejected_requests{0};   ///< 400/404/413/431 answered by the proxy
-  std::atomic<std::uint64_t> active_streams{0};      ///< exchanges in flight
+  explicit proxy_stats(hooks::metrics_registry& m);
+  hooks::counter_ref upstream_connects;   ///< new upstream connections made for exchanges
+  hooks::counter_ref upstream_reuses;     ///< exchanges sent on a kept-alive connection
+  hooks::counter_ref client_disconnects;  ///< clients gone mid-exchange
+  hooks::counter_ref rejected_requests;   ///< answered by the proxy or a hook, not forwarded
+  hooks::gauge_ref active_streams;        ///< exchanges being forwarded
+  hooks::counter_ref reloads_applied, reloads_refused;
+  hooks::gauge_ref last_reload_ok;  ///< 1 when the last reload was applied (or none was asked)
 };
 
 /// What a client connection keeps of its last exchange's configuration between requests (the
@@ -71,6 +75,10 @@ struct generation {
 /// Everything sessions share for the life of the process; immutable after start except the
 /// atomics, the per-worker pools and which generation is current.
 struct proxy_shared {
+  /// Everything the proxy counts goes to `m`.
+  explicit proxy_shared(std::shared_ptr<hooks::metrics_registry> m);
+  ~proxy_shared();
+
   /// The configuration new requests use.
   std::shared_ptr<const generation> current() const noexcept {
     return current_.load(std::memory_order_acquire);
@@ -79,12 +87,12 @@ struct proxy_shared {
     current_.store(std::move(g), std::memory_order_release);
   }
 
-  std::vector<std::unique_ptr<upstream_pool>> pools;  ///< per worker
   std::shared_ptr<hooks::metrics_registry> metrics;
+  proxy_stats stats;
+  std::vector<std::unique_ptr<upstream_pool>> pools;  ///< per worker
   /// Tenant names (DESIGN.md §11) when tenants are configured, else nullptr.
   std::unique_ptr<hooks::tenant_names> tenants;
   std::uint64_t credential_salt = 0;  ///< of hooks::credential_hash
-  proxy_stats stats;
   net::server_runtime* runtime = nullptr;
 
  private:
@@ -166,9 +174,7 @@ class proxy_server {
   std::mutex reload_mu_;  // one reload at a time; guards endpoint_ids_, health_checks_
   std::function<config::config()> config_source_;
   std::shared_ptr<health_checks> health_checks_;  // the current generation's probes
-  std::atomic<std::uint64_t> reloads_ok_{0}, reloads_refused_{0};
-  std::atomic<bool> last_reload_ok_{true};
-  bool started_ = false;  // (reload_mu_)
+  bool started_ = false;                          // (reload_mu_)
   tcp::endpoint endpoint_, admin_endpoint_;
   // POST /admin/reload runs here, off the I/O threads, and retired generations are destroyed
   // here.  Last: joined before anything it uses is destroyed.

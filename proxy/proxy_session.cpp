@@ -127,14 +127,14 @@ class proxy_session final : public relay_host, public net::session_base {
 
     const std::string_view target = req.target();
     if (target.empty() || target.front() != '/') {
-      shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
+      shared_.stats.rejected_requests.add();
       co_await send_error(ex, 400, "bad_request", "request target must be a path (origin-form)");
       co_return false;
     }
     const auto path = target.substr(0, target.find('?'));
     ex.route = config::match_route(ex.gen->cfg, path);
     if (!ex.route) {
-      shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
+      shared_.stats.rejected_requests.add();
       co_await send_error(ex, 404, "no_route", "no route matches " + log_safe(path, 256));
       co_return ex.client_keep_alive && !draining_;
     }
@@ -158,7 +158,6 @@ class proxy_session final : public relay_host, public net::session_base {
     req.erase(fault_token_header);
     if (!choose_endpoint(ex)) {
       // Every endpoint of the upstream (and of its fallback) is ejected.
-      shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
       ex.outcome = stream_outcome::upstream_error;
       tap_request(ex, req);
       if (ex.tap) ex.tap->on_upstream_error("connect", 503);
@@ -172,11 +171,11 @@ class proxy_session final : public relay_host, public net::session_base {
     plan_upstream_request(std::move(req), ex, peer_, shared_.metrics.get());
     tap_request(ex);
 
-    shared_.stats.active_streams.fetch_add(1, std::memory_order_relaxed);
+    shared_.stats.active_streams.add();
     watch_client();
     co_await forward(ex);
     watch_.stop(client_.socket());
-    shared_.stats.active_streams.fetch_sub(1, std::memory_order_relaxed);
+    shared_.stats.active_streams.sub();
     if (ex.tap) {
       end_tap(ex);
       ex.outcome = ex.tap->judged_outcome(ex.outcome);  // an error inside a 200 stream
@@ -227,7 +226,7 @@ class proxy_session final : public relay_host, public net::session_base {
   awaitable<bool> answer_locally(http::request<http::string_body> req, exchange& ex,
                                  hooks::request_decision& d,
                                  stream_outcome outcome = stream_outcome::rejected) {
-    shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
+    shared_.stats.rejected_requests.add();
     ex.conversation = {};
     tap_request(ex, req);
     req = {};
@@ -247,7 +246,7 @@ class proxy_session final : public relay_host, public net::session_base {
     ex.gen = generation_.get();  // (the limits it was read under are rules_')
     ex.start = clock::now();
     if (auto r = unreadable_reply(ec, limits())) {
-      shared_.stats.rejected_requests.fetch_add(1, std::memory_order_relaxed);
+      shared_.stats.rejected_requests.add();
       co_await send_error(ex, r->status, r->error_type, std::move(r->error_message));
     } else if (ec == beast::error::timeout) {
       TT_LOG(debug) << "client " << peer_ << " too slow sending its request; closing";
@@ -288,10 +287,8 @@ class proxy_session final : public relay_host, public net::session_base {
   }
 
   void count(const attempts_end<upstream_connection>& end) {
-    auto& st = shared_.stats;
-    st.upstream_connects.fetch_add(end.connects, std::memory_order_relaxed);
-    st.upstream_reuses.fetch_add(end.reuses, std::memory_order_relaxed);
-    st.upstream_errors.fetch_add(end.connect_failures, std::memory_order_relaxed);
+    if (end.connects > 0) shared_.stats.upstream_connects.add(end.connects);
+    if (end.reuses > 0) shared_.stats.upstream_reuses.add(end.reuses);
   }
 
   // The response whose head came on `conn`: its head and body relayed to the client.
@@ -391,8 +388,6 @@ class proxy_session final : public relay_host, public net::session_base {
       client_lost(ex);
       co_return;
     }
-    if (end.kind == end.failed)
-      shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
     const auto f = reply_to(end, ex.upstream_cluster->cfg().name);
     ex.outcome = f.outcome;
     if (ex.tap) ex.tap->on_upstream_error(f.tap_reason, f.status);
@@ -444,13 +439,9 @@ class proxy_session final : public relay_host, public net::session_base {
   void client_lost(exchange& ex) override {
     ex.outcome = stream_outcome::client_disconnect;
     client_gone_ = true;
-    shared_.stats.client_disconnects.fetch_add(1, std::memory_order_relaxed);
+    shared_.stats.client_disconnects.add();
     close_upstream();
     close_client();
-  }
-
-  void count_upstream_error() noexcept override {
-    shared_.stats.upstream_errors.fetch_add(1, std::memory_order_relaxed);
   }
 
   std::string_view peer() const noexcept override { return peer_; }

@@ -127,8 +127,6 @@ class relay_host : public std::enable_shared_from_this<relay_host> {
   virtual void client_lost(exchange& ex) = 0;
   /// Closes the client's connection: a response cut short must not look complete.
   virtual void close_client() noexcept = 0;
-  /// The upstream broke or went silent mid-response.
-  virtual void count_upstream_error() noexcept = 0;
   /// The client's address, for the log.
   virtual std::string_view peer() const noexcept = 0;
 
@@ -577,7 +575,6 @@ class relay_op final : deferred_step {
       } else {
         // The upstream broke mid-response: the client must see a truncated response, never
         // a clean end, so the connection is closed without the terminating chunk.
-        s_.count_upstream_error();
         ex_.outcome = read_ec_ == beast::error::timeout ? hooks::stream_outcome::timeout
                                                         : hooks::stream_outcome::upstream_reset;
         TT_LOG(warn) << "upstream broke mid-response after " << ex_.body_bytes

@@ -24,6 +24,7 @@
 
 #include "config/config.hpp"
 #include "hooks/hook.hpp"
+#include "hooks/observe/metric_ref.hpp"
 #include "hooks/observe/quantile_sketch.hpp"
 
 namespace prometheus {
@@ -77,7 +78,15 @@ class metrics_registry {
   /// series are dropped at the next scrape.  An empty owner: the registry's lifetime.
   using owner_ref = std::weak_ptr<const void>;
 
-  /// A counter kept elsewhere (the trace writer, the proxy's own accounting), read at scrape
+  /// The registry's counter `name` with `labels` (registered on first use), for a component to
+  /// count into directly.
+  counter_ref counter(const std::string& name, const std::string& help,
+                      const std::map<std::string, std::string>& labels = {});
+  /// The same for a gauge.
+  gauge_ref gauge(const std::string& name, const std::string& help,
+                  const std::map<std::string, std::string>& labels = {});
+
+  /// A counter kept elsewhere (the trace writer's, the OTLP exporter's thread), read at scrape
   /// time.  One source per name and label set: registering the series again (a reload's new
   /// generation) replaces its source, and the counter counts on from the new source's current
   /// value, so it never goes back.

@@ -1,6 +1,6 @@
-// What /metrics and /api/stats show beside the streams' own series: other components' counters
-// and gauges, read at each scrape and dropped with their owner; their /api/stats sections;
-// response heads per upstream endpoint.
+// What /metrics and /api/stats show beside the streams' own series: counters and gauges other
+// components count into, or keep themselves and have read at each scrape (dropped with their
+// owner); their /api/stats sections; response heads per upstream endpoint.
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
@@ -13,6 +13,43 @@
 #include "hooks/observe/metrics.hpp"
 
 namespace tokentap::hooks {
+
+void counter_ref::add(std::uint64_t n) const noexcept {
+  c_->Increment(static_cast<double>(n));
+}
+
+std::uint64_t counter_ref::value() const noexcept {
+  return static_cast<std::uint64_t>(c_->Value());
+}
+
+void gauge_ref::add(double n) const noexcept {
+  g_->Increment(n);
+}
+
+void gauge_ref::sub(double n) const noexcept {
+  g_->Decrement(n);
+}
+
+void gauge_ref::set(double v) const noexcept {
+  g_->Set(v);
+}
+
+double gauge_ref::value() const noexcept {
+  return g_->Value();
+}
+
+counter_ref metrics_registry::counter(const std::string& name, const std::string& help,
+                                      const std::map<std::string, std::string>& labels) {
+  std::lock_guard lk(mu_);
+  return counter_ref(
+      prometheus::BuildCounter().Name(name).Help(help).Register(*registry_).Add(labels));
+}
+
+gauge_ref metrics_registry::gauge(const std::string& name, const std::string& help,
+                                  const std::map<std::string, std::string>& labels) {
+  std::lock_guard lk(mu_);
+  return gauge_ref(prometheus::BuildGauge().Name(name).Help(help).Register(*registry_).Add(labels));
+}
 
 void metrics_registry::add_counter_source(const std::string& name, const std::string& help,
                                           std::function<std::uint64_t()> read,

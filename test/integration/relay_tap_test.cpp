@@ -66,7 +66,7 @@ load_result load_through(tcp::endpoint ep, const request_options& one, unsigned 
 // metrics' bookkeeping runs right after the last write): waits, up to `limit`, for that.
 void await_streams_ended(stack& s, std::chrono::milliseconds limit = std::chrono::seconds(3)) {
   const auto until = std::chrono::steady_clock::now() + limit;
-  while (s.proxy->stats().active_streams.load() != 0 && std::chrono::steady_clock::now() < until)
+  while (s.proxy->stats().active_streams.value() != 0 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
@@ -398,8 +398,8 @@ TEST(Relay, AHardStopReleasesTheRelayStepsStillPending) {
     while (!done() && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
   };
-  wait_for([&] { return s.proxy->stats().active_streams.load() == 40; });
-  ASSERT_EQ(s.proxy->stats().active_streams.load(), 40u);
+  wait_for([&] { return s.proxy->stats().active_streams.value() == 40; });
+  ASSERT_EQ(s.proxy->stats().active_streams.value(), 40u);
   // The next tap holds the only I/O thread 200 ms while every other stream's events pile up in
   // its socket: each of their reads finds the thread behind and queues its tap step.  Stop once
   // more tap work waits than the hard stop's 2 s can run: 20 steps are 4 s of it.  (This used
@@ -519,7 +519,7 @@ TEST(Relay, TwoHundredConcurrentStreams) {
   EXPECT_EQ(t.events, 400u * sse_data(expected.body).size());
   // The last bytes reach the client just before the proxy finishes its bookkeeping.
   await_streams_ended(s, std::chrono::seconds(2));
-  EXPECT_EQ(s.proxy->stats().active_streams.load(), 0u);
+  EXPECT_EQ(s.proxy->stats().active_streams.value(), 0u);
 }
 
 }  // namespace

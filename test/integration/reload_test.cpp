@@ -114,7 +114,7 @@ TEST(Reload, StreamsInFlightFinishOnTheirConfigWhileNewRequestsTakeTheNewOne) {
     EXPECT_EQ(got.body, reference.body);
   }
   EXPECT_EQ(a.stats().disconnects.load(), 0u);
-  EXPECT_EQ(s.proxy->stats().client_disconnects.load(), 0u);
+  EXPECT_EQ(s.proxy->stats().client_disconnects.value(), 0u);
   // Their upstream connections are not kept for reuse: no configuration names that endpoint.
   EXPECT_TRUE(eventually([&] { return a.stats().open_connections.load() == 0; }))
       << a.stats().open_connections.load() << " connections to the removed endpoint still open";

@@ -57,7 +57,7 @@ TEST(Tls, TrustedCaVerifiesAndStreamsByteExact) {
   EXPECT_EQ(sse_data(r1.body).back(), "[DONE]");
   const auto r2 = c.request(chat());
   EXPECT_EQ(r2.body, r1.body);  // deterministic simulator: same request, same bytes
-  EXPECT_EQ(p.stats().upstream_connects.load(), 1u);  // TLS connection kept alive and reused
+  EXPECT_EQ(p.stats().upstream_connects.value(), 1u);  // TLS connection kept alive and reused
   EXPECT_EQ(up.sim->stats().connections.load(), 1u);
 }
 

@@ -48,7 +48,7 @@ struct plan {
   }
 
   generation gen;
-  proxy_shared shared;
+  proxy_shared shared{std::make_shared<hooks::metrics_registry>(config::config{})};
   parsers::request_inspector inspector;
   exchange ex;
 };
