@@ -11,11 +11,16 @@
 #include <optional>
 #include <string>
 
+#include <openssl/ssl.h>
+
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "base/clock.hpp"
 #include "net/rx_stamped_reader.hpp"
@@ -126,6 +131,58 @@ void http_client::close() noexcept {
     d.stream->close();
     d.stream.reset();
   }
+}
+
+namespace {
+
+// The answer's head, then its body: read apart, so that a Content-Length past the body limit is
+// refused at the head (Boost 1.74's parser loses that error when it parses the body on in the
+// same call, as async_read alone does).
+template <class Stream>
+awaitable<void> answer_on(Stream& s, const http_client_request& req, std::uint64_t body_limit,
+                          http_client_response& res, error_code& ec) {
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(body_limit);
+  beast::flat_buffer buf;
+  co_await http::async_write(s, req, use_ec(ec));
+  if (!ec) co_await http::async_read_header(s, buf, parser, use_ec(ec));
+  if (!ec && !parser.is_done()) co_await http::async_read(s, buf, parser, use_ec(ec));
+  if (!ec) res = parser.release();
+}
+
+awaitable<void> exchange_on(const once_target& to, const http_client_request& req,
+                            std::uint64_t body_limit, http_client_response& res, error_code& ec,
+                            bool& done) {
+  const auto ex = co_await asio::this_coro::executor;
+  tcp_resolver resolver(ex);
+  const auto results =
+      co_await resolver.async_resolve(to.host, std::to_string(to.port), use_ec(ec));
+  tcp_stream tcp(ex);
+  if (!ec) co_await tcp.async_connect(results, use_ec(ec));
+  if (!ec && !to.tls) {
+    co_await answer_on(tcp, req, body_limit, res, ec);
+  } else if (!ec) {
+    beast::ssl_stream<tcp_stream> s(std::move(tcp), *to.tls);
+    SSL_set_tlsext_host_name(s.native_handle(), to.host.c_str());
+    s.set_verify_callback(asio::ssl::host_name_verification(to.host));
+    co_await s.async_handshake(asio::ssl::stream_base::client, use_ec(ec));
+    if (!ec) co_await answer_on(s, req, body_limit, res, ec);
+  }
+  done = true;
+}
+
+}  // namespace
+
+error_code request_once(const once_target& to, const http_client_request& req,
+                        std::chrono::milliseconds timeout, std::uint64_t body_limit,
+                        http_client_response& res) {
+  asio::io_context ioc(1);
+  error_code ec;
+  bool done = false;
+  asio::co_spawn(ioc, exchange_on(to, req, body_limit, res, ec, done),
+                 [](std::exception_ptr e) { log_escaped_exception(e, "request_once"); });
+  ioc.run_for(timeout);  // (what is left is cancelled with the io_context)
+  return done ? ec : error_code(asio::error::timed_out);
 }
 
 }  // namespace tokentap::net

@@ -1,9 +1,14 @@
 #pragma once
-// The keep-alive HTTP/1.1 client of `replay send` and the load generator: one plain-TCP
-// connection, a request written whole, the response head read, then its body piece by piece as
-// it arrives.  Reads go through rx_stamped_reader, so each piece carries when its bytes reached
-// the socket (the kernel's receive stamp) besides when the read completed: a client measures the
-// server's timing, not its own scheduling.
+// The HTTP/1.1 clients of everything that is not the proxy's data path (whose upstream
+// connections are proxy/upstream_pool's):
+//  - `http_client`, the keep-alive client of `replay send` and the load generator: one plain-TCP
+//    connection, a request written whole, the response head read, then its body piece by piece
+//    as it arrives.  Reads go through rx_stamped_reader, so each piece carries when its bytes
+//    reached the socket (the kernel's receive stamp) besides when the read completed: a client
+//    measures the server's timing, not its own scheduling.
+//  - `request_once`, one request and its whole answer on a new connection, plain or TLS, within
+//    one timeout, for a thread of its own (the OTLP exporter's).
+#include <boost/asio/ssl/context.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -19,6 +24,23 @@
 namespace tokentap::net {
 
 using http_client_request = boost::beast::http::request<boost::beast::http::string_body>;
+using http_client_response = boost::beast::http::response<boost::beast::http::string_body>;
+
+/// Where `request_once` goes: `host` and `port`, over TLS when `tls` is set (SNI and the
+/// certificate's name checked against `host`, as the context verifies).
+struct once_target {
+  std::string host;
+  std::uint16_t port = 0;
+  std::shared_ptr<boost::asio::ssl::context> tls;
+};
+
+/// Sends `req` on a new connection to `to` and reads its whole answer into `res` (a body up to
+/// `body_limit` bytes), everything within `timeout`.  Blocks the calling thread, which runs an
+/// io_context of its own: never call it on an I/O thread.  Returns why there is no answer
+/// (resolving, connecting, the handshake, a write or a read failed; `timed_out`), or nothing.
+error_code request_once(const once_target& to, const http_client_request& req,
+                        std::chrono::milliseconds timeout, std::uint64_t body_limit,
+                        http_client_response& res);
 
 /// Body bytes as one read delivered them.
 struct body_piece {

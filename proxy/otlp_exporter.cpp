@@ -7,15 +7,11 @@
 #include <cstdlib>
 #include <optional>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl/ssl_stream.hpp>
+#include <boost/beast/http/field.hpp>
 
 #include "base/log.hpp"
 #include "hooks/observe/metrics.hpp"
-#include "net/net.hpp"
+#include "net/http_client.hpp"
 #include "net/tls.hpp"
 #include "tokentap/version.hpp"
 
@@ -49,57 +45,6 @@ hooks::otel_resource resource_of(const config::otel_config& cfg) {
   return r;
 }
 
-// One POST on a new connection, on `ioc` (the caller runs it, bounded).
-awaitable<void> post_on(asio::io_context& ioc, const config::url& target, const std::string& path,
-                        const config::otel_config& cfg, const std::string& body, unsigned& status,
-                        int& retry_after_s) {
-  error_code ec;
-  tcp_resolver resolver(ioc);
-  const auto results =
-      co_await resolver.async_resolve(target.host, std::to_string(target.port), use_ec(ec));
-  if (ec) co_return;
-  http::request<http::string_body> req{http::verb::post, path, 11};
-  req.set(http::field::host, target.host_header());
-  req.set(http::field::user_agent, std::string("tokentap/") + version_string);
-  req.set(http::field::content_type, cfg.protocol == config::otel_config::protocol_kind::json
-                                         ? "application/json"
-                                         : "application/x-protobuf");
-  if (cfg.compression == config::otel_config::compression_kind::gzip)
-    req.set(http::field::content_encoding, "gzip");
-  for (const auto& [name, value] : cfg.headers) req.set(name, value);
-  req.body() = body;
-  req.prepare_payload();
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(64 * 1024);
-  beast::flat_buffer buf;
-  const auto finish = [&] {
-    const auto& res = parser.get();
-    status = res.result_int();
-    const auto ra = res[http::field::retry_after];
-    if (!ra.empty() &&
-        std::all_of(ra.begin(), ra.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      retry_after_s = std::atoi(std::string(ra).c_str());
-  };
-  tcp_stream tcp(ioc);
-  tcp.expires_after(cfg.export_timeout);
-  co_await tcp.async_connect(results, use_ec(ec));
-  if (ec) co_return;
-  if (!target.tls) {
-    co_await http::async_write(tcp, req, use_ec(ec));
-    if (!ec) co_await http::async_read(tcp, buf, parser, use_ec(ec));
-    if (!ec) finish();
-    co_return;
-  }
-  static const auto tls = net::tls_client_context(true, "");
-  beast::ssl_stream<tcp_stream> s(std::move(tcp), *tls);
-  SSL_set_tlsext_host_name(s.native_handle(), target.host.c_str());
-  s.set_verify_callback(asio::ssl::host_name_verification(target.host));
-  co_await s.async_handshake(asio::ssl::stream_base::client, use_ec(ec));
-  if (!ec) co_await http::async_write(s, req, use_ec(ec));
-  if (!ec) co_await http::async_read(s, buf, parser, use_ec(ec));
-  if (!ec) finish();
-}
-
 }  // namespace
 
 otlp_exporter::otlp_exporter(config::otel_config cfg)
@@ -108,6 +53,7 @@ otlp_exporter::otlp_exporter(config::otel_config cfg)
   target_ = config::parse_url(cfg_.endpoint, err);  // (checked by config::validate)
   // parse_url keeps the URL's path as its base path: here, the request's target.
   if (target_) path_ = target_->base_path.empty() ? std::string("/") : target_->base_path;
+  if (target_ && target_->tls) tls_ = net::tls_client_context(true, "");
   thread_ = std::thread([this] { run(); });
 }
 
@@ -226,12 +172,25 @@ void otlp_exporter::export_batch(std::vector<hooks::otel_span> batch) {
 
 unsigned otlp_exporter::post(const std::string& body, int& retry_after_s) {
   if (!target_) return 0;
-  unsigned status = 0;
-  asio::io_context ioc(1);
-  asio::co_spawn(ioc, post_on(ioc, *target_, path_, cfg_, body, status, retry_after_s),
-                 [](std::exception_ptr e) { net::log_escaped_exception(e, "otel export"); });
-  ioc.run_for(cfg_.export_timeout);
-  return status;
+  net::http_client_request req{http::verb::post, path_, 11};
+  req.set(http::field::host, target_->host_header());
+  req.set(http::field::user_agent, std::string("tokentap/") + version_string);
+  req.set(http::field::content_type, cfg_.protocol == config::otel_config::protocol_kind::json
+                                         ? "application/json"
+                                         : "application/x-protobuf");
+  if (cfg_.compression == config::otel_config::compression_kind::gzip)
+    req.set(http::field::content_encoding, "gzip");
+  for (const auto& [name, value] : cfg_.headers) req.set(name, value);
+  req.body() = body;
+  req.prepare_payload();
+  net::http_client_response res;
+  if (net::request_once({target_->host, target_->port, tls_}, req, cfg_.export_timeout, 64 * 1024,
+                        res))
+    return 0;
+  const auto ra = res[http::field::retry_after];
+  if (!ra.empty() && std::all_of(ra.begin(), ra.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    retry_after_s = std::atoi(std::string(ra).c_str());
+  return res.result_int();
 }
 
 }  // namespace tokentap::proxy

@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/ssl/context.hpp>
+
 #include "config/config.hpp"
 #include "hooks/export/otel_hook.hpp"
 
@@ -58,6 +60,7 @@ class otlp_exporter final : public hooks::span_sink {
   hooks::otel_resource resource_;
   std::optional<config::url> target_;  // the endpoint, and its path as the request target
   std::string path_;
+  std::shared_ptr<boost::asio::ssl::context> tls_;  // for an https endpoint (system trust store)
   std::mutex mu_;
   std::condition_variable wake_;
   std::deque<hooks::otel_span> queue_;  // (mu_)

@@ -1,6 +1,6 @@
-// The client of `replay send` and the load generator against the shared server connection, on
-// real sockets: keep-alive, streamed bodies read whole, the kernel's arrival time of each piece,
-// and a refused connection.
+// The clients of net/http_client.hpp against the shared server connection, on real sockets: the
+// keep-alive client (streamed bodies read whole, the kernel's arrival time of each piece, a
+// refused connection), and one-shot requests, plain and over TLS, failing as they should.
 #include "net/http_client.hpp"
 
 #include <gtest/gtest.h>
@@ -14,8 +14,10 @@
 #include <boost/beast/http/empty_body.hpp>
 
 #include "net/http_server.hpp"
+#include "net/tls.hpp"
 #include "test/net/serving.hpp"
 #include "test/support/http_client.hpp"
+#include "test/support/tls_cert.hpp"
 
 namespace tokentap::net {
 namespace {
@@ -131,6 +133,101 @@ TEST(HttpClient, ARefusedConnectionIsAnError) {
   });
   EXPECT_EQ(ec, asio::error::connection_refused);
   EXPECT_FALSE(open);
+}
+
+// Answers a POST with what it got: the body back, the content type as a header of its own.
+template <class Stream>
+awaitable<bool> echo(http_connection<Stream>& c, http_request& req) {
+  http::response<http::string_body> res{http::status::accepted, req.version()};
+  res.set("x-got-type", req[http::field::content_type]);
+  res.set(http::field::retry_after, "7");
+  res.body() = req.body();
+  co_return co_await c.reply(req, std::move(res));
+}
+
+http_client_request post(std::string body) {
+  http_client_request req{http::verb::post, "/v1/logs", 11};
+  req.set(http::field::host, "localhost");
+  req.set(http::field::content_type, "application/x-protobuf");
+  req.body() = std::move(body);
+  req.prepare_payload();
+  return req;
+}
+
+TEST(RequestOnce, APlainRequestGetsItsWholeAnswer) {
+  testing::serving s(echo<tcp_stream>);
+  http_client_response res;
+  const auto ec =
+      request_once({"127.0.0.1", s.ep.port(), nullptr}, post("spans"), 2000ms, 1024, res);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(res.result_int(), 202u);
+  EXPECT_EQ(res["x-got-type"], "application/x-protobuf");
+  EXPECT_EQ(res[http::field::retry_after], "7");
+  EXPECT_EQ(res.body(), "spans");
+}
+
+// A TLS server with a certificate made here for "localhost".
+struct tls_serving {
+  tls_serving() : runtime(1) {
+    const auto dir = test::temp_dir();
+    const auto cert = test::make_self_signed(dir, "localhost");
+    cert_path = cert.cert_path;
+    server_ctx = tls_server_context(cert.cert_path, cert.key_path);
+    ep = runtime.listen("127.0.0.1", 0, [this](tcp_socket sock, worker& w) {
+      serve_https(std::move(sock), w, *server_ctx, {}, echo<tls_stream>);
+    });
+    runtime.start();
+  }
+  ~tls_serving() {
+    runtime.shutdown(std::chrono::milliseconds(0));
+    runtime.join();
+  }
+  std::string cert_path;
+  std::shared_ptr<asio::ssl::context> server_ctx;
+  server_runtime runtime;
+  tcp::endpoint ep;
+};
+
+TEST(RequestOnce, OverTlsTheServersCertificateIsVerifiedForItsName) {
+  tls_serving s;
+  http_client_response res;
+  // Trusted (its certificate as the CA) and named as in it: answered.
+  const auto trusted = tls_client_context(true, s.cert_path);
+  auto ec = request_once({"localhost", s.ep.port(), trusted}, post("over tls"), 5000ms, 1024, res);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(res.result_int(), 202u);
+  EXPECT_EQ(res.body(), "over tls");
+  // The system's trust store does not know it: refused in the handshake.
+  http_client_response none;
+  ec = request_once({"localhost", s.ep.port(), tls_client_context(true, "")}, post("x"), 5000ms,
+                    1024, none);
+  EXPECT_TRUE(ec);
+  EXPECT_EQ(none.result_int(), 200u) << "(untouched)";
+}
+
+TEST(RequestOnce, RefusedTimedOutAndTooLargeAreErrors) {
+  http_client_response res;
+  EXPECT_EQ(request_once({"127.0.0.1", test::closed_port(), nullptr}, post("x"), 2000ms, 1024, res),
+            asio::error::connection_refused);
+  // A server that never answers: the timeout bounds the whole exchange.
+  testing::serving silent([](http_connection<tcp_stream>& c, http_request&) -> awaitable<bool> {
+    steady_timer t(c.stream().get_executor());
+    t.expires_after(std::chrono::seconds(5));
+    c.waiting_on(&t);
+    error_code ec;
+    co_await t.async_wait(use_ec(ec));
+    c.waiting_on(nullptr);
+    co_return false;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(request_once({"127.0.0.1", silent.ep.port(), nullptr}, post("x"), 200ms, 1024, res),
+            asio::error::timed_out);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  // An answer past the body limit is not taken.
+  testing::serving s(echo<tcp_stream>);
+  EXPECT_EQ(request_once({"127.0.0.1", s.ep.port(), nullptr}, post(std::string(2000, 'x')), 2000ms,
+                         1024, res),
+            http::error::body_limit);
 }
 
 }  // namespace
