@@ -1,4 +1,5 @@
-// The metrics registry: sources that follow their owners, counters that never go back.
+// The metrics registry: counters a component counts into, sources that follow their owners,
+// counters that never go back.
 #include "hooks/observe/metrics.hpp"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,34 @@ namespace {
 double value_of(const std::string& text, const std::string& series) {
   const auto at = text.find("\n" + series + " ");
   return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 2));
+}
+
+// A component's own counters and gauges are series of the registry: counted into directly, the
+// same series for the same name and labels, on /metrics with everything else.
+TEST(MetricsRegistry, CountersAComponentCountsIntoAreItsSeries) {
+  config::config cfg;
+  metrics_registry m(cfg);
+  const auto a = m.counter("t_connects_total", "help", {{"kind", "new"}});
+  const auto b = m.counter("t_connects_total", "help", {{"kind", "reused"}});
+  const auto a_again = m.counter("t_connects_total", "help", {{"kind", "new"}});
+  a.add();
+  a.add(4);
+  b.add(2);
+  a_again.add();
+  EXPECT_EQ(a.value(), 6u);
+  EXPECT_EQ(a_again.value(), 6u);  // one series
+  EXPECT_EQ(b.value(), 2u);
+  const auto g = m.gauge("t_in_flight", "help");
+  g.add();
+  g.add(2);
+  g.sub();
+  EXPECT_EQ(g.value(), 2);
+  const auto text = m.prometheus_text();
+  EXPECT_EQ(value_of(text, "t_connects_total{kind=\"new\"}"), 6);
+  EXPECT_EQ(value_of(text, "t_connects_total{kind=\"reused\"}"), 2);
+  EXPECT_EQ(value_of(text, "t_in_flight"), 2);
+  g.set(0);
+  EXPECT_EQ(value_of(m.prometheus_text(), "t_in_flight"), 0);
 }
 
 // Sources registered again (a reload's new generation) replace the old ones without the counter
