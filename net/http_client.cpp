@@ -176,9 +176,11 @@ awaitable<void> exchange_on(const once_target& to, const http_client_request& re
 error_code request_once(const once_target& to, const http_client_request& req,
                         std::chrono::milliseconds timeout, std::uint64_t body_limit,
                         http_client_response& res) {
-  asio::io_context ioc(1);
+  // What the coroutine writes through references outlives the io_context, whose destruction
+  // destroys a frame that timed out.
   error_code ec;
   bool done = false;
+  asio::io_context ioc(1);
   asio::co_spawn(ioc, exchange_on(to, req, body_limit, res, ec, done),
                  [](std::exception_ptr e) { log_escaped_exception(e, "request_once"); });
   ioc.run_for(timeout);  // (what is left is cancelled with the io_context)
