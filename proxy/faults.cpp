@@ -2,10 +2,10 @@
 
 #include <openssl/crypto.h>
 
-#include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <random>
+
+#include <boost/beast/core/string.hpp>
 
 namespace tokentap::proxy {
 
@@ -120,9 +120,7 @@ std::unique_ptr<event_pacer> pacer_for(std::string_view content_type, io_executo
                                        const fault_choice& f) {
   const auto starts = [content_type](std::string_view p) {
     return content_type.size() >= p.size() &&
-           std::equal(p.begin(), p.end(), content_type.begin(), [](char a, char b) {
-             return a == std::tolower(static_cast<unsigned char>(b));
-           });
+           boost::beast::iequals(content_type.substr(0, p.size()), p);
   };
   using framing = parsers::event_bounds::framing;
   if (starts("text/event-stream")) return std::make_unique<event_pacer>(ex, f, framing::sse);

@@ -208,6 +208,12 @@ void carry_state(const endpoint& from, endpoint& to) {
 
 }  // namespace
 
+namespace {
+constexpr const char* reloads_help =
+    "Configuration reloads (SIGHUP, POST /admin/reload), by result: success (applied to new "
+    "requests) or failure (refused; the running configuration kept)";
+}  // namespace
+
 proxy_stats::proxy_stats(hooks::metrics_registry& m)
     : upstream_connects(m.counter("tokentap_upstream_connects_total",
                                   "Connections the proxy opened to upstream endpoints for "
@@ -223,16 +229,10 @@ proxy_stats::proxy_stats(hooks::metrics_registry& m)
       active_streams(m.gauge("tokentap_proxy_exchanges_in_flight",
                              "Exchanges being forwarded (request sent upstream to response end), "
                              "whatever hooks run")),
-      reloads_applied(m.counter(
-          "tokentap_config_reloads_total",
-          "Configuration reloads (SIGHUP, POST /admin/reload), by result: success (applied to new "
-          "requests) or failure (refused; the running configuration kept)",
-          {{"result", "success"}})),
-      reloads_refused(m.counter(
-          "tokentap_config_reloads_total",
-          "Configuration reloads (SIGHUP, POST /admin/reload), by result: success (applied to new "
-          "requests) or failure (refused; the running configuration kept)",
-          {{"result", "failure"}})),
+      reloads_applied(
+          m.counter("tokentap_config_reloads_total", reloads_help, {{"result", "success"}})),
+      reloads_refused(
+          m.counter("tokentap_config_reloads_total", reloads_help, {{"result", "failure"}})),
       last_reload_ok(m.gauge(
           "tokentap_config_last_reload_successful",
           "1 when the last reload was applied (or none was asked for), 0 when it was refused")) {
