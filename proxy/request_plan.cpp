@@ -17,6 +17,14 @@ namespace tokentap::proxy {
 
 namespace {
 
+// Whether `ec` says the peer went away (closed, reset, or our own cancel).
+bool is_disconnect(const error_code& ec) noexcept {
+  return ec == asio::error::eof || ec == asio::error::connection_reset ||
+         ec == asio::error::broken_pipe || ec == asio::error::operation_aborted ||
+         ec == asio::error::not_connected || ec == asio::error::bad_descriptor ||
+         ec == http::error::end_of_stream;
+}
+
 hooks::header_view redacted(std::string_view name, std::string_view value) noexcept {
   return {name, net::is_secret_header(name) ? std::string_view("[redacted]") : value};
 }
@@ -220,13 +228,6 @@ std::optional<hooks::request_decision> unreadable_reply(const error_code& ec,
   if (ec == beast::error::timeout || is_disconnect(ec) || ec == http::error::partial_message)
     return std::nullopt;
   return refusal(400, "bad_request", "malformed request: " + ec.message());
-}
-
-bool is_disconnect(const error_code& ec) noexcept {
-  return ec == asio::error::eof || ec == asio::error::connection_reset ||
-         ec == asio::error::broken_pipe || ec == asio::error::operation_aborted ||
-         ec == asio::error::not_connected || ec == asio::error::bad_descriptor ||
-         ec == http::error::end_of_stream;
 }
 
 void note_fault(exchange& ex) {

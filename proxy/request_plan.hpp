@@ -80,9 +80,6 @@ void report_cache(exchange& ex);
 std::optional<hooks::request_decision> unreadable_reply(const error_code& ec,
                                                         const config::limits_config& limits);
 
-/// Whether `ec` says the peer went away (closed, reset, or our own cancel).
-bool is_disconnect(const error_code& ec) noexcept;
-
 /// The exchange's fault took effect: counted, and told to the tap (the trace record's `fault`).
 void note_fault(exchange& ex);
 
