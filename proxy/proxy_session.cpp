@@ -8,10 +8,6 @@
 //    that goes away closes the upstream connection at once.
 #include "proxy/proxy_session.hpp"
 
-#include <algorithm>
-#include <array>
-#include <iterator>
-#include <limits>
 #include <memory>
 #include <optional>
 
@@ -360,23 +356,16 @@ class proxy_session final : public relay_host, public net::session_base {
     if (!length && ex.client_version < 11) close_client();
   }
 
-  /// Writes the client's response head: the upstream's status and end-to-end fields, our own
-  /// framing.  Its own coroutine so that the message and its bytes exist only while the head is
-  /// written, not in relay_response's frame for the life of the stream.  Returns whether the body
-  /// is to be sent chunked.
+  /// Writes the client's response head (client_response_head).  Its own coroutine so that the
+  /// message and its bytes exist only while the head is written, not in relay_response's frame
+  /// for the life of the stream.  Returns whether the body is to be sent chunked.
   awaitable<bool> send_head(const http::response<http::buffer_body>& ures,
                             boost::optional<std::uint64_t> length, bool no_body, exchange& ex,
                             error_code& ec) {
-    // A body goes with its length, else chunked (HTTP/1.1) or until the close (HTTP/1.0); a HEAD
-    // answer says what the length would be.
-    std::optional<std::uint64_t> framed_length;
-    if (length && (!no_body || ex.head)) framed_length = *length;
-    const bool chunked = !no_body && !length && ex.client_version >= 11;
-    if (!no_body && !length && ex.client_version < 11) ex.client_keep_alive = false;
-    if (draining_ || owner().runtime.draining()) ex.client_keep_alive = false;
     std::string head;
-    append_client_response_head(head, ures, ex.client_version, framed_length, chunked,
-                                ex.client_keep_alive);
+    const bool chunked =
+        client_response_head(ures, length ? std::optional(*length) : std::nullopt, no_body,
+                             draining_ || owner().runtime.draining(), ex, head);
     client_.expires_after(timeouts().client_write);
     co_await asio::async_write(client_, asio::buffer(head), use_ec(ec));
     co_return chunked;

@@ -243,6 +243,19 @@ void tap_response_head(const http::response<http::buffer_body>& head, clock::tim
                             head[http::field::content_encoding], to_ns(head_time), headers});
 }
 
+bool client_response_head(const http::response<http::buffer_body>& head,
+                          std::optional<std::uint64_t> length, bool no_body, bool draining,
+                          exchange& ex, std::string& out) {
+  std::optional<std::uint64_t> framed_length;
+  if (length && (!no_body || ex.head)) framed_length = *length;
+  const bool chunked = !no_body && !length && ex.client_version >= 11;
+  if (!no_body && !length && ex.client_version < 11) ex.client_keep_alive = false;
+  if (draining) ex.client_keep_alive = false;
+  append_client_response_head(out, head, ex.client_version, framed_length, chunked,
+                              ex.client_keep_alive);
+  return chunked;
+}
+
 void end_tap(exchange& ex) {
   if (!ex.tap) return;
   ex.tap->on_phase_marks(ex.marks);

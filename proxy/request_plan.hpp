@@ -87,6 +87,14 @@ void note_fault(exchange& ex);
 void tap_response_head(const http::response<http::buffer_body>& head, clock::time_point head_time,
                        exchange& ex);
 
+/// The client's response head for the upstream's `head` (its status and end-to-end fields, our
+/// framing): a body goes with its length, else chunked (HTTP/1.1) or until the close (HTTP/1.0,
+/// which then ends keep-alive); a HEAD answer says what the length would be; `draining` ends
+/// keep-alive.  Returns whether the body is to be sent chunked.
+bool client_response_head(const http::response<http::buffer_body>& head,
+                          std::optional<std::uint64_t> length, bool no_body, bool draining,
+                          exchange& ex, std::string& out);
+
 /// The exchange ended: the tap learns where its phases began, then that it ended.
 void end_tap(exchange& ex);
 

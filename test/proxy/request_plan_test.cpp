@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include <boost/beast/http/error.hpp>
 
@@ -200,6 +203,58 @@ TEST(RequestPlan, ARequestThatCouldNotBeReadIsAnsweredOnlyWhenSomeoneIsThere) {
         error_code(http::error::end_of_stream), error_code(http::error::partial_message),
         error_code(beast::error::timeout)})
     EXPECT_FALSE(unreadable_reply(ec, limits)) << ec.message();
+}
+
+TEST(RequestPlan, TheClientsResponseIsFramedByItsLengthElseChunkedElseByTheClose) {
+  http::response<http::buffer_body> up{http::status::ok, 11};
+  up.set(http::field::content_type, "text/event-stream");
+  up.set(http::field::connection, "close");  // hop-by-hop: the upstream's, never forwarded
+  const auto framed = [&](unsigned version, std::optional<std::uint64_t> length, bool no_body,
+                          bool draining, bool head_request, bool& keep_alive) {
+    exchange ex;
+    ex.client_version = version;
+    ex.head = head_request;
+    ex.client_keep_alive = true;
+    std::string out;
+    const bool chunked = client_response_head(up, length, no_body, draining, ex, out);
+    keep_alive = ex.client_keep_alive;
+    EXPECT_TRUE(out.starts_with(version >= 11 ? "HTTP/1.1 200 OK\r\n" : "HTTP/1.0 200 OK\r\n"))
+        << out;
+    EXPECT_NE(out.find("Content-Type: text/event-stream\r\n"), std::string::npos) << out;
+    if (keep_alive) {
+      EXPECT_EQ(out.find("Connection: close"), std::string::npos) << out;
+    }
+    EXPECT_TRUE(out.ends_with("\r\n\r\n"));
+    return std::pair{chunked, out};
+  };
+  bool keep = false;
+  // A stream of unknown length: chunked to an HTTP/1.1 client, kept alive.
+  auto [chunked, out] = framed(11, std::nullopt, false, false, false, keep);
+  EXPECT_TRUE(chunked);
+  EXPECT_TRUE(keep);
+  EXPECT_NE(out.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << out;
+  // Its length known: said, not chunked.
+  std::tie(chunked, out) = framed(11, 42, false, false, false, keep);
+  EXPECT_FALSE(chunked);
+  EXPECT_NE(out.find("Content-Length: 42\r\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("Transfer-Encoding"), std::string::npos) << out;
+  // HTTP/1.0 knows no chunks: the body ends at the close.
+  std::tie(chunked, out) = framed(10, std::nullopt, false, false, false, keep);
+  EXPECT_FALSE(chunked);
+  EXPECT_FALSE(keep);
+  EXPECT_EQ(out.find("Transfer-Encoding"), std::string::npos) << out;
+  // A HEAD answer says the length the body would have; a 204's has none.
+  std::tie(chunked, out) = framed(11, 42, true, false, true, keep);
+  EXPECT_FALSE(chunked);
+  EXPECT_NE(out.find("Content-Length: 42\r\n"), std::string::npos) << out;
+  std::tie(chunked, out) = framed(11, std::nullopt, true, false, false, keep);
+  EXPECT_FALSE(chunked);
+  EXPECT_TRUE(keep);
+  EXPECT_EQ(out.find("Content-Length"), std::string::npos) << out;
+  // Draining: the answer says the connection closes after it.
+  std::tie(chunked, out) = framed(11, 42, false, true, false, keep);
+  EXPECT_FALSE(keep);
+  EXPECT_NE(out.find("Connection: close\r\n"), std::string::npos) << out;
 }
 
 TEST(RequestPlan, LogSafeCopiesArePrintableAndBounded) {
