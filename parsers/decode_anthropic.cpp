@@ -95,4 +95,9 @@ bool stream_decoder::impl::decode_anthropic(od::value root, std::int64_t t_ns) {
   return true;
 }
 
+bool sniff_anthropic(const sniffed& s) noexcept {
+  return s.sse_type.starts_with("message_") || s.sse_type.starts_with("content_block") ||
+         s.type.starts_with("message_") || s.type.starts_with("content_block_");
+}
+
 }  // namespace tokentap::parsers

@@ -54,4 +54,8 @@ bool stream_decoder::impl::decode_ollama(od::value root, std::int64_t t_ns) {
   return true;
 }
 
+bool sniff_ollama(const sniffed& s) noexcept {
+  return s.has("done");
+}
+
 }  // namespace tokentap::parsers

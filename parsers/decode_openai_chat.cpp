@@ -241,4 +241,17 @@ bool stream_decoder::impl::decode_openai(od::value root, std::int64_t t_ns) {
   return true;
 }
 
+// llama.cpp's native /completion events share the chat walk (`content`, `stop`, `timings`).
+bool stream_decoder::impl::decode_llamacpp(od::value root, std::int64_t t_ns) {
+  return decode_openai(root, t_ns);
+}
+
+bool sniff_openai_chat(const sniffed& s) noexcept {
+  return s.has("choices");
+}
+
+bool sniff_llamacpp(const sniffed& s) noexcept {
+  return s.has("stop") && s.has("content");
+}
+
 }  // namespace tokentap::parsers

@@ -168,4 +168,8 @@ bool stream_decoder::impl::decode_responses(od::value root, std::int64_t t_ns) {
   return true;
 }
 
+bool sniff_responses(const sniffed& s) noexcept {
+  return s.sse_type.starts_with("response.") || s.type.starts_with("response.");
+}
+
 }  // namespace tokentap::parsers

@@ -1,4 +1,6 @@
-// Text Generation Inference events (/generate_stream) and bodies (/generate).
+// Text Generation Inference events (/generate_stream) and bodies (/generate): a streamed event's
+// `token` is its text; `generated_text` is the whole answer, repeated on the stream's last event
+// and alone in a non-streamed /generate body.
 #include "parsers/decoder_impl.hpp"
 
 namespace tokentap::parsers {
@@ -41,6 +43,10 @@ bool stream_decoder::impl::decode_tgi(od::value root, std::int64_t t_ns) {
   finish_reason(finish);
   if (!error_text.empty()) h->on_stream_error(error_type, error_text, t_ns);
   return true;
+}
+
+bool sniff_tgi(const sniffed& s) noexcept {
+  return s.has("token") || s.has("generated_text");
 }
 
 }  // namespace tokentap::parsers

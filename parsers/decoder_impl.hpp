@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -120,6 +121,19 @@ class think_splitter {
   std::uint8_t held_n_ = 0;
   char held_[7];  // shorter than "</think>"
 };
+
+// What the first payload of a stream whose path named no provider shows of itself: its SSE event
+// type, its top-level `type` and its top-level keys (views into the payload, valid during the
+// sniff).  Each provider's sniff (providers.def) looks at it.
+struct sniffed {
+  std::string_view sse_type, type;
+  std::span<const std::string_view> keys;
+  bool has(std::string_view key) const noexcept {
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
+  }
+};
+#define TOKENTAP_PROVIDER(id, label, walk, sniff, ...) bool sniff(const sniffed& s) noexcept;
+#include "parsers/providers.def"
 
 // The thread's parser, shared by every decoder on it: a payload is parsed and fully extracted
 // inside one decode() call (texts reach the handler as views, valid only during the call).
@@ -410,22 +424,11 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
     json_error = false;
     bool ok = true;
     switch (prov) {
-      case provider::openai_chat:
-      case provider::llamacpp:
-        ok = decode_openai(root, t_ns);
-        break;
-      case provider::openai_responses:
-        ok = decode_responses(root, t_ns);
-        break;
-      case provider::anthropic:
-        ok = decode_anthropic(root, t_ns);
-        break;
-      case provider::ollama:
-        ok = decode_ollama(root, t_ns);
-        break;
-      case provider::tgi:
-        ok = decode_tgi(root, t_ns);
-        break;
+#define TOKENTAP_PROVIDER(id, label, walk, ...) \
+  case provider::id:                            \
+    ok = walk(root, t_ns);                      \
+    break;
+#include "parsers/providers.def"
       case provider::unknown:
         ok = sniff_and_decode(payload, root, sse_type, t_ns);
         break;
@@ -440,45 +443,34 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
   void chunk_facts(const openai_chunk_reader::facts& f);
 
   // The path did not say: recognize the provider from the first payload's top-level keys and
-  // its `type`, then decode it.
+  // its `type` (the first line of providers.def whose sniff holds), then decode it.
+  std::vector<std::string_view> sniffed_keys;  // reused
   bool sniff_and_decode(std::string_view payload, od::value root, std::string_view sse_type,
                         std::int64_t t_ns) {
-    std::string_view type;
-    bool choices = false, tgi_key = false, done = false, stop = false, content_key = false;
+    sniffed s{sse_type, {}, {}};
+    sniffed_keys.clear();
     const bool ok = fields(root, [&](std::string_view k, od::value v) {
-      if (k == "type")
-        type = str(v);
-      else if (k == "choices")
-        choices = true;
-      else if (k == "token" || k == "generated_text")
-        tgi_key = true;
-      else if (k == "done")
-        done = true;
-      else if (k == "stop")
-        stop = true;
-      else if (k == "content")
-        content_key = true;
+      sniffed_keys.push_back(k);
+      if (k == "type") s.type = str(v);
     });
     if (!ok || json_error) return false;
-    if (sse_type.starts_with("message_") || sse_type.starts_with("content_block") ||
-        type.starts_with("message_") || type.starts_with("content_block_")) {
-      prov = provider::anthropic;
-    } else if (sse_type.starts_with("response.") || type.starts_with("response.")) {
-      prov = provider::openai_responses;
-    } else if (choices) {
-      prov = provider::openai_chat;
-    } else if (tgi_key) {
-      prov = provider::tgi;
-    } else if (done) {
-      prov = provider::ollama;
-    } else if (stop && content_key) {
-      prov = provider::llamacpp;
-    } else {
-      return true;  // nothing we know yet (e.g. an error object); try the next payload
-    }
+    s.keys = sniffed_keys;
+    const auto first = [&]() noexcept {
+#define TOKENTAP_PROVIDER(id, label, walk, sniff, ...) \
+  if (sniff(s)) return provider::id;
+#include "parsers/providers.def"
+      return provider::unknown;
+    };
+    prov = first();
+    // Nothing we know yet (e.g. an error object): the next payload is sniffed again.
+    if (prov == provider::unknown) return true;
     decode(payload, sse_type, t_ns);  // re-parse with the provider known (once per stream)
     return true;
   }
+
+  // Each provider's walk over one payload's JSON (decode_*.cpp): false when it is not one.
+#define TOKENTAP_PROVIDER(id, label, walk, ...) bool walk(od::value root, std::int64_t t_ns);
+#include "parsers/providers.def"
 
   // ---- OpenAI chat completions (and llama.cpp, whose native /completion shares the walk)
 
@@ -519,12 +511,6 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
   void vllm_durations(const std::optional<double>& queue, const std::optional<double>& ttft,
                       const std::optional<double>& generation);
 
-  bool decode_openai(od::value root, std::int64_t t_ns);
-
-  // ---- OpenAI Responses: what `delta` and `response` mean depends on `type`
-
-  bool decode_responses(od::value root, std::int64_t t_ns);
-
   // ---- Anthropic Messages: `content` and `stop_reason` at the top are a whole message's
 
   struct anthropic_counts {
@@ -537,17 +523,6 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
 
   // Texts of a whole message's content blocks, in array order (reused).
   std::vector<std::pair<channel, std::string_view>> blocks;
-
-  bool decode_anthropic(od::value root, std::int64_t t_ns);
-
-  // ---- Ollama
-
-  bool decode_ollama(od::value root, std::int64_t t_ns);
-
-  // ---- TGI: a streamed event's `token` is its text; `generated_text` is the whole answer,
-  // repeated on the stream's last event and alone in a non-streamed /generate body.
-
-  bool decode_tgi(od::value root, std::int64_t t_ns);
 };
 
 }  // namespace tokentap::parsers

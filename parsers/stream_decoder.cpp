@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <initializer_list>
 
 #include "parsers/decoder_impl.hpp"
 
@@ -13,20 +14,12 @@ namespace od = simdjson::ondemand;
 
 std::string_view to_string(provider p) noexcept {
   switch (p) {
-    case provider::openai_chat:
-      return "openai-chat";
-    case provider::openai_responses:
-      return "openai-responses";
-    case provider::anthropic:
-      return "anthropic";
-    case provider::ollama:
-      return "ollama";
-    case provider::tgi:
-      return "tgi";
-    case provider::llamacpp:
-      return "llamacpp";
+#define TOKENTAP_PROVIDER(id, label, ...) \
+  case provider::id:                      \
+    return label;
+#include "parsers/providers.def"
     case provider::unknown:
-      return "unknown";
+      break;
   }
   return "unknown";
 }
@@ -56,13 +49,10 @@ std::string_view to_string(parse_stage s) noexcept {
 }
 
 provider provider_from_path(std::string_view path) noexcept {
-  auto ends = [&](std::string_view s) { return path.ends_with(s); };
-  if (ends("/chat/completions") || ends("/v1/completions")) return provider::openai_chat;
-  if (ends("/responses")) return provider::openai_responses;
-  if (ends("/v1/messages") || ends("/messages")) return provider::anthropic;
-  if (ends("/api/chat") || ends("/api/generate")) return provider::ollama;
-  if (ends("/generate_stream") || ends("/generate")) return provider::tgi;
-  if (ends("/completion")) return provider::llamacpp;
+#define TOKENTAP_PROVIDER(id, label, walk, sniff, ...)                                    \
+  for (const std::string_view end : std::initializer_list<std::string_view>{__VA_ARGS__}) \
+    if (path.ends_with(end)) return provider::id;
+#include "parsers/providers.def"
   return provider::unknown;
 }
 

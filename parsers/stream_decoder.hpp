@@ -15,14 +15,10 @@
 
 namespace tokentap::parsers {
 
-/// The `provider` label (DESIGN.md §4).
+/// The `provider` label (DESIGN.md §4): one value per line of providers.def, then `unknown`.
 enum class provider : std::uint8_t {
-  openai_chat,
-  openai_responses,
-  anthropic,
-  ollama,
-  tgi,
-  llamacpp,
+#define TOKENTAP_PROVIDER(id, ...) id,
+#include "parsers/providers.def"
   unknown
 };
 std::string_view to_string(provider p) noexcept;

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "sim/generator.hpp"
 #include "test/parsers/decode_everywhere.hpp"
 
@@ -203,13 +205,45 @@ TEST(DecoderRobustness, ProviderIsRecognizedFromTheStreamWhenThePathSaysNothing)
                    provider::unknown)
                 .find("provider=anthropic"),
             std::string::npos);
+  // Every format, by its first payload (an error object first names none: the next one does).
+  const auto sniffed = [](std::string_view body, std::string_view content_type) {
+    const auto out = decode(body, provider::unknown, content_type);
+    const auto at = out.rfind("provider=") + 9;
+    return out.substr(at, out.find('|', at) - at);
+  };
+  EXPECT_EQ(sniffed("event: response.created\ndata: {\"type\":\"response.created\","
+                    "\"response\":{\"id\":\"r\"}}\n\n",
+                    "text/event-stream"),
+            "openai-responses");
+  EXPECT_EQ(sniffed("{\"error\":\"busy\"}\n{\"model\":\"m\",\"message\":{\"content\":\"a\"},"
+                    "\"done\":false}\n",
+                    "application/x-ndjson"),
+            "ollama");
+  EXPECT_EQ(
+      sniffed("data: {\"token\":{\"text\":\"a\",\"special\":false}}\n\n", "text/event-stream"),
+      "tgi");
+  EXPECT_EQ(sniffed("data: {\"content\":\"a\",\"stop\":false}\n\n", "text/event-stream"),
+            "llamacpp");
+  EXPECT_EQ(sniffed("data: {\"error\":{\"message\":\"x\"}}\n\n", "text/event-stream"), "unknown");
+  // Paths: the first format with a matching ending (Ollama's /api/generate before TGI's
+  // /generate).
   EXPECT_EQ(provider_from_path("/v1/chat/completions"), provider::openai_chat);
+  EXPECT_EQ(provider_from_path("/v1/completions"), provider::openai_chat);
   EXPECT_EQ(provider_from_path("/openai/v1/responses"), provider::openai_responses);
   EXPECT_EQ(provider_from_path("/v1/messages"), provider::anthropic);
   EXPECT_EQ(provider_from_path("/api/chat"), provider::ollama);
+  EXPECT_EQ(provider_from_path("/api/generate"), provider::ollama);
   EXPECT_EQ(provider_from_path("/generate_stream"), provider::tgi);
+  EXPECT_EQ(provider_from_path("/generate"), provider::tgi);
   EXPECT_EQ(provider_from_path("/completion"), provider::llamacpp);
   EXPECT_EQ(provider_from_path("/v1/embeddings"), provider::unknown);
+  // Every value has its own name (the metric label).
+  std::set<std::string_view> names;
+  const int count = static_cast<int>(provider::unknown);
+  for (int i = 0; i < count; ++i)
+    EXPECT_TRUE(names.insert(to_string(static_cast<provider>(i))).second) << i;
+  EXPECT_EQ(names.size(), static_cast<std::size_t>(count));
+  EXPECT_EQ(names.count("unknown"), 0u);
 }
 
 // ---- the simulator's output decodes to exactly what it generated
