@@ -196,34 +196,22 @@ void read_limits(const YAML::Node& n, limits_config& l) {
 config from_yaml(const YAML::Node& root) {
   config cfg;
   if (root.IsNull()) return cfg;
-  check_keys(root,
-             {"listen",
-              "admin",
-              "admin_token_file",
-              "threads",
-              "reuse_port",
-              "upstreams",
-              "routes",
-              "timeouts",
-              "limits",
-              "accept_encoding",
-              "log",
-              "hooks",
-              "trace",
-              "timing",
-              "metrics",
-              "steps",
-              "cache",
-              "max_event_bytes",
-              "tenants",
-              "admission",
-              "priority",
-              "shed",
-              "shared_state",
-              "canary",
-              "otel",
-              "faults"},
-             "the top level");
+  // A key not listed here is a hook's own section (config::hook_settings).
+  if (!root.IsMap()) fail(root, "the top level must be a mapping");
+  for (const auto& kv : root) {
+    static constexpr std::string_view own[] = {"listen",          "admin",      "admin_token_file",
+                                               "threads",         "reuse_port", "upstreams",
+                                               "routes",          "timeouts",   "limits",
+                                               "accept_encoding", "log",        "hooks",
+                                               "trace",           "metrics",    "cache",
+                                               "max_event_bytes", "tenants",    "admission",
+                                               "priority",        "shed",       "shared_state",
+                                               "canary",          "otel",       "faults"};
+    auto key = key_name(kv.first);
+    if (std::find(std::begin(own), std::end(own), key) == std::end(own))
+      cfg.hook_settings.push_back(
+          {std::move(key), kv.first.Mark().line + 1, section_of(kv.second)});
+  }
   if (root["listen"]) cfg.listen = address(root["listen"], "listen");
   if (root["admin"]) cfg.admin = address(root["admin"], "admin");
   if (root["admin_token_file"])
@@ -306,25 +294,6 @@ config from_yaml(const YAML::Node& root) {
   }
   read_governance(root, cfg);
   read_otel(root, cfg);
-  if (const auto& st = root["steps"]) {
-    check_keys(st, {"triggers", "max_steps"}, "steps");
-    if (st["max_steps"]) cfg.steps.max_steps = non_negative(st["max_steps"], "max_steps");
-    if (const auto& tr = st["triggers"]) {
-      check_keys(tr, {"replace", "step", "conclusion", "verification", "backtrack"},
-                 "steps.triggers");
-      if (tr["replace"]) cfg.steps.replace_triggers = scalar<bool>(tr["replace"], "replace");
-      auto list = [&](const char* key, std::vector<std::string>& out) {
-        const auto& l = tr[key];
-        if (!l) return;
-        if (!l.IsSequence()) fail(l, std::string("steps.triggers.") + key + " must be a list");
-        for (const auto& v : l) out.push_back(scalar<std::string>(v, key));
-      };
-      list("step", cfg.steps.step);
-      list("conclusion", cfg.steps.conclusion);
-      list("verification", cfg.steps.verification);
-      list("backtrack", cfg.steps.backtrack);
-    }
-  }
   if (const auto& c = root["cache"]) {
     check_keys(c,
                {"max_prefixes", "max_conversations", "ttl_s", "min_prefix_tokens", "prefill_factor",
@@ -354,16 +323,6 @@ config from_yaml(const YAML::Node& root) {
       for (const auto& kv : w)
         cc.context_windows.emplace_back(key_name(kv.first),
                                         non_negative(kv.second, "context_windows"));
-    }
-  }
-  if (const auto& t = root["timing"]) {
-    check_keys(t, {"stall_threshold_ms", "exact_samples"}, "timing");
-    if (t["stall_threshold_ms"])
-      cfg.timing.stall_threshold = ms(non_negative(t["stall_threshold_ms"], "stall_threshold_ms"));
-    if (t["exact_samples"]) {
-      cfg.timing.exact_samples = non_negative(t["exact_samples"], "exact_samples");
-      if (cfg.timing.exact_samples == 0 || cfg.timing.exact_samples > (1u << 20))
-        fail(t["exact_samples"], "timing.exact_samples must be 1 .. 1048576");
     }
   }
   if (const auto& log = root["log"]) {
@@ -414,6 +373,13 @@ config parse_config(const std::string& yaml_text, bool check) {
   }
   if (check) validate(cfg);
   return cfg;
+}
+
+const section& config::hook_section(std::string_view name) const noexcept {
+  static const section absent;
+  for (const auto& m : hook_settings)
+    if (m.key == name) return m.value;
+  return absent;
 }
 
 config load_config_file(const std::string& path, bool check) {

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/section.hpp"
 #include "config/url.hpp"
 
 namespace tokentap::config {
@@ -163,14 +164,6 @@ struct metrics_config {
   bool operator==(const metrics_config&) const = default;
 };
 
-/// Reasoning step tagging (design/STEPS.md).
-struct steps_config {
-  bool replace_triggers =
-      false;  ///< true: the lists below replace the defaults; false: add to them
-  std::vector<std::string> step, conclusion, verification, backtrack;
-  std::size_t max_steps = 4096;  ///< per response
-};
-
 /// Prompt-cache analysis (the cache hook).
 struct cache_config {
   std::size_t max_prefixes = 100000;      ///< remembered conversation prefixes (LRU)
@@ -183,14 +176,6 @@ struct cache_config {
   std::chrono::seconds repeated_miss_window{600};  ///< ... within this window
   double truncation_fraction = 0.9;                ///< of the model's context window
   std::vector<std::pair<std::string, std::size_t>> context_windows;  ///< model -> tokens
-};
-
-struct timing_config {
-  ms stall_threshold{1000};  ///< a gap between tokens longer than this is a stall
-  /// Per stream and series (all gaps, content, reasoning, per-read overhead): values kept exactly
-  /// for the stream's quantiles and the trace's itl_values_ms; past this many, quantiles come
-  /// from a 2 % sketch, so a stream's memory is bounded however long it runs.
-  std::size_t exact_samples = 4096;
 };
 
 /// Who a request is for (DESIGN.md §11): the value of `header` when the request has it, else the
@@ -366,9 +351,7 @@ struct config {
   std::vector<std::string> hooks{"timing", "steps", "cache", "metrics", "trace"};
   std::size_t max_event_bytes = 1u << 20;  ///< SSE event / NDJSON line cap for the decoders
   trace_config trace;
-  timing_config timing;
   metrics_config metrics;
-  steps_config steps;
   cache_config cache;
   tenants_config tenants;
   std::vector<admission_rule> admission;  ///< checked in order; the first that refuses answers
@@ -378,9 +361,16 @@ struct config {
   std::vector<canary_config> canary;  ///< at most one per route
   otel_config otel;
   std::vector<fault_rule> faults;  ///< checked in order; off while empty
+  /// The top-level sections config/ does not read, in file order: hooks' own settings
+  /// (`timing:`, `steps:`), each read by its hook (hooks/registry.hpp); the hook registry
+  /// refuses a section that no hook reads, naming its line.
+  std::vector<section::member> hook_settings;
+  /// The section `name` of hook_settings, or an absent one.
+  const section& hook_section(std::string_view name) const noexcept;
 };
 
-/// Reads a YAML file.  Unknown keys are errors, so typos do not pass silently.  With `check`,
+/// Reads a YAML file.  Unknown keys are errors, so typos do not pass silently (at the top level
+/// the hook registry's: a key config/ does not know is kept as a hook's section).  With `check`,
 /// also validates (pass false when command-line flags still have to be applied first).
 config load_config_file(const std::string& path, bool check = true);
 

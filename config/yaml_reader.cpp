@@ -38,4 +38,27 @@ host_port address(const YAML::Node& n, std::string_view key) {
   return *hp;
 }
 
+section section_of(const YAML::Node& n) {
+  const int line = n.Mark().line >= 0 ? n.Mark().line + 1 : 0;
+  switch (n.Type()) {
+    case YAML::NodeType::Scalar:
+      return section::scalar_at(n.Scalar(), line);
+    case YAML::NodeType::Sequence: {
+      std::vector<section> items;
+      for (const auto& item : n) items.push_back(section_of(item));
+      return section::list_at(std::move(items), line);
+    }
+    case YAML::NodeType::Map: {
+      std::vector<section::member> members;
+      for (const auto& kv : n)
+        members.push_back({key_name(kv.first), kv.first.Mark().line + 1, section_of(kv.second)});
+      return section::map_at(std::move(members), line);
+    }
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      break;
+  }
+  return section::null_at(line);
+}
+
 }  // namespace tokentap::config::yaml_reader

@@ -71,7 +71,20 @@ std::vector<std::string> hook_registry::order(const config::config& cfg) const {
   return out;
 }
 
+void hook_registry::check(const config::config& cfg) const {
+  for (const auto& [key, key_line, value] : cfg.hook_settings) {
+    const auto it = makers_.find(key);
+    if (it == makers_.end() || !it->second.check_settings) {
+      auto at_key = config::section::null_at(key_line);
+      at_key.fail("unknown key '" + key + "' in the top level");
+    }
+    it->second.check_settings(value);
+  }
+  (void)order(cfg);
+}
+
 std::vector<std::shared_ptr<hook_factory>> hook_registry::build(const config::config& cfg) const {
+  check(cfg);
   std::vector<std::shared_ptr<hook_factory>> out;
   for (const auto& name : order(cfg))
     if (auto f = makers_.find(name)->second.make(cfg)) out.push_back(std::move(f));

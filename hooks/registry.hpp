@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.hpp"
 #include "hooks/hook.hpp"
 
 namespace tokentap::hooks {
@@ -20,15 +21,30 @@ class hook_registry {
  public:
   using maker = std::function<std::shared_ptr<hook_factory>(const config::config&)>;
   void add(std::string name, maker m, hook_contract c = {}) {
-    makers_[std::move(name)] = {std::move(m), std::move(c)};
+    makers_[std::move(name)] = {std::move(m), std::move(c), {}};
+  }
+  /// A hook with settings of its own: the configuration's top-level section of its name
+  /// (config::config::hook_section), read by `parse` — `Settings(const config::section&)`,
+  /// the defaults for an absent section, config::config_error naming the line for a bad one —
+  /// and handed to `make`: `std::shared_ptr<hook_factory>(const config::config&, const
+  /// Settings&)`.  check() and build() read every section a configuration has, listed hook or
+  /// not, so a typo fails at start-up.
+  template <class Settings, class Parse, class Make>
+  void add_with_settings(std::string name, Parse parse, Make make, hook_contract c = {}) {
+    auto maker_of = [name, parse, make](const config::config& cfg) {
+      return make(cfg, static_cast<Settings>(parse(cfg.hook_section(name))));
+    };
+    auto check = [parse](const config::section& s) { (void)static_cast<Settings>(parse(s)); };
+    makers_[std::move(name)] = {std::move(maker_of), std::move(c), std::move(check)};
   }
   /// The configured hooks in the order they run.  Throws config::config_error, with a one-line
   /// reason, for an unknown name, a name listed twice (a hook runs once per stream), a piece
   /// needed that no configured hook provides, or hooks that need each other.
   std::vector<std::string> order(const config::config& cfg) const;
-  /// order(), for its errors.
-  void check(const config::config& cfg) const { (void)order(cfg); }
-  /// Builds the factories in order() (start-up only).
+  /// order() and every hook section read, for their errors; a top-level section that no hook
+  /// reads is an unknown key.
+  void check(const config::config& cfg) const;
+  /// Builds the factories in order() (start-up and reload), after check().
   std::vector<std::shared_ptr<hook_factory>> build(const config::config& cfg) const;
   std::vector<std::string> names() const;
 
@@ -36,6 +52,7 @@ class hook_registry {
   struct entry {
     maker make;
     hook_contract contract;
+    std::function<void(const config::section&)> check_settings;  ///< none: no settings
   };
   std::map<std::string, entry, std::less<>> makers_;
 };

@@ -62,8 +62,7 @@ class steps_hook final : public hook, public hot_state {
 
 }  // namespace
 
-steps_hook_factory::steps_hook_factory(const config::steps_config& cfg)
-    : max_steps_(cfg.max_steps) {
+steps_hook_factory::steps_hook_factory(const steps_settings& cfg) : max_steps_(cfg.max_steps) {
   auto triggers =
       cfg.replace_triggers ? parsers::step_triggers{} : parsers::step_triggers::defaults();
   auto add = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
@@ -80,12 +79,32 @@ std::unique_ptr<hook> steps_hook_factory::create() {
   return std::make_unique<steps_hook>(compiled_, max_steps_);
 }
 
+steps_settings steps_settings::parse(const config::section& s) {
+  steps_settings st;
+  if (!s) return st;
+  s.check_keys({"triggers", "max_steps"}, "steps");
+  if (const auto& v = s["max_steps"]) st.max_steps = v.non_negative("max_steps");
+  if (const auto& tr = s["triggers"]) {
+    tr.check_keys({"replace", "step", "conclusion", "verification", "backtrack"}, "steps.triggers");
+    if (const auto& v = tr["replace"]) st.replace_triggers = v.boolean("replace");
+    const auto list = [&](const char* key, std::vector<std::string>& out) {
+      if (const auto& l = tr[key]) out = l.strings(std::string("steps.triggers.") + key);
+    };
+    list("step", st.step);
+    list("conclusion", st.conclusion);
+    list("verification", st.verification);
+    list("backtrack", st.backtrack);
+  }
+  return st;
+}
+
 void register_steps(hook_registry& r) {
-  r.add("steps",
-        [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
-          return std::make_shared<steps_hook_factory>(cfg.steps);
-        },
-        {.provides = {"steps"}, .needs = {}, .reads = {}});
+  r.add_with_settings<steps_settings>(
+      "steps", &steps_settings::parse,
+      [](const config::config&, const steps_settings& st) -> std::shared_ptr<hook_factory> {
+        return std::make_shared<steps_hook_factory>(st);
+      },
+      {.provides = {"steps"}, .needs = {}, .reads = {}});
 }
 
 }  // namespace tokentap::hooks

@@ -82,7 +82,7 @@ class sample_series {
 
 class timing_hook final : public hook {
  public:
-  explicit timing_hook(const config::timing_config& cfg)
+  explicit timing_hook(const timing_settings& cfg)
       : stall_ns_(
             std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.stall_threshold).count()),
         gaps_(cfg.exact_samples),
@@ -152,15 +152,30 @@ class timing_hook final : public hook {
 }  // namespace
 
 std::unique_ptr<hook> timing_hook_factory::create() {
-  return std::make_unique<timing_hook>(cfg_);
+  return std::make_unique<timing_hook>(settings_);
+}
+
+timing_settings timing_settings::parse(const config::section& s) {
+  timing_settings t;
+  if (!s) return t;
+  s.check_keys({"stall_threshold_ms", "exact_samples"}, "timing");
+  if (const auto& v = s["stall_threshold_ms"])
+    t.stall_threshold = std::chrono::milliseconds(v.non_negative("stall_threshold_ms"));
+  if (const auto& v = s["exact_samples"]) {
+    t.exact_samples = v.non_negative("exact_samples");
+    if (t.exact_samples == 0 || t.exact_samples > (1u << 20))
+      v.fail("timing.exact_samples must be 1 .. 1048576");
+  }
+  return t;
 }
 
 void register_timing(hook_registry& r) {
-  r.add("timing",
-        [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
-          return std::make_shared<timing_hook_factory>(cfg.timing);
-        },
-        {.provides = {"timing"}, .needs = {}, .reads = {}});
+  r.add_with_settings<timing_settings>(
+      "timing", &timing_settings::parse,
+      [](const config::config&, const timing_settings& t) -> std::shared_ptr<hook_factory> {
+        return std::make_shared<timing_hook_factory>(t);
+      },
+      {.provides = {"timing"}, .needs = {}, .reads = {}});
 }
 
 }  // namespace tokentap::hooks

@@ -87,10 +87,8 @@ inline void stream_two_tokens(hook_chain_factory& f) {
 
 // A chain of the timing hook and a capture, its stream started at t0 (the head 5 ms later).
 struct timed_stream {
-  explicit timed_stream(config::config c = {})
-      : cfg(std::move(c)),
-        f(cfg, {std::make_shared<timing_hook_factory>(cfg.timing), cap}),
-        tap(f.create()) {
+  explicit timed_stream(const timing_settings& timing = {})
+      : f(cfg, {std::make_shared<timing_hook_factory>(timing), cap}), tap(f.create()) {
     tap->on_request(request(t0));
     tap->on_response_head({200, "text/event-stream", "", t0 + 5 * ms, {}});
   }

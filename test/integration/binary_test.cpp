@@ -125,6 +125,32 @@ TEST(Binary, CheckConfig) {
   // The example shipped in config/ is valid.
   r = run({"check-config", std::string(TOKENTAP_SOURCE_DIR) + "/config/example.yaml"});
   EXPECT_EQ(r.status, 0) << r.err;
+  // A hook's own section is read by the hook, and a top-level key no one reads is refused: both
+  // name the file and the line, from check-config as from proxy.
+  {
+    std::ofstream(dir + "/typo.yaml") << "upstreams:\n  vllm: {url: http://127.0.0.1:8000}\n"
+                                         "timng: {stall_threshold_ms: 100}\n";
+    std::ofstream(dir + "/steps.yaml") << "upstreams:\n  vllm: {url: http://127.0.0.1:8000}\n"
+                                          "steps:\n  triggers: {step: First}\n";
+  }
+  for (const std::string command : {"check-config", "proxy"}) {
+    const auto file_arg = [&](const std::string& f) {
+      return command == "proxy"
+                 ? std::vector<std::string>{command, "--config", f, "--listen", "127.0.0.1:0"}
+                 : std::vector<std::string>{command, f};
+    };
+    r = run(file_arg(dir + "/typo.yaml"));
+    EXPECT_EQ(r.status, 2) << command;
+    EXPECT_NE(r.err.find("typo.yaml: line 3: unknown key 'timng' in the top level"),
+              std::string::npos)
+        << command << ": " << r.err;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    r = run(file_arg(dir + "/steps.yaml"));
+    EXPECT_EQ(r.status, 2) << command;
+    EXPECT_NE(r.err.find("steps.yaml: line 4: steps.triggers.step must be a list"),
+              std::string::npos)
+        << command << ": " << r.err;
+  }
 }
 
 struct binary_stack {

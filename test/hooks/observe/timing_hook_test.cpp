@@ -18,10 +18,20 @@ namespace {
 
 using namespace chain_test;
 
+TEST(TimingHook, ItsSectionSetsTheStallThresholdAndTheExactSamples) {
+  const auto read = [](const std::string& yaml) {
+    return timing_settings::parse(config::parse_config(yaml, false).hook_section("timing"));
+  };
+  const auto t = read("timing: {stall_threshold_ms: 250, exact_samples: 512}\n");
+  EXPECT_EQ(t.stall_threshold, std::chrono::milliseconds(250));
+  EXPECT_EQ(t.exact_samples, 512u);
+  const auto defaults = read("{}");
+  EXPECT_EQ(defaults.stall_threshold, std::chrono::milliseconds(1000));
+  EXPECT_EQ(defaults.exact_samples, 4096u);
+}
+
 TEST(HookChain, TimingFiguresFromReadTimestamps) {
-  config::config cfg;
-  cfg.timing.stall_threshold = std::chrono::milliseconds(100);
-  timed_stream ts(cfg);
+  timed_stream ts({.stall_threshold = std::chrono::milliseconds(100)});
   auto& tap = ts.tap;
   auto& cap = ts.cap;
   const mono_ns t0 = timed_stream::t0;
@@ -146,9 +156,9 @@ TEST(HookChain, TimingKeepsExactSamplesUpToItsCapThenASketch) {
   // count and max stay exact, the quantiles within the sketch's 2 %, itl_values_ms is the first
   // 50 gaps in order — and the stream's memory no longer grows with its length.
   config::config cfg;
-  cfg.timing.exact_samples = 50;
   auto cap = std::make_shared<capture_factory>();
-  hook_chain_factory f(cfg, {std::make_shared<timing_hook_factory>(cfg.timing), cap});
+  hook_chain_factory f(
+      cfg, {std::make_shared<timing_hook_factory>(timing_settings{.exact_samples = 50}), cap});
   auto tap = f.create();
   const mono_ns t0 = 1000 * ms;
   tap->on_request(request(t0));
