@@ -145,8 +145,8 @@ class gen_ai_metrics_hook final : public hook {
     const bool ok = k.error.empty() && s.status >= 200 && s.status < 300;
     if (ok && s.first_token_ns >= s.start_ns) {
       h.ttft->Observe(seconds(s.first_token_ns - s.start_ns));
-      if (s.usage.output_tokens > 1 && s.end_ns > s.first_token_ns)
-        h.tpot->Observe(seconds(s.end_ns - s.first_token_ns) /
+      if (s.usage.output_tokens > 1 && s.last_token_ns > s.first_token_ns)
+        h.tpot->Observe(seconds(s.last_token_ns - s.first_token_ns) /
                         static_cast<double>(s.usage.output_tokens - 1));
     }
   }

@@ -9,7 +9,8 @@
 //   gen_ai_client_token_usage                    input (cached included) and output tokens, per
 //                                                request, by gen_ai_token_type
 //   gen_ai_server_time_to_first_token_seconds    successful streamed responses
-//   gen_ai_server_time_per_output_token_seconds  (end - first token) / (output tokens - 1)
+//   gen_ai_server_time_per_output_token_seconds  (last - first token) / (output tokens - 1), as
+//                                                tokentap_time_per_output_token_seconds
 //
 // Labels on each: gen_ai_operation_name (chat, text_completion), gen_ai_provider_name (openai for
 // OpenAI-compatible servers, anthropic, ollama, tgi, llamacpp), gen_ai_request_model (bounded as
