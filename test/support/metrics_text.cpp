@@ -67,4 +67,9 @@ std::pair<int, std::string> promtool_check(const std::string& text) {
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
 }
 
+double series_value(const std::string& text, const std::string& series) {
+  const auto at = ("\n" + text).find("\n" + series + " ");
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 1));
+}
+
 }  // namespace tokentap::test

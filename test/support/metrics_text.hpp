@@ -18,6 +18,10 @@ std::vector<sample> parse_metrics(const std::string& text);
 double metric_sum(const std::vector<sample>& s, const std::string& name,
                   const std::map<std::string, std::string>& match = {});
 
+/// The value of the one sample written exactly as `series` (`name` or `name{labels}`, labels as
+/// the text has them) on a line of its own; -1 when there is none.
+double series_value(const std::string& text, const std::string& series);
+
 /// Runs `promtool check metrics` on `text`; returns its exit status and output.
 std::pair<int, std::string> promtool_check(const std::string& text);
 
