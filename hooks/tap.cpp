@@ -32,8 +32,9 @@ bool upstream_failed(unsigned status, stream_outcome o) noexcept {
 
 std::string_view find_header(std::span<const header_view> headers, std::string_view name) noexcept {
   for (const auto& h : headers)
-    if (h.name.size() == name.size() && std::equal(h.name.begin(), h.name.end(), name.begin(),
-                                                   [](char a, char b) { return (a | 0x20) == b; }))
+    if (h.name.size() == name.size() &&
+        std::equal(h.name.begin(), h.name.end(), name.begin(),
+                   [](char a, char b) { return (a >= 'A' && a <= 'Z' ? a | 0x20 : a) == b; }))
       return h.value;
   return {};
 }

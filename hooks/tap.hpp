@@ -50,8 +50,8 @@ struct header_view {
   std::string_view value;
 };
 
-/// The value of the header `name` (given in lower case, letters, digits and '-' only), matched
-/// whatever the header's case; empty when absent.
+/// The value of the header `name` (given in lower case), matched whatever the header's case;
+/// empty when absent.
 std::string_view find_header(std::span<const header_view> headers, std::string_view name) noexcept;
 
 /// The request as forwarded.  Views are valid only during the call.
