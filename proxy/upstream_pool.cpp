@@ -167,7 +167,10 @@ awaitable<upstream_pool::get_result> upstream_pool::get_once(
     if (ec) co_return;
     http::response_parser<http::string_body> parser;
     parser.body_limit(body_limit);
-    co_await http::async_read(s, conn->buffer, parser, use_ec(ec));
+    // The head first, then the rest: a body that came with the head in one read would otherwise
+    // pass its limit unchecked (as in net::request_once).
+    co_await http::async_read_header(s, conn->buffer, parser, use_ec(ec));
+    if (!ec && !parser.is_done()) co_await http::async_read(s, conn->buffer, parser, use_ec(ec));
     if (ec) co_return;
     out.status = parser.get().result_int();
     out.body = std::move(parser.get().body());
