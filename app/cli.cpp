@@ -23,6 +23,7 @@
 #include "hooks/hook.hpp"
 #include "hooks/registry.hpp"
 #include "net/net.hpp"
+#include "proxy/cluster.hpp"
 #include "proxy/process_metrics.hpp"
 #include "tokentap/version.hpp"
 
@@ -141,6 +142,7 @@ int cmd_check_config(const std::vector<std::string>& args) {
   const auto cfg = config::load_config_file(f.positional()[0]);
   try {
     hooks::builtin_hooks().check(cfg);
+    proxy::check_balancing(cfg);
   } catch (const config::config_error& e) {
     throw config::config_error(f.positional()[0] + ": " + e.what());
   }

@@ -9,6 +9,7 @@
 
 #include "base/log.hpp"
 #include "hooks/registry.hpp"
+#include "proxy/cluster.hpp"
 #include "proxy/proxy_server.hpp"
 #include "tokentap/version.hpp"
 
@@ -92,11 +93,12 @@ config::config proxy_config(const flags& f) {
   // OpenTelemetry export: what the file leaves unset comes from the standard OTEL_* variables.
   config::apply_otel_environment(cfg.otel, [](const char* name) { return std::getenv(name); });
   config::validate(cfg);
-  // The hooks read their own sections (a top-level key no hook reads is refused): their errors
-  // name the file, as config/'s own do.
+  // The hooks read their own sections (a top-level key no hook reads is refused) and the proxy
+  // knows its balancing policies: their errors name the file, as config/'s own do.
   if (auto path = f.get("config")) {
     try {
       hooks::builtin_hooks().check(cfg);
+      proxy::check_balancing(cfg);
     } catch (const config::config_error& e) {
       throw config::config_error(*path + ": " + e.what());
     }

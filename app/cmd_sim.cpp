@@ -232,7 +232,7 @@ int cmd_demo(const std::vector<std::string>& args) {
     std::string err;
     up.endpoints.push_back(*config::parse_url(sim_url(sim_addr.host, sims.port(i)), err));
   }
-  up.balance = config::balance_policy::prefix;
+  up.balance = "prefix";
   up.retries = 2;
   up.outlier.consecutive_failures = 3;
   up.outlier.base_ejection = std::chrono::seconds(5);

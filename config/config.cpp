@@ -40,20 +40,12 @@ void read_upstream(const std::string& name, const YAML::Node& n, upstream_config
     for (const auto& e : n["endpoints"]) add(e);
   }
   if (const auto b = n["balance"]) {
-    const auto policy = scalar<std::string>(b, "balance");
-    if (policy == "least_request")
-      up.balance = balance_policy::least_request;
-    else if (policy == "round_robin")
-      up.balance = balance_policy::round_robin;
-    else if (policy == "prefix")
-      up.balance = balance_policy::prefix;
-    else
-      fail(b, "upstream '" + name +
-                  "': balance must be round_robin, least_request or prefix, not '" + policy + "'");
+    up.balance = scalar<std::string>(b, "balance");
+    up.balance_line = b.Mark().line + 1;
   }
   if (const auto p = n["prefix"]) {
     const auto where = "upstream '" + name + "' prefix";
-    if (up.balance != balance_policy::prefix) fail(p, where + ": needs balance: prefix");
+    if (up.balance != "prefix") fail(p, where + ": needs balance: prefix");
     check_keys(p, {"new", "load_bounds", "max_imbalance", "min_gap", "index_entries"}, where);
     auto& pc = up.prefix;
     if (p["new"]) {
@@ -404,18 +396,6 @@ std::string_view to_string(priority p) noexcept {
       break;
   }
   return "normal";
-}
-
-std::string_view to_string(balance_policy p) noexcept {
-  switch (p) {
-    case balance_policy::round_robin:
-      return "round_robin";
-    case balance_policy::prefix:
-      return "prefix";
-    case balance_policy::least_request:
-      break;
-  }
-  return "least_request";
 }
 
 void set_single_upstream(config& cfg, const std::string& url_text) {

@@ -33,14 +33,6 @@ inline constexpr unsigned max_retries = 8;
 /// At most this many endpoints per upstream (`endpoints`): metric labels stay bounded.
 inline constexpr std::size_t max_endpoints = 256;
 
-/// How a cluster chooses among its endpoints (DESIGN.md §10).
-enum class balance_policy {
-  least_request,  ///< power of two choices on exchanges in flight
-  round_robin,    ///< each endpoint in turn
-  prefix,         ///< the endpoint that served the conversation's longest prefix (prefix_config)
-};
-std::string_view to_string(balance_policy p) noexcept;
-
 /// Passive outlier detection (as Envoy's): an endpoint that failed `consecutive_failures` times in
 /// a row (refused, reset or timed out before the head; 502, 503 or 504) is left out of balancing
 /// for base_ejection × the times it was ejected (at most max_ejection), while at most
@@ -97,7 +89,10 @@ struct engine_metrics_config {
 struct upstream_config {
   std::string name;
   std::vector<url> endpoints;  ///< at least one; all http:// or all https://
-  balance_policy balance = balance_policy::least_request;
+  /// How its endpoints are chosen (DESIGN.md §10): a balancing policy's name, checked by the
+  /// proxy against the policies it has (proxy/cluster.cpp: least_request, round_robin, prefix).
+  std::string balance = "least_request";
+  int balance_line = 0;  ///< the file's line naming it (0: none), for that check's error
   /// Further attempts on other endpoints for a request none of whose response reached the client
   /// (refused, reset or timed out before the head; 502, 503 or 429), within the retry budget.
   unsigned retries = 1;

@@ -71,16 +71,48 @@ std::string_view to_string(routing_reason r) noexcept {
   return "unknown";
 }
 
+// The balancing policies an upstream's `balance` may name, one line each (the first is the
+// default).  A policy is a load_balancer and a maker, defined in its own file or here.
+std::unique_ptr<load_balancer> make_prefix_balancer(const config::upstream_config& cfg);
+
+namespace {
+
+struct balancing_policy {
+  std::string_view name;
+  std::unique_ptr<load_balancer> (*make)(const config::upstream_config&);
+};
+
+constexpr balancing_policy policies[] = {
+    {"least_request",
+     [](const config::upstream_config&) -> std::unique_ptr<load_balancer> {
+       return std::make_unique<least_request_balancer>();
+     }},
+    {"round_robin",
+     [](const config::upstream_config&) -> std::unique_ptr<load_balancer> {
+       return std::make_unique<round_robin_balancer>();
+     }},
+    {"prefix", make_prefix_balancer},
+};
+
+const balancing_policy& policy_of(const config::upstream_config& cfg) {
+  for (const auto& p : policies)
+    if (p.name == cfg.balance) return p;
+  std::string names;
+  for (const auto& p : policies) names += (names.empty() ? "" : ", ") + std::string(p.name);
+  const auto what = "upstream '" + cfg.name + "': balance must be one of " + names + ", not '" +
+                    cfg.balance + "'";
+  throw config::config_error(
+      cfg.balance_line > 0 ? "line " + std::to_string(cfg.balance_line) + ": " + what : what);
+}
+
+}  // namespace
+
 std::unique_ptr<load_balancer> make_balancer(const config::upstream_config& cfg) {
-  switch (cfg.balance) {
-    case config::balance_policy::round_robin:
-      return std::make_unique<round_robin_balancer>();
-    case config::balance_policy::prefix:
-      return std::make_unique<prefix_balancer>(cfg.prefix, cfg.endpoints.size());
-    case config::balance_policy::least_request:
-      break;
-  }
-  return std::make_unique<least_request_balancer>();
+  return policy_of(cfg).make(cfg);
+}
+
+void check_balancing(const config::config& cfg) {
+  for (const auto& up : cfg.upstreams) (void)policy_of(up);
 }
 
 void cluster::cache_report(endpoint& e, const pick_result& d, std::int64_t prompt,

@@ -147,6 +147,11 @@ class load_balancer {
   /// fields): evidence for or against what the balancer believed of it.
   virtual void cache_report(endpoint& e, const pick_result& d, std::int64_t cached,
                             std::int64_t now_ns) noexcept {}
+  /// The routing reasons its choices give (the series of tokentap_routing_decisions_total
+  /// exported for its upstream, besides `fallback`).
+  virtual std::vector<routing_reason> reasons() const = 0;
+  /// Whether it reads pick_context::conversation (the request's body is then digested for it).
+  virtual bool routes_by_conversation() const noexcept { return false; }
 };
 
 /// Least outstanding requests by the power of two choices: two endpoints drawn at random, the
@@ -156,6 +161,7 @@ class load_balancer {
 class least_request_balancer final : public load_balancer {
  public:
   pick_result choose(cluster& c, const pick_context& ctx) noexcept override;
+  std::vector<routing_reason> reasons() const override { return {routing_reason::least_request}; }
 };
 
 /// The least busy endpoint (by load()) the request may use (neither tried nor ejected); ties:
@@ -168,13 +174,18 @@ endpoint* least_busy_usable(cluster& c, const pick_context& ctx) noexcept;
 class round_robin_balancer final : public load_balancer {
  public:
   pick_result choose(cluster& c, const pick_context& ctx) noexcept override;
+  std::vector<routing_reason> reasons() const override { return {routing_reason::round_robin}; }
 
  private:
   std::atomic<std::uint64_t> next_{0};
 };
 
-/// The balancer an upstream's policy names.
+/// The balancer of the policy an upstream's `balance` names.  Throws config::config_error, naming
+/// the line and the policies there are, for a name that is none (start-up and reload only).
 std::unique_ptr<load_balancer> make_balancer(const config::upstream_config& cfg);
+
+/// make_balancer()'s check for every upstream of `cfg`, for check-config (throws as it does).
+void check_balancing(const config::config& cfg);
 
 /// An upstream at run time.  Immutable after start but for the endpoints' counters.
 class cluster {
@@ -192,6 +203,9 @@ class cluster {
   boost::asio::ssl::context* tls() const noexcept { return tls_.get(); }
 
   pick_result choose(const pick_context& ctx) noexcept { return balancer_->choose(*this, ctx); }
+  /// Its balancer's (load_balancer::reasons, routes_by_conversation).
+  std::vector<routing_reason> reasons() const { return balancer_->reasons(); }
+  bool routes_by_conversation() const noexcept { return balancer_->routes_by_conversation(); }
   endpoint* pick(const pick_context& ctx) noexcept { return choose(ctx).chosen; }
 
   /// `e` took a request for `conversation`: its response head came.

@@ -138,4 +138,16 @@ void prefix_balancer::cache_report(endpoint& e, const pick_result& d, std::int64
   }
 }
 
+std::vector<routing_reason> prefix_balancer::reasons() const {
+  std::vector<routing_reason> r = {routing_reason::prefix_match, routing_reason::least_request,
+                                   routing_reason::load_bound};
+  if (cfg_.new_conversations == config::prefix_config::placement::hash)
+    r.push_back(routing_reason::hash);
+  return r;
+}
+
+std::unique_ptr<load_balancer> make_prefix_balancer(const config::upstream_config& cfg) {
+  return std::make_unique<prefix_balancer>(cfg.prefix, cfg.endpoints.size());
+}
+
 }  // namespace tokentap::proxy

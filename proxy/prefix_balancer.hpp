@@ -116,6 +116,8 @@ class prefix_balancer final : public load_balancer {
               std::int64_t now_ns) noexcept override;
   void cache_report(endpoint& e, const pick_result& d, std::int64_t cached,
                     std::int64_t now_ns) noexcept override;
+  std::vector<routing_reason> reasons() const override;
+  bool routes_by_conversation() const noexcept override { return true; }
 
   const prefix_index& index() const noexcept { return index_; }
   /// Prefixes endpoint `i` served at or before this time are believed gone from its cache.

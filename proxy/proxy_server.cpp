@@ -36,27 +36,6 @@ std::string endpoint_identity(const config::upstream_config& up, const config::u
   return up.name + '\x1f' + u.to_string() + '\x1f' + (up.tls_verify ? "v" : "-") + up.ca_file;
 }
 
-// Routing reasons an upstream's policy gives (and its fallback).
-std::vector<routing_reason> reasons_of(const config::upstream_config& up) {
-  std::vector<routing_reason> reasons;
-  switch (up.balance) {
-    case config::balance_policy::round_robin:
-      reasons = {routing_reason::round_robin};
-      break;
-    case config::balance_policy::least_request:
-      reasons = {routing_reason::least_request};
-      break;
-    case config::balance_policy::prefix:
-      reasons = {routing_reason::prefix_match, routing_reason::least_request,
-                 routing_reason::load_bound};
-      if (up.prefix.new_conversations == config::prefix_config::placement::hash)
-        reasons.push_back(routing_reason::hash);
-      break;
-  }
-  reasons.push_back(routing_reason::fallback);
-  return reasons;
-}
-
 // A cluster's series, read for as long as its generation lives (`owner`).
 void export_cluster(hooks::metrics_registry& m, const cluster& c,
                     const std::weak_ptr<const void>& owner) {
@@ -71,15 +50,15 @@ void export_cluster(hooks::metrics_registry& m, const cluster& c,
         [&c, why] { return c.retries(why); },
         {{"upstream", up.name}, {"reason", std::string(to_string(why))}}, owner);
   }
-  // Routing decisions, by the reasons its policy gives.
-  for (const auto why : reasons_of(up))
+  // Routing decisions, by the reasons its policy gives, and its fallback.
+  auto reasons = c.reasons();
+  reasons.push_back(routing_reason::fallback);
+  for (const auto why : reasons)
     m.add_counter_source(
         "tokentap_routing_decisions_total",
         "Requests routed, by the upstream's policy and the reason for the endpoint chosen",
         [&c, why] { return c.decisions(why); },
-        {{"upstream", up.name},
-         {"policy", std::string(config::to_string(up.balance))},
-         {"reason", std::string(to_string(why))}},
+        {{"upstream", up.name}, {"policy", up.balance}, {"reason", std::string(to_string(why))}},
         owner);
   // Per endpoint: in flight, in balancing (not ejected), ejections, probes.
   for (const auto& e : c.endpoints()) {

@@ -94,8 +94,7 @@ void inspect(const client_request& req, exchange& ex, parsers::request_inspector
   const auto ct = req[http::field::content_type];
   if (req.body().empty() || ct.find("json") == std::string_view::npos) return;
   // Digests for the hooks (cache events) and for a balancer that routes by prefix.
-  const bool by_prefix =
-      ex.gen->clusters[ex.upstream_index]->cfg().balance == config::balance_policy::prefix;
+  const bool by_prefix = ex.gen->clusters[ex.upstream_index]->routes_by_conversation();
   auto info = inspector.inspect(req.body(), {.digests = ex.gen->taps != nullptr || by_prefix});
   ex.model = info.model;
   // Ollama's native API streams unless the body says `stream: false`.
@@ -110,21 +109,11 @@ void inspect(const client_request& req, exchange& ex, parsers::request_inspector
 hooks::request_view request_view_of(const exchange& ex, std::string_view body,
                                     std::span<const hooks::header_view> headers) {
   const auto& up = ex.gen->cfg.upstreams[ex.upstream_index];
-  return {ex.method,
-          ex.target_redacted,
-          ex.route->name,
-          up.name,
-          ex.model,
-          ex.stream_requested,
-          body,
-          to_ns(ex.start),
-          ex.wall_start_us,
-          headers,
-          ex.conversation,
-          ex.tenant,
-          ex.tenant_name,
-          config::to_string(up.balance),
-          ex.prompt_chars,
+  return {ex.method,      ex.target_redacted, ex.route->name,
+          up.name,        ex.model,           ex.stream_requested,
+          body,           to_ns(ex.start),    ex.wall_start_us,
+          headers,        ex.conversation,    ex.tenant,
+          ex.tenant_name, up.balance,         ex.prompt_chars,
           ex.max_tokens};
 }
 

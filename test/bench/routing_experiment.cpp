@@ -101,7 +101,7 @@ struct sample {
 
 struct arm {
   const char* name;
-  config::balance_policy policy;
+  std::string policy;
   bool load_bounds = true;
 };
 
@@ -218,10 +218,10 @@ void report(const char* load, const arm& a, const result& r) {
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   base::log::set_level(base::log::level::error);
-  const arm arms[] = {{"round_robin", config::balance_policy::round_robin},
-                      {"least_request", config::balance_policy::least_request},
-                      {"prefix", config::balance_policy::prefix},
-                      {"prefix, no load bounds", config::balance_policy::prefix, false}};
+  const arm arms[] = {{"round_robin", "round_robin"},
+                      {"least_request", "least_request"},
+                      {"prefix", "prefix"},
+                      {"prefix, no load bounds", "prefix", false}};
   // A: each conversation's own context dominates its prompt (agents with retrieved documents or
   // a user's memory).  B: a long system prompt every conversation of an app shares.
   const workload workloads[] = {{"A: own context 700 + shared 300 tokens", 300, 700, 120},

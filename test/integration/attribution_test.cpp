@@ -168,7 +168,7 @@ TEST(Attribution, AFailedAttemptIsItsOwnPhase) {
     u.endpoints.insert(
         u.endpoints.begin(),
         *config::parse_url("http://127.0.0.1:" + std::to_string(closed_port()), err));
-    u.balance = config::balance_policy::round_robin;
+    u.balance = "round_robin";
     u.retries = 1;
   });
   for (int i = 0; i < 2; ++i) {

@@ -132,6 +132,8 @@ TEST(Binary, CheckConfig) {
                                          "timng: {stall_threshold_ms: 100}\n";
     std::ofstream(dir + "/steps.yaml") << "upstreams:\n  vllm: {url: http://127.0.0.1:8000}\n"
                                           "steps:\n  triggers: {step: First}\n";
+    std::ofstream(dir + "/policy.yaml") << "upstreams:\n  vllm:\n    url: http://127.0.0.1:8000\n"
+                                           "    balance: random\n";
   }
   for (const std::string command : {"check-config", "proxy"}) {
     const auto file_arg = [&](const std::string& f) {
@@ -148,6 +150,12 @@ TEST(Binary, CheckConfig) {
     r = run(file_arg(dir + "/steps.yaml"));
     EXPECT_EQ(r.status, 2) << command;
     EXPECT_NE(r.err.find("steps.yaml: line 4: steps.triggers.step must be a list"),
+              std::string::npos)
+        << command << ": " << r.err;
+    r = run(file_arg(dir + "/policy.yaml"));
+    EXPECT_EQ(r.status, 2) << command;
+    EXPECT_NE(r.err.find("policy.yaml: line 4: upstream 'vllm': balance must be one of "
+                         "least_request, round_robin, prefix, not 'random'"),
               std::string::npos)
         << command << ": " << r.err;
   }

@@ -158,7 +158,7 @@ TEST(Cache, ARequestIsComparedWithWhatItsEndpointSaw) {
     std::string err;
     u.endpoints.push_back(
         *config::parse_url("http://127.0.0.1:" + std::to_string(other.endpoint().port()), err));
-    u.balance = config::balance_policy::round_robin;
+    u.balance = "round_robin";
   });
   c.send(convo({msg("system", system_prompt + " Today is Monday."), msg("user", "plan my week")}));
   const auto ev = cache_events(c.send(

@@ -219,7 +219,7 @@ TEST(EngineMetrics, EngineLoadSendsRequestsAwayFromAnEngineWithAQueue) {
     std::string err;
     up.endpoints.push_back(
         *config::parse_url("http://127.0.0.1:" + std::to_string(busy.endpoint().port()), err));
-    up.balance = config::balance_policy::least_request;
+    up.balance = "least_request";
     up.engine_metrics.enabled = true;
     up.engine_metrics.interval = std::chrono::milliseconds(100);
     up.engine_metrics.engine_load = true;

@@ -41,8 +41,8 @@ std::string url(std::uint16_t port) {
 }
 
 // One upstream "fleet" over these endpoints.
-std::function<void(config::config&)> fleet(std::vector<std::uint16_t> ports,
-                                           config::balance_policy policy, unsigned retries) {
+std::function<void(config::config&)> fleet(std::vector<std::uint16_t> ports, std::string policy,
+                                           unsigned retries) {
   return [=](config::config& cfg) {
     config::set_single_upstream(cfg, url(ports.front()));
     auto& up = cfg.upstreams.front();
@@ -85,7 +85,7 @@ std::string endpoint_label(std::uint16_t port) {
 TEST(Failover, RoundRobinTakesEachEndpointInTurn) {
   canned_upstream a({{"/v1/chat/completions", stream_answer()}});
   canned_upstream b({{"/v1/chat/completions", stream_answer()}});
-  stack s(fleet({a.port(), b.port()}, config::balance_policy::round_robin, 1));
+  stack s(fleet({a.port(), b.port()}, "round_robin", 1));
   for (int i = 0; i < 10; ++i) {
     const auto r = fetch(s.proxy_ep(), chat());
     ASSERT_EQ(r.status, 200);
@@ -101,7 +101,7 @@ TEST(Failover, RoundRobinTakesEachEndpointInTurn) {
 
 TEST(Failover, ARefusedEndpointIsLeftForAnotherBeforeAnyByteReachedTheClient) {
   canned_upstream live({{"/v1/chat/completions", stream_answer()}});
-  stack s(fleet({free_loopback_port(), live.port()}, config::balance_policy::round_robin, 1));
+  stack s(fleet({free_loopback_port(), live.port()}, "round_robin", 1));
   for (int i = 0; i < 6; ++i) {
     const auto r = fetch(s.proxy_ep(), chat());
     ASSERT_EQ(r.status, 200) << r.body;
@@ -117,7 +117,7 @@ TEST(Failover, AnOverloadedEndpointsAnswerIsNotForwardedWhileAnotherCanTakeTheRe
     SCOPED_TRACE(status);
     canned_upstream busy({{"/v1/chat/completions", error_answer(status)}});
     canned_upstream live({{"/v1/chat/completions", stream_answer()}});
-    stack s(fleet({busy.port(), live.port()}, config::balance_policy::round_robin, 1));
+    stack s(fleet({busy.port(), live.port()}, "round_robin", 1));
     for (int i = 0; i < 4; ++i) {
       const auto r = fetch(s.proxy_ep(), chat());
       ASSERT_EQ(r.status, 200) << r.body;
@@ -142,7 +142,7 @@ TEST(Failover, AnOverloadedEndpointsAnswerIsNotForwardedWhileAnotherCanTakeTheRe
 TEST(Failover, WhenEveryAttemptFailsTheLastAnswerIsTheClients) {
   canned_upstream a({{"/v1/chat/completions", error_answer(503)}});
   canned_upstream b({{"/v1/chat/completions", error_answer(503)}});
-  stack s(fleet({a.port(), b.port()}, config::balance_policy::round_robin, 1));
+  stack s(fleet({a.port(), b.port()}, "round_robin", 1));
   const auto r = fetch(s.proxy_ep(), chat());
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(r.body, R"({"error":{"message":"busy"}})");
@@ -151,7 +151,7 @@ TEST(Failover, WhenEveryAttemptFailsTheLastAnswerIsTheClients) {
 
 TEST(Failover, WithoutRetriesAFailedAttemptIsAnswered) {
   canned_upstream live({{"/v1/chat/completions", stream_answer()}});
-  stack s(fleet({free_loopback_port(), live.port()}, config::balance_policy::round_robin, 0));
+  stack s(fleet({free_loopback_port(), live.port()}, "round_robin", 0));
   int bad_gateway = 0, ok = 0;
   for (int i = 0; i < 4; ++i) {
     const auto r = fetch(s.proxy_ep(), chat());
@@ -163,8 +163,8 @@ TEST(Failover, WithoutRetriesAFailedAttemptIsAnswered) {
 }
 
 TEST(Failover, EveryEndpointRefusingIsA502AfterTheRetries) {
-  stack s(fleet({free_loopback_port(), free_loopback_port(), free_loopback_port()},
-                config::balance_policy::least_request, 2));
+  stack s(fleet({free_loopback_port(), free_loopback_port(), free_loopback_port()}, "least_request",
+                2));
   const auto r = fetch(s.proxy_ep(), chat());
   EXPECT_EQ(r.status, 502);
   EXPECT_NE(r.body.find("upstream_connect_error"), std::string::npos) << r.body;
@@ -181,7 +181,7 @@ TEST(Failover, AnEndpointThatKeepsFailingIsEjectedAndTriedAgainLater) {
   canned_upstream live({{"/v1/chat/completions", stream_answer()}});
   const auto dead = free_loopback_port();
   stack s([&](config::config& cfg) {
-    fleet({dead, live.port()}, config::balance_policy::round_robin, 1)(cfg);
+    fleet({dead, live.port()}, "round_robin", 1)(cfg);
     cfg.upstreams.front().outlier.consecutive_failures = 2;
     cfg.upstreams.front().outlier.base_ejection = config::ms(400);
   });
@@ -236,7 +236,7 @@ TEST(Failover, TheTraceRecordListsEveryAttempt) {
   const auto dead = free_loopback_port();
   {
     stack s([&](config::config& cfg) {
-      fleet({dead, busy.port(), live.port()}, config::balance_policy::round_robin, 2)(cfg);
+      fleet({dead, busy.port(), live.port()}, "round_robin", 2)(cfg);
       cfg.trace.dir = dir.string();
     });
     ASSERT_EQ(fetch(s.proxy_ep(), chat()).status, 200);
@@ -266,7 +266,7 @@ TEST(Failover, AnUpstreamWithNoEndpointLeftFallsBackToAnother) {
       std::filesystem::temp_directory_path() / ("tokentap-fallback-" + std::to_string(::getpid()));
   {
     stack s([&](config::config& cfg) {
-      fleet({dead1, dead2}, config::balance_policy::round_robin, 2)(cfg);
+      fleet({dead1, dead2}, "round_robin", 2)(cfg);
       auto& up = cfg.upstreams.front();
       up.outlier.consecutive_failures = 1;
       up.outlier.max_ejected_percent = 100;
@@ -323,7 +323,7 @@ TEST(Failover, AnUpstreamWithNoEndpointLeftFallsBackToAnother) {
 TEST(Failover, NoEndpointLeftAndNoFallbackIsA503AtOnce) {
   const auto dead1 = free_loopback_port(), dead2 = free_loopback_port();
   stack s([&](config::config& cfg) {
-    fleet({dead1, dead2}, config::balance_policy::least_request, 1)(cfg);
+    fleet({dead1, dead2}, "least_request", 1)(cfg);
     auto& up = cfg.upstreams.front();
     up.outlier.consecutive_failures = 1;
     up.outlier.max_ejected_percent = 100;
@@ -355,7 +355,7 @@ TEST(Failover, AnEndpointFailingItsHealthProbeLeavesBalancingAndRejoins) {
   restarted->start();
   const auto sim_port = restarted->endpoint().port();
   stack s([&](config::config& cfg) {
-    fleet({good.port(), draining.port(), sim_port}, config::balance_policy::round_robin, 1)(cfg);
+    fleet({good.port(), draining.port(), sim_port}, "round_robin", 1)(cfg);
     auto& h = cfg.upstreams.front().health;
     h.enabled = true;
     h.interval = std::chrono::milliseconds(100);

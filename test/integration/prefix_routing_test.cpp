@@ -43,7 +43,7 @@ struct fleet_stack {
             up.endpoints.push_back(*config::parse_url(
                 "http://127.0.0.1:" + std::to_string(r->endpoint().port()), err));
           }
-          up.balance = config::balance_policy::prefix;
+          up.balance = "prefix";
           if (!trace_dir.empty()) cfg.trace.dir = trace_dir;
         },
         replica_options());

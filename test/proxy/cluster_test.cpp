@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -38,6 +39,41 @@ TEST(Cluster, EndpointsAreNumberedOnFromTheFirstIdAndNamedByHostAndPort) {
   EXPECT_EQ(c.endpoints()[0]->target.base_path, "/v");
   EXPECT_EQ(c.tls(), nullptr);
   EXPECT_EQ(&c.cfg(), &up);
+}
+
+// The policies an upstream may name, and the reasons each gives; any other name is refused with
+// the line that wrote it and the names there are.
+TEST(Cluster, ItsPolicyIsNamedByItsBalanceAndAnUnknownNameIsRefused) {
+  const auto reasons = [](const std::string& policy) {
+    auto up = test::upstream_of("a", {"http://h:1", "http://g:2"}, 0, policy);
+    return cluster(up, 0, nullptr).reasons();
+  };
+  EXPECT_EQ(reasons("round_robin"), std::vector{routing_reason::round_robin});
+  EXPECT_EQ(reasons("least_request"), std::vector{routing_reason::least_request});
+  EXPECT_EQ(reasons("prefix"),
+            (std::vector{routing_reason::prefix_match, routing_reason::least_request,
+                         routing_reason::load_bound}));
+  auto up = test::upstream_of("a", {"http://h:1"}, 0, "prefix");
+  up.prefix.new_conversations = config::prefix_config::placement::hash;
+  EXPECT_EQ(cluster(up, 0, nullptr).reasons().back(), routing_reason::hash);
+  EXPECT_TRUE(cluster(up, 0, nullptr).routes_by_conversation());
+  EXPECT_FALSE(
+      cluster(test::upstream_of("a", {"http://h:1"}, 0), 0, nullptr).routes_by_conversation());
+
+  auto cfg = config::parse_config(
+      "upstreams:\n  a: {url: http://h}\n  b:\n    url: http://g\n    balance: random\n"
+      "routes: [{prefix: /, upstream: a}]\n");
+  for (const auto& check : {std::function<void()>([&] { check_balancing(cfg); }),
+                            std::function<void()>([&] { make_balancer(cfg.upstreams[1]); })}) {
+    try {
+      check();
+      ADD_FAILURE() << "took balance: random";
+    } catch (const config::config_error& e) {
+      EXPECT_STREQ(e.what(),
+                   "line 5: upstream 'b': balance must be one of least_request, round_robin, "
+                   "prefix, not 'random'");
+    }
+  }
 }
 
 TEST(LeastRequest, OneEndpointIsAlwaysPicked) {
@@ -81,7 +117,7 @@ TEST(LeastRequest, ARetryTakesTheLeastBusyEndpointNotTriedYet) {
 
 TEST(RoundRobin, EachEndpointInTurnFromEveryThread) {
   auto up = upstream_of({"http://a", "http://b", "http://c"});
-  up.balance = config::balance_policy::round_robin;
+  up.balance = "round_robin";
   cluster c(up, 4, nullptr);
   std::map<endpoint*, int> picks;
   std::mutex mu;
@@ -104,7 +140,7 @@ TEST(RoundRobin, EachEndpointInTurnFromEveryThread) {
 
 TEST(RoundRobin, ARetryTakesTheNextEndpointNotTriedWithoutTakingTheNextRequestsTurn) {
   auto up = upstream_of({"http://a", "http://b", "http://c"});
-  up.balance = config::balance_policy::round_robin;
+  up.balance = "round_robin";
   cluster c(up, 0, nullptr);
   auto& eps = c.endpoints();
   EXPECT_EQ(c.pick({.route_key = {}, .conversation = {}, .tried = {}}), eps[0].get());
@@ -123,7 +159,7 @@ TEST(RoundRobin, ARetryTakesTheNextEndpointNotTriedWithoutTakingTheNextRequestsT
 // retry still takes the endpoint after the failed one in the cluster's order.
 TEST(RoundRobin, ARetryTakesTheNextEndpointWhateverTheIds) {
   auto up = upstream_of({"http://a", "http://b", "http://c"});
-  up.balance = config::balance_policy::round_robin;
+  up.balance = "round_robin";
   cluster c(up, 0, nullptr);
   auto& eps = c.endpoints();
   eps[0]->id = 7;
@@ -164,7 +200,7 @@ TEST(RetryBudget, RetriesInFlightStayUnderAFifthOfTheExchangesAndAtLeastThree) {
 // was ejected, never more than max_ejected_percent of the endpoints at once; it rejoins by itself.
 TEST(Outlier, FailuresInARowEjectAnEndpointUntilItRejoinsByItself) {
   auto up = upstream_of({"http://a", "http://b", "http://c", "http://d"});
-  up.balance = config::balance_policy::round_robin;
+  up.balance = "round_robin";
   up.outlier.consecutive_failures = 3;
   up.outlier.base_ejection = config::ms(150);
   cluster c(up, 0, nullptr);

@@ -20,7 +20,7 @@ namespace {
 config::upstream_config prefix_upstream(int endpoints, config::prefix_config p = {}) {
   config::upstream_config up;
   up.name = "fleet";
-  up.balance = config::balance_policy::prefix;
+  up.balance = "prefix";
   up.prefix = p;
   for (int i = 0; i < endpoints; ++i) {
     std::string err;

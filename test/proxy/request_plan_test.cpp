@@ -89,7 +89,8 @@ TEST(RequestPlan, AJsonBodySaysTheModelWhetherItStreamsAndItsPrompt) {
   }
   {
     plan p;
-    p.gen.cfg.upstreams[0].balance = config::balance_policy::prefix;
+    p.gen.cfg.upstreams[0].balance = "prefix";  // (its cluster's balancer is the prefix one)
+    p.gen.clusters[0] = std::make_unique<cluster>(p.gen.cfg.upstreams[0], 0, nullptr);
     inspect(p.request("/v1/chat/completions",
                       R"({"model":"m1","messages":[{"role":"system","content":"be brief"},)"
                       R"({"role":"user","content":"hello"}]})"),

@@ -10,9 +10,9 @@
 
 namespace tokentap::test {
 
-inline config::upstream_config upstream_of(
-    std::string name, std::initializer_list<const char*> urls, unsigned retries,
-    config::balance_policy policy = config::balance_policy::round_robin) {
+inline config::upstream_config upstream_of(std::string name,
+                                           std::initializer_list<const char*> urls,
+                                           unsigned retries, std::string policy = "round_robin") {
   config::upstream_config up;
   up.name = std::move(name);
   up.retries = retries;
