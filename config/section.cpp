@@ -8,32 +8,23 @@
 namespace tokentap::config {
 
 section section::null_at(int line) {
-  section s;
-  s.kind_ = kind::null;
-  s.line_ = line;
-  return s;
+  return section(kind::null, line);
 }
 
 section section::scalar_at(std::string text, int line) {
-  section s;
-  s.kind_ = kind::scalar;
-  s.line_ = line;
+  section s(kind::scalar, line);
   s.text_ = std::move(text);
   return s;
 }
 
 section section::list_at(std::vector<section> items, int line) {
-  section s;
-  s.kind_ = kind::list;
-  s.line_ = line;
+  section s(kind::list, line);
   s.items_ = std::move(items);
   return s;
 }
 
 section section::map_at(std::vector<member> members, int line) {
-  section s;
-  s.kind_ = kind::map;
-  s.line_ = line;
+  section s(kind::map, line);
   s.members_ = std::move(members);
   return s;
 }
@@ -59,9 +50,7 @@ void section::check_keys(std::initializer_list<std::string_view> allowed,
   if (kind_ != kind::map) fail(std::string(where) + " must be a mapping");
   for (const auto& m : members_) {
     if (std::find(allowed.begin(), allowed.end(), m.key) != allowed.end()) continue;
-    section at_key;
-    at_key.line_ = m.key_line;
-    at_key.fail("unknown key '" + m.key + "' in " + std::string(where));
+    section(kind::absent, m.key_line).fail("unknown key '" + m.key + "' in " + std::string(where));
   }
 }
 

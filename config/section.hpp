@@ -48,6 +48,8 @@ class section {
   std::vector<std::string> strings(std::string_view key) const;
 
  private:
+  section(kind k, int line) : kind_(k), line_(line) {}
+
   kind kind_ = kind::absent;
   int line_ = 0;
   std::string text_;
