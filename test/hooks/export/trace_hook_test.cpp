@@ -62,8 +62,7 @@ TEST(TraceHook, HooksBeforeAndAfterTheTraceSeeTheWholeInfoAndTheRecordIsTheSame)
     cfg.trace.dir = test::temp_dir();
     auto cap = std::make_shared<capture_factory>();
     {
-      std::vector<std::shared_ptr<hook_factory>> hooks = {
-          std::make_shared<timing_hook_factory>()};
+      std::vector<std::shared_ptr<hook_factory>> hooks = {std::make_shared<timing_hook_factory>()};
       auto trace = std::make_shared<trace_hook_factory>(cfg.trace);
       hooks.push_back(trace_last ? std::shared_ptr<hook_factory>(cap) : trace);
       hooks.push_back(trace_last ? std::shared_ptr<hook_factory>(trace) : cap);
