@@ -7,6 +7,8 @@
 
 namespace tokentap::config {
 
+section::section(kind k, int line) : kind_(k), line_(line) {}
+
 section section::null_at(int line) {
   return section(kind::null, line);
 }

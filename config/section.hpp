@@ -48,7 +48,7 @@ class section {
   std::vector<std::string> strings(std::string_view key) const;
 
  private:
-  section(kind k, int line) : kind_(k), line_(line) {}
+  section(kind k, int line);  // (out of line: `member` is complete only after the class)
 
   kind kind_ = kind::absent;
   int line_ = 0;
