@@ -19,7 +19,9 @@ if [ ! -f "$build/build.ninja" ]; then
   CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DTOKENTAP_FUZZ=ON \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
-cmake --build "$build" >/dev/null
+# The build's output is kept in a file, and shown when it fails.
+cmake --build "$build" >"$build/build.log" 2>&1 ||
+  { echo "fuzz build failed ($build/build.log):"; grep -E "error|FAILED" "$build/build.log" | head -40; exit 1; }
 
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
