@@ -40,6 +40,7 @@ struct two_spans {
     resource.attributes = {{"service.name", std::string("tokentap")}};
     resource.scope_name = "tokentap";
     resource.scope_version = "1.2.3";
+    spans.reserve(2);  // (the client span is copied from the server span's element)
     auto& server = spans.emplace_back();
     for (std::uint8_t i = 0; i < 16; ++i) server.trace_id[i] = static_cast<std::uint8_t>(i + 1);
     server.span_id = {0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8};
