@@ -216,9 +216,8 @@ int cmd_demo(const std::vector<std::string>& args) {
   cfg.listen = address_flag(f, "listen", cfg.listen);
   cfg.admin = address_flag(f, "admin", cfg.admin);
   cfg.log_level = f.get("log-level").value_or("warn");
-  cfg.cache.ttl = std::chrono::seconds(20);
-  cfg.cache.min_prefix_tokens = 256;
-  cfg.cache.context_windows = {{"sim-chat", 2500}};
+  config::set_hook_sections(
+      cfg, "cache: {ttl_s: 20, min_prefix_tokens: 256, context_windows: {sim-chat: 2500}}");
   cfg.trace.dir = trace_dir;
   cfg.trace.max_file_bytes = 16u << 20;
   cfg.trace.max_files = 8;

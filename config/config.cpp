@@ -185,22 +185,42 @@ void read_limits(const YAML::Node& n, limits_config& l) {
   set("max_connections", l.max_connections);
 }
 
+// The top-level keys config/ reads itself; any other is a hook's section.
+bool own_key(std::string_view key) {
+  static constexpr std::string_view own[] = {"listen",
+                                             "admin",
+                                             "admin_token_file",
+                                             "threads",
+                                             "reuse_port",
+                                             "upstreams",
+                                             "routes",
+                                             "timeouts",
+                                             "limits",
+                                             "accept_encoding",
+                                             "log",
+                                             "hooks",
+                                             "trace",
+                                             "metrics",
+                                             "max_event_bytes",
+                                             "tenants",
+                                             "admission",
+                                             "priority",
+                                             "shed",
+                                             "shared_state",
+                                             "canary",
+                                             "otel",
+                                             "faults"};
+  return std::find(std::begin(own), std::end(own), key) != std::end(own);
+}
+
 config from_yaml(const YAML::Node& root) {
   config cfg;
   if (root.IsNull()) return cfg;
   // A key not listed here is a hook's own section (config::hook_settings).
   if (!root.IsMap()) fail(root, "the top level must be a mapping");
   for (const auto& kv : root) {
-    static constexpr std::string_view own[] = {"listen",          "admin",      "admin_token_file",
-                                               "threads",         "reuse_port", "upstreams",
-                                               "routes",          "timeouts",   "limits",
-                                               "accept_encoding", "log",        "hooks",
-                                               "trace",           "metrics",    "cache",
-                                               "max_event_bytes", "tenants",    "admission",
-                                               "priority",        "shed",       "shared_state",
-                                               "canary",          "otel",       "faults"};
     auto key = key_name(kv.first);
-    if (std::find(std::begin(own), std::end(own), key) == std::end(own))
+    if (!own_key(key))
       cfg.hook_settings.push_back(
           {std::move(key), kv.first.Mark().line + 1, section_of(kv.second)});
   }
@@ -286,37 +306,6 @@ config from_yaml(const YAML::Node& root) {
   }
   read_governance(root, cfg);
   read_otel(root, cfg);
-  if (const auto& c = root["cache"]) {
-    check_keys(c,
-               {"max_prefixes", "max_conversations", "ttl_s", "min_prefix_tokens", "prefill_factor",
-                "prefill_min_samples", "repeated_miss_count", "repeated_miss_window_s",
-                "truncation_fraction", "context_windows"},
-               "cache");
-    auto& cc = cfg.cache;
-    if (c["max_prefixes"]) cc.max_prefixes = non_negative(c["max_prefixes"], "max_prefixes");
-    if (c["max_conversations"])
-      cc.max_conversations = non_negative(c["max_conversations"], "max_conversations");
-    if (c["ttl_s"]) cc.ttl = std::chrono::seconds(non_negative(c["ttl_s"], "ttl_s"));
-    if (c["min_prefix_tokens"])
-      cc.min_prefix_tokens = non_negative(c["min_prefix_tokens"], "min_prefix_tokens");
-    if (c["prefill_factor"])
-      cc.prefill_factor = scalar<double>(c["prefill_factor"], "prefill_factor");
-    if (c["prefill_min_samples"])
-      cc.prefill_min_samples = non_negative(c["prefill_min_samples"], "prefill_min_samples");
-    if (c["repeated_miss_count"])
-      cc.repeated_miss_count = non_negative(c["repeated_miss_count"], "repeated_miss_count");
-    if (c["repeated_miss_window_s"])
-      cc.repeated_miss_window =
-          std::chrono::seconds(non_negative(c["repeated_miss_window_s"], "repeated_miss_window_s"));
-    if (c["truncation_fraction"])
-      cc.truncation_fraction = scalar<double>(c["truncation_fraction"], "truncation_fraction");
-    if (const auto& w = c["context_windows"]) {
-      if (!w.IsMap()) fail(w, "cache.context_windows must map model -> tokens");
-      for (const auto& kv : w)
-        cc.context_windows.emplace_back(key_name(kv.first),
-                                        non_negative(kv.second, "context_windows"));
-    }
-  }
   if (const auto& log = root["log"]) {
     check_keys(log, {"level", "access_log"}, "log");
     if (log["level"]) cfg.log_level = scalar<std::string>(log["level"], "level");
@@ -372,6 +361,28 @@ const section& config::hook_section(std::string_view name) const noexcept {
   for (const auto& m : hook_settings)
     if (m.key == name) return m.value;
   return absent;
+}
+
+void set_hook_sections(config& cfg, const std::string& yaml_text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw config_error("YAML syntax error at line " + std::to_string(e.mark.line + 1) + ": " +
+                       e.msg);
+  }
+  if (!root.IsMap()) fail(root, "hook sections must be a mapping");
+  for (const auto& kv : root) {
+    auto key = key_name(kv.first);
+    if (own_key(key)) fail(kv.first, "'" + key + "' is not a hook's section");
+    section value = section_of(kv.second);
+    auto same = std::find_if(cfg.hook_settings.begin(), cfg.hook_settings.end(),
+                             [&](const section::member& m) { return m.key == key; });
+    if (same != cfg.hook_settings.end())
+      same->value = std::move(value);
+    else
+      cfg.hook_settings.push_back({std::move(key), 0, std::move(value)});
+  }
 }
 
 config load_config_file(const std::string& path, bool check) {

@@ -159,20 +159,6 @@ struct metrics_config {
   bool operator==(const metrics_config&) const = default;
 };
 
-/// Prompt-cache analysis (the cache hook).
-struct cache_config {
-  std::size_t max_prefixes = 100000;      ///< remembered conversation prefixes (LRU)
-  std::size_t max_conversations = 10000;  ///< remembered conversations (LRU)
-  std::chrono::seconds ttl{300};          ///< a provider's prefix cache lifetime
-  std::size_t min_prefix_tokens = 1024;   ///< smaller reusable prefixes raise no miss events
-  double prefill_factor = 3;              ///< prefill_anomaly: k x the rolling median
-  std::size_t prefill_min_samples = 20;
-  std::size_t repeated_miss_count = 3;  ///< repeated_miss: this many misses of one prefix ...
-  std::chrono::seconds repeated_miss_window{600};  ///< ... within this window
-  double truncation_fraction = 0.9;                ///< of the model's context window
-  std::vector<std::pair<std::string, std::size_t>> context_windows;  ///< model -> tokens
-};
-
 /// Who a request is for (DESIGN.md §11): the value of `header` when the request has it, else the
 /// salted hash of its credential (never the key), else `anonymous`.  At most `max` distinct
 /// tenants are told apart; later ones share `other`.
@@ -347,7 +333,6 @@ struct config {
   std::size_t max_event_bytes = 1u << 20;  ///< SSE event / NDJSON line cap for the decoders
   trace_config trace;
   metrics_config metrics;
-  cache_config cache;
   tenants_config tenants;
   std::vector<admission_rule> admission;  ///< checked in order; the first that refuses answers
   priority_config priority;
@@ -357,7 +342,7 @@ struct config {
   otel_config otel;
   std::vector<fault_rule> faults;  ///< checked in order; off while empty
   /// The top-level sections config/ does not read, in file order: hooks' own settings
-  /// (`timing:`, `steps:`), each read by its hook (hooks/registry.hpp); the hook registry
+  /// (`timing:`, `steps:`, `cache:`), each read by its hook (hooks/registry.hpp); the hook registry
   /// refuses a section that no hook reads, naming its line.
   std::vector<section::member> hook_settings;
   /// The section `name` of hook_settings, or an absent one.
@@ -371,6 +356,11 @@ config load_config_file(const std::string& path, bool check = true);
 
 /// Parses YAML text; with `check`, also validates.
 config parse_config(const std::string& yaml_text, bool check = true);
+
+/// Sets hook sections from YAML text written as in a file (`cache: {ttl_s: 20}`), each replacing a
+/// section of its name; for programs that build a configuration in code (the demo, tests).
+/// Throws config_error for bad YAML or a key config/ reads itself.
+void set_hook_sections(config& cfg, const std::string& yaml_text);
 
 /// Checks cross references, fills derived fields and sorts routes.  Throws config_error.
 void validate(config& cfg);

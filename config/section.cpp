@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 
 #include "config/config.hpp"
 
@@ -71,6 +72,17 @@ std::uint64_t section::non_negative(std::string_view key) const {
   const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (t.empty() || ec != std::errc() || end != t.data() + t.size() ||
       v > static_cast<std::uint64_t>(INT64_MAX))
+    fail("invalid value for '" + std::string(key) + "'");
+  return v;
+}
+
+double section::number(std::string_view key) const {
+  if (kind_ != kind::scalar) fail("invalid value for '" + std::string(key) + "'");
+  std::string_view t = text_;
+  if (t.starts_with('+')) t.remove_prefix(1);
+  double v = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (t.empty() || ec != std::errc() || end != t.data() + t.size() || !std::isfinite(v))
     fail("invalid value for '" + std::string(key) + "'");
   return v;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // A top-level part of the configuration file that config/ does not read itself: a hook's own
-// settings (`timing:`, `steps:`), kept as the file wrote it — a tree of scalars, lists and
-// mappings, without yaml-cpp — for the hook to read (hooks/registry.hpp, add_with_settings).
+// settings (`timing:`, `steps:`, `cache:`), kept as the file wrote it — a tree of scalars, lists
+// and mappings, without yaml-cpp — for the hook to read (hooks/registry.hpp, add_with_settings).
 // Every node keeps its line, so a hook's errors name it as config/'s own do.
 #include <cstdint>
 #include <initializer_list>
@@ -41,6 +41,8 @@ class section {
   void check_keys(std::initializer_list<std::string_view> allowed, std::string_view where) const;
   /// A whole number >= 0 (decimal, as the rest of the file's numbers are written).
   std::uint64_t non_negative(std::string_view key) const;
+  /// A finite number (`3`, `0.9`, `1e-3`).
+  double number(std::string_view key) const;
   /// YAML's booleans: true/false, yes/no, on/off, y/n (any case as YAML 1.1 writes them).
   bool boolean(std::string_view key) const;
   std::string string(std::string_view key) const;

@@ -26,7 +26,7 @@ constexpr std::size_t bytes_per_token = 4;  // the usual estimate for English te
 
 }  // namespace
 
-prefix_tracker::prefix_tracker(const config::cache_config& cfg) : cfg_(cfg) {}
+prefix_tracker::prefix_tracker(const cache_settings& cfg) : cfg_(cfg) {}
 
 prefix_tracker::analysis prefix_tracker::observe(std::uint64_t scope,
                                                  std::span<const parsers::message_digest> conv,
@@ -299,19 +299,52 @@ class cache_hook final : public hook {
 
 }  // namespace
 
-cache_hook_factory::cache_hook_factory(const config::config& cfg)
-    : tracker_(std::make_shared<prefix_tracker>(cfg.cache)) {}
+cache_hook_factory::cache_hook_factory(const cache_settings& settings)
+    : tracker_(std::make_shared<prefix_tracker>(settings)) {}
 
 std::unique_ptr<hook> cache_hook_factory::create() {
   return std::make_unique<cache_hook>(tracker_);
 }
 
+cache_settings cache_settings::parse(const config::section& s) {
+  cache_settings c;
+  if (!s) return c;
+  s.check_keys({"max_prefixes", "max_conversations", "ttl_s", "min_prefix_tokens", "prefill_factor",
+                "prefill_min_samples", "repeated_miss_count", "repeated_miss_window_s",
+                "truncation_fraction", "context_windows"},
+               "cache");
+  auto count = [&](std::string_view key, std::size_t& field) {
+    if (const auto& v = s[key]) field = v.non_negative(key);
+  };
+  auto seconds = [&](std::string_view key, std::chrono::seconds& field) {
+    if (const auto& v = s[key]) field = std::chrono::seconds(v.non_negative(key));
+  };
+  count("max_prefixes", c.max_prefixes);
+  count("max_conversations", c.max_conversations);
+  seconds("ttl_s", c.ttl);
+  count("min_prefix_tokens", c.min_prefix_tokens);
+  if (const auto& v = s["prefill_factor"]) c.prefill_factor = v.number("prefill_factor");
+  count("prefill_min_samples", c.prefill_min_samples);
+  count("repeated_miss_count", c.repeated_miss_count);
+  seconds("repeated_miss_window_s", c.repeated_miss_window);
+  if (const auto& v = s["truncation_fraction"])
+    c.truncation_fraction = v.number("truncation_fraction");
+  if (const auto& w = s["context_windows"]) {
+    if (w.type() != config::section::kind::map)
+      w.fail("cache.context_windows must map model -> tokens");
+    for (const auto& m : w.members())
+      c.context_windows.emplace_back(m.key, m.value.non_negative("context_windows"));
+  }
+  return c;
+}
+
 void register_cache_hook(hook_registry& r) {
-  r.add("cache",
-        [](const config::config& cfg) -> std::shared_ptr<hook_factory> {
-          return std::make_shared<cache_hook_factory>(cfg);
-        },
-        {.provides = {"cache_events"}, .needs = {"timing"}, .reads = {}});
+  r.add_with_settings<cache_settings>(
+      "cache", &cache_settings::parse,
+      [](const config::config&, const cache_settings& c) -> std::shared_ptr<hook_factory> {
+        return std::make_shared<cache_hook_factory>(c);
+      },
+      {.provides = {"cache_events"}, .needs = {"timing"}, .reads = {}});
 }
 
 }  // namespace tokentap::hooks

@@ -30,15 +30,34 @@
 #include <unordered_map>
 #include <vector>
 
+#include "config/section.hpp"
 #include "hooks/hook.hpp"
 
 namespace tokentap::hooks {
+
+/// The `cache:` section.
+struct cache_settings {
+  std::size_t max_prefixes = 100000;      ///< remembered conversation prefixes (LRU)
+  std::size_t max_conversations = 10000;  ///< remembered conversations (LRU)
+  std::chrono::seconds ttl{300};          ///< a provider's prefix cache lifetime
+  std::size_t min_prefix_tokens = 1024;   ///< smaller reusable prefixes raise no miss events
+  double prefill_factor = 3;              ///< prefill_anomaly: k x the rolling median
+  std::size_t prefill_min_samples = 20;
+  std::size_t repeated_miss_count = 3;  ///< repeated_miss: this many misses of one prefix ...
+  std::chrono::seconds repeated_miss_window{600};  ///< ... within this window
+  double truncation_fraction = 0.9;                ///< of the model's context window
+  std::vector<std::pair<std::string, std::size_t>> context_windows;  ///< model -> tokens
+  /// Reads `cache: {max_prefixes, max_conversations, ttl_s, min_prefix_tokens, prefill_factor,
+  /// prefill_min_samples, repeated_miss_count, repeated_miss_window_s, truncation_fraction,
+  /// context_windows: {model: tokens}}` (absent: the defaults).
+  static cache_settings parse(const config::section& s);
+};
 
 /// Shared, thread-safe memory of recent conversations.  One lock per request (never per token).
 class prefix_tracker {
  public:
   using clock = std::chrono::steady_clock;
-  explicit prefix_tracker(const config::cache_config& cfg);
+  explicit prefix_tracker(const cache_settings& cfg);
 
   struct analysis {
     bool found = false;              ///< some prefix of this request was seen before
@@ -71,7 +90,7 @@ class prefix_tracker {
   /// samples before it and their count.
   std::pair<double, std::size_t> prefill_sample(std::uint64_t model_scope, double ms_per_token);
 
-  const config::cache_config& cfg() const noexcept { return cfg_; }
+  const cache_settings& cfg() const noexcept { return cfg_; }
 
  private:
   struct prefix_entry {
@@ -109,7 +128,7 @@ class prefix_tracker {
     }
   };
 
-  config::cache_config cfg_;
+  cache_settings cfg_;
   std::mutex mu_;
   lru<prefix_entry> prefixes_;
   lru<conversation> conversations_;
@@ -131,7 +150,7 @@ class prefix_tracker {
 
 class cache_hook_factory final : public hook_factory {
  public:
-  explicit cache_hook_factory(const config::config& cfg);
+  explicit cache_hook_factory(const cache_settings& settings = {});
   std::unique_ptr<hook> create() override;
   prefix_tracker& tracker() noexcept { return *tracker_; }
 

@@ -92,8 +92,7 @@ void BM_PrefixTrackerObserve(benchmark::State& state) {
   const auto body = conversation_body();
   tokentap::parsers::request_inspector in(1u << 22);
   const auto digests = in.inspect(body, {.digests = true}).digests;
-  tokentap::config::cache_config cfg;
-  tokentap::hooks::prefix_tracker t(cfg);
+  tokentap::hooks::prefix_tracker t(tokentap::hooks::cache_settings{});
   std::uint64_t scope = 1;
   for (auto _ : state) {
     auto a = t.observe(++scope % 1000, digests, std::chrono::steady_clock::now());

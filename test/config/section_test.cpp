@@ -69,5 +69,35 @@ TEST(Section, ReadersTakeWhatYamlWritesAndNameTheLineOfWhatTheyRefuse) {
   EXPECT_EQ(error_of([&] { x["l"].check_keys({}, "x.l"); }), "line 9: x.l must be a mapping");
 }
 
+TEST(Section, NumbersAreFiniteDecimalsAsYamlWritesThem) {
+  const auto c = parse_config(
+      "x: {a: 0.9, b: +3, c: 1e-3, d: -2.5, e: .inf, f: nan, g: 1.5x, h: [1]}\n", false);
+  const auto& x = hook(c, "x");
+  EXPECT_DOUBLE_EQ(x["a"].number("a"), 0.9);
+  EXPECT_DOUBLE_EQ(x["b"].number("b"), 3);
+  EXPECT_DOUBLE_EQ(x["c"].number("c"), 0.001);
+  EXPECT_DOUBLE_EQ(x["d"].number("d"), -2.5);
+  for (const char* bad : {"e", "f", "g", "h"})
+    EXPECT_EQ(error_of([&] { x[bad].number(bad); }),
+              "line 1: invalid value for '" + std::string(bad) + "'");
+}
+
+// A program building its configuration in code sets a hook's section as a file would write it:
+// the section replaces one of its name, others stay, and a key config/ reads itself is refused.
+TEST(Section, SetHookSectionsReplacesByName) {
+  auto c = parse_config("timing: {exact_samples: 512}\nsteps: {}\n", false);
+  set_hook_sections(c, "timing: {exact_samples: 64}\ncache: {ttl_s: 20}");
+  ASSERT_EQ(c.hook_settings.size(), 3u);
+  EXPECT_EQ(c.hook_settings[0].key, "timing");
+  EXPECT_EQ(hook(c, "timing")["exact_samples"].text(), "64");
+  EXPECT_TRUE(hook(c, "steps"));
+  EXPECT_EQ(hook(c, "cache")["ttl_s"].text(), "20");
+  EXPECT_EQ(error_of([&] { set_hook_sections(c, "trace: {dir: /tmp}"); }),
+            "line 1: 'trace' is not a hook's section");
+  EXPECT_NE(error_of([&] { set_hook_sections(c, "cache: {ttl_s: [}"); }).find("YAML syntax error"),
+            std::string::npos);
+  EXPECT_EQ(hook(c, "cache")["ttl_s"].text(), "20");  // a refused call changes nothing
+}
+
 }  // namespace
 }  // namespace tokentap::config

@@ -33,7 +33,7 @@ struct cache_stack {
         s(
             [&](config::config& cfg) {
               cfg.trace.dir = dir;
-              cfg.cache.min_prefix_tokens = 100;
+              config::set_hook_sections(cfg, "cache: {min_prefix_tokens: 100}");
               if (tweak) tweak(cfg);
             },
             [&] {
@@ -202,7 +202,10 @@ TEST(Cache, DroppedHeadIsATruncation) {
 }
 
 TEST(Cache, NearTheContextWindowIsATruncation) {
-  cache_stack c([](config::config& cfg) { cfg.cache.context_windows = {{"sim-small", 300}}; });
+  cache_stack c([](config::config& cfg) {
+    config::set_hook_sections(cfg,
+                              "cache: {min_prefix_tokens: 100, context_windows: {sim-small: 300}}");
+  });
   const auto ev =
       cache_events(c.send(convo({msg("system", system_prompt), msg("user", "long one")})));
   EXPECT_TRUE(has(ev, R"("event":"truncation","reason":"context_window")")) << ev;
@@ -219,8 +222,11 @@ TEST(Cache, ReusablePrefixNotReusedIsAnUnexpectedMiss) {
 }
 
 TEST(Cache, PrefixSeenLongerAgoThanTheTtlIsExpired) {
-  cache_stack c([](config::config& cfg) { cfg.cache.ttl = std::chrono::seconds(1); }, 0,
-                std::chrono::milliseconds(1000));
+  cache_stack c(
+      [](config::config& cfg) {
+        config::set_hook_sections(cfg, "cache: {min_prefix_tokens: 100, ttl_s: 1}");
+      },
+      0, std::chrono::milliseconds(1000));
   const auto body = convo({msg("system", system_prompt), msg("user", "again later")});
   c.send(body);
   std::this_thread::sleep_for(std::chrono::milliseconds(1300));
@@ -230,7 +236,11 @@ TEST(Cache, PrefixSeenLongerAgoThanTheTtlIsExpired) {
 }
 
 TEST(Cache, SamePrefixMissingAgainAndAgainIsARepeatedMiss) {
-  cache_stack c([](config::config& cfg) { cfg.cache.repeated_miss_count = 3; }, 1.0);
+  cache_stack c(
+      [](config::config& cfg) {
+        config::set_hook_sections(cfg, "cache: {min_prefix_tokens: 100, repeated_miss_count: 3}");
+      },
+      1.0);
   const auto body = convo({msg("system", system_prompt), msg("user", "penetrate")});
   EXPECT_FALSE(has(cache_events(c.send(body)), "repeated_miss"));
   EXPECT_FALSE(has(cache_events(c.send(body)), "repeated_miss"));
@@ -239,7 +249,9 @@ TEST(Cache, SamePrefixMissingAgainAndAgainIsARepeatedMiss) {
 }
 
 TEST(Cache, SlowPrefillPerUncachedTokenIsAnAnomaly) {
-  cache_stack c([](config::config& cfg) { cfg.cache.prefill_min_samples = 5; });
+  cache_stack c([](config::config& cfg) {
+    config::set_hook_sections(cfg, "cache: {min_prefix_tokens: 100, prefill_min_samples: 5}");
+  });
   for (int i = 0; i < 5; ++i)
     c.send(convo({msg("user", "warm-up " + std::to_string(i) + std::string(400, 'w'))}),
            "Bearer sk-a", {{"x-sim-ttft-ms", "20"}});
@@ -252,7 +264,9 @@ TEST(Cache, SlowPrefillPerUncachedTokenIsAnAnomaly) {
 // A conversation past 1 MiB (~750 k tokens here) is inspected whole: its record has the model
 // and the cache events its digests explain (an edit deep in its history).
 TEST(Cache, LongConversationsAreInspected) {
-  cache_stack c([](config::config& cfg) { cfg.cache.min_prefix_tokens = 100; });
+  cache_stack c([](config::config& cfg) {
+    config::set_hook_sections(cfg, "cache: {min_prefix_tokens: 100}");
+  });
   std::vector<std::string> history{msg("system", system_prompt)};
   for (int i = 0; i < 60; ++i) {
     history.push_back(msg("user", "q" + std::to_string(i) + std::string(25000, 'u')));

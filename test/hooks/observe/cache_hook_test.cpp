@@ -9,8 +9,58 @@
 #include <random>
 #include <vector>
 
+#include "config/config.hpp"
+
 namespace tokentap::hooks {
 namespace {
+
+cache_settings read_cache(const std::string& yaml) {
+  return cache_settings::parse(config::parse_config(yaml, false).hook_section("cache"));
+}
+
+std::string cache_error(const std::string& yaml) {
+  try {
+    read_cache(yaml);
+  } catch (const config::config_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CacheHook, ItsSectionSetsEveryKnob) {
+  const auto c = read_cache(
+      "cache:\n  max_prefixes: 10\n  max_conversations: 11\n  ttl_s: 20\n"
+      "  min_prefix_tokens: 256\n  prefill_factor: 2.5\n  prefill_min_samples: 7\n"
+      "  repeated_miss_count: 4\n  repeated_miss_window_s: 60\n  truncation_fraction: 0.8\n"
+      "  context_windows: {sim-chat: 2500, big: 128000}\n");
+  EXPECT_EQ(c.max_prefixes, 10u);
+  EXPECT_EQ(c.max_conversations, 11u);
+  EXPECT_EQ(c.ttl, std::chrono::seconds(20));
+  EXPECT_EQ(c.min_prefix_tokens, 256u);
+  EXPECT_DOUBLE_EQ(c.prefill_factor, 2.5);
+  EXPECT_EQ(c.prefill_min_samples, 7u);
+  EXPECT_EQ(c.repeated_miss_count, 4u);
+  EXPECT_EQ(c.repeated_miss_window, std::chrono::seconds(60));
+  EXPECT_DOUBLE_EQ(c.truncation_fraction, 0.8);
+  using window = std::pair<std::string, std::size_t>;
+  EXPECT_EQ(c.context_windows, (std::vector<window>{{"sim-chat", 2500}, {"big", 128000}}));
+  const auto defaults = read_cache("{}");
+  EXPECT_EQ(defaults.ttl, std::chrono::seconds(300));
+  EXPECT_EQ(defaults.min_prefix_tokens, 1024u);
+  EXPECT_TRUE(defaults.context_windows.empty());
+}
+
+TEST(CacheHook, ABadSectionIsRefusedAtItsLine) {
+  EXPECT_EQ(cache_error("cache:\n  ttl: 20\n"), "line 2: unknown key 'ttl' in cache");
+  EXPECT_EQ(cache_error("cache:\n  ttl_s: -1\n"), "line 2: 'ttl_s' must not be negative");
+  EXPECT_EQ(cache_error("cache:\n  prefill_factor: fast\n"),
+            "line 2: invalid value for 'prefill_factor'");
+  EXPECT_EQ(cache_error("cache:\n  context_windows: [a]\n"),
+            "line 2: cache.context_windows must map model -> tokens");
+  EXPECT_EQ(cache_error("cache:\n  context_windows: {m: lots}\n"),
+            "line 2: invalid value for 'context_windows'");
+  EXPECT_EQ(cache_error("cache: [1]\n"), "line 1: cache must be a mapping");
+}
 
 // The rolling median the plain way, as the oracle: the window copied, the element at size / 2
 // selected.
@@ -34,8 +84,7 @@ struct reference_window {
 // filling, sliding past 200, with repeated values (exact duplicates leave one copy each), and for
 // two models side by side.
 TEST(PrefixTracker, RollingPrefillMedianIsTheSelectedOne) {
-  config::cache_config cfg;
-  prefix_tracker t(cfg);
+  prefix_tracker t(cache_settings{});
   std::mt19937_64 rng(26);
   std::uniform_real_distribution<double> d(0.01, 5.0);
   std::uniform_int_distribution<int> few(0, 9);
@@ -53,8 +102,7 @@ TEST(PrefixTracker, RollingPrefillMedianIsTheSelectedOne) {
 
 // A sample that is not a number (no TTFT to divide) does not enter the window.
 TEST(PrefixTracker, NonFiniteSamplesStayOut) {
-  config::cache_config cfg;
-  prefix_tracker t(cfg);
+  prefix_tracker t(cache_settings{});
   t.prefill_sample(1, 2.0);
   t.prefill_sample(1, std::numeric_limits<double>::quiet_NaN());
   t.prefill_sample(1, std::numeric_limits<double>::infinity());
@@ -105,8 +153,7 @@ bool any_is(const std::vector<std::string>& events, std::string_view event) {
 // A changed system prompt is a divergence, with the provider's count beside the estimate; but
 // not when the provider reports the whole prompt cached: the comparison, not the cache, is off.
 TEST(CacheHook, AWholePromptCachedIsNeverExplainedAsADivergence) {
-  config::config cfg;
-  cache_hook_factory f(cfg);
+  cache_hook_factory f;
   const auto first = conversation({{"system", 1}, {"user", 2}, {"assistant", 3}, {"user", 4}});
   const auto changed = conversation(
       {{"system", 9}, {"user", 2}, {"assistant", 3}, {"user", 4}, {"assistant", 5}, {"user", 6}});
