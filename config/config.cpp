@@ -336,6 +336,11 @@ std::string config_error::one_line(const std::string& s) {
   return out;
 }
 
+void fail_at(int line, const std::string& what) {
+  if (line > 0) throw config_error("line " + std::to_string(line) + ": " + what);
+  throw config_error(what);
+}
+
 config parse_config(const std::string& yaml_text, bool check) {
   YAML::Node root;
   try {

@@ -26,6 +26,10 @@ class config_error : public std::runtime_error {
   static std::string one_line(const std::string& s);
 };
 
+/// Throws config_error for `what` at the file's 1-based `line` ("line N: what"; without the
+/// prefix when the line is unknown, 0).
+[[noreturn]] void fail_at(int line, const std::string& what);
+
 /// An upstream is a cluster (DESIGN.md §10): a name, its endpoints, and how they are used.
 /// `url:` in the file is the one-endpoint form of `endpoints:`.
 /// At most this many further attempts per request (`retries`).

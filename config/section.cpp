@@ -44,8 +44,7 @@ bool section::operator==(const section& o) const noexcept {
 }
 
 void section::fail(const std::string& what) const {
-  if (line_ > 0) throw config_error("line " + std::to_string(line_) + ": " + what);
-  throw config_error(what);
+  fail_at(line_, what);
 }
 
 void section::check_keys(std::initializer_list<std::string_view> allowed,
@@ -53,7 +52,7 @@ void section::check_keys(std::initializer_list<std::string_view> allowed,
   if (kind_ != kind::map) fail(std::string(where) + " must be a mapping");
   for (const auto& m : members_) {
     if (std::find(allowed.begin(), allowed.end(), m.key) != allowed.end()) continue;
-    section(kind::absent, m.key_line).fail("unknown key '" + m.key + "' in " + std::string(where));
+    fail_at(m.key_line, "unknown key '" + m.key + "' in " + std::string(where));
   }
 }
 

@@ -5,9 +5,7 @@
 namespace tokentap::config::yaml_reader {
 
 [[noreturn]] void fail(const YAML::Node& n, const std::string& what) {
-  const auto& m = n.Mark();
-  if (m.line >= 0) throw config_error("line " + std::to_string(m.line + 1) + ": " + what);
-  throw config_error(what);
+  fail_at(n.Mark().line + 1, what);
 }
 
 std::string key_name(const YAML::Node& k) {

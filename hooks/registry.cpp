@@ -74,10 +74,8 @@ std::vector<std::string> hook_registry::order(const config::config& cfg) const {
 void hook_registry::check(const config::config& cfg) const {
   for (const auto& [key, key_line, value] : cfg.hook_settings) {
     const auto it = makers_.find(key);
-    if (it == makers_.end() || !it->second.check_settings) {
-      auto at_key = config::section::null_at(key_line);
-      at_key.fail("unknown key '" + key + "' in the top level");
-    }
+    if (it == makers_.end() || !it->second.check_settings)
+      config::fail_at(key_line, "unknown key '" + key + "' in the top level");
     it->second.check_settings(value);
   }
   (void)order(cfg);

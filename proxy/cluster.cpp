@@ -101,8 +101,7 @@ const balancing_policy& policy_of(const config::upstream_config& cfg) {
   for (const auto& p : policies) names += (names.empty() ? "" : ", ") + std::string(p.name);
   const auto what = "upstream '" + cfg.name + "': balance must be one of " + names + ", not '" +
                     cfg.balance + "'";
-  throw config::config_error(
-      cfg.balance_line > 0 ? "line " + std::to_string(cfg.balance_line) + ": " + what : what);
+  config::fail_at(cfg.balance_line, what);
 }
 
 }  // namespace
