@@ -187,29 +187,13 @@ void read_limits(const YAML::Node& n, limits_config& l) {
 
 // The top-level keys config/ reads itself; any other is a hook's section.
 bool own_key(std::string_view key) {
-  static constexpr std::string_view own[] = {"listen",
-                                             "admin",
-                                             "admin_token_file",
-                                             "threads",
-                                             "reuse_port",
-                                             "upstreams",
-                                             "routes",
-                                             "timeouts",
-                                             "limits",
-                                             "accept_encoding",
-                                             "log",
-                                             "hooks",
-                                             "trace",
-                                             "metrics",
-                                             "max_event_bytes",
-                                             "tenants",
-                                             "admission",
-                                             "priority",
-                                             "shed",
-                                             "shared_state",
-                                             "canary",
-                                             "otel",
-                                             "faults"};
+  // clang-format off
+  static constexpr std::string_view own[] = {
+      "listen", "admin", "admin_token_file", "threads", "reuse_port", "upstreams", "routes",
+      "timeouts", "limits", "accept_encoding", "log", "hooks", "trace", "metrics",
+      "max_event_bytes", "tenants", "admission", "priority", "shed", "shared_state", "otel",
+      "faults"};
+  // clang-format on
   return std::find(std::begin(own), std::end(own), key) != std::end(own);
 }
 
@@ -341,14 +325,21 @@ void fail_at(int line, const std::string& what) {
   throw config_error(what);
 }
 
-config parse_config(const std::string& yaml_text, bool check) {
-  YAML::Node root;
+namespace {
+
+YAML::Node load_yaml(const std::string& yaml_text) {
   try {
-    root = YAML::Load(yaml_text);
+    return YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     throw config_error("YAML syntax error at line " + std::to_string(e.mark.line + 1) + ": " +
                        e.msg);
   }
+}
+
+}  // namespace
+
+config parse_config(const std::string& yaml_text, bool check) {
+  const YAML::Node root = load_yaml(yaml_text);
   config cfg;
   try {
     cfg = from_yaml(root);
@@ -369,13 +360,7 @@ const section& config::hook_section(std::string_view name) const noexcept {
 }
 
 void set_hook_sections(config& cfg, const std::string& yaml_text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    throw config_error("YAML syntax error at line " + std::to_string(e.mark.line + 1) + ": " +
-                       e.msg);
-  }
+  const YAML::Node root = load_yaml(yaml_text);
   if (!root.IsMap()) fail(root, "hook sections must be a mapping");
   for (const auto& kv : root) {
     auto key = key_name(kv.first);

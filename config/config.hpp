@@ -259,28 +259,6 @@ struct shared_state_config {
   bool operator==(const shared_state_config&) const = default;
 };
 
-/// A canary (`canary:`, DESIGN.md §11): a share of route `route`'s requests goes to upstream
-/// `upstream` (the new version) instead of the route's own (the baseline).  The share climbs
-/// through `steps` (percent), one step per `interval` once both sides have `min_requests`
-/// measured in the step; while both have, any breach — error rate or truncated-stream rate
-/// higher than the baseline's by more than the delta, TTFT P99 or inter-token P99 above the
-/// baseline's times the ratio — sets the share to 0 at once (rollback).  A conversation keeps the
-/// side it was first sent to (the last `max_conversations` remembered); new ones are split by a
-/// hash of their root, so instances agree.
-struct canary_config {
-  std::string route{}, upstream{};
-  std::size_t upstream_index = 0;  ///< resolved by validate()
-  std::vector<double> steps{5, 25, 50, 100};
-  std::chrono::seconds interval{60};
-  std::uint32_t min_requests = 100;
-  double max_error_rate_delta = 0.005;
-  double max_ttft_p99_ratio = 1.2;
-  double max_itl_p99_ratio = 1.2;
-  double max_truncated_delta = 0.005;
-  std::size_t max_conversations = 100000;
-  bool operator==(const canary_config&) const = default;
-};
-
 /// OpenTelemetry span export (DESIGN.md §12): two spans per exchange to an OTLP/HTTP receiver.
 /// Off while `endpoint` is empty.
 struct otel_config {
@@ -342,11 +320,11 @@ struct config {
   priority_config priority;
   std::vector<shed_rule> shed;
   shared_state_config shared_state;
-  std::vector<canary_config> canary;  ///< at most one per route
   otel_config otel;
   std::vector<fault_rule> faults;  ///< checked in order; off while empty
   /// The top-level sections config/ does not read, in file order: hooks' own settings
-  /// (`timing:`, `steps:`, `cache:`), each read by its hook (hooks/registry.hpp); the hook registry
+  /// (`timing:`, `steps:`, `cache:`, `canary:`), each read by its hook (hooks/registry.hpp); the
+  /// hook registry
   /// refuses a section that no hook reads, naming its line.
   std::vector<section::member> hook_settings;
   /// The section `name` of hook_settings, or an absent one.

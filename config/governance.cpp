@@ -18,12 +18,6 @@ std::vector<YAML::Node> one_or_many(const YAML::Node& n) {
   return out;
 }
 
-std::string number_text(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 // A rule's `name`: what metrics label it with.
 std::string rule_name(const YAML::Node& r, const std::string& what) {
   if (!r["name"]) fail(r, "every " + what + " needs a name");
@@ -260,63 +254,6 @@ void read_governance(const YAML::Node& root, config& cfg) {
         fail(ss["key_prefix"], "shared_state.key_prefix: at most 64 characters, no spaces");
     }
   }
-  if (const auto& ca = root["canary"]) {
-    for (const auto& c : one_or_many(ca)) {  // one per route
-      check_keys(
-          c,
-          {"route", "upstream", "steps", "interval_s", "min_requests", "max_error_rate_delta",
-           "max_ttft_p99_ratio", "max_itl_p99_ratio", "max_truncated_delta", "max_conversations"},
-          "a canary");
-      canary_config k;
-      if (!c["route"] || !c["upstream"]) fail(c, "a canary needs a route and an upstream");
-      k.route = scalar<std::string>(c["route"], "route");
-      k.upstream = scalar<std::string>(c["upstream"], "upstream");
-      if (const auto& st = c["steps"]) {
-        if (!st.IsSequence() || st.size() == 0 || st.size() > 100)
-          fail(st, "canary.steps must be a list of 1 to 100 percentages, e.g. [5, 25, 50, 100]");
-        k.steps.clear();
-        for (const auto& x : st) {
-          const auto p = scalar<double>(x, "steps");
-          if (!(p > 0 && p <= 100))
-            fail(x, "canary.steps: each step must be above 0 and at most 100");
-          if (!k.steps.empty() && !(p > k.steps.back()))
-            fail(x, "canary.steps must be strictly increasing");
-          k.steps.push_back(p);
-        }
-      }
-      if (c["interval_s"]) {
-        const auto s = non_negative(c["interval_s"], "interval_s");
-        if (s < 1 || s > 86400) fail(c["interval_s"], "canary.interval_s must be from 1 to 86400");
-        k.interval = std::chrono::seconds(s);
-      }
-      if (c["min_requests"]) {
-        const auto m = non_negative(c["min_requests"], "min_requests");
-        if (m < 1 || m > 10000000)
-          fail(c["min_requests"], "canary.min_requests must be from 1 to 10000000");
-        k.min_requests = static_cast<std::uint32_t>(m);
-      }
-      const auto bounded = [&](const char* key, double& out, double lo, double hi) {
-        if (!c[key]) return;
-        out = scalar<double>(c[key], key);
-        if (!(out >= lo && out <= hi))
-          fail(c[key], "canary." + std::string(key) + " must be from " + number_text(lo) + " to " +
-                           number_text(hi));
-      };
-      bounded("max_error_rate_delta", k.max_error_rate_delta, 0, 1);
-      bounded("max_truncated_delta", k.max_truncated_delta, 0, 1);
-      bounded("max_ttft_p99_ratio", k.max_ttft_p99_ratio, 1, 1000);
-      bounded("max_itl_p99_ratio", k.max_itl_p99_ratio, 1, 1000);
-      if (c["max_conversations"]) {
-        const auto m = non_negative(c["max_conversations"], "max_conversations");
-        if (m < 1 || m > 10000000)
-          fail(c["max_conversations"], "canary.max_conversations must be from 1 to 10000000");
-        k.max_conversations = m;
-      }
-      for (const auto& other : cfg.canary)
-        if (other.route == k.route) fail(c["route"], "a second canary for route '" + k.route + "'");
-      cfg.canary.push_back(std::move(k));
-    }
-  }
   if (const auto& fs = root["faults"]) read_faults(fs, cfg);
 }
 
@@ -361,26 +298,6 @@ void validate_governance(config& cfg) {
   if ((!cfg.admission.empty() || !cfg.shed.empty()) &&
       std::find(cfg.hooks.begin(), cfg.hooks.end(), "admission") == cfg.hooks.end())
     cfg.hooks.insert(cfg.hooks.begin(), "admission");
-  for (auto& k : cfg.canary) {
-    const auto route = std::find_if(cfg.routes.begin(), cfg.routes.end(),
-                                    [&](const route_config& r) { return r.name == k.route; });
-    if (route == cfg.routes.end())
-      throw config_error("canary names unknown route '" + k.route + "'");
-    const auto up = std::find_if(cfg.upstreams.begin(), cfg.upstreams.end(),
-                                 [&](const upstream_config& u) { return u.name == k.upstream; });
-    if (up == cfg.upstreams.end())
-      throw config_error("canary of route '" + k.route + "' names unknown upstream '" + k.upstream +
-                         "'");
-    k.upstream_index = static_cast<std::size_t>(up - cfg.upstreams.begin());
-    if (k.upstream_index == route->upstream_index)
-      throw config_error("canary of route '" + k.route + "' is the route's own upstream '" +
-                         k.upstream + "': name the new version's upstream");
-  }
-  // Canaries are run by the `canary` hook: configuring one brings it in, after the hooks that
-  // may refuse a request (a refused request is on neither side).
-  if (!cfg.canary.empty() &&
-      std::find(cfg.hooks.begin(), cfg.hooks.end(), "canary") == cfg.hooks.end())
-    cfg.hooks.push_back("canary");
 }
 
 }  // namespace tokentap::config::yaml_reader

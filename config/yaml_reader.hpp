@@ -33,8 +33,8 @@ T scalar(const YAML::Node& n, std::string_view key) {
 /// A node as a section (config/section.hpp): the same tree, each node with its line.
 section section_of(const YAML::Node& n);
 
-/// The governance sections (DESIGN.md §11): tenants, admission, priority, shed, shared_state,
-/// canary — read into `cfg`, then checked against the rest of it by validate_governance.
+/// The governance sections (DESIGN.md §11): tenants, admission, priority, shed, shared_state
+/// — read into `cfg`, then checked against the rest of it by validate_governance.
 void read_governance(const YAML::Node& root, config& cfg);
 void validate_governance(config& cfg);
 

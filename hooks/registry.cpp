@@ -16,8 +16,22 @@
 
 namespace tokentap::hooks {
 
+std::vector<std::string> hook_registry::configured(const config::config& cfg) const {
+  std::vector<std::string> out;
+  const auto brought = [&](brings where) {
+    for (const auto& [name, e] : makers_)
+      if (e.brought == where && cfg.hook_section(name) &&
+          std::find(cfg.hooks.begin(), cfg.hooks.end(), name) == cfg.hooks.end())
+        out.push_back(name);
+  };
+  brought(brings::first);
+  out.insert(out.end(), cfg.hooks.begin(), cfg.hooks.end());
+  brought(brings::last);
+  return out;
+}
+
 std::vector<std::string> hook_registry::order(const config::config& cfg) const {
-  const auto& listed = cfg.hooks;
+  const auto listed = configured(cfg);
   for (auto it = listed.begin(); it != listed.end(); ++it) {
     if (!makers_.contains(*it)) {
       std::string known;
@@ -76,7 +90,7 @@ void hook_registry::check(const config::config& cfg) const {
     const auto it = makers_.find(key);
     if (it == makers_.end() || !it->second.check_settings)
       config::fail_at(key_line, "unknown key '" + key + "' in the top level");
-    it->second.check_settings(value);
+    it->second.check_settings(value, cfg);
   }
   (void)order(cfg);
 }

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "config/config.hpp"
@@ -23,23 +24,40 @@ class hook_registry {
   void add(std::string name, maker m, hook_contract c = {}) {
     makers_[std::move(name)] = {std::move(m), std::move(c), {}};
   }
+  /// Whether a hook's section, present, brings the hook into a configuration that does not
+  /// list it: first (before every listed hook) or last.
+  enum class brings : std::uint8_t { nothing, first, last };
+
   /// A hook with settings of its own: the configuration's top-level section of its name
-  /// (config::config::hook_section), read by `parse` — `Settings(const config::section&)`,
-  /// the defaults for an absent section, config::config_error naming the line for a bad one —
-  /// and handed to `make`: `std::shared_ptr<hook_factory>(const config::config&, const
-  /// Settings&)`.  check() and build() read every section a configuration has, listed hook or
-  /// not, so a typo fails at start-up.
+  /// (config::config::hook_section), read by `parse` — `Settings(const config::section&)`, or
+  /// `Settings(const config::section&, const config::config&)` for settings that name routes
+  /// or upstreams; the defaults for an absent section, config::config_error naming the line for
+  /// a bad one — and handed to `make`: `std::shared_ptr<hook_factory>(const config::config&,
+  /// const Settings&)`.  check() and build() read every section a configuration has, listed hook
+  /// or not, so a typo fails at start-up.
   template <class Settings, class Parse, class Make>
-  void add_with_settings(std::string name, Parse parse, Make make, hook_contract c = {}) {
+  void add_with_settings(std::string name, Parse parse, Make make, hook_contract c = {},
+                         brings b = brings::nothing) {
     auto maker_of = [name, parse, make](const config::config& cfg) {
-      return make(cfg, static_cast<Settings>(parse(cfg.hook_section(name))));
+      return make(cfg, read_settings<Settings>(parse, cfg.hook_section(name), cfg));
     };
-    auto check = [parse](const config::section& s) { (void)static_cast<Settings>(parse(s)); };
-    makers_[std::move(name)] = {std::move(maker_of), std::move(c), std::move(check)};
+    add(name, std::move(maker_of), std::move(c));
+    reads_section<Settings>(std::move(name), parse, b);
   }
-  /// The configured hooks in the order they run.  Throws config::config_error, with a one-line
-  /// reason, for an unknown name, a name listed twice (a hook runs once per stream), a piece
-  /// needed that no configured hook provides, or hooks that need each other.
+  /// Gives a registered hook its section: `parse` as for add_with_settings (for a hook whose
+  /// maker reads the section itself, e.g. add_with_carried_state's state).
+  template <class Settings, class Parse>
+  void reads_section(std::string name, Parse parse, brings b = brings::nothing) {
+    auto& e = makers_.at(name);
+    e.check_settings = [parse](const config::section& s, const config::config& cfg) {
+      (void)read_settings<Settings>(parse, s, cfg);
+    };
+    e.brought = b;
+  }
+  /// The configured hooks in the order they run: those `hooks:` lists and those their sections
+  /// bring.  Throws config::config_error, with a one-line reason, for an unknown name, a name
+  /// listed twice (a hook runs once per stream), a piece needed that no configured hook
+  /// provides, or hooks that need each other.
   std::vector<std::string> order(const config::config& cfg) const;
   /// order() and every hook section read, for their errors; a top-level section that no hook
   /// reads is an unknown key.
@@ -49,10 +67,23 @@ class hook_registry {
   std::vector<std::string> names() const;
 
  private:
+  template <class Settings, class Parse>
+  static Settings read_settings(const Parse& parse, const config::section& s,
+                                const config::config& cfg) {
+    if constexpr (std::is_invocable_v<const Parse&, const config::section&, const config::config&>)
+      return parse(s, cfg);
+    else
+      return parse(s);
+  }
+  // The hooks that run: those listed, and those their sections bring.
+  std::vector<std::string> configured(const config::config& cfg) const;
+
   struct entry {
     maker make;
     hook_contract contract;
-    std::function<void(const config::section&)> check_settings;  ///< none: no settings
+    /// none: no settings
+    std::function<void(const config::section&, const config::config&)> check_settings;
+    brings brought = brings::nothing;
   };
   std::map<std::string, entry, std::less<>> makers_;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <type_traits>
 
 #include "base/clock.hpp"
 #include "base/json.hpp"
@@ -63,7 +64,7 @@ std::string_view canary_state::to_string(phase p) noexcept {
 
 class canary_state::canary {
  public:
-  const config::canary_config* cfg = nullptr;
+  const canary_config* cfg = nullptr;
   std::string baseline;                     // the route's own upstream
   std::atomic<std::uint32_t> weight_bp{0};  // the share, in 1/100 of a percent
   std::atomic<std::int64_t> evaluated{-1};  // the second of the last evaluation
@@ -80,8 +81,89 @@ class canary_state::canary {
   std::unordered_map<std::uint64_t, bool> recent, older;
 };
 
-canary_state::canary_state(const config::config& cfg, steady::time_point start) {
-  for (const auto& k : cfg.canary) {
+canary_settings canary_settings::parse(const config::section& s, const config::config& cfg) {
+  canary_settings out;
+  if (!s) return out;
+  std::vector<config::section> entries;
+  if (s.type() == config::section::kind::list)
+    entries = s.items();
+  else
+    entries.push_back(s);
+  for (const auto& c : entries) {  // one per route
+    c.check_keys(
+        {"route", "upstream", "steps", "interval_s", "min_requests", "max_error_rate_delta",
+         "max_ttft_p99_ratio", "max_itl_p99_ratio", "max_truncated_delta", "max_conversations"},
+        "a canary");
+    canary_config k;
+    if (!c["route"] || !c["upstream"]) c.fail("a canary needs a route and an upstream");
+    k.route = c["route"].string("route");
+    k.upstream = c["upstream"].string("upstream");
+    if (const auto& st = c["steps"]) {
+      if (st.type() != config::section::kind::list || st.items().empty() || st.items().size() > 100)
+        st.fail("canary.steps must be a list of 1 to 100 percentages, e.g. [5, 25, 50, 100]");
+      k.steps.clear();
+      for (const auto& x : st.items()) {
+        const auto p = x.number("steps");
+        if (!(p > 0 && p <= 100)) x.fail("canary.steps: each step must be above 0 and at most 100");
+        if (!k.steps.empty() && !(p > k.steps.back()))
+          x.fail("canary.steps must be strictly increasing");
+        k.steps.push_back(p);
+      }
+    }
+    const auto whole = [&](const char* key, std::uint64_t lo, std::uint64_t hi, auto& out) {
+      const auto& v = c[key];
+      if (!v) return;
+      const auto n = v.non_negative(key);
+      if (n < lo || n > hi)
+        v.fail("canary." + std::string(key) + " must be from " + std::to_string(lo) + " to " +
+               std::to_string(hi));
+      out = static_cast<std::remove_reference_t<decltype(out)>>(n);
+    };
+    std::uint64_t interval_s = static_cast<std::uint64_t>(k.interval.count());
+    whole("interval_s", 1, 86400, interval_s);
+    k.interval = std::chrono::seconds(interval_s);
+    whole("min_requests", 1, 10000000, k.min_requests);
+    whole("max_conversations", 1, 10000000, k.max_conversations);
+    const auto bounded = [&](const char* key, double& out, double lo, double hi) {
+      const auto& v = c[key];
+      if (!v) return;
+      out = v.number(key);
+      char range[64];
+      std::snprintf(range, sizeof range, "from %g to %g", lo, hi);
+      if (!(out >= lo && out <= hi)) v.fail("canary." + std::string(key) + " must be " + range);
+    };
+    bounded("max_error_rate_delta", k.max_error_rate_delta, 0, 1);
+    bounded("max_truncated_delta", k.max_truncated_delta, 0, 1);
+    bounded("max_ttft_p99_ratio", k.max_ttft_p99_ratio, 1, 1000);
+    bounded("max_itl_p99_ratio", k.max_itl_p99_ratio, 1, 1000);
+    for (const auto& other : out.canaries)
+      if (other.route == k.route) c["route"].fail("a second canary for route '" + k.route + "'");
+    // What it names: the route, and an upstream that is not the route's own.
+    const auto route =
+        std::find_if(cfg.routes.begin(), cfg.routes.end(),
+                     [&](const config::route_config& r) { return r.name == k.route; });
+    if (route == cfg.routes.end()) c["route"].fail("canary names unknown route '" + k.route + "'");
+    const auto up =
+        std::find_if(cfg.upstreams.begin(), cfg.upstreams.end(),
+                     [&](const config::upstream_config& u) { return u.name == k.upstream; });
+    if (up == cfg.upstreams.end())
+      c["upstream"].fail("canary of route '" + k.route + "' names unknown upstream '" + k.upstream +
+                         "'");
+    if (up->name == route->upstream)
+      c["upstream"].fail("canary of route '" + k.route + "' is the route's own upstream '" +
+                         k.upstream + "': name the new version's upstream");
+    out.canaries.push_back(std::move(k));
+  }
+  return out;
+}
+
+canary_state::canary_state(const config::config& cfg, steady::time_point start)
+    : canary_state(canary_settings::parse(cfg.hook_section("canary"), cfg), cfg, start) {}
+
+canary_state::canary_state(canary_settings settings, const config::config& cfg,
+                           steady::time_point start)
+    : settings_(std::move(settings)) {
+  for (const auto& k : settings_.canaries) {
     auto c = std::make_unique<canary>();
     c->cfg = &k;
     for (const auto& r : cfg.routes)
@@ -124,7 +206,7 @@ canary_state::canary* canary_state::of_route(std::string_view route) noexcept {
   return nullptr;
 }
 
-const config::canary_config& canary_state::cfg_of(const canary& c) const noexcept {
+const canary_config& canary_state::cfg_of(const canary& c) const noexcept {
   return *c.cfg;
 }
 
@@ -379,7 +461,8 @@ namespace {
 
 // What the canary state reads of a configuration.
 bool same_canary_inputs(const config::config& a, const config::config& b) {
-  if (a.canary != b.canary || a.routes != b.routes || a.upstreams.size() != b.upstreams.size())
+  if (!(a.hook_section("canary") == b.hook_section("canary")) || a.routes != b.routes ||
+      a.upstreams.size() != b.upstreams.size())
     return false;
   for (std::size_t i = 0; i < a.upstreams.size(); ++i)
     if (a.upstreams[i].name != b.upstreams[i].name) return false;
@@ -391,6 +474,7 @@ bool same_canary_inputs(const config::config& a, const config::config& b) {
 void register_canary(hook_registry& r, std::shared_ptr<metrics_registry> metrics) {
   add_with_carried_state<canary_hook_factory, canary_state>(r, "canary", same_canary_inputs,
                                                             std::move(metrics));
+  r.reads_section<canary_settings>("canary", &canary_settings::parse, hook_registry::brings::last);
 }
 
 }  // namespace tokentap::hooks

@@ -20,10 +20,41 @@
 #include <unordered_map>
 #include <vector>
 
+#include "config/section.hpp"
 #include "hooks/hook.hpp"
 #include "hooks/observe/metrics.hpp"
 
 namespace tokentap::hooks {
+
+/// A canary (`canary:`, DESIGN.md §11): a share of route `route`'s requests goes to upstream
+/// `upstream` (the new version) instead of the route's own (the baseline).  The share climbs
+/// through `steps` (percent), one step per `interval` once both sides have `min_requests`
+/// measured in the step; while both have, any breach — error rate or truncated-stream rate
+/// higher than the baseline's by more than the delta, TTFT P99 or inter-token P99 above the
+/// baseline's times the ratio — sets the share to 0 at once (rollback).  A conversation keeps the
+/// side it was first sent to (the last `max_conversations` remembered); new ones are split by a
+/// hash of their root, so instances agree.
+struct canary_config {
+  std::string route{}, upstream{};
+  std::vector<double> steps{5, 25, 50, 100};
+  std::chrono::seconds interval{60};
+  std::uint32_t min_requests = 100;
+  double max_error_rate_delta = 0.005;
+  double max_ttft_p99_ratio = 1.2;
+  double max_itl_p99_ratio = 1.2;
+  double max_truncated_delta = 0.005;
+  std::size_t max_conversations = 100000;
+  bool operator==(const canary_config&) const = default;
+};
+
+/// The `canary:` section: one canary (a mapping) or a list, at most one per route.  Its presence
+/// brings the `canary` hook, after the listed ones (a request a hook refused is on neither side).
+struct canary_settings {
+  std::vector<canary_config> canaries;
+  /// Reads the section; each canary must name a route of `cfg` and an upstream of `cfg` other
+  /// than the route's own.
+  static canary_settings parse(const config::section& s, const config::config& cfg);
+};
 
 /// Why a canary was rolled back: the `reason` label of tokentap_canary_rollbacks_total.
 enum class canary_reason : std::uint8_t { error_rate, truncated, ttft, itl, count_ };
@@ -32,7 +63,10 @@ std::string_view to_string(canary_reason r) noexcept;
 class canary_state {
  public:
   using steady = std::chrono::steady_clock;
-  /// `start`: when the first step of every canary begins.
+  /// `start`: when the first step of every canary begins.  `cfg` names the routes' upstreams.
+  canary_state(canary_settings settings, const config::config& cfg,
+               steady::time_point start = steady::now());
+  /// The canaries of `cfg`'s `canary:` section (checked by the hook registry before).
   explicit canary_state(const config::config& cfg, steady::time_point start = steady::now());
   /// Exports the canaries' weights, rollbacks and /api/stats section for as long as `owner`
   /// (holding this state) lives.
@@ -76,7 +110,7 @@ class canary_state {
   std::uint64_t rollbacks(canary_reason r) const noexcept {
     return rollbacks_[static_cast<std::size_t>(r)].load(std::memory_order_relaxed);
   }
-  const config::canary_config& cfg_of(const canary& c) const noexcept;
+  const canary_config& cfg_of(const canary& c) const noexcept;
   /// Upstream the canary's route names (the baseline).
   const std::string& baseline_of(const canary& c) const noexcept;
 
@@ -87,12 +121,13 @@ class canary_state {
  private:
   void evaluate_locked(canary& c, steady::time_point now);
   void enter_step(canary& c, std::size_t step, steady::time_point now);
+  canary_settings settings_;  // (first: the canaries point into it)
   std::vector<std::unique_ptr<canary>> canaries_;
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(canary_reason::count_)>
       rollbacks_{};
 };
 
-/// The "canary" hook (added by the config when it has a canary).
+/// The "canary" hook (brought by a `canary:` section).
 class canary_hook_factory final : public hook_factory {
  public:
   explicit canary_hook_factory(std::shared_ptr<canary_state> state) : state_(std::move(state)) {}

@@ -347,61 +347,6 @@ TEST(Config, PrioritiesSheddingAndSharedState) {
                "line 3: shared_state.timeout_ms must be from 1 to 5000");
 }
 
-TEST(Config, Canaries) {
-  const std::string base =
-      "upstreams: {a: {url: http://h}, b: {url: http://k}}\n"
-      "routes: [{name: local, prefix: /, upstream: a}]\n";
-  auto cfg = parse_config(base +
-                          "canary: [{route: local, upstream: b, steps: [1, 10.5, 100], "
-                          "interval_s: 30, min_requests: 50, max_error_rate_delta: 0.01, "
-                          "max_ttft_p99_ratio: 1.5, max_itl_p99_ratio: 1.3, "
-                          "max_truncated_delta: 0.02, max_conversations: 500}]\n");
-  ASSERT_EQ(cfg.canary.size(), 1u);
-  const auto& k = cfg.canary[0];
-  EXPECT_EQ(k.route, "local");
-  EXPECT_EQ(k.upstream, "b");
-  EXPECT_EQ(k.upstream_index, 1u);
-  EXPECT_EQ(k.steps, (std::vector<double>{1, 10.5, 100}));
-  EXPECT_EQ(k.interval.count(), 30);
-  EXPECT_EQ(k.min_requests, 50u);
-  EXPECT_DOUBLE_EQ(k.max_error_rate_delta, 0.01);
-  EXPECT_DOUBLE_EQ(k.max_ttft_p99_ratio, 1.5);
-  EXPECT_DOUBLE_EQ(k.max_itl_p99_ratio, 1.3);
-  EXPECT_DOUBLE_EQ(k.max_truncated_delta, 0.02);
-  EXPECT_EQ(k.max_conversations, 500u);
-  EXPECT_EQ(cfg.hooks.back(), "canary");  // a canary brings its hook, after the others
-  // The defaults (DESIGN.md §11), one canary as a mapping.
-  const auto d = parse_config(base + "canary: {route: local, upstream: b}\n").canary.at(0);
-  EXPECT_EQ(d.steps, (std::vector<double>{5, 25, 50, 100}));
-  EXPECT_EQ(d.interval.count(), 60);
-  EXPECT_EQ(d.min_requests, 100u);
-  expect_error(base + "canary: {route: local, upstream: b, steps: [10, 5]}\n",
-               "line 3: canary.steps must be strictly increasing");
-  expect_error(base + "canary: {route: local, upstream: b, steps: [0, 5]}\n",
-               "line 3: canary.steps: each step must be above 0 and at most 100");
-  expect_error(base + "canary: {route: local, upstream: b, steps: [50, 150]}\n",
-               "line 3: canary.steps: each step must be above 0 and at most 100");
-  expect_error(base + "canary: {route: local, upstream: b, steps: []}\n",
-               "line 3: canary.steps must be a list of 1 to 100 percentages");
-  expect_error(base + "canary: {route: local, upstream: b, max_ttft_p99_ratio: 0.5}\n",
-               "line 3: canary.max_ttft_p99_ratio must be from 1 to 1000");
-  expect_error(base + "canary: {route: local, upstream: b, max_error_rate_delta: 2}\n",
-               "line 3: canary.max_error_rate_delta must be from 0 to 1");
-  expect_error(base + "canary: {route: local, upstream: b, interval_s: 0}\n",
-               "line 3: canary.interval_s must be from 1 to 86400");
-  expect_error(base + "canary: {route: local, upstream: b, min_request: 5}\n",
-               "line 3: unknown key 'min_request' in a canary");
-  expect_error(base + "canary: {route: local}\n", "line 3: a canary needs a route and an upstream");
-  expect_error(base + "canary:\n  - {route: local, upstream: b}\n  - {route: local, upstream: b}\n",
-               "line 5: a second canary for route 'local'");
-  expect_error(base + "canary: {route: local, upstream: c}\n",
-               "canary of route 'local' names unknown upstream 'c'");
-  expect_error(base + "canary: {route: local, upstream: a}\n",
-               "canary of route 'local' is the route's own upstream 'a'");
-  expect_error(base + "canary: {route: remote, upstream: b}\n",
-               "canary names unknown route 'remote'");
-}
-
 TEST(Config, AdmissionRulesAndTenants) {
   auto cfg = parse_config(
       "upstreams: {a: {url: http://h}}\n"

@@ -22,18 +22,16 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The route's upstream ("default", the stack's simulator) gets a canary "next" on `port`.
-std::function<void(config::config&)> with_canary(std::uint16_t port, config::canary_config k) {
+// The route's upstream ("default", the stack's simulator) gets a canary "next" on `port`, with
+// these `canary:` knobs.
+std::function<void(config::config&)> with_canary(std::uint16_t port, const std::string& knobs) {
   return [=](config::config& cfg) {
     config::upstream_config next;
     next.name = "next";
     std::string err;
     next.endpoints.push_back(*config::parse_url("http://127.0.0.1:" + std::to_string(port), err));
     cfg.upstreams.push_back(next);
-    auto c = k;
-    c.route = "default";
-    c.upstream = "next";
-    cfg.canary = {c};
+    config::set_hook_sections(cfg, "canary: {route: default, upstream: next, " + knobs + "}");
   };
 }
 
@@ -70,10 +68,10 @@ std::unique_ptr<sim::server> started(sim::server_options o) {
 
 TEST(Canary, ASlowerCanaryIsRolledBackAndTheBaselineTakesEveryRequestAgain) {
   auto next = started(loopback_sim(120, 2, 4));
-  stack s(with_canary(
-              next->endpoint().port(),
-              {.steps = {50, 100}, .interval = 600s, .min_requests = 8, .max_ttft_p99_ratio = 1.5}),
-          loopback_sim(5, 2, 4));
+  stack s(
+      with_canary(next->endpoint().port(),
+                  "steps: [50, 100], interval_s: 600, min_requests: 8, max_ttft_p99_ratio: 1.5"),
+      loopback_sim(5, 2, 4));
   const std::map<std::string, std::string> which{{"route", "default"}, {"upstream", "next"}};
   EXPECT_EQ(metric(s, "tokentap_canary_weight", which), 50);
   // Distinct conversations, until the canary's TTFT P99 (~120 ms against ~5) has its sample.
@@ -110,13 +108,9 @@ TEST(Canary, ASlowerCanaryIsRolledBackAndTheBaselineTakesEveryRequestAgain) {
 
 TEST(Canary, AHealthyCanaryClimbsToAllTrafficAndConversationsKeepTheirSide) {
   auto next = started(loopback_sim(5, 2, 4));
-  stack s(with_canary(next->endpoint().port(), {.steps = {30, 100},
-                                                .interval = 4s,
-                                                .min_requests = 5,
-                                                .max_error_rate_delta = 0,
-                                                .max_ttft_p99_ratio = 20,
-                                                .max_itl_p99_ratio = 20,
-                                                .max_truncated_delta = 0}),
+  stack s(with_canary(next->endpoint().port(),
+                      "steps: [30, 100], interval_s: 4, min_requests: 5, max_error_rate_delta: 0, "
+                      "max_ttft_p99_ratio: 20, max_itl_p99_ratio: 20, max_truncated_delta: 0"),
           loopback_sim(5, 2, 4));
   const std::map<std::string, std::string> which{{"route", "default"}, {"upstream", "next"}};
   // The first turn of 30 conversations, then their second: each stays on its side.

@@ -7,8 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
+
+#include "config/config.hpp"
+#include "hooks/registry.hpp"
 
 namespace tokentap::hooks {
 namespace {
@@ -17,18 +21,21 @@ using namespace std::chrono_literals;
 using steady = canary_state::steady;
 using phase = canary_state::phase;
 
-config::config with_canary(config::canary_config k) {
+// Route "chat" on upstream "stable"; its canary upstream is "next".
+config::config fleet() {
   config::config cfg;
   config::upstream_config stable, next;
   stable.name = "stable";
   next.name = "next";
   cfg.upstreams = {stable, next};
   cfg.routes = {{"chat", "/v1/", "stable", 0}};
+  return cfg;
+}
+
+canary_settings one(canary_config k) {
   k.route = "chat";
   k.upstream = "next";
-  k.upstream_index = 1;
-  cfg.canary = {k};
-  return cfg;
+  return {{k}};
 }
 
 canary_state::outcome ok(double ttft_ms = 100) {
@@ -47,8 +54,7 @@ void feed(canary_state& s, int n, canary_state::outcome base, canary_state::outc
 
 TEST(Canary, ClimbsThroughItsStepsWhileEveryGateHolds) {
   const auto t0 = steady::now();
-  auto cfg = with_canary({.steps = {10, 50, 100}, .interval = 10s, .min_requests = 20});
-  canary_state s(cfg, t0);
+  canary_state s(one({.steps = {10, 50, 100}, .interval = 10s, .min_requests = 20}), fleet(), t0);
   auto& c = *s.of_route("chat");
   EXPECT_EQ(s.of_route("other"), nullptr);
   EXPECT_EQ(s.weight(c), 10);
@@ -96,8 +102,7 @@ class CanaryGate : public ::testing::TestWithParam<breach_case> {};
 TEST_P(CanaryGate, ABreachRollsBackAtOnceAndSaysWhy) {
   const auto& p = GetParam();
   const auto t0 = steady::now();
-  auto cfg = with_canary({.steps = {25, 100}, .interval = 600s, .min_requests = 50});
-  canary_state s(cfg, t0);
+  canary_state s(one({.steps = {25, 100}, .interval = 600s, .min_requests = 50}), fleet(), t0);
   auto& c = *s.of_route("chat");
   // A conversation placed on the canary before the breach.
   std::uint64_t on_canary = 0;
@@ -149,8 +154,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(Canary, NoVerdictOnTooFewRequestsHoweverBadTheyLook) {
   const auto t0 = steady::now();
-  auto cfg = with_canary({.steps = {50, 100}, .interval = 1s, .min_requests = 20});
-  canary_state s(cfg, t0);
+  canary_state s(one({.steps = {50, 100}, .interval = 1s, .min_requests = 20}), fleet(), t0);
   auto& c = *s.of_route("chat");
   feed(s, 19, ok(), error, t0 + 1s);
   for (int i = 0; i < 100; ++i) s.record(c, false, ok(), t0 + 2s);
@@ -165,8 +169,7 @@ TEST(Canary, NoVerdictOnTooFewRequestsHoweverBadTheyLook) {
 
 TEST(Canary, ALastStepBelowAllTrafficHoldsItsShareAndStaysGated) {
   const auto t0 = steady::now();
-  auto cfg = with_canary({.steps = {20}, .interval = 5s, .min_requests = 10});
-  canary_state s(cfg, t0);
+  canary_state s(one({.steps = {20}, .interval = 5s, .min_requests = 10}), fleet(), t0);
   auto& c = *s.of_route("chat");
   feed(s, 10, ok(), ok(), t0 + 1s);
   s.evaluate(c, t0 + 6s);
@@ -180,8 +183,7 @@ TEST(Canary, ALastStepBelowAllTrafficHoldsItsShareAndStaysGated) {
 
 TEST(Canary, ConversationsKeepTheirSideAsTheShareGrows) {
   const auto t0 = steady::now();
-  auto cfg = with_canary({.steps = {10, 50, 100}, .interval = 1s, .min_requests = 1});
-  canary_state s(cfg, t0);
+  canary_state s(one({.steps = {10, 50, 100}, .interval = 1s, .min_requests = 1}), fleet(), t0);
   auto& c = *s.of_route("chat");
   // New conversations split by the share (10 %, ± 4 standard deviations).
   std::vector<bool> side(4000);
@@ -205,9 +207,9 @@ TEST(Canary, ConversationsKeepTheirSideAsTheShareGrows) {
 
 TEST(Canary, TheMemoryOfSidesIsBoundedAndForgetsTheOldestFirst) {
   const auto t0 = steady::now();
-  auto cfg =
-      with_canary({.steps = {10, 90}, .interval = 1s, .min_requests = 1, .max_conversations = 100});
-  canary_state s(cfg, t0);
+  canary_state s(
+      one({.steps = {10, 90}, .interval = 1s, .min_requests = 1, .max_conversations = 100}),
+      fleet(), t0);
   auto& c = *s.of_route("chat");
   // Conversations placed on the baseline at 10 % that a 90 % share would place on the canary.
   std::vector<std::uint64_t> kept;
@@ -221,6 +223,91 @@ TEST(Canary, TheMemoryOfSidesIsBoundedAndForgetsTheOldestFirst) {
   // 200 other conversations later, they are forgotten, and placed again by the new share.
   for (std::uint64_t r = 0; r < 200; ++r) s.assign(c, 1000000 + r, t0 + 2s);
   for (auto r : kept) EXPECT_TRUE(s.assign(c, r, t0 + 2s)) << r;
+}
+
+// The section as a file writes it (DESIGN.md §11): every knob, the defaults, one canary as a
+// mapping or a list of them, and what it refuses — naming the line.
+std::string canary_error(const std::string& yaml) {
+  try {
+    auto cfg = config::parse_config(yaml);
+    builtin_hooks().check(cfg);
+  } catch (const config::config_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Canary, ItsSectionSetsEveryKnobAndBringsItsHook) {
+  const std::string base =
+      "upstreams: {a: {url: http://h}, b: {url: http://k}}\n"
+      "routes: [{name: local, prefix: /, upstream: a}]\n";
+  auto cfg = config::parse_config(base +
+                                  "canary: [{route: local, upstream: b, steps: [1, 10.5, 100], "
+                                  "interval_s: 30, min_requests: 50, max_error_rate_delta: 0.01, "
+                                  "max_ttft_p99_ratio: 1.5, max_itl_p99_ratio: 1.3, "
+                                  "max_truncated_delta: 0.02, max_conversations: 500}]\n");
+  const auto settings = canary_settings::parse(cfg.hook_section("canary"), cfg);
+  ASSERT_EQ(settings.canaries.size(), 1u);
+  const auto& k = settings.canaries[0];
+  EXPECT_EQ(k.route, "local");
+  EXPECT_EQ(k.upstream, "b");
+  EXPECT_EQ(k.steps, (std::vector<double>{1, 10.5, 100}));
+  EXPECT_EQ(k.interval.count(), 30);
+  EXPECT_EQ(k.min_requests, 50u);
+  EXPECT_DOUBLE_EQ(k.max_error_rate_delta, 0.01);
+  EXPECT_DOUBLE_EQ(k.max_ttft_p99_ratio, 1.5);
+  EXPECT_DOUBLE_EQ(k.max_itl_p99_ratio, 1.3);
+  EXPECT_DOUBLE_EQ(k.max_truncated_delta, 0.02);
+  EXPECT_EQ(k.max_conversations, 500u);
+  // A canary brings its hook, after the listed ones; without one the hook stays out.
+  EXPECT_EQ(builtin_hooks().order(cfg).back(), "canary");
+  canary_state state(cfg);
+  EXPECT_EQ(state.baseline_of(*state.of_route("local")), "a");
+  const auto without = config::parse_config(base);
+  const auto plain = builtin_hooks().order(without);
+  EXPECT_EQ(std::find(plain.begin(), plain.end(), "canary"), plain.end());
+  // The defaults, one canary as a mapping.
+  const auto one_map = config::parse_config(base + "canary: {route: local, upstream: b}\n");
+  const auto d = canary_settings::parse(one_map.hook_section("canary"), one_map).canaries.at(0);
+  EXPECT_EQ(d.steps, (std::vector<double>{5, 25, 50, 100}));
+  EXPECT_EQ(d.interval.count(), 60);
+  EXPECT_EQ(d.min_requests, 100u);
+  EXPECT_EQ(d.max_conversations, 100000u);
+}
+
+TEST(Canary, ABadSectionIsRefusedAtItsLine) {
+  const std::string base =
+      "upstreams: {a: {url: http://h}, b: {url: http://k}}\n"
+      "routes: [{name: local, prefix: /, upstream: a}]\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {"steps: [10, 5]", "line 3: canary.steps must be strictly increasing"},
+      {"steps: [0, 5]", "line 3: canary.steps: each step must be above 0 and at most 100"},
+      {"steps: [50, 150]", "line 3: canary.steps: each step must be above 0 and at most 100"},
+      {"steps: []",
+       "line 3: canary.steps must be a list of 1 to 100 percentages, e.g. [5, 25, 50, 100]"},
+      {"max_ttft_p99_ratio: 0.5", "line 3: canary.max_ttft_p99_ratio must be from 1 to 1000"},
+      {"max_error_rate_delta: 2", "line 3: canary.max_error_rate_delta must be from 0 to 1"},
+      {"interval_s: 0", "line 3: canary.interval_s must be from 1 to 86400"},
+      {"min_requests: 0", "line 3: canary.min_requests must be from 1 to 10000000"},
+      {"max_conversations: 0", "line 3: canary.max_conversations must be from 1 to 10000000"},
+      {"min_request: 5", "line 3: unknown key 'min_request' in a canary"},
+  };
+  for (const auto& [knob, error] : cases)
+    EXPECT_EQ(canary_error(base + "canary: {route: local, upstream: b, " + knob + "}\n"), error)
+        << knob;
+  EXPECT_EQ(canary_error(base + "canary: {route: local}\n"),
+            "line 3: a canary needs a route and an upstream");
+  EXPECT_EQ(
+      canary_error(base +
+                   "canary:\n  - {route: local, upstream: b}\n  - {route: local, upstream: b}\n"),
+      "line 5: a second canary for route 'local'");
+  EXPECT_EQ(canary_error(base + "canary: {route: local, upstream: c}\n"),
+            "line 3: canary of route 'local' names unknown upstream 'c'");
+  EXPECT_EQ(canary_error(base + "canary: {route: local, upstream: a}\n"),
+            "line 3: canary of route 'local' is the route's own upstream 'a': name the new "
+            "version's upstream");
+  EXPECT_EQ(canary_error(base + "canary: {route: remote, upstream: b}\n"),
+            "line 3: canary names unknown route 'remote'");
 }
 
 }  // namespace
