@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "proxy/proxy_server.hpp"
+#include "test/proxy/loopback_proxy.hpp"
 #include "test/proxy/scripted_http.hpp"
 
 namespace tokentap::proxy {
@@ -20,12 +20,7 @@ using test::scripted_http;
 
 config::config probing(const std::string& url, const std::string& path,
                        std::chrono::milliseconds timeout = 500ms) {
-  config::config cfg;
-  cfg.listen = {"127.0.0.1", 0};
-  cfg.admin = {"127.0.0.1", 0};
-  cfg.threads = 1;
-  cfg.hooks.clear();
-  config::set_single_upstream(cfg, url);
+  auto cfg = test::loopback_config(url);
   auto& h = cfg.upstreams.front().health;
   h.enabled = true;
   h.path = path;

@@ -8,8 +8,7 @@
 
 #include <memory>
 
-#include "proxy/cluster.hpp"
-#include "proxy/proxy_server.hpp"
+#include "test/proxy/loopback_proxy.hpp"
 #include "test/proxy/scripted_http.hpp"
 
 namespace tokentap::proxy {
@@ -21,30 +20,20 @@ using test::scripted_http;
 
 enum scrape_result { ok, failed, garbage };  // endpoint::engine_scrapes' order
 
-struct scraped {
-  explicit scraped(const std::string& url, bool engine_load = false, std::string kind = "auto") {
-    config::config cfg;
-    cfg.listen = {"127.0.0.1", 0};
-    cfg.admin = {"127.0.0.1", 0};
-    cfg.threads = 1;
-    cfg.hooks.clear();
-    config::set_single_upstream(cfg, url);
+struct scraped : test::loopback_proxy {
+  explicit scraped(const std::string& url, bool engine_load = false, std::string kind = "auto")
+      : loopback_proxy(scraping(url, engine_load, std::move(kind))) {}
+  static config::config scraping(const std::string& url, bool engine_load, std::string kind) {
+    auto cfg = test::loopback_config(url);
     auto& m = cfg.upstreams.front().engine_metrics;
     m.enabled = true;
     m.interval = 20ms;
     m.kind = std::move(kind);
     m.engine_load = engine_load;
-    config::validate(cfg);
-    server = std::make_unique<proxy_server>(cfg);
-    server->start();
+    return cfg;
   }
-  ~scraped() {
-    server->shutdown(0ms);
-    server->join();
-  }
-  endpoint& e() { return *server->current()->clusters.at(0)->endpoints().at(0); }
+  endpoint& e() { return first_endpoint(); }
   std::uint64_t scrapes(scrape_result r) { return e().engine_scrapes[r].load(); }
-  std::unique_ptr<proxy_server> server;
 };
 
 std::string vllm_text(double running, double waiting, double kv, int fast, int slow) {

@@ -9,8 +9,7 @@
 
 #include <memory>
 
-#include "proxy/cluster.hpp"
-#include "proxy/proxy_server.hpp"
+#include "test/proxy/loopback_proxy.hpp"
 #include "test/proxy/scripted_http.hpp"
 
 namespace tokentap::proxy {
@@ -20,25 +19,15 @@ using namespace std::chrono_literals;
 using test::eventually;
 using test::scripted_http;
 
-struct probed {
-  explicit probed(const std::string& url, config::health_config h) {
-    config::config cfg;
-    cfg.listen = {"127.0.0.1", 0};
-    cfg.admin = {"127.0.0.1", 0};
-    cfg.threads = 1;
-    cfg.hooks.clear();
-    config::set_single_upstream(cfg, url);
+struct probed : test::loopback_proxy {
+  probed(const std::string& url, const config::health_config& h)
+      : loopback_proxy(with_health(url, h)) {}
+  static config::config with_health(const std::string& url, const config::health_config& h) {
+    auto cfg = test::loopback_config(url);
     cfg.upstreams.front().health = h;
-    config::validate(cfg);
-    server = std::make_unique<proxy_server>(cfg);
-    server->start();
+    return cfg;
   }
-  ~probed() {
-    server->shutdown(0ms);
-    server->join();
-  }
-  endpoint& e() { return *server->current()->clusters.at(0)->endpoints().at(0); }
-  std::unique_ptr<proxy_server> server;
+  endpoint& e() { return first_endpoint(); }
 };
 
 config::health_config every(std::chrono::milliseconds interval, unsigned out_after,

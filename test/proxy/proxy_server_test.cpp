@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "proxy/cluster.hpp"
-#include "test/proxy/scripted_http.hpp"
+#include "test/proxy/loopback_proxy.hpp"
 
 namespace tokentap::proxy {
 namespace {
@@ -18,38 +18,24 @@ namespace {
 using namespace std::chrono_literals;
 
 config::config two_endpoints(const std::string& a, const std::string& b) {
-  config::config cfg;
-  cfg.listen = {"127.0.0.1", 0};
-  cfg.admin = {"127.0.0.1", 0};
-  cfg.threads = 1;
-  cfg.hooks.clear();
-  config::set_single_upstream(cfg, a);
+  auto cfg = test::loopback_config(a);
   std::string err;
   cfg.upstreams.front().endpoints.push_back(*config::parse_url(b, err));
   config::validate(cfg);
   return cfg;
 }
 
-struct running {
-  explicit running(config::config cfg) : server(std::move(cfg)) { server.start(); }
-  ~running() {
-    server.shutdown(0ms);
-    server.join();
-  }
-  proxy_server server;
-};
-
 TEST(ProxyServer, AReloadPublishesANewGenerationAndKeepsWhatItNamesAgain) {
-  running r(two_endpoints("http://127.0.0.1:1", "http://127.0.0.1:2"));
-  const auto first = r.server.current();
+  test::loopback_proxy r(two_endpoints("http://127.0.0.1:1", "http://127.0.0.1:2"));
+  const auto first = r.server->current();
   EXPECT_EQ(first->number, 1u);
   const auto& old_eps = first->clusters.at(0)->endpoints();
   const auto kept_id = old_eps.at(0)->id;
 
-  const auto res = r.server.reload(two_endpoints("http://127.0.0.1:1", "http://127.0.0.1:3"));
+  const auto res = r.server->reload(two_endpoints("http://127.0.0.1:1", "http://127.0.0.1:3"));
   ASSERT_TRUE(res.applied) << res.reason;
   EXPECT_EQ(res.generation, 2u);
-  const auto second = r.server.current();
+  const auto second = r.server->current();
   EXPECT_EQ(second->number, 2u);
   const auto& new_eps = second->clusters.at(0)->endpoints();
   EXPECT_EQ(new_eps.at(0)->id, kept_id);            // 127.0.0.1:1, named again
@@ -58,25 +44,25 @@ TEST(ProxyServer, AReloadPublishesANewGenerationAndKeepsWhatItNamesAgain) {
   EXPECT_TRUE(old_eps.at(1)->retired.load());  // :2 is no longer named
   // Whoever holds the first generation (an exchange in flight) still has it whole.
   EXPECT_EQ(first->clusters.at(0)->endpoints().at(1)->label, "127.0.0.1:2");
-  EXPECT_EQ(&r.server.cfg(), &second->cfg);
+  EXPECT_EQ(&r.server->cfg(), &second->cfg);
 }
 
 TEST(ProxyServer, AReloadThatNeedsARestartOrDoesNotValidateIsRefusedAndChangesNothing) {
-  running r(two_endpoints("http://127.0.0.1:1", "http://127.0.0.1:2"));
+  test::loopback_proxy r(two_endpoints("http://127.0.0.1:1", "http://127.0.0.1:2"));
   auto more_threads = two_endpoints("http://127.0.0.1:1", "http://127.0.0.1:2");
   more_threads.threads = 2;
-  auto res = r.server.reload(more_threads);
+  auto res = r.server->reload(more_threads);
   EXPECT_FALSE(res.applied);
   EXPECT_EQ(res.generation, 1u);
   EXPECT_NE(res.reason.find("need a restart: threads"), std::string::npos) << res.reason;
 
   auto dangling = two_endpoints("http://127.0.0.1:1", "http://127.0.0.1:2");
   dangling.routes.front().upstream = "nowhere";
-  res = r.server.reload(dangling);
+  res = r.server->reload(dangling);
   EXPECT_FALSE(res.applied);
   EXPECT_NE(res.reason.find("nowhere"), std::string::npos) << res.reason;
-  EXPECT_EQ(r.server.current()->number, 1u);
-  EXPECT_EQ(r.server.cfg().routes.front().upstream, "default");
+  EXPECT_EQ(r.server->current()->number, 1u);
+  EXPECT_EQ(r.server->cfg().routes.front().upstream, "default");
 }
 
 TEST(ProxyServer, TheConfigurationSourcesErrorIsTheRefusalsReason) {
