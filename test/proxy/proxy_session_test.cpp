@@ -38,19 +38,34 @@ closing until_closed(test::connection& c) {
   return {std::move(bytes), std::chrono::steady_clock::now() - t0};
 }
 
-config::config routed(const scripted_http& up, const std::string& prefix = "/") {
+// Sends `bytes` as they are, then reads until the proxy closes the connection.
+closing answer_to(test::connection& c, const std::string& bytes) {
+  c.send_raw(bytes);
+  return until_closed(c);
+}
+
+config::config routed(const scripted_http& up, const std::string& prefix,
+                      std::chrono::milliseconds keepalive) {
   auto cfg = test::loopback_config(up.url());
   cfg.routes.front().prefix = prefix;
-  cfg.timeouts.keepalive = 300ms;
+  cfg.timeouts.keepalive = keepalive;
   cfg.timeouts.client_header = 300ms;
   return cfg;
 }
 
-TEST(ProxySession, OneConnectionCarriesExchangesUntilTheClientEndsIt) {
+// A scripted upstream, the proxy in front of it and one client connection to the proxy.
+struct one_client {
+  explicit one_client(const std::string& prefix = "/", std::chrono::milliseconds keepalive = 300ms)
+      : p(routed(up, prefix, keepalive)), c(p.server->endpoint()) {}
   scripted_http up;
+  test::loopback_proxy p;
+  test::connection c;
+};
+
+TEST(ProxySession, OneConnectionCarriesExchangesUntilTheClientEndsIt) {
+  one_client s;
+  auto& [up, p, c] = s;
   up.body([] { return std::string("{\"ok\":true}"); });
-  test::loopback_proxy p(routed(up));
-  test::connection c(p.server->endpoint());
   for (int i = 0; i < 3; ++i) {
     const auto r = c.request(get("/v1/models?n=" + std::to_string(i)));
     ASSERT_EQ(r.status, 200u) << i;
@@ -68,19 +83,15 @@ TEST(ProxySession, OneConnectionCarriesExchangesUntilTheClientEndsIt) {
 }
 
 TEST(ProxySession, AnHttp10RequestEndsItsConnection) {
-  scripted_http up;
-  test::loopback_proxy p(routed(up));
-  test::connection c(p.server->endpoint());
-  c.send_raw("GET /v1/models HTTP/1.0\r\nHost: x\r\n\r\n");
-  const auto end = until_closed(c);
+  one_client s;
+  const auto end = answer_to(s.c, "GET /v1/models HTTP/1.0\r\nHost: x\r\n\r\n");
   EXPECT_EQ(end.bytes.rfind("HTTP/1.0 200", 0), 0u) << end.bytes;
   EXPECT_LT(end.after, 1s);
 }
 
 TEST(ProxySession, NoRouteIsA404ThatKeepsTheConnection) {
-  scripted_http up;
-  test::loopback_proxy p(routed(up, "/v1/"));
-  test::connection c(p.server->endpoint());
+  one_client s("/v1/");
+  auto& [up, p, c] = s;
   const auto miss = c.request(get("/other"));
   EXPECT_EQ(miss.status, 404u);
   EXPECT_NE(miss.body.find("\"no_route\""), std::string::npos) << miss.body;
@@ -89,21 +100,17 @@ TEST(ProxySession, NoRouteIsA404ThatKeepsTheConnection) {
 }
 
 TEST(ProxySession, ATargetThatIsNotAPathIsA400ThatEndsTheConnection) {
-  scripted_http up;
-  test::loopback_proxy p(routed(up));
-  test::connection c(p.server->endpoint());
-  c.send_raw("GET http://elsewhere/v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
-  const auto end = until_closed(c);
+  one_client s;
+  const auto end = answer_to(s.c, "GET http://elsewhere/v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(end.bytes.rfind("HTTP/1.1 400", 0), 0u) << end.bytes;
   EXPECT_NE(end.bytes.find("origin-form"), std::string::npos) << end.bytes;
   EXPECT_LT(end.after, 1s);
-  EXPECT_TRUE(up.heads().empty());
+  EXPECT_TRUE(s.up.heads().empty());
 }
 
 TEST(ProxySession, AnIdleConnectionEndsAtTheKeepaliveTimeout) {
-  scripted_http up;
-  test::loopback_proxy p(routed(up));
-  test::connection c(p.server->endpoint());
+  one_client s;
+  auto& [up, p, c] = s;
   ASSERT_EQ(c.request(get("/v1/models")).status, 200u);
   const auto end = until_closed(c);
   EXPECT_EQ(end.bytes, "");
@@ -112,9 +119,8 @@ TEST(ProxySession, AnIdleConnectionEndsAtTheKeepaliveTimeout) {
 }
 
 TEST(ProxySession, AClientTooSlowWithItsHeadIsCutOff) {
-  scripted_http up;
-  test::loopback_proxy p(routed(up));
-  test::connection c(p.server->endpoint());
+  one_client s;
+  auto& [up, p, c] = s;
   c.send_raw("GET /v1/models HTTP/1.1\r\nHost: x\r\n");  // and nothing more
   const auto end = until_closed(c);
   EXPECT_EQ(end.bytes, "");
@@ -123,11 +129,8 @@ TEST(ProxySession, AClientTooSlowWithItsHeadIsCutOff) {
 }
 
 TEST(ProxySession, AShutdownClosesAKeptAliveIdleConnectionAtOnce) {
-  scripted_http up;
-  auto cfg = routed(up);
-  cfg.timeouts.keepalive = 60s;
-  test::loopback_proxy p(cfg);
-  test::connection c(p.server->endpoint());
+  one_client s("/", 60s);
+  auto& [up, p, c] = s;
   ASSERT_EQ(c.request(get("/v1/models")).status, 200u);
   p.server->shutdown(30s);  // a grace period for streams; an idle connection has none
   const auto end = until_closed(c);
