@@ -191,8 +191,7 @@ bool own_key(std::string_view key) {
   static constexpr std::string_view own[] = {
       "listen", "admin", "admin_token_file", "threads", "reuse_port", "upstreams", "routes",
       "timeouts", "limits", "accept_encoding", "log", "hooks", "trace", "metrics",
-      "max_event_bytes", "tenants", "admission", "priority", "shed", "shared_state", "otel",
-      "faults"};
+      "max_event_bytes", "tenants", "shared_state", "otel", "faults"};
   // clang-format on
   return std::find(std::begin(own), std::end(own), key) != std::end(own);
 }
@@ -385,18 +384,6 @@ config load_config_file(const std::string& path, bool check) {
   } catch (const config_error& e) {
     throw config_error(path + ": " + e.what());
   }
-}
-
-std::string_view to_string(priority p) noexcept {
-  switch (p) {
-    case priority::high:
-      return "high";
-    case priority::low:
-      return "low";
-    case priority::normal:
-      break;
-  }
-  return "normal";
 }
 
 void set_single_upstream(config& cfg, const std::string& url_text) {

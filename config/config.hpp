@@ -167,8 +167,9 @@ struct metrics_config {
 /// salted hash of its credential (never the key), else `anonymous`.  At most `max` distinct
 /// tenants are told apart; later ones share `other`.
 struct tenants_config {
-  /// Tenants are told apart (the `tenants:` section, or an admission rule of scope tenant):
-  /// requests_total and tokens_total gain a `tenant` label, /api/stats a row per tenant.
+  /// Tenants are told apart (the `tenants:` section, or what a hook's section implies: an
+  /// admission rule of scope tenant, hooks/registry.hpp complete()): requests_total and
+  /// tokens_total gain a `tenant` label, /api/stats a row per tenant.
   bool enabled = false;
   std::string header;  ///< empty: by credential only
   std::size_t max = 100;
@@ -177,36 +178,6 @@ struct tenants_config {
   /// draws its own.  The salt itself (read by load_config_file), not YAML.
   std::string salt_file, salt;
   bool operator==(const tenants_config&) const = default;
-};
-
-/// Request priorities (DESIGN.md §11): the value of `header` (high, normal or low), else
-/// `default`.  Under a concurrency cap, `low` is refused past cap × (1 − headroom) and `normal`
-/// past cap × (1 − headroom / 2); `high` may use the whole cap.
-enum class priority : std::uint8_t { high, normal, low };
-std::string_view to_string(priority p) noexcept;
-struct priority_config {
-  bool enabled = false;
-  std::string header = "x-tokentap-priority";
-  priority fallback = priority::normal;  ///< `default:`
-  double headroom = 0.1;
-  bool operator==(const priority_config&) const = default;
-};
-
-/// SLO-triggered shedding of a route (`shed:`): while the route's TTFT P95 over the last
-/// `window` breaks `ttft_p95_ms` (with at least `min_requests` measured), requests of the
-/// priorities in `drop` are refused — or, with `reroute`, sent to that upstream instead (a
-/// smaller model's, say; `model` then replaces the body's model name) — and once it is back
-/// under the SLO they are admitted again.
-struct shed_rule {
-  std::string route;
-  double ttft_p95_ms = 0;
-  std::chrono::seconds window{30};
-  std::uint32_t min_requests = 20;
-  std::vector<priority> drop{priority::low};
-  std::string reroute;            ///< an upstream; empty: refuse
-  std::string model;              ///< the model rerouted requests ask for; empty: as sent
-  std::size_t reroute_index = 0;  ///< resolved by validate()
-  bool operator==(const shed_rule&) const = default;
 };
 
 /// One fault to inject (`faults:`, DESIGN.md §13), for experiments that change one variable:
@@ -225,23 +196,6 @@ struct fault_rule {
   kind_t kind = kind_t::delay;
   std::uint32_t value = 0;  ///< ms, events or a status, by kind (0 for from_header)
   bool operator==(const fault_rule&) const = default;
-};
-
-/// One admission rule (DESIGN.md §11): limits per value of its scope — each tenant, each route,
-/// each model, or all requests together (`global`) — optionally only for one route or model.
-/// A limit of 0 is no limit.  Token budgets reserve the request's estimate (prompt characters / 4
-/// + `max_tokens`, else `assumed_max_tokens`) at admission and settle at stream end from the
-/// normalized usage.
-struct admission_rule {
-  enum class scope_kind { tenant, route, model, global };
-  std::string name{};
-  scope_kind scope = scope_kind::tenant;
-  std::string route{}, model{};  ///< empty: every route / model
-  std::uint32_t max_concurrent = 0;
-  std::uint32_t requests_per_minute = 0;
-  std::uint64_t tokens_per_minute = 0;
-  std::uint32_t assumed_max_tokens = 1024;
-  bool operator==(const admission_rule&) const = default;
 };
 
 /// State several proxy instances share (`shared_state`): with a Redis URL, the request and token
@@ -316,16 +270,13 @@ struct config {
   trace_config trace;
   metrics_config metrics;
   tenants_config tenants;
-  std::vector<admission_rule> admission;  ///< checked in order; the first that refuses answers
-  priority_config priority;
-  std::vector<shed_rule> shed;
   shared_state_config shared_state;
   otel_config otel;
   std::vector<fault_rule> faults;  ///< checked in order; off while empty
   /// The top-level sections config/ does not read, in file order: hooks' own settings
-  /// (`timing:`, `steps:`, `cache:`, `canary:`), each read by its hook (hooks/registry.hpp); the
-  /// hook registry
-  /// refuses a section that no hook reads, naming its line.
+  /// (`timing:`, `steps:`, `cache:`, `canary:`, `admission:`, `priority:`, `shed:`), each read
+  /// by its hook (hooks/registry.hpp); the hook registry refuses a section that no hook reads,
+  /// naming its line.
   std::vector<section::member> hook_settings;
   /// The section `name` of hook_settings, or an absent one.
   const section& hook_section(std::string_view name) const noexcept;

@@ -33,8 +33,9 @@ T scalar(const YAML::Node& n, std::string_view key) {
 /// A node as a section (config/section.hpp): the same tree, each node with its line.
 section section_of(const YAML::Node& n);
 
-/// The governance sections (DESIGN.md §11): tenants, admission, priority, shed, shared_state
-/// — read into `cfg`, then checked against the rest of it by validate_governance.
+/// The proxy's governance sections (DESIGN.md §11): tenants, shared_state, faults — read into
+/// `cfg`, then checked against the rest of it by validate_governance.  (`admission:`,
+/// `priority:` and `shed:` are the admission hook's own.)
 void read_governance(const YAML::Node& root, config& cfg);
 void validate_governance(config& cfg);
 

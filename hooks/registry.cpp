@@ -16,11 +16,24 @@
 
 namespace tokentap::hooks {
 
+void hook_registry::reads_sections(std::string name, std::vector<std::string> sections,
+                                   std::function<void(const config::config&)> check, brings b) {
+  auto& e = makers_.at(name);
+  e.sections = std::move(sections);
+  e.check_settings = std::move(check);
+  e.brought = b;
+}
+
+bool hook_registry::entry::has_sections(const config::config& cfg) const {
+  return std::any_of(sections.begin(), sections.end(),
+                     [&](const std::string& s) { return bool(cfg.hook_section(s)); });
+}
+
 std::vector<std::string> hook_registry::configured(const config::config& cfg) const {
   std::vector<std::string> out;
   const auto brought = [&](brings where) {
     for (const auto& [name, e] : makers_)
-      if (e.brought == where && cfg.hook_section(name) &&
+      if (e.brought == where && e.has_sections(cfg) &&
           std::find(cfg.hooks.begin(), cfg.hooks.end(), name) == cfg.hooks.end())
         out.push_back(name);
   };
@@ -86,13 +99,25 @@ std::vector<std::string> hook_registry::order(const config::config& cfg) const {
 }
 
 void hook_registry::check(const config::config& cfg) const {
+  // In file order: each section's hook reads all of its sections once, at the first of them.
+  std::vector<const entry*> read;
   for (const auto& [key, key_line, value] : cfg.hook_settings) {
-    const auto it = makers_.find(key);
-    if (it == makers_.end() || !it->second.check_settings)
+    const auto it = std::find_if(makers_.begin(), makers_.end(), [&](const auto& m) {
+      const auto& s = m.second.sections;
+      return std::find(s.begin(), s.end(), key) != s.end();
+    });
+    if (it == makers_.end())
       config::fail_at(key_line, "unknown key '" + key + "' in the top level");
-    it->second.check_settings(value, cfg);
+    if (std::find(read.begin(), read.end(), &it->second) != read.end()) continue;
+    read.push_back(&it->second);
+    it->second.check_settings(cfg);
   }
   (void)order(cfg);
+}
+
+void hook_registry::complete(config::config& cfg) const {
+  for (const auto& [name, e] : makers_)
+    if (e.implied && e.has_sections(cfg)) e.implied(cfg);
 }
 
 std::vector<std::shared_ptr<hook_factory>> hook_registry::build(const config::config& cfg) const {

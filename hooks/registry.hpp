@@ -22,7 +22,7 @@ class hook_registry {
  public:
   using maker = std::function<std::shared_ptr<hook_factory>(const config::config&)>;
   void add(std::string name, maker m, hook_contract c = {}) {
-    makers_[std::move(name)] = {std::move(m), std::move(c), {}};
+    makers_[std::move(name)] = {std::move(m), std::move(c), {}, {}, {}, {}};
   }
   /// Whether a hook's section, present, brings the hook into a configuration that does not
   /// list it: first (before every listed hook) or last.
@@ -48,11 +48,24 @@ class hook_registry {
   /// maker reads the section itself, e.g. add_with_carried_state's state).
   template <class Settings, class Parse>
   void reads_section(std::string name, Parse parse, brings b = brings::nothing) {
-    auto& e = makers_.at(name);
-    e.check_settings = [parse](const config::section& s, const config::config& cfg) {
-      (void)read_settings<Settings>(parse, s, cfg);
-    };
-    e.brought = b;
+    auto section = name;
+    reads_sections(
+        std::move(name), {std::move(section)},
+        [parse, section](const config::config& cfg) {
+          (void)read_settings<Settings>(parse, cfg.hook_section(section), cfg);
+        },
+        b);
+  }
+  /// Gives a registered hook several sections, read together by `check(cfg)` (which throws
+  /// config::config_error naming a line, as a parse does): for settings written as sibling
+  /// sections that refer to each other (`admission:`, `priority:`, `shed:`).  Any of them present
+  /// brings the hook as `b` says.
+  void reads_sections(std::string name, std::vector<std::string> sections,
+                      std::function<void(const config::config&)> check, brings b = brings::nothing);
+  /// What a hook's sections imply of the proxy's own settings, set by complete(): e.g. an
+  /// admission rule per tenant tells tenants apart.  Called only when a section is present.
+  void implies(const std::string& name, std::function<void(config::config&)> set) {
+    makers_.at(name).implied = std::move(set);
   }
   /// The configured hooks in the order they run: those `hooks:` lists and those their sections
   /// bring.  Throws config::config_error, with a one-line reason, for an unknown name, a name
@@ -62,6 +75,9 @@ class hook_registry {
   /// order() and every hook section read, for their errors; a top-level section that no hook
   /// reads is an unknown key.
   void check(const config::config& cfg) const;
+  /// Sets what the configured hooks' sections imply of the proxy's own settings (implies()); the
+  /// proxy calls it before it reads them (start-up and reload).  Idempotent.
+  void complete(config::config& cfg) const;
   /// Builds the factories in order() (start-up and reload), after check().
   std::vector<std::shared_ptr<hook_factory>> build(const config::config& cfg) const;
   std::vector<std::string> names() const;
@@ -75,16 +91,18 @@ class hook_registry {
     else
       return parse(s);
   }
-  // The hooks that run: those listed, and those their sections bring.
-  std::vector<std::string> configured(const config::config& cfg) const;
-
   struct entry {
     maker make;
     hook_contract contract;
-    /// none: no settings
-    std::function<void(const config::section&, const config::config&)> check_settings;
+    std::vector<std::string> sections;  ///< top-level sections it reads (none: no settings)
+    std::function<void(const config::config&)> check_settings;
     brings brought = brings::nothing;
+    std::function<void(config::config&)> implied;
+    /// Whether `cfg` has any of its sections.
+    bool has_sections(const config::config& cfg) const;
   };
+  // The hooks that run: those listed, and those their sections bring.
+  std::vector<std::string> configured(const config::config& cfg) const;
   std::map<std::string, entry, std::less<>> makers_;
 };
 

@@ -225,9 +225,11 @@ proxy_shared::~proxy_shared() = default;
 
 proxy_server::proxy_server(config::config cfg, std::shared_ptr<hooks::tap_factory> taps,
                            std::function<void(hooks::hook_registry&)> more_hooks)
-    : runtime_(cfg.threads),
-      shared_(std::make_unique<proxy_shared>(std::make_shared<hooks::metrics_registry>(cfg))),
-      fixed_taps_(std::move(taps)) {
+    : runtime_(cfg.threads), fixed_taps_(std::move(taps)) {
+  // What the hooks' sections imply of the proxy's own settings (an admission rule per tenant
+  // tells tenants apart) is set before the metrics and the tenant names read them.
+  hooks::builtin_hooks().complete(cfg);
+  shared_ = std::make_unique<proxy_shared>(std::make_shared<hooks::metrics_registry>(cfg));
   shared_->credential_salt = hooks::credential_salt(cfg.tenants.salt);
   if (cfg.tenants.enabled)
     shared_->tenants = std::make_unique<hooks::tenant_names>(cfg.tenants.max);
@@ -312,6 +314,7 @@ reload_result proxy_server::reload(config::config next) {
   std::shared_ptr<generation> g;
   try {
     config::validate(next);
+    hooks::builtin_hooks().complete(next);
     if (auto keys = config::restart_only_changes(running->cfg, next); !keys.empty())
       return refused("changes settings that need a restart: " + keys);
     g = build(std::move(next), running.get());

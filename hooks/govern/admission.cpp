@@ -18,6 +18,202 @@ namespace tokentap::hooks {
 
 using steady = std::chrono::steady_clock;
 
+std::string_view to_string(priority p) noexcept {
+  switch (p) {
+    case priority::high:
+      return "high";
+    case priority::low:
+      return "low";
+    case priority::normal:
+      break;
+  }
+  return "normal";
+}
+
+namespace {
+
+using config::section;
+
+// A section that takes one entry as a mapping, or a list of them.
+std::vector<section> one_or_many(const section& s) {
+  if (s.type() == section::kind::list) return s.items();
+  return {s};
+}
+
+// A rule's `name`: what metrics label it with.
+std::string rule_name(const section& r, const std::string& what) {
+  if (!r["name"]) r.fail("every " + what + " needs a name");
+  auto name = r["name"].string("name");
+  if (name.empty() || name.size() > 64 ||
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+          std::string::npos)
+    r["name"].fail(what + " name must be 1-64 letters, digits, '_', '-' or '.'");
+  return name;
+}
+
+priority priority_of(const section& n, std::string_view key) {
+  const auto v = n.string(key);
+  if (v == "high") return priority::high;
+  if (v == "normal") return priority::normal;
+  if (v == "low") return priority::low;
+  n.fail(std::string(key) + " must be high, normal or low, not '" + v + "'");
+}
+
+bool header_name(std::string_view h) {
+  return !h.empty() && h.find_first_of(" :\r\n\t") == std::string_view::npos;
+}
+
+std::vector<admission_rule> read_rules(const section& a, const config::config& cfg) {
+  std::vector<admission_rule> out;
+  if (!a) return out;
+  if (a.type() != section::kind::list) a.fail("admission must be a list of rules");
+  for (const auto& r : a.items()) {
+    r.check_keys({"name", "scope", "route", "model", "max_concurrent", "requests_per_minute",
+                  "tokens_per_minute", "assumed_max_tokens"},
+                 "an admission rule");
+    admission_rule rule;
+    rule.name = rule_name(r, "admission rule");
+    const auto where = "admission rule '" + rule.name + "'";
+    if (const auto& sc = r["scope"]) {
+      const auto v = sc.string("scope");
+      if (v == "tenant")
+        rule.scope = admission_rule::scope_kind::tenant;
+      else if (v == "route")
+        rule.scope = admission_rule::scope_kind::route;
+      else if (v == "model")
+        rule.scope = admission_rule::scope_kind::model;
+      else if (v == "global")
+        rule.scope = admission_rule::scope_kind::global;
+      else
+        sc.fail(where + ": scope must be tenant, route, model or global, not '" + v + "'");
+    }
+    if (const auto& rt = r["route"]) {
+      rule.route = rt.string("route");
+      if (std::none_of(cfg.routes.begin(), cfg.routes.end(),
+                       [&](const config::route_config& x) { return x.name == rule.route; }))
+        rt.fail(where + " names unknown route '" + rule.route + "'");
+    }
+    if (r["model"]) rule.model = r["model"].string("model");
+    const auto limit = [&](const char* key, std::uint64_t max) -> std::uint64_t {
+      const auto& v = r[key];
+      if (!v) return 0;
+      const auto n = v.non_negative(key);
+      if (n > max) v.fail(where + ": " + key + " is at most " + std::to_string(max));
+      return n;
+    };
+    rule.max_concurrent = static_cast<std::uint32_t>(limit("max_concurrent", 1000000));
+    rule.requests_per_minute = static_cast<std::uint32_t>(limit("requests_per_minute", 100000000));
+    rule.tokens_per_minute = limit("tokens_per_minute", std::uint64_t{1} << 40);
+    if (r["assumed_max_tokens"])
+      rule.assumed_max_tokens = static_cast<std::uint32_t>(limit("assumed_max_tokens", 10000000));
+    if (rule.max_concurrent == 0 && rule.requests_per_minute == 0 && rule.tokens_per_minute == 0)
+      r.fail(where + ": needs max_concurrent, requests_per_minute or tokens_per_minute");
+    for (const auto& other : out)
+      if (other.name == rule.name) r["name"].fail("duplicate admission rule '" + rule.name + "'");
+    out.push_back(std::move(rule));
+  }
+  return out;
+}
+
+priority_config read_priority(const section& p) {
+  priority_config out;
+  if (!p) return out;
+  p.check_keys({"header", "default", "headroom"}, "priority");
+  out.enabled = true;
+  if (const auto& h = p["header"]) {
+    out.header = h.string("header");
+    if (!header_name(out.header)) h.fail("priority.header must be a header name");
+  }
+  if (p["default"]) out.fallback = priority_of(p["default"], "priority.default");
+  if (const auto& h = p["headroom"]) {
+    out.headroom = h.number("headroom");
+    if (!(out.headroom >= 0 && out.headroom <= 0.9))
+      h.fail("priority.headroom must be from 0 to 0.9");
+  }
+  return out;
+}
+
+std::vector<shed_rule> read_shed(const section& sh, const config::config& cfg) {
+  std::vector<shed_rule> out;
+  if (!sh) return out;
+  for (const auto& r : one_or_many(sh)) {
+    r.check_keys({"route", "when", "drop", "reroute", "model"}, "a shed rule");
+    shed_rule rule;
+    if (!r["route"]) r.fail("a shed rule needs a route");
+    rule.route = r["route"].string("route");
+    const auto& w = r["when"];
+    if (!w) r.fail("shed rule for route '" + rule.route + "' needs when: {ttft_p95_ms: ...}");
+    w.check_keys({"ttft_p95_ms", "window_s", "min_requests"}, "shed.when");
+    if (!w["ttft_p95_ms"]) w.fail("shed.when needs ttft_p95_ms");
+    rule.ttft_p95_ms = w["ttft_p95_ms"].number("ttft_p95_ms");
+    if (!(rule.ttft_p95_ms > 0 && rule.ttft_p95_ms <= 3600000))
+      w["ttft_p95_ms"].fail("shed.when.ttft_p95_ms must be from 1 to 3600000");
+    if (const auto& v = w["window_s"]) {
+      const auto n = v.non_negative("window_s");
+      if (n < 1 || n > 3600) v.fail("shed.when.window_s must be from 1 to 3600");
+      rule.window = std::chrono::seconds(n);
+    }
+    if (const auto& v = w["min_requests"]) {
+      const auto n = v.non_negative("min_requests");
+      if (n < 1 || n > 1000000) v.fail("shed.when.min_requests must be from 1 to 1000000");
+      rule.min_requests = static_cast<std::uint32_t>(n);
+    }
+    if (const auto& d = r["drop"]) {
+      if (d.type() != section::kind::list || d.items().empty())
+        d.fail("shed.drop must be a list: [low] or [low, normal]");
+      rule.drop.clear();
+      for (const auto& x : d.items()) {
+        const auto p = priority_of(x, "shed.drop");
+        if (p == priority::high) x.fail("shed.drop cannot drop high: that is every request");
+        rule.drop.push_back(p);
+      }
+    }
+    if (const auto& v = r["reroute"]) {
+      rule.reroute = v.string("reroute");
+      if (rule.reroute.empty()) v.fail("shed.reroute names an upstream");
+    }
+    if (const auto& v = r["model"]) {
+      if (!r["reroute"]) v.fail("shed.model rewrites rerouted requests: it needs reroute");
+      rule.model = v.string("model");
+      if (rule.model.empty()) v.fail("shed.model names a model");
+    }
+    for (const auto& other : out)
+      if (other.route == rule.route)
+        r["route"].fail("a second shed rule for route '" + rule.route + "'");
+    // What it names: the route, and an upstream other than the route's own.
+    const auto route =
+        std::find_if(cfg.routes.begin(), cfg.routes.end(),
+                     [&](const config::route_config& x) { return x.name == rule.route; });
+    if (route == cfg.routes.end())
+      r["route"].fail("shed rule names unknown route '" + rule.route + "'");
+    if (!rule.reroute.empty()) {
+      if (std::none_of(cfg.upstreams.begin(), cfg.upstreams.end(),
+                       [&](const config::upstream_config& u) { return u.name == rule.reroute; }))
+        r["reroute"].fail("shed rule of route '" + rule.route + "' reroutes to unknown upstream '" +
+                          rule.reroute + "'");
+      if (rule.reroute == route->upstream)
+        r["reroute"].fail("shed rule of route '" + rule.route +
+                          "' reroutes to the route's own upstream '" + rule.reroute +
+                          "': name another (a smaller model's)");
+    }
+    out.push_back(std::move(rule));
+  }
+  return out;
+}
+
+}  // namespace
+
+admission_settings admission_settings::parse(const config::config& cfg) {
+  admission_settings out;
+  out.rules = read_rules(cfg.hook_section("admission"), cfg);
+  out.priority = read_priority(cfg.hook_section("priority"));
+  const auto& shed = cfg.hook_section("shed");
+  out.shed = read_shed(shed, cfg);
+  if (!out.shed.empty() && !out.priority.enabled)
+    shed.fail("shed drops requests by priority: configure priority: {header: ...}");
+  return out;
+}
+
 std::string_view to_string(admission_reason r) noexcept {
   switch (r) {
     case admission_reason::concurrency:
@@ -34,28 +230,32 @@ std::string_view to_string(admission_reason r) noexcept {
   return "unknown";
 }
 
-admission_state::admission_state(const config::config& cfg) : cfg_(&cfg) {
-  for (const auto& r : cfg.admission) {
+admission_state::admission_state(const config::config& cfg)
+    : admission_state(admission_settings::parse(cfg), cfg) {}
+
+admission_state::admission_state(admission_settings settings, const config::config& cfg)
+    : settings_(std::move(settings)), cfg_(&cfg) {
+  for (const auto& r : settings_.rules) {
     auto rs = std::make_unique<rule_state>();
     rs->cfg = &r;
     // Buckets a rule keeps, the overflow bucket ("other") included: bounded by the configuration.
     switch (r.scope) {
-      case config::admission_rule::scope_kind::tenant:
+      case admission_rule::scope_kind::tenant:
         rs->max_keys = cfg.tenants.max + 3;  // (+ other, anonymous, and the overflow bucket)
         break;
-      case config::admission_rule::scope_kind::route:
+      case admission_rule::scope_kind::route:
         rs->max_keys = cfg.routes.size() + 1;
         break;
-      case config::admission_rule::scope_kind::model:
+      case admission_rule::scope_kind::model:
         rs->max_keys = cfg.metrics.max_models + 1;
         break;
-      case config::admission_rule::scope_kind::global:
+      case admission_rule::scope_kind::global:
         rs->max_keys = 2;
         break;
     }
     rules_.push_back(std::move(rs));
   }
-  for (const auto& r : cfg.shed) {
+  for (const auto& r : settings_.shed) {
     auto ss = std::make_unique<shed_state>();
     ss->cfg = &r;
     ss->name = "shed-" + r.route;
@@ -63,10 +263,11 @@ admission_state::admission_state(const config::config& cfg) : cfg_(&cfg) {
     ss->seconds = sliding_window<shed_state::second>(r.window.count());
     shed_.push_back(std::move(ss));
   }
-  const bool shares = !cfg.shared_state.redis_host.empty() &&
-                      std::any_of(cfg.admission.begin(), cfg.admission.end(), [](const auto& r) {
-                        return r.requests_per_minute > 0 || r.tokens_per_minute > 0;
-                      });
+  const bool shares =
+      !cfg.shared_state.redis_host.empty() &&
+      std::any_of(settings_.rules.begin(), settings_.rules.end(), [](const auto& r) {
+        return r.requests_per_minute > 0 || r.tokens_per_minute > 0;
+      });
   if (shares) {
     redis_ = std::make_unique<store::redis_budgets>(cfg.shared_state);
     sync_thread_ = std::thread([this] { sync_loop(); });
@@ -74,7 +275,6 @@ admission_state::admission_state(const config::config& cfg) : cfg_(&cfg) {
 }
 
 void admission_state::publish(metrics_registry& metrics, std::weak_ptr<const void> owner) {
-  const auto& cfg = *cfg_;
   if (redis_) {
     metrics.add_gauge_source(
         "tokentap_shared_state_up",
@@ -92,7 +292,7 @@ void admission_state::publish(metrics_registry& metrics, std::weak_ptr<const voi
   metrics.add_stats_section(
       "admission", [this](base::json::writer& w) { write_json(w, steady::now()); }, owner);
   for (std::size_t i = 0; i < shed_.size(); ++i) {
-    const auto& route = cfg.shed[i].route;
+    const auto& route = settings_.shed[i].route;
     metrics.add_counter_source(
         "tokentap_admission_rejections_total",
         "Requests an admission rule refused before anything reached the upstream, by reason",
@@ -102,13 +302,13 @@ void admission_state::publish(metrics_registry& metrics, std::weak_ptr<const voi
         "1 while a route breaks its TTFT SLO and its shed rule refuses the lower priorities",
         [this, i] { return shedding(*shed_[i], steady::now()) ? 1.0 : 0.0; }, {{"route", route}},
         owner);
-    if (!cfg.shed[i].reroute.empty())
+    if (!settings_.shed[i].reroute.empty())
       metrics.add_counter_source(
           "tokentap_shed_rerouted_total",
           "Requests a shed rule sent to its reroute upstream instead of refusing them, while "
           "their route broke its TTFT SLO",
           [this, i] { return rerouted_count(i); },
-          {{"route", route}, {"upstream", cfg.shed[i].reroute}}, owner);
+          {{"route", route}, {"upstream", settings_.shed[i].reroute}}, owner);
   }
   for (std::size_t i = 0; i < rules_.size(); ++i)
     for (std::size_t k = 0; k < static_cast<std::size_t>(admission_reason::slo); ++k) {
@@ -117,7 +317,7 @@ void admission_state::publish(metrics_registry& metrics, std::weak_ptr<const voi
           "tokentap_admission_rejections_total",
           "Requests an admission rule refused before anything reached the upstream, by reason",
           [this, i, why] { return rejections(i, why); },
-          {{"rule", cfg.admission[i].name}, {"reason", std::string(to_string(why))}}, owner);
+          {{"rule", settings_.rules[i].name}, {"reason", std::string(to_string(why))}}, owner);
     }
 }
 
@@ -196,8 +396,7 @@ bool admission_state::sync_once() {
   return true;
 }
 
-void admission_state::refill(const config::admission_rule& r, bucket& b,
-                             steady::time_point now) const {
+void admission_state::refill(const admission_rule& r, bucket& b, steady::time_point now) const {
   // Shared budgets refill in Redis, on its clock; the next exchange brings their level.
   if (shared_live_.load(std::memory_order_relaxed)) {
     b.refilled = now;
@@ -287,14 +486,13 @@ bool admission_state::shedding(shed_state& s, steady::time_point now) {
   return s.active.load(std::memory_order_relaxed);
 }
 
-std::uint32_t admission_state::concurrency_cap(const config::admission_rule& r,
-                                               config::priority p) const noexcept {
+std::uint32_t admission_state::concurrency_cap(const admission_rule& r, priority p) const noexcept {
   // Lower priorities leave headroom of the cap to higher ones: low the whole headroom, normal
   // half of it.
-  if (!cfg_->priority.enabled || p == config::priority::high) return r.max_concurrent;
-  const double share = p == config::priority::low ? 1.0 : 0.5;
+  if (!settings_.priority.enabled || p == priority::high) return r.max_concurrent;
+  const double share = p == priority::low ? 1.0 : 0.5;
   const auto held = static_cast<std::uint32_t>(
-      std::ceil(static_cast<double>(r.max_concurrent) * cfg_->priority.headroom * share));
+      std::ceil(static_cast<double>(r.max_concurrent) * settings_.priority.headroom * share));
   return r.max_concurrent > held ? r.max_concurrent - held : 0;
 }
 
@@ -328,16 +526,16 @@ bool admission_state::admit(const facts& f, ticket& t, refusal& r, steady::time_
     if (!rule.model.empty() && rule.model != f.model) continue;
     std::string_view key;
     switch (rule.scope) {
-      case config::admission_rule::scope_kind::tenant:
+      case admission_rule::scope_kind::tenant:
         key = f.tenant;
         break;
-      case config::admission_rule::scope_kind::route:
+      case admission_rule::scope_kind::route:
         key = f.route;
         break;
-      case config::admission_rule::scope_kind::model:
+      case admission_rule::scope_kind::model:
         key = f.model;
         break;
-      case config::admission_rule::scope_kind::global:
+      case admission_rule::scope_kind::global:
         key = "all";
         break;
     }
@@ -356,10 +554,10 @@ bool admission_state::admit(const facts& f, ticket& t, refusal& r, steady::time_
       r.rule = rule.name;
       r.reason = why;
       // A cap on a route, model or everything is capacity, not a tenant's rate: 503.
-      r.status = why == admission_reason::concurrency &&
-                         rule.scope != config::admission_rule::scope_kind::tenant
-                     ? 503
-                     : 429;
+      r.status =
+          why == admission_reason::concurrency && rule.scope != admission_rule::scope_kind::tenant
+              ? 503
+              : 429;
       r.retry_after_s = static_cast<std::uint32_t>(std::clamp(std::ceil(wait_s), 1.0, 3600.0));
       r.request_limit = rule.requests_per_minute;
       r.requests_left = static_cast<std::uint64_t>(std::max(0.0, std::floor(b.requests)));
@@ -496,20 +694,20 @@ class admission_hook final : public hook {
   explicit admission_hook(std::shared_ptr<admission_state> state) : state_(std::move(state)) {}
 
   request_status on_request_phase(const request_view& r, request_callbacks& cb) override {
-    const auto& cfg = state_->cfg();
+    const auto& prio = state_->settings().priority;
     admission_state::facts f;
     f.tenant = r.tenant_name.empty() ? std::string_view("anonymous") : r.tenant_name;
-    f.prio = cfg.priority.fallback;
-    if (cfg.priority.enabled)
+    f.prio = prio.fallback;
+    if (prio.enabled)
       for (const auto& h : r.headers)
-        if (iequals(h.name, cfg.priority.header)) {
+        if (iequals(h.name, prio.header)) {
           // An unknown value is the default, not an error: the request still goes through.
           if (iequals(h.value, "high"))
-            f.prio = config::priority::high;
+            f.prio = priority::high;
           else if (iequals(h.value, "normal"))
-            f.prio = config::priority::normal;
+            f.prio = priority::normal;
           else if (iequals(h.value, "low"))
-            f.prio = config::priority::low;
+            f.prio = priority::low;
         }
     route_.assign(r.route);
     f.route = r.route;
@@ -610,10 +808,13 @@ std::unique_ptr<hook> admission_hook_factory::create() {
 
 namespace {
 
+constexpr const char* sections[] = {"admission", "priority", "shed"};
+
 // What the admission state reads of a configuration.
 bool same_admission_inputs(const config::config& a, const config::config& b) {
-  return a.admission == b.admission && a.shed == b.shed && a.priority == b.priority &&
-         a.shared_state == b.shared_state && a.tenants == b.tenants &&
+  for (const auto* s : sections)
+    if (!(a.hook_section(s) == b.hook_section(s))) return false;
+  return a.shared_state == b.shared_state && a.tenants == b.tenants &&
          a.routes.size() == b.routes.size() && a.metrics.max_models == b.metrics.max_models;
 }
 
@@ -622,6 +823,18 @@ bool same_admission_inputs(const config::config& a, const config::config& b) {
 void register_admission(hook_registry& r, std::shared_ptr<metrics_registry> metrics) {
   add_with_carried_state<admission_hook_factory, admission_state>(
       r, "admission", same_admission_inputs, std::move(metrics));
+  r.reads_sections(
+      "admission", {std::begin(sections), std::end(sections)},
+      [](const config::config& cfg) { (void)admission_settings::parse(cfg); },
+      hook_registry::brings::first);
+  // A rule per tenant needs the proxy to tell tenants apart, as a `tenants:` section does.
+  r.implies("admission", [](config::config& cfg) {
+    const auto rules = admission_settings::parse(cfg).rules;
+    if (std::any_of(rules.begin(), rules.end(), [](const admission_rule& x) {
+          return x.scope == admission_rule::scope_kind::tenant;
+        }))
+      cfg.tenants.enabled = true;
+  });
 }
 
 }  // namespace tokentap::hooks

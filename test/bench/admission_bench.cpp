@@ -19,7 +19,7 @@
 namespace {
 
 using namespace tokentap;
-using rule = config::admission_rule;
+using rule = hooks::admission_rule;
 
 // A redis-server for the shared-state benchmarks, started once.
 std::uint16_t redis_port() {
@@ -36,17 +36,18 @@ void BM_AdmitAndSettle(benchmark::State& state) {
     cfg.shared_state.key_prefix = "bench:" + std::to_string(::getpid()) + ":";
   }
   cfg.routes = {{"chat", "/v1/", "up", 0}};
-  cfg.admission = {{.name = "per-tenant",
-                    .max_concurrent = 1000,
-                    .requests_per_minute = 100000000,
-                    .tokens_per_minute = std::uint64_t{1} << 40}};
+  hooks::admission_settings settings;
+  settings.rules = {{.name = "per-tenant",
+                     .max_concurrent = 1000,
+                     .requests_per_minute = 100000000,
+                     .tokens_per_minute = std::uint64_t{1} << 40}};
   if (state.range(0) == 3) {
-    cfg.admission.push_back(
+    settings.rules.push_back(
         {.name = "fleet-cap", .scope = rule::scope_kind::route, .max_concurrent = 100000});
-    cfg.admission.push_back(
+    settings.rules.push_back(
         {.name = "global", .scope = rule::scope_kind::global, .requests_per_minute = 100000000});
   }
-  hooks::admission_state s(cfg);
+  hooks::admission_state s(settings, cfg);
   hooks::tenant_names names(cfg.tenants.max);
   std::vector<std::string> tenants;
   for (int i = 0; i < 100; ++i) tenants.push_back("tenant-" + std::to_string(i));

@@ -290,100 +290,25 @@ TEST(Config, FaultRulesAreOneKindEach) {
   expect_error(base + "faults: {name: x, delay_ms: 1}\n", "faults must be a list of rules");
 }
 
-TEST(Config, PrioritiesSheddingAndSharedState) {
+TEST(Config, SharedStateAndTenants) {
   auto cfg = parse_config(
       "upstreams: {a: {url: http://h}}\n"
       "routes: [{name: local, prefix: /, upstream: a}]\n"
-      "priority: {header: x-prio, default: low, headroom: 0.25}\n"
-      "shed: {route: local, when: {ttft_p95_ms: 2000, window_s: 30}, drop: [low, normal]}\n"
+      "tenants: {header: x-tokentap-tenant, max: 50}\n"
       "shared_state: {redis: 'redis://127.0.0.1:6380', timeout_ms: 20, sync_ms: 50}\n");
-  EXPECT_TRUE(cfg.priority.enabled);
-  EXPECT_EQ(cfg.priority.header, "x-prio");
-  EXPECT_EQ(cfg.priority.fallback, priority::low);
-  EXPECT_DOUBLE_EQ(cfg.priority.headroom, 0.25);
-  ASSERT_EQ(cfg.shed.size(), 1u);
-  EXPECT_EQ(cfg.shed[0].route, "local");
-  EXPECT_EQ(cfg.shed[0].ttft_p95_ms, 2000);
-  EXPECT_EQ(cfg.shed[0].window.count(), 30);
-  EXPECT_EQ(cfg.shed[0].drop, (std::vector<priority>{priority::low, priority::normal}));
-  EXPECT_EQ(cfg.hooks.front(), "admission");  // shedding brings the hook too
+  EXPECT_TRUE(cfg.tenants.enabled);
+  EXPECT_EQ(cfg.tenants.header, "x-tokentap-tenant");
+  EXPECT_EQ(cfg.tenants.max, 50u);
   EXPECT_EQ(cfg.shared_state.redis_host, "127.0.0.1");
   EXPECT_EQ(cfg.shared_state.redis_port, 6380);
   EXPECT_EQ(cfg.shared_state.timeout.count(), 20);
   EXPECT_EQ(cfg.shared_state.sync.count(), 50);
   const std::string base =
       "upstreams: {a: {url: http://h}}\nroutes: [{name: local, prefix: /, upstream: a}]\n";
-  expect_error(base + "priority: {default: urgent}\n",
-               "line 3: priority.default must be high, normal or low, not 'urgent'");
-  expect_error(base + "priority: {headroom: 2}\n",
-               "line 3: priority.headroom must be from 0 to 0.9");
-  expect_error(base + "priority: {}\nshed: {route: local, when: {ttft_p95_ms: -5}}\n",
-               "line 4: shed.when.ttft_p95_ms must be from 1 to 3600000");
-  expect_error(base + "priority: {}\nshed: {route: local, when: {ttft_p95_ms: 5}, drop: [high]}\n",
-               "line 4: shed.drop cannot drop high");
-  expect_error(base + "priority: {}\nshed: {route: local}\n", "needs when:");
-  expect_error(base + "priority: {}\nshed: {route: nope, when: {ttft_p95_ms: 5}}\n",
-               "shed rule names unknown route 'nope'");
-  expect_error(base + "shed: {route: local, when: {ttft_p95_ms: 5}}\n",
-               "shed drops requests by priority: configure priority");
-  // Rerouting instead of refusing: to another upstream, optionally under another model.
-  const std::string two =
-      "upstreams: {a: {url: http://h}, small: {url: http://s}}\n"
-      "routes: [{name: local, prefix: /, upstream: a}]\npriority: {}\n";
-  cfg = parse_config(two +
-                     "shed: {route: local, when: {ttft_p95_ms: 5}, reroute: small, model: m-8b}\n");
-  EXPECT_EQ(cfg.shed[0].reroute, "small");
-  EXPECT_EQ(cfg.shed[0].reroute_index, 1u);
-  EXPECT_EQ(cfg.shed[0].model, "m-8b");
-  expect_error(two + "shed: {route: local, when: {ttft_p95_ms: 5}, reroute: nope}\n",
-               "reroutes to unknown upstream 'nope'");
-  expect_error(two + "shed: {route: local, when: {ttft_p95_ms: 5}, reroute: a}\n",
-               "reroutes to the route's own upstream 'a'");
-  expect_error(two + "shed: {route: local, when: {ttft_p95_ms: 5}, model: m-8b}\n",
-               "shed.model rewrites rerouted requests: it needs reroute");
   expect_error(base + "shared_state: {redis: 'http://h:1'}\n",
                "line 3: shared_state.redis must be redis://host:port");
   expect_error(base + "shared_state: {redis: 'redis://h:1', timeout_ms: 0}\n",
                "line 3: shared_state.timeout_ms must be from 1 to 5000");
-}
-
-TEST(Config, AdmissionRulesAndTenants) {
-  auto cfg = parse_config(
-      "upstreams: {a: {url: http://h}}\n"
-      "routes: [{name: local, prefix: /, upstream: a}]\n"
-      "tenants: {header: x-tokentap-tenant, max: 50}\n"
-      "admission:\n"
-      "  - {name: per-tenant, scope: tenant, max_concurrent: 32, requests_per_minute: 600,\n"
-      "     tokens_per_minute: 200000}\n"
-      "  - {name: fleet-cap, scope: route, route: local, max_concurrent: 256}\n");
-  EXPECT_EQ(cfg.tenants.header, "x-tokentap-tenant");
-  EXPECT_EQ(cfg.tenants.max, 50u);
-  ASSERT_EQ(cfg.admission.size(), 2u);
-  EXPECT_EQ(cfg.admission[0].scope, admission_rule::scope_kind::tenant);
-  EXPECT_EQ(cfg.admission[0].requests_per_minute, 600u);
-  EXPECT_EQ(cfg.admission[0].tokens_per_minute, 200000u);
-  EXPECT_EQ(cfg.admission[1].route, "local");
-  // Rules bring their hook, first.
-  EXPECT_EQ(cfg.hooks.front(), "admission");
-  expect_error("upstreams: {a: {url: http://h}}\nadmission: [{name: x}]\n",
-               "line 2: admission rule 'x': needs max_concurrent, requests_per_minute or "
-               "tokens_per_minute");
-  expect_error(
-      "upstreams: {a: {url: http://h}}\nadmission: [{name: x, scope: team, max_concurrent: 1}]\n",
-      "scope must be tenant, route, model or global, not 'team'");
-  expect_error("upstreams: {a: {url: http://h}}\nadmission:\n  - {name: x, max_concurrent: -1}\n",
-               "line 3:");
-  expect_error(
-      "upstreams: {a: {url: http://h}}\nadmission: [{name: x, route: nope, max_concurrent: 1}]\n",
-      "admission rule 'x' names unknown route 'nope'");
-  expect_error(
-      "upstreams: {a: {url: http://h}}\n"
-      "admission: [{name: x, max_concurrent: 1}, {name: x, max_concurrent: 2}]\n",
-      "duplicate admission rule 'x'");
-  expect_error("upstreams: {a: {url: http://h}}\nadmission: [{name: 'a b', max_concurrent: 1}]\n",
-               "admission rule name must be");
-  expect_error("upstreams: {a: {url: http://h}}\nadmission: {name: x}\n",
-               "admission must be a list of rules");
   expect_error("upstreams: {a: {url: http://h}}\ntenants: {header: 'x y'}\n",
                "tenants.header must be a header name");
   expect_error("upstreams: {a: {url: http://h}}\ntenants: {max: 0}\n",
@@ -510,7 +435,7 @@ TEST(Config, RestartOnlyChanges) {
   next.routes.front().prefix = "/v1/";
   next.timeouts.idle = ms(5);
   next.upstreams.front().retries = 3;
-  next.admission = {{.name = "cap", .requests_per_minute = 1}};
+  set_hook_sections(next, "admission: [{name: cap, requests_per_minute: 1}]");
   next.log_level = "debug";
   EXPECT_EQ(restart_only_changes(base, next), "");
   next.listen.port = 1;

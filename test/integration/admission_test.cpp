@@ -21,12 +21,11 @@
 namespace tokentap::test {
 namespace {
 
-using rule = config::admission_rule;
-
-std::function<void(config::config&)> rules(std::vector<rule> r) {
-  return [r](config::config& cfg) {
+// Admission rules as a file writes them (`[{name: cap, max_concurrent: 1}]`).
+std::function<void(config::config&)> rules(const std::string& yaml) {
+  return [yaml](config::config& cfg) {
     cfg.tenants.header = "x-tokentap-tenant";
-    cfg.admission = r;
+    config::set_hook_sections(cfg, "admission: " + yaml);
   };
 }
 
@@ -57,7 +56,7 @@ double rejections(const stack& s, const std::string& rule_name, const std::strin
 }
 
 TEST(Admission, ARateLimitedRequestIsAnsweredAsTheProviderWouldAndNeverForwarded) {
-  stack s(rules({{.name = "per-tenant", .requests_per_minute = 2}}));
+  stack s(rules("[{name: per-tenant, requests_per_minute: 2}]"));
   EXPECT_EQ(fetch(s.proxy_ep(), chat("team-a")).status, 200);
   EXPECT_EQ(fetch(s.proxy_ep(), chat("team-a")).status, 200);
   const auto forwarded = s.sim->stats().requests.load();
@@ -88,7 +87,7 @@ TEST(Admission, ARateLimitedRequestIsAnsweredAsTheProviderWouldAndNeverForwarded
 }
 
 TEST(Admission, ConcurrencyIsHeldWhileAStreamLasts) {
-  stack s(rules({{.name = "one-stream", .max_concurrent = 1}}));
+  stack s(rules("[{name: one-stream, max_concurrent: 1}]"));
   auto slow = chat("t");  // 40 tokens 20 ms apart: 0.8 s in flight
   for (auto& h : slow.headers)
     if (h.first == "x-sim-tokens") h.second = "40";
@@ -109,7 +108,7 @@ TEST(Admission, ConcurrencyIsHeldWhileAStreamLasts) {
 
 TEST(Admission, ATokenBudgetSettlesFromTheReportedUsage) {
   // 1,000 tokens a minute; each request reserves its prompt estimate + max_tokens 300.
-  stack s(rules({{.name = "tpm", .tokens_per_minute = 1000}}));
+  stack s(rules("[{name: tpm, tokens_per_minute: 1000}]"));
   auto o = chat("t");
   o.body =
       R"({"model":"sim-small","stream":true,"max_tokens":300,)"
@@ -138,7 +137,7 @@ std::string admin_get(const stack& s, const std::string& target) {
 }
 
 TEST(Tenants, RequestsAndTokensAreCountedPerTenantAndStatsHaveTheirRows) {
-  stack s(rules({{.name = "per-tenant", .requests_per_minute = 1}}));
+  stack s(rules("[{name: per-tenant, requests_per_minute: 1}]"));
   auto with_usage = [](request_options o) {
     o.body = R"({"model":"sim-small","stream":true,"stream_options":{"include_usage":true},)"
              R"("messages":[{"role":"user","content":"hi"}]})";
@@ -212,14 +211,10 @@ request_options prioritized(const std::string& prio, int ttft_ms) {
 
 TEST(Shedding, ARouteOverItsTtftSloShedsLowPriorityUntilItRecovers) {
   stack s([](config::config& cfg) {
-    cfg.priority.enabled = true;
-    config::shed_rule rule;
-    rule.route = "default";
-    rule.ttft_p95_ms = 100;
-    rule.window = std::chrono::seconds(3);
-    rule.min_requests = 5;
-    rule.drop = {config::priority::low};
-    cfg.shed = {rule};
+    config::set_hook_sections(cfg,
+                              "priority: {}\n"
+                              "shed: {route: default, when: {ttft_p95_ms: 100, window_s: 3, "
+                              "min_requests: 5}, drop: [low]}\n");
     cfg.metrics.window = std::chrono::seconds(3600);
   });
   const auto shed_active = [&] {
@@ -274,20 +269,16 @@ TEST(Shedding, AReroutingRuleSendsWhatItWouldDropToAnotherUpstreamAndModel) {
   sim::server small(loopback_sim(1, 1, 3));
   small.start();
   stack s([&](config::config& cfg) {
-    cfg.priority.enabled = true;
     config::upstream_config up;
     up.name = "small";
     std::string err;
     up.endpoints.push_back(
         *config::parse_url("http://127.0.0.1:" + std::to_string(small.endpoint().port()), err));
     cfg.upstreams.push_back(up);
-    cfg.shed = {{.route = "default",
-                 .ttft_p95_ms = 100,
-                 .window = std::chrono::seconds(3),
-                 .min_requests = 5,
-                 .drop = {config::priority::low},
-                 .reroute = "small",
-                 .model = "sim-tiny"}};
+    config::set_hook_sections(cfg,
+                              "priority: {}\n"
+                              "shed: {route: default, when: {ttft_p95_ms: 100, window_s: 3, "
+                              "min_requests: 5}, drop: [low], reroute: small, model: sim-tiny}\n");
   });
   const auto metric = [&](const std::string& name, std::map<std::string, std::string> labels) {
     return metric_sum(parse_metrics(admin_get(s, "/metrics")), name, labels);

@@ -206,9 +206,8 @@ TEST(Reload, AKeptAliveConnectionTakesTheNewTimeouts) {
 // starts afresh with new rules.
 TEST(Reload, AdmissionBudgetsCarryOverUnlessTheRulesChange) {
   stack s([](config::config& cfg) {
-    cfg.admission = {{.name = "cap",
-                      .scope = config::admission_rule::scope_kind::global,
-                      .requests_per_minute = 2}};
+    config::set_hook_sections(cfg,
+                              "admission: [{name: cap, scope: global, requests_per_minute: 2}]");
   });
   const auto req = stream_request(3, 1);
   EXPECT_EQ(fetch(s.proxy_ep(), req).status, 200);
@@ -217,7 +216,8 @@ TEST(Reload, AdmissionBudgetsCarryOverUnlessTheRulesChange) {
   next.timeouts.idle = 30s;  // something else changes
   ASSERT_TRUE(s.proxy->reload(next).applied);
   EXPECT_EQ(fetch(s.proxy_ep(), req).status, 429) << "the reload refilled the budget";
-  next.admission.front().requests_per_minute = 5;
+  config::set_hook_sections(next,
+                            "admission: [{name: cap, scope: global, requests_per_minute: 5}]");
   ASSERT_TRUE(s.proxy->reload(next).applied);
   EXPECT_EQ(fetch(s.proxy_ep(), req).status, 200);
   // One series per rule and reason, counted across both states, never back to zero.
@@ -229,9 +229,8 @@ TEST(Reload, AdmissionBudgetsCarryOverUnlessTheRulesChange) {
 TEST(Reload, RestartOnlyChangesAndBrokenConfigsAreRefusedAndTheRunningOneKept) {
   stack s(
       [](config::config& cfg) {
-        cfg.admission = {{.name = "cap",
-                          .scope = config::admission_rule::scope_kind::global,
-                          .requests_per_minute = 1000}};
+        config::set_hook_sections(
+            cfg, "admission: [{name: cap, scope: global, requests_per_minute: 1000}]");
       },
       loopback_sim(5, 1, 4));
   const auto before = s.proxy->cfg();
@@ -263,7 +262,8 @@ TEST(Reload, RestartOnlyChangesAndBrokenConfigsAreRefusedAndTheRunningOneKept) {
   tls.endpoints = {*config::parse_url("https://127.0.0.1:1", err)};
   tls.ca_file = "/nonexistent/ca.pem";
   next.upstreams.push_back(tls);
-  next.admission.front().name = "other-cap";
+  config::set_hook_sections(
+      next, "admission: [{name: other-cap, scope: global, requests_per_minute: 1000}]");
   r = s.proxy->reload(next);
   EXPECT_FALSE(r.applied);
   EXPECT_NE(r.reason.find("/nonexistent/ca.pem"), std::string::npos) << r.reason;

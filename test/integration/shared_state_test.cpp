@@ -20,7 +20,8 @@ std::function<void(config::config&)> shared(std::uint16_t redis_port, std::uint3
   return [=](config::config& cfg) {
     cfg.tenants.enabled = true;
     cfg.tenants.header = "x-tokentap-tenant";
-    cfg.admission = {{.name = "per-tenant", .requests_per_minute = rpm}};
+    config::set_hook_sections(
+        cfg, "admission: [{name: per-tenant, requests_per_minute: " + std::to_string(rpm) + "}]");
     cfg.shared_state.redis_host = "127.0.0.1";
     cfg.shared_state.redis_port = redis_port;
     cfg.shared_state.sync = config::ms(20);

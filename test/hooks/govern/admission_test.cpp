@@ -1,40 +1,50 @@
 // Admission rules on their own clock: requests and tokens per minute as continuously refilled
 // buckets, concurrency held until the exchange settles, token reservations settled from usage,
-// a refusal by a later rule giving back what earlier rules took, and bounded keys.
+// a refusal by a later rule giving back what earlier rules took, bounded keys, priorities and
+// shedding; and the hook's three sections as a file writes them.
 #include "hooks/govern/admission.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+
+#include "base/json.hpp"
+#include "config/config.hpp"
+#include "hooks/registry.hpp"
 
 namespace tokentap::hooks {
 namespace {
 
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
-using rule = config::admission_rule;
+using rule = admission_rule;
 
-config::config with_rules(std::vector<rule> rules) {
-  config::config cfg;
-  cfg.routes = {{"chat", "/v1/", "up", 0}, {"batch", "/batch/", "up", 0}};
-  cfg.admission = std::move(rules);
-  return cfg;
+// The hook's settings, and the proxy's configuration they are read with (two routes).
+struct setup : admission_settings {
+  config::config proxy;
+};
+
+setup with_rules(std::vector<rule> rules) {
+  setup s;
+  s.proxy.routes = {{"chat", "/v1/", "up", 0}, {"batch", "/batch/", "up", 0}};
+  s.rules = std::move(rules);
+  return s;
 }
 
 admission_state::facts request(std::string_view tenant, std::string_view route = "chat",
                                std::string_view model = "m", double estimate = 0,
-                               std::int64_t max_tokens = -1,
-                               config::priority prio = config::priority::normal) {
+                               std::int64_t max_tokens = -1, priority prio = priority::normal) {
   return {tenant, route, model, estimate, max_tokens, prio};
 }
 
-admission_state::facts with_priority(config::priority p) {
+admission_state::facts with_priority(priority p) {
   return request("t", "chat", "m", 0, -1, p);
 }
 
 TEST(Admission, RequestsPerMinuteRefillContinuously) {
   const auto cfg = with_rules({{.name = "rpm", .requests_per_minute = 60}});
-  admission_state s(cfg);
+  admission_state s(cfg, cfg.proxy);
   const auto t0 = steady::now();
   admission_state::refusal r;
   for (int i = 0; i < 60; ++i) {
@@ -61,7 +71,7 @@ TEST(Admission, RequestsPerMinuteRefillContinuously) {
 
 TEST(Admission, ConcurrencyIsHeldUntilTheExchangeSettles) {
   const auto cfg = with_rules({{.name = "two", .max_concurrent = 2}});
-  admission_state s(cfg);
+  admission_state s(cfg, cfg.proxy);
   const auto now = steady::now();
   admission_state::refusal r;
   admission_state::ticket a, b, c;
@@ -83,7 +93,7 @@ TEST(Admission, ACapOnARouteIsCapacityAndAnswers503) {
                                 .scope = rule::scope_kind::route,
                                 .route = "chat",
                                 .max_concurrent = 1}});
-  admission_state s(cfg);
+  admission_state s(cfg, cfg.proxy);
   const auto now = steady::now();
   admission_state::refusal r;
   admission_state::ticket a, b;
@@ -98,7 +108,7 @@ TEST(Admission, ACapOnARouteIsCapacityAndAnswers503) {
 
 TEST(Admission, TokenBudgetsReserveAtAdmissionAndSettleFromUsage) {
   const auto cfg = with_rules({{.name = "tpm", .tokens_per_minute = 1000}});
-  admission_state s(cfg);
+  admission_state s(cfg, cfg.proxy);
   const auto now = steady::now();
   admission_state::refusal r;
   // 400 prompt characters (~100 tokens) + max_tokens 125: 225 reserved each.
@@ -121,7 +131,7 @@ TEST(Admission, TokenBudgetsReserveAtAdmissionAndSettleFromUsage) {
 
 TEST(Admission, AStreamThatOverrunsItsReservationRunsTheBudgetIntoDebt) {
   const auto cfg = with_rules({{.name = "tpm", .tokens_per_minute = 600}});
-  admission_state s(cfg);
+  admission_state s(cfg, cfg.proxy);
   const auto t0 = steady::now();
   admission_state::refusal r;
   admission_state::ticket t;
@@ -135,7 +145,7 @@ TEST(Admission, ARefusalByALaterRuleGivesBackWhatEarlierRulesTook) {
   const auto cfg =
       with_rules({{.name = "per-tenant", .requests_per_minute = 2},
                   {.name = "global", .scope = rule::scope_kind::global, .max_concurrent = 1}});
-  admission_state s(cfg);
+  admission_state s(cfg, cfg.proxy);
   const auto now = steady::now();
   admission_state::refusal r;
   admission_state::ticket a, b;
@@ -153,8 +163,8 @@ TEST(Admission, ARefusalByALaterRuleGivesBackWhatEarlierRulesTook) {
 TEST(Admission, KeysAreBoundedByTheConfiguration) {
   auto cfg =
       with_rules({{.name = "per-model", .scope = rule::scope_kind::model, .max_concurrent = 1}});
-  cfg.metrics.max_models = 2;
-  admission_state s(cfg);
+  cfg.proxy.metrics.max_models = 2;
+  admission_state s(cfg, cfg.proxy);
   const auto now = steady::now();
   admission_state::refusal r;
   std::vector<admission_state::ticket> t(4);
@@ -171,11 +181,10 @@ TEST(Priorities, UnderAConcurrencyCapLowerPrioritiesAreRefusedFirst) {
       with_rules({{.name = "fleet-cap", .scope = rule::scope_kind::route, .max_concurrent = 10}});
   cfg.priority.enabled = true;
   cfg.priority.headroom = 0.2;  // low may use 8 of 10, normal 9, high all 10
-  admission_state s(cfg);
+  admission_state s(cfg, cfg.proxy);
   const auto now = steady::now();
   admission_state::refusal r;
   std::vector<admission_state::ticket> held(10);
-  using config::priority;
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(s.admit(with_priority(priority::low), held[i], r, now));
   admission_state::ticket t;
   EXPECT_FALSE(s.admit(with_priority(priority::low), t, r, now));
@@ -197,12 +206,12 @@ TEST(Priorities, UnderAConcurrencyCapLowerPrioritiesAreRefusedFirst) {
 
 TEST(Priorities, WithoutPrioritiesEveryRequestMayUseTheWholeCap) {
   auto cfg = with_rules({{.name = "cap", .scope = rule::scope_kind::route, .max_concurrent = 2}});
-  admission_state s(cfg);
+  admission_state s(cfg, cfg.proxy);
   const auto now = steady::now();
   admission_state::refusal r;
   admission_state::ticket a, b;
-  ASSERT_TRUE(s.admit(with_priority(config::priority::low), a, r, now));
-  ASSERT_TRUE(s.admit(with_priority(config::priority::low), b, r, now));
+  ASSERT_TRUE(s.admit(with_priority(priority::low), a, r, now));
+  ASSERT_TRUE(s.admit(with_priority(priority::low), b, r, now));
   s.settle(a, 0, now);
   s.settle(b, 0, now);
 }
@@ -210,18 +219,17 @@ TEST(Priorities, WithoutPrioritiesEveryRequestMayUseTheWholeCap) {
 TEST(Shedding, ARouteOverItsTtftSloRefusesLowUntilItRecovers) {
   auto cfg = with_rules({});
   cfg.priority.enabled = true;
-  config::shed_rule rule;
+  shed_rule rule;
   rule.route = "chat";
   rule.ttft_p95_ms = 500;
   rule.window = std::chrono::seconds(10);
   rule.min_requests = 20;
-  rule.drop = {config::priority::low};
+  rule.drop = {priority::low};
   cfg.shed = {rule};
-  admission_state s(cfg);
+  admission_state s(cfg, cfg.proxy);
   const auto t0 = steady::now();
   admission_state::refusal r;
   admission_state::ticket t;
-  using config::priority;
   // Slow, but too few measurements to judge: nothing is shed.
   for (int i = 0; i < 19; ++i) s.record_ttft("chat", 900, t0);
   EXPECT_TRUE(s.admit(with_priority(priority::low), t, r, t0 + 1s));
@@ -254,6 +262,134 @@ TEST(Shedding, ARouteOverItsTtftSloRefusesLowUntilItRecovers) {
   EXPECT_FALSE(s.admit(with_priority(priority::low), t, r, t0 + 4s));
   EXPECT_TRUE(s.admit(with_priority(priority::low), t, r, t0 + 15s));
   s.settle(t, 0, t0);
+}
+
+// The three sections as a file writes them (DESIGN.md §11): every knob, what they bring and
+// imply, and what they refuse — naming the line.
+std::string admission_error(const std::string& yaml) {
+  try {
+    auto cfg = config::parse_config(yaml);
+    builtin_hooks().check(cfg);
+  } catch (const config::config_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Admission, ItsSectionsSetEveryKnobBringTheHookAndTellTenantsApart) {
+  auto cfg = config::parse_config(
+      "upstreams: {a: {url: http://h}, small: {url: http://s}}\n"
+      "routes: [{name: local, prefix: /, upstream: a}]\n"
+      "tenants: {header: x-tokentap-tenant, max: 50}\n"
+      "admission:\n"
+      "  - {name: per-tenant, scope: tenant, max_concurrent: 32, requests_per_minute: 600,\n"
+      "     tokens_per_minute: 200000, assumed_max_tokens: 77}\n"
+      "  - {name: fleet-cap, scope: route, route: local, model: m, max_concurrent: 256}\n"
+      "priority: {header: x-prio, default: low, headroom: 0.25}\n"
+      "shed: {route: local, when: {ttft_p95_ms: 2000, window_s: 30, min_requests: 7},\n"
+      "       drop: [low, normal], reroute: small, model: m-8b}\n");
+  const auto set = admission_settings::parse(cfg);
+  ASSERT_EQ(set.rules.size(), 2u);
+  EXPECT_EQ(set.rules[0].scope, rule::scope_kind::tenant);
+  EXPECT_EQ(set.rules[0].max_concurrent, 32u);
+  EXPECT_EQ(set.rules[0].requests_per_minute, 600u);
+  EXPECT_EQ(set.rules[0].tokens_per_minute, 200000u);
+  EXPECT_EQ(set.rules[0].assumed_max_tokens, 77u);
+  EXPECT_EQ(set.rules[1].scope, rule::scope_kind::route);
+  EXPECT_EQ(set.rules[1].route, "local");
+  EXPECT_EQ(set.rules[1].model, "m");
+  EXPECT_EQ(set.rules[1].assumed_max_tokens, 1024u);
+  EXPECT_TRUE(set.priority.enabled);
+  EXPECT_EQ(set.priority.header, "x-prio");
+  EXPECT_EQ(set.priority.fallback, priority::low);
+  EXPECT_DOUBLE_EQ(set.priority.headroom, 0.25);
+  ASSERT_EQ(set.shed.size(), 1u);
+  EXPECT_EQ(set.shed[0].route, "local");
+  EXPECT_EQ(set.shed[0].ttft_p95_ms, 2000);
+  EXPECT_EQ(set.shed[0].window.count(), 30);
+  EXPECT_EQ(set.shed[0].min_requests, 7u);
+  EXPECT_EQ(set.shed[0].drop, (std::vector<priority>{priority::low, priority::normal}));
+  EXPECT_EQ(set.shed[0].reroute, "small");
+  EXPECT_EQ(set.shed[0].model, "m-8b");
+  // The sections bring their hook, before the listed ones.
+  EXPECT_EQ(builtin_hooks().order(cfg).front(), "admission");
+  const std::string base =
+      "upstreams: {a: {url: http://h}}\nroutes: [{name: local, prefix: /, upstream: a}]\n";
+  auto shed_only = config::parse_config(base +
+                                        "priority: {}\nshed: {route: local, when: "
+                                        "{ttft_p95_ms: 5}}\n");
+  EXPECT_EQ(builtin_hooks().order(shed_only).front(), "admission");
+  const auto plain = builtin_hooks().order(config::parse_config(base));
+  EXPECT_EQ(std::find(plain.begin(), plain.end(), "admission"), plain.end());
+  // A rule per tenant tells tenants apart as a `tenants:` section does; another scope does not.
+  auto per_tenant = config::parse_config(base + "admission: [{name: t, requests_per_minute: 5}]\n");
+  EXPECT_FALSE(per_tenant.tenants.enabled);
+  builtin_hooks().complete(per_tenant);
+  EXPECT_TRUE(per_tenant.tenants.enabled);
+  auto global = config::parse_config(
+      base + "admission: [{name: g, scope: global, requests_per_minute: 5}]\n");
+  builtin_hooks().complete(global);
+  EXPECT_FALSE(global.tenants.enabled);
+  // The state reads the sections of the configuration it is built on.
+  admission_state state(cfg);
+  EXPECT_TRUE(state.rewrites_model());
+  EXPECT_EQ(state.settings(), set);
+}
+
+TEST(Admission, ABadSectionIsRefusedAtItsLine) {
+  const std::string base =
+      "upstreams: {a: {url: http://h}, small: {url: http://s}}\n"
+      "routes: [{name: local, prefix: /, upstream: a}]\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {"admission: [{name: x}]",
+       "line 3: admission rule 'x': needs max_concurrent, requests_per_minute or "
+       "tokens_per_minute"},
+      {"admission: [{name: x, scope: team, max_concurrent: 1}]",
+       "line 3: admission rule 'x': scope must be tenant, route, model or global, not 'team'"},
+      {"admission:\n  - {name: x, max_concurrent: -1}", "line 4:"},
+      {"admission: [{name: x, max_concurrent: 1000001}]",
+       "line 3: admission rule 'x': max_concurrent is at most 1000000"},
+      {"admission: [{name: x, route: nope, max_concurrent: 1}]",
+       "line 3: admission rule 'x' names unknown route 'nope'"},
+      {"admission: [{name: x, max_concurrent: 1}, {name: x, max_concurrent: 2}]",
+       "line 3: duplicate admission rule 'x'"},
+      {"admission: [{name: 'a b', max_concurrent: 1}]",
+       "line 3: admission rule name must be 1-64 letters, digits, '_', '-' or '.'"},
+      {"admission: [{max_concurrent: 1}]", "line 3: every admission rule needs a name"},
+      {"admission: [{name: x, max_concurent: 1}]",
+       "line 3: unknown key 'max_concurent' in an admission rule"},
+      {"admission: {name: x}", "line 3: admission must be a list of rules"},
+      {"priority: {default: urgent}",
+       "line 3: priority.default must be high, normal or low, not 'urgent'"},
+      {"priority: {headroom: 2}", "line 3: priority.headroom must be from 0 to 0.9"},
+      {"priority: {header: 'x y'}", "line 3: priority.header must be a header name"},
+      {"priority: {}\nshed: {route: local, when: {ttft_p95_ms: -5}}",
+       "line 4: shed.when.ttft_p95_ms must be from 1 to 3600000"},
+      {"priority: {}\nshed: {route: local, when: {ttft_p95_ms: 5, window_s: 0}}",
+       "line 4: shed.when.window_s must be from 1 to 3600"},
+      {"priority: {}\nshed: {route: local, when: {ttft_p95_ms: 5}, drop: [high]}",
+       "line 4: shed.drop cannot drop high: that is every request"},
+      {"priority: {}\nshed: {route: local}",
+       "line 4: shed rule for route 'local' needs when: {ttft_p95_ms: ...}"},
+      {"priority: {}\nshed: {route: nope, when: {ttft_p95_ms: 5}}",
+       "line 4: shed rule names unknown route 'nope'"},
+      {"priority: {}\nshed:\n  - {route: local, when: {ttft_p95_ms: 5}}\n"
+       "  - {route: local, when: {ttft_p95_ms: 9}}",
+       "line 6: a second shed rule for route 'local'"},
+      {"shed: {route: local, when: {ttft_p95_ms: 5}}",
+       "line 3: shed drops requests by priority: configure priority: {header: ...}"},
+      {"priority: {}\nshed: {route: local, when: {ttft_p95_ms: 5}, reroute: nope}",
+       "line 4: shed rule of route 'local' reroutes to unknown upstream 'nope'"},
+      {"priority: {}\nshed: {route: local, when: {ttft_p95_ms: 5}, reroute: a}",
+       "line 4: shed rule of route 'local' reroutes to the route's own upstream 'a': name "
+       "another (a smaller model's)"},
+      {"priority: {}\nshed: {route: local, when: {ttft_p95_ms: 5}, model: m-8b}",
+       "line 4: shed.model rewrites rerouted requests: it needs reroute"},
+  };
+  for (const auto& [yaml, error] : cases) {
+    const auto got = admission_error(base + yaml + "\n");
+    EXPECT_EQ(got.substr(0, error.size()), error) << yaml << "\n" << got;
+  }
 }
 
 }  // namespace
