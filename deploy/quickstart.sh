@@ -73,7 +73,7 @@ case "${1:-}" in
     command -v npm >/dev/null || node_packages+=(npm)
     install_deps "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}" "${node_packages[@]}"
     echo "==> clang-format --dry-run -Werror on every C++ source"
-    find app base config hooks net parsers proxy replay sim store test -name '*.cpp' -o -name '*.hpp' -o -name '*.h' |
+    find app base bench config hooks net parsers proxy replay sim store test -name '*.cpp' -o -name '*.hpp' -o -name '*.h' |
       grep -v '/node_modules/' | xargs clang-format --dry-run -Werror
     build
     echo "==> installing the SDK test clients (npm ci)"

@@ -64,8 +64,8 @@ TEST(Layering, NamespacesMatchFolders) {
   const std::regex opens(R"(^namespace (tokentap(::[a-z_]+)*) \{)");
   const std::regex declares_ahead(R"(^(class|struct) [a-z_]+;$|^template <.*>$)");
   std::size_t seen = 0;
-  for (const char* folder :
-       {"base", "parsers", "config", "store", "hooks", "net", "proxy", "sim", "replay", "app"}) {
+  for (const char* folder : {"base", "parsers", "config", "store", "hooks", "net", "proxy", "sim",
+                             "replay", "bench", "app"}) {
     const std::string own = std::string("tokentap::") + folder;
     for (const auto& e : fs::recursive_directory_iterator(root / folder)) {
       const auto ext = e.path().extension();
@@ -95,7 +95,7 @@ TEST(Layering, NamespacesMatchFolders) {
 // net knows nothing above it, and nothing but the binary includes app/ (main and the
 // subcommands sit on top).
 TEST(Layering, DependenciesPointDownAndTheAppIsOnTop) {
-  const std::regex boost_or_proxy(R"(: (<boost/|"net/|"proxy/|"sim/|"replay/|"app/))");
+  const std::regex boost_or_proxy(R"(: (<boost/|"net/|"proxy/|"sim/|"replay/|"bench/|"app/))");
   for (const char* lower : {"config", "hooks"}) {
     const auto found = includes_under(lower);
     ASSERT_GT(found.size(), 5u) << lower;
@@ -104,31 +104,33 @@ TEST(Layering, DependenciesPointDownAndTheAppIsOnTop) {
   // store (the clients of stores outside the process: Redis) sits below the hooks, beside config.
   const auto in_store = includes_under("store");
   ASSERT_GT(in_store.size(), 3u);
-  const std::regex above_store(R"(: (<boost/|"(net|hooks|proxy|sim|replay|app)/))");
+  const std::regex above_store(R"(: (<boost/|"(net|hooks|proxy|sim|replay|bench|app)/))");
   for (const auto& f : in_store) EXPECT_FALSE(std::regex_search(f, above_store)) << f;
   // net (runtime, TLS, the shared HTTP server connection) knows nothing of what runs on it; the
   // simulator and replay run on net, not on the proxy.
   const auto in_net = includes_under("net");
   ASSERT_GT(in_net.size(), 5u);
-  const std::regex above_net(R"(: "(proxy|hooks|sim|replay|app)/)");
+  const std::regex above_net(R"(: "(proxy|hooks|sim|replay|bench|app)/)");
   for (const auto& f : in_net) EXPECT_FALSE(std::regex_search(f, above_net)) << f;
   const std::regex proxy(R"(: "proxy/)");
   for (const char* beside : {"sim", "replay"})
     for (const auto& f : includes_under(beside)) EXPECT_FALSE(std::regex_search(f, proxy)) << f;
   const std::regex app(R"(: "app/)");
   for (const char* below :
-       {"base", "parsers", "config", "store", "hooks", "net", "proxy", "sim", "replay"})
+       {"base", "parsers", "config", "store", "hooks", "net", "proxy", "sim", "replay", "bench"})
     for (const auto& f : includes_under(below)) EXPECT_FALSE(std::regex_search(f, app)) << f;
 }
 
 // test/ mirrors the sources: a unit test under test/<folder>/ (or a room of it) is named after
 // the source file it tests in the same place (test/hooks/export/trace_hook_test.cpp tests
-// hooks/export/trace_hook.*).  Tests of several layers together live in test/integration/.
+// hooks/export/trace_hook.*), or after a test tool beside it (test/bench/transit_test.cpp tests
+// the load scripts' test/bench/transit.*).  Tests of several layers together live in
+// test/integration/.
 TEST(Layering, UnitTestsMirrorTheSources) {
   const fs::path root(TOKENTAP_SOURCE_DIR);
   std::size_t seen = 0;
-  for (const char* folder :
-       {"base", "parsers", "config", "store", "hooks", "net", "proxy", "sim", "replay", "app"}) {
+  for (const char* folder : {"base", "parsers", "config", "store", "hooks", "net", "proxy", "sim",
+                             "replay", "bench", "app"}) {
     if (!fs::exists(root / "test" / folder)) continue;
     for (const auto& e : fs::recursive_directory_iterator(root / "test" / folder)) {
       const auto name = e.path().filename().string();
@@ -137,7 +139,8 @@ TEST(Layering, UnitTestsMirrorTheSources) {
       const auto stem = name.substr(0, name.size() - std::string("_test.cpp").size());
       const auto dir = fs::relative(e.path().parent_path(), root / "test");
       EXPECT_TRUE(fs::exists(root / dir / (stem + ".cpp")) ||
-                  fs::exists(root / dir / (stem + ".hpp")))
+                  fs::exists(root / dir / (stem + ".hpp")) ||
+                  fs::exists(e.path().parent_path() / (stem + ".cpp")))
           << "test/" << (dir / name).string() << " names no source " << (dir / stem).string();
     }
   }
