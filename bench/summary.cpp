@@ -1,0 +1,203 @@
+#include "bench/summary.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+
+#include "base/json.hpp"
+#include "bench/stats.hpp"
+
+namespace tokentap::bench {
+
+namespace {
+
+bool within(double v, double bound) noexcept {
+  return bound < 0 || (v >= 0 && v <= bound);
+}
+
+void write_metric(base::json::writer& w, std::string_view name, std::vector<double> xs) {
+  const auto s = summarize(std::move(xs));
+  w.key(name).begin_object().field("n", s.n);
+  const auto v = [&](std::string_view k, double x) {
+    if (s.n == 0)
+      w.key(k).null();
+    else
+      w.key(k).number(x, 3);
+  };
+  v("mean", s.mean);
+  v("p50", s.p50);
+  v("p90", s.p90);
+  v("p95", s.p95);
+  v("p99", s.p99);
+  w.end();
+}
+
+void write_level(base::json::writer& w, const level& l, const slo& goodput) {
+  std::vector<double> ttft, ttfo, itl, chunk, tpot, e2e, lag;
+  std::size_t requests = 0, ok = 0, good = 0, estimated = 0;
+  std::int64_t output_tokens = 0;
+  struct tally {
+    std::uint64_t n = 0, correct = 0;
+  };
+  std::map<std::string, tally> accuracy;
+  for (const auto& r : l.requests) {
+    if (r.warmup) continue;
+    ++requests;
+    lag.push_back(r.schedule_lag_ms);
+    if (r.correct) {
+      auto& t = accuracy[r.category.empty() ? "all" : r.category];
+      ++t.n;
+      t.correct += *r.correct ? 1 : 0;
+    }
+    if (!r.ok) continue;
+    ++ok;
+    good += goodput.met_by(r) ? 1 : 0;
+    estimated += r.tokens_estimated ? 1 : 0;
+    if (r.output_tokens > 0) output_tokens += r.output_tokens;
+    if (r.ttft_ms >= 0) ttft.push_back(r.ttft_ms);
+    if (r.ttfo_ms >= 0) ttfo.push_back(r.ttfo_ms);
+    if (r.tpot_ms >= 0) tpot.push_back(r.tpot_ms);
+    if (r.e2e_ms >= 0) e2e.push_back(r.e2e_ms);
+    itl.insert(itl.end(), r.itl_ms.begin(), r.itl_ms.end());
+    chunk.insert(chunk.end(), r.chunk_gap_ms.begin(), r.chunk_gap_ms.end());
+  }
+  w.begin_object().key("load").begin_object();
+  switch (l.load) {
+    case level::kind::concurrency:
+      w.field("concurrency", static_cast<std::uint64_t>(l.value));
+      break;
+    case level::kind::rate:
+      w.key("rate").significant(l.value, 6);
+      break;
+    case level::kind::schedule:
+      w.key("schedule_speed").significant(l.value, 6);
+      break;
+  }
+  w.end()
+      .field("requests", requests)
+      .field("ok", ok)
+      .field("errors", requests - ok)
+      .field("tokens_estimated", estimated);
+  w.key("duration_s").number(l.duration_s, 3);
+  w.key("metrics").begin_object();
+  write_metric(w, "ttft_ms", std::move(ttft));
+  write_metric(w, "ttfo_ms", std::move(ttfo));
+  write_metric(w, "itl_ms", std::move(itl));
+  write_metric(w, "chunk_gap_ms", std::move(chunk));
+  write_metric(w, "tpot_ms", std::move(tpot));
+  write_metric(w, "e2e_ms", std::move(e2e));
+  w.end();
+  const double seconds = l.duration_s > 0 ? l.duration_s : 0;
+  const auto per_s = [&](double n) { return seconds > 0 ? n / seconds : 0.0; };
+  w.key("throughput").begin_object();
+  w.key("requests_per_s").number(per_s(static_cast<double>(ok)), 3);
+  w.key("output_tokens_per_s").number(per_s(static_cast<double>(output_tokens)), 3);
+  w.end();
+  w.key("goodput");
+  if (goodput.any()) {
+    w.begin_object();
+    w.key("fraction")
+        .number(requests > 0 ? static_cast<double>(good) / static_cast<double>(requests) : 0, 4);
+    w.key("requests_per_s").number(per_s(static_cast<double>(good)), 3);
+    w.end();
+  } else {
+    w.null();
+  }
+  std::sort(lag.begin(), lag.end());
+  const double lag_p99 = percentile(lag, 99);
+  w.key("schedule_lag_ms").begin_object();
+  w.key("p50").number(percentile(lag, 50), 3);
+  w.key("p99").number(lag_p99, 3);
+  w.end().field("client_kept_up", lag_p99 <= 1.0);
+  w.key("accuracy").begin_object();
+  for (const auto& [category, t] : accuracy) {
+    const auto ci = wilson(t.correct, t.n);
+    w.key(category).begin_object().field("n", t.n).field("correct", t.correct);
+    w.key("accuracy").number(static_cast<double>(t.correct) / static_cast<double>(t.n), 4);
+    w.key("ci95").begin_array().number(ci.lo, 4).number(ci.hi, 4).end().end();
+  }
+  w.end().end();
+}
+
+}  // namespace
+
+bool slo::met_by(const request_result& r) const noexcept {
+  return r.ok && within(r.ttft_ms, ttft_ms) && within(r.ttfo_ms, ttfo_ms) &&
+         within(r.mean_itl_ms, itl_ms) && within(r.tpot_ms, tpot_ms) && within(r.e2e_ms, e2e_ms);
+}
+
+std::optional<slo> parse_slo(std::string_view text, std::string& error) {
+  slo out;
+  while (!text.empty()) {
+    const auto comma = text.find(',');
+    const auto item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    const auto colon = item.find(':');
+    const auto key = item.substr(0, colon);
+    double v = -1;
+    if (colon != std::string_view::npos) {
+      const auto value = item.substr(colon + 1);
+      const auto r = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (r.ec != std::errc() || r.ptr != value.data() + value.size()) v = -1;
+    }
+    double* slot = key == "ttft_ms"   ? &out.ttft_ms
+                   : key == "ttfo_ms" ? &out.ttfo_ms
+                   : key == "itl_ms"  ? &out.itl_ms
+                   : key == "tpot_ms" ? &out.tpot_ms
+                   : key == "e2e_ms"  ? &out.e2e_ms
+                                      : nullptr;
+    if (slot == nullptr) {
+      error = "--goodput: unknown metric '" + std::string(key) +
+              "' (ttft_ms, ttfo_ms, itl_ms, tpot_ms, e2e_ms)";
+      return std::nullopt;
+    }
+    if (!(v > 0)) {
+      error = "--goodput: " + std::string(key) + " needs a bound in ms above 0, as " +
+              std::string(key) + ":500";
+      return std::nullopt;
+    }
+    *slot = v;
+  }
+  if (!out.any()) {
+    error = "--goodput needs at least one bound, as ttft_ms:500,itl_ms:50";
+    return std::nullopt;
+  }
+  return out;
+}
+
+std::string summary_json(std::span<const level> levels, const slo& goodput) {
+  std::string out;
+  base::json::writer w(out);
+  w.begin_object().key("levels").begin_array();
+  for (const auto& l : levels) write_level(w, l, goodput);
+  w.end().end();
+  return out;
+}
+
+std::string request_json(const request_result& r) {
+  std::string out;
+  base::json::writer w(out);
+  const auto ms = [&](std::string_view k, double v) {
+    if (v < 0)
+      w.key(k).null();
+    else
+      w.key(k).number(v, 3);
+  };
+  w.begin_object().field("id", r.id).field("level", r.level).field("status", r.status);
+  w.field("ok", r.ok);
+  if (r.warmup) w.field("warmup", true);
+  ms("ttft_ms", r.ttft_ms);
+  ms("ttfo_ms", r.ttfo_ms);
+  ms("e2e_ms", r.e2e_ms);
+  ms("tpot_ms", r.tpot_ms);
+  w.key("input_tokens").integer_or_null(r.input_tokens);
+  w.key("output_tokens").integer_or_null(r.output_tokens);
+  w.key("cached_tokens").integer_or_null(r.cached_tokens);
+  if (r.tokens_estimated) w.field("tokens_estimated", true);
+  w.key("schedule_lag_ms").number(r.schedule_lag_ms, 3);
+  if (r.correct) w.field("category", r.category).field("correct", *r.correct);
+  w.end();
+  return out;
+}
+
+}  // namespace tokentap::bench

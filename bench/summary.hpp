@@ -1,0 +1,74 @@
+#pragma once
+// What a run's level comes to (DESIGN.md §14, `summary.json`): per metric its mean and
+// percentiles, throughput, goodput under the SLOs given, the client's schedule lag and the
+// accuracy of graded tasks per category — computed from the run's requests, warm-up excluded.
+//
+// Definitions (docs/bench.md says why each):
+// - TTFT: the first token, reasoning included (AIPerf's, GuideLLM's since #742); TTFO: the first
+//   answer token after the reasoning (AIPerf's TTFO).
+// - ITL: every gap between two tokens (an event of k tokens: k gaps of 1/k of the gap before it,
+//   when the server counts tokens per chunk), pooled over the level's requests; the gaps between
+//   events (what vLLM, and AIPerf's ICL, call ITL) are `chunk_gap_ms`, kept apart.
+// - TPOT: per request, (end to end − TTFT) / (output tokens − 1), as vLLM and AIPerf define it.
+// - Goodput: a request is good when it succeeded and meets every SLO given (`itl_ms` against
+//   its mean inter-token latency, AIPerf's per-request ITL); the fraction counts failed requests
+//   in its denominator (AIPerf's good_request_fraction).
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tokentap::bench {
+
+/// One request of a run, as requests.jsonl writes it.  Times in ms; -1: not measured.
+struct request_result {
+  std::string id;
+  std::size_t level = 0;
+  bool warmup = false;  ///< sent during the warm-up: in requests.jsonl, not in the summary
+  int status = 0;       ///< HTTP status; 0: no response
+  bool ok = false;      ///< 2xx and the response ended as its provider ends one
+  double ttft_ms = -1, ttfo_ms = -1, e2e_ms = -1, tpot_ms = -1;
+  double mean_itl_ms = -1;           ///< the request's mean gap between tokens
+  std::vector<double> itl_ms;        ///< every gap between two tokens
+  std::vector<double> chunk_gap_ms;  ///< every gap between two token-bearing events
+  std::int64_t input_tokens = -1, output_tokens = -1, cached_tokens = -1;
+  bool tokens_estimated = false;  ///< the server gave no usage: counted by the client
+  double schedule_lag_ms = 0;     ///< sent − planned (open loop and schedules; 0 closed loop)
+  std::string category;           ///< graded tasks
+  std::optional<bool> correct;    ///< graded tasks: the grader's verdict
+};
+
+/// The service-level objectives goodput is measured against (`--goodput ttft_ms:500,itl_ms:50`);
+/// a negative bound is not set.
+struct slo {
+  double ttft_ms = -1, ttfo_ms = -1, itl_ms = -1, tpot_ms = -1, e2e_ms = -1;
+  bool any() const noexcept {
+    return ttft_ms >= 0 || ttfo_ms >= 0 || itl_ms >= 0 || tpot_ms >= 0 || e2e_ms >= 0;
+  }
+  /// Whether a request that succeeded meets every bound set.
+  bool met_by(const request_result& r) const noexcept;
+};
+/// Parses `ttft_ms:500,itl_ms:50` (keys ttft_ms, ttfo_ms, itl_ms, tpot_ms, e2e_ms; values ms > 0);
+/// nullopt with `error` set for anything else.
+std::optional<slo> parse_slo(std::string_view text, std::string& error);
+
+/// One level of a run: its load and how long it sent (warm-up excluded).
+struct level {
+  enum class kind : std::uint8_t { concurrency, rate, schedule };
+  kind load = kind::concurrency;
+  double value = 0;  ///< clients, or requests per second (schedule: its speed-up)
+  double duration_s = 0;
+  std::span<const request_result> requests;
+};
+
+/// `summary.json` for the levels of a run, in order: `{"levels":[...]}` as DESIGN.md §14, each
+/// level also with `chunk_gap_ms`, `errors`, `tokens_estimated` (requests whose counts the
+/// client made) and `client_kept_up` (schedule lag P99 within 1 ms).
+std::string summary_json(std::span<const level> levels, const slo& goodput);
+
+/// One line of requests.jsonl for `r` (no newline).
+std::string request_json(const request_result& r);
+
+}  // namespace tokentap::bench

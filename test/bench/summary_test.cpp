@@ -1,0 +1,152 @@
+// A run's summary.json (DESIGN.md §14) from its requests: warm-up left out, failures counted but
+// not timed, ITL pooled apart from the gaps between events, throughput and goodput over the
+// level's duration, schedule lag and whether the client kept up, accuracy with its interval.
+#include "bench/summary.hpp"
+
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <string>
+#include <vector>
+
+namespace tokentap::bench {
+namespace {
+
+request_result ok_request(std::string id, double ttft, double e2e, std::int64_t out) {
+  request_result r;
+  r.id = std::move(id);
+  r.status = 200;
+  r.ok = true;
+  r.ttft_ms = ttft;
+  r.ttfo_ms = ttft + 5;
+  r.e2e_ms = e2e;
+  r.output_tokens = out;
+  r.tpot_ms = (e2e - ttft) / static_cast<double>(out - 1);
+  r.mean_itl_ms = r.tpot_ms;
+  r.itl_ms.assign(static_cast<std::size_t>(out - 1), r.tpot_ms);
+  r.chunk_gap_ms = {r.tpot_ms * 2};
+  return r;
+}
+
+double num(simdjson::dom::element e) {
+  double v = -1;
+  if (e.is_double()) v = e.get_double().value();
+  if (e.is_int64()) v = static_cast<double>(e.get_int64().value());
+  if (e.is_uint64()) v = static_cast<double>(e.get_uint64().value());
+  return v;
+}
+
+TEST(Summary, ALevelFromItsRequests) {
+  std::vector<request_result> rs;
+  rs.push_back(ok_request("a", 100, 1100, 11));  // TPOT 100
+  rs.push_back(ok_request("b", 300, 800, 6));    // TPOT 100
+  rs.push_back(ok_request("c", 900, 1900, 3));   // TPOT 500
+  request_result failed;
+  failed.id = "d";
+  failed.status = 503;
+  rs.push_back(failed);
+  auto warm = ok_request("w", 5000, 9000, 2);
+  warm.warmup = true;
+  rs.push_back(warm);
+  rs[0].schedule_lag_ms = 0.2;
+  rs[1].schedule_lag_ms = 4;
+  rs[2].tokens_estimated = true;
+  rs[0].category = "math";
+  rs[0].correct = true;
+  rs[1].category = "math";
+  rs[1].correct = false;
+  rs[2].category = "code";
+  rs[2].correct = true;
+  const level l{.load = level::kind::concurrency, .value = 4, .duration_s = 2, .requests = rs};
+  slo goodput;
+  goodput.ttft_ms = 500;
+  goodput.itl_ms = 200;
+  const auto text = summary_json(std::span(&l, 1), goodput);
+  simdjson::dom::parser p;
+  const auto doc = p.parse(text);
+  ASSERT_FALSE(doc.error()) << text;
+  const auto lv = doc["levels"].at(0);
+  EXPECT_EQ(num(lv["load"]["concurrency"]), 4);
+  EXPECT_EQ(num(lv["requests"]), 4);  // the warm-up request is not one
+  EXPECT_EQ(num(lv["ok"]), 3);
+  EXPECT_EQ(num(lv["errors"]), 1);
+  EXPECT_EQ(num(lv["tokens_estimated"]), 1);
+  const auto m = lv["metrics"];
+  EXPECT_EQ(num(m["ttft_ms"]["n"]), 3);
+  EXPECT_DOUBLE_EQ(num(m["ttft_ms"]["p50"]), 300);
+  EXPECT_DOUBLE_EQ(num(m["ttft_ms"]["mean"]), 433.333);
+  EXPECT_DOUBLE_EQ(num(m["ttfo_ms"]["p50"]), 305);
+  EXPECT_EQ(num(m["itl_ms"]["n"]), 10 + 5 + 2);  // every gap, pooled
+  EXPECT_EQ(num(m["chunk_gap_ms"]["n"]), 3);
+  EXPECT_DOUBLE_EQ(num(m["tpot_ms"]["p50"]), 100);
+  EXPECT_DOUBLE_EQ(num(m["e2e_ms"]["p99"]), 1884);  // 1100 + 0.98 × 800
+  // 3 ok over 2 s; 20 output tokens.
+  EXPECT_DOUBLE_EQ(num(lv["throughput"]["requests_per_s"]), 1.5);
+  EXPECT_DOUBLE_EQ(num(lv["throughput"]["output_tokens_per_s"]), 10);
+  // Good: a and b (c's TTFT 900 > 500, d failed) — half of the four.
+  EXPECT_DOUBLE_EQ(num(lv["goodput"]["fraction"]), 0.5);
+  EXPECT_DOUBLE_EQ(num(lv["goodput"]["requests_per_s"]), 1);
+  // Lag: 0.2, 4, 0, 0 — its P99 is past 1 ms: the client did not keep up.
+  EXPECT_FALSE(lv["client_kept_up"].get_bool().value());
+  EXPECT_GT(num(lv["schedule_lag_ms"]["p99"]), 1);
+  const auto math = lv["accuracy"]["math"];
+  EXPECT_EQ(num(math["n"]), 2);
+  EXPECT_EQ(num(math["correct"]), 1);
+  EXPECT_DOUBLE_EQ(num(math["accuracy"]), 0.5);
+  EXPECT_NEAR(num(math["ci95"].at(0)), 0.0945, 1e-4);
+  EXPECT_NEAR(num(math["ci95"].at(1)), 0.9055, 1e-4);
+  EXPECT_EQ(num(lv["accuracy"]["code"]["correct"]), 1);
+}
+
+TEST(Summary, WithoutSlosOrRequestsTheFiguresAreNull) {
+  const level l{.load = level::kind::rate, .value = 2.5, .duration_s = 10, .requests = {}};
+  const auto text = summary_json(std::span(&l, 1), slo{});
+  simdjson::dom::parser p;
+  const auto lv = p.parse(text)["levels"].at(0);
+  ASSERT_FALSE(lv.error()) << text;
+  EXPECT_DOUBLE_EQ(num(lv["load"]["rate"]), 2.5);
+  EXPECT_TRUE(lv["goodput"].is_null());
+  EXPECT_TRUE(lv["metrics"]["ttft_ms"]["p99"].is_null());
+  EXPECT_TRUE(lv["client_kept_up"].get_bool().value());
+}
+
+TEST(Summary, GoodputBoundsAreParsedOrRefusedWithTheirReason) {
+  std::string error;
+  const auto s = parse_slo("ttft_ms:500,itl_ms:50", error);
+  ASSERT_TRUE(s) << error;
+  EXPECT_EQ(s->ttft_ms, 500);
+  EXPECT_EQ(s->itl_ms, 50);
+  EXPECT_LT(s->e2e_ms, 0);
+  EXPECT_FALSE(parse_slo("ttft:500", error));
+  EXPECT_EQ(error, "--goodput: unknown metric 'ttft' (ttft_ms, ttfo_ms, itl_ms, tpot_ms, e2e_ms)");
+  EXPECT_FALSE(parse_slo("e2e_ms:0", error));
+  EXPECT_EQ(error, "--goodput: e2e_ms needs a bound in ms above 0, as e2e_ms:500");
+  EXPECT_FALSE(parse_slo("tpot_ms:5x", error));
+  EXPECT_FALSE(parse_slo("", error));
+  EXPECT_EQ(error, "--goodput needs at least one bound, as ttft_ms:500,itl_ms:50");
+  // A request meets the bounds set, and only when it succeeded.
+  request_result r;
+  r.ok = true;
+  r.ttft_ms = 400;
+  r.mean_itl_ms = 60;
+  EXPECT_FALSE(s->met_by(r));
+  r.mean_itl_ms = 50;
+  EXPECT_TRUE(s->met_by(r));
+  r.ok = false;
+  EXPECT_FALSE(s->met_by(r));
+}
+
+TEST(Summary, ARequestLine) {
+  auto r = ok_request("q-7", 12.5, 100, 3);
+  r.level = 2;
+  r.input_tokens = 40;
+  r.category = "math";
+  r.correct = true;
+  EXPECT_EQ(request_json(r),
+            R"({"id":"q-7","level":2,"status":200,"ok":true,"ttft_ms":12.500,"ttfo_ms":17.500,)"
+            R"("e2e_ms":100.000,"tpot_ms":43.750,"input_tokens":40,"output_tokens":3,)"
+            R"("cached_tokens":null,"schedule_lag_ms":0.000,"category":"math","correct":true})");
+}
+
+}  // namespace
+}  // namespace tokentap::bench
