@@ -16,9 +16,44 @@ double percentile(std::span<const double> sorted, double q) noexcept {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
 }
 
-double stat::mean(std::span<const double> sorted) noexcept {
-  if (sorted.empty()) return 0;
-  return std::accumulate(sorted.begin(), sorted.end(), 0.0) / static_cast<double>(sorted.size());
+namespace {
+
+double mean_of(std::span<const double> xs) noexcept {
+  if (xs.empty()) return 0;
+  return std::accumulate(xs.begin(), xs.end(), 0.0) / static_cast<double>(xs.size());
+}
+
+}  // namespace
+
+double statistic::of_sorted(std::span<const double> sorted) const noexcept {
+  return q_ < 0 ? mean_of(sorted) : bench::percentile(sorted, q_);
+}
+
+double statistic::of_counts(std::span<const double> values, std::span<const std::uint32_t> order,
+                            std::span<const std::uint32_t> counts, std::size_t m) const noexcept {
+  if (m == 0) return 0;
+  if (q_ < 0) {
+    double sum = 0;
+    for (std::size_t i = 0; i < values.size(); ++i) sum += counts[i] * values[i];
+    return sum / static_cast<double>(m);
+  }
+  // The values at ranks lo and lo + 1 of the resample, sorted: walk the sample in order, each
+  // value as many times as it was drawn.
+  const double pos = std::clamp(q_, 0.0, 100.0) / 100.0 * static_cast<double>(m - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const auto hi = std::min(lo + 1, m - 1);
+  double at_lo = 0, at_hi = 0;
+  std::size_t seen = 0;
+  for (const auto i : order) {
+    const std::size_t next = seen + counts[i];
+    if (seen <= lo && lo < next) at_lo = values[i];
+    if (seen <= hi && hi < next) {
+      at_hi = values[i];
+      break;
+    }
+    seen = next;
+  }
+  return at_lo + (at_hi - at_lo) * (pos - static_cast<double>(lo));
 }
 
 summary summarize(std::vector<double> xs) {
@@ -26,7 +61,7 @@ summary summarize(std::vector<double> xs) {
   s.n = xs.size();
   if (xs.empty()) return s;
   std::sort(xs.begin(), xs.end());
-  s.mean = stat::mean(xs);
+  s.mean = mean_of(xs);
   s.p50 = percentile(xs, 50);
   s.p90 = percentile(xs, 90);
   s.p95 = percentile(xs, 95);
@@ -59,16 +94,26 @@ std::size_t draw(std::mt19937_64& g, std::size_t n) noexcept {
   return static_cast<std::size_t>((static_cast<unsigned __int128>(g()) * n) >> 64);
 }
 
-double sorted_stat(std::vector<double>& v, const statistic& stat) {
-  std::sort(v.begin(), v.end());
-  return stat(v);
+// The indices of `v` in ascending order of value.
+std::vector<std::uint32_t> order_of(std::span<const double> v) {
+  std::vector<std::uint32_t> order(v.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(),
+            [&](std::uint32_t x, std::uint32_t y) { return v[x] < v[y]; });
+  return order;
 }
 
-change finish(std::vector<double>& a, std::vector<double>& b, const statistic& stat,
+double whole(std::span<const double> v, const statistic& stat) {
+  std::vector<double> sorted(v.begin(), v.end());
+  std::sort(sorted.begin(), sorted.end());
+  return stat.of_sorted(sorted);
+}
+
+change finish(std::span<const double> a, std::span<const double> b, const statistic& stat,
               std::vector<double>& deltas) {
   change c;
-  c.a = sorted_stat(a, stat);
-  c.b = sorted_stat(b, stat);
+  c.a = whole(a, stat);
+  c.b = whole(b, stat);
   c.delta_pct = pct(c.a, c.b);
   // Resamples whose a-statistic was 0 say nothing in percent: the interval is of the others.
   std::erase_if(deltas, [](double d) { return std::isnan(d); });
@@ -82,43 +127,49 @@ change finish(std::vector<double>& a, std::vector<double>& b, const statistic& s
   return c;
 }
 
+// A bootstrap resample of n values: how many times each was drawn.
+void draw_counts(std::mt19937_64& g, std::vector<std::uint32_t>& counts) {
+  std::fill(counts.begin(), counts.end(), 0u);
+  for (std::size_t i = 0; i < counts.size(); ++i) ++counts[draw(g, counts.size())];
+}
+
 }  // namespace
 
 change paired_change(std::span<const double> a, std::span<const double> b, const statistic& stat,
                      std::uint64_t seed, std::size_t resamples) {
   const std::size_t n = std::min(a.size(), b.size());
-  std::vector<double> deltas, ra(n), rb(n);
+  a = a.first(n);
+  b = b.first(n);
+  std::vector<double> deltas;
   if (n > 0) {
     deltas.reserve(resamples);
+    const auto oa = order_of(a), ob = order_of(b);
+    std::vector<std::uint32_t> counts(n);
     std::mt19937_64 g(seed);
     for (std::size_t r = 0; r < resamples; ++r) {
-      for (std::size_t i = 0; i < n; ++i) {
-        const auto k = draw(g, n);
-        ra[i] = a[k];
-        rb[i] = b[k];
-      }
-      deltas.push_back(pct(sorted_stat(ra, stat), sorted_stat(rb, stat)));
+      draw_counts(g, counts);  // request ids: both runs' values of one request go together
+      deltas.push_back(pct(stat.of_counts(a, oa, counts, n), stat.of_counts(b, ob, counts, n)));
     }
   }
-  std::vector<double> wa(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n));
-  std::vector<double> wb(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n));
-  return finish(wa, wb, stat, deltas);
+  return finish(a, b, stat, deltas);
 }
 
 change unpaired_change(std::span<const double> a, std::span<const double> b, const statistic& stat,
                        std::uint64_t seed, std::size_t resamples) {
-  std::vector<double> deltas, ra(a.size()), rb(b.size());
+  std::vector<double> deltas;
   if (!a.empty() && !b.empty()) {
     deltas.reserve(resamples);
+    const auto oa = order_of(a), ob = order_of(b);
+    std::vector<std::uint32_t> ca(a.size()), cb(b.size());
     std::mt19937_64 g(seed);
     for (std::size_t r = 0; r < resamples; ++r) {
-      for (auto& x : ra) x = a[draw(g, a.size())];
-      for (auto& x : rb) x = b[draw(g, b.size())];
-      deltas.push_back(pct(sorted_stat(ra, stat), sorted_stat(rb, stat)));
+      draw_counts(g, ca);
+      draw_counts(g, cb);
+      deltas.push_back(
+          pct(stat.of_counts(a, oa, ca, a.size()), stat.of_counts(b, ob, cb, b.size())));
     }
   }
-  std::vector<double> wa(a.begin(), a.end()), wb(b.begin(), b.end());
-  return finish(wa, wb, stat, deltas);
+  return finish(a, b, stat, deltas);
 }
 
 }  // namespace tokentap::bench

@@ -6,7 +6,6 @@
 // resampling draws from a generator seeded by the caller, so a report is reproducible.
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <vector>
 
@@ -36,9 +35,23 @@ summary summarize(std::vector<double> xs);
 /// graded tasks with a few dozen questions per category reach.  n = 0: [0, 1].
 interval wilson(std::uint64_t successes, std::uint64_t n) noexcept;
 
-/// A statistic of a sample (its median, P99, mean, an accuracy as a mean of 0/1 ...), given the
-/// sample sorted ascending.
-using statistic = std::function<double(std::span<const double> sorted)>;
+/// A statistic of a sample: its mean (an accuracy is the mean of 0/1) or a percentile.
+class statistic {
+ public:
+  static statistic mean() noexcept { return statistic(-1); }
+  static statistic percentile(double q) noexcept { return statistic(q); }
+  /// Of a whole sample, sorted ascending.
+  double of_sorted(std::span<const double> sorted) const noexcept;
+  /// Of the resample that holds values[i] counts[i] times (m values in all), given `order`:
+  /// the indices of `values` in ascending order of value.  O(n), no sort: a bootstrap draws
+  /// counts, not copies.
+  double of_counts(std::span<const double> values, std::span<const std::uint32_t> order,
+                   std::span<const std::uint32_t> counts, std::size_t m) const noexcept;
+
+ private:
+  explicit statistic(double q) noexcept : q_(q) {}
+  double q_;  // < 0: the mean
+};
 
 /// How a statistic moved from run `a` to run `b`, in percent of a's: the observed change and its
 /// bootstrap 95 % interval (percentile method).
@@ -59,11 +72,11 @@ change paired_change(std::span<const double> a, std::span<const double> b, const
 change unpaired_change(std::span<const double> a, std::span<const double> b, const statistic& stat,
                        std::uint64_t seed, std::size_t resamples = 2000);
 
-/// The statistics a comparison uses, on a sorted sample.
+/// The statistics a comparison uses.
 namespace stat {
-double mean(std::span<const double> sorted) noexcept;
-inline statistic percentile(double q) {
-  return [q](std::span<const double> s) { return bench::percentile(s, q); };
+inline const statistic mean = statistic::mean();
+inline statistic percentile(double q) noexcept {
+  return statistic::percentile(q);
 }
 }  // namespace stat
 

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -53,6 +54,33 @@ TEST(Stats, WilsonStaysInsideZeroAndOneAndIsNeverEmpty) {
   const auto unknown = wilson(0, 0);
   EXPECT_EQ(unknown.lo, 0);
   EXPECT_EQ(unknown.hi, 1);
+}
+
+// A bootstrap resample is drawn as counts, not copies: its statistic must be the one of the
+// resample written out and sorted, ties and values drawn 0 times included.
+TEST(Stats, AStatisticOfDrawCountsIsThatOfTheResampleItDescribes) {
+  std::mt19937_64 g(5);
+  std::uniform_int_distribution<int> value(0, 20), count(0, 3);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<double> values(1 + round % 37);
+    std::vector<std::uint32_t> counts(values.size());
+    for (auto& v : values) v = value(g);  // small integers: many ties
+    std::vector<double> expanded;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      counts[i] = static_cast<std::uint32_t>(count(g));
+      expanded.insert(expanded.end(), counts[i], values[i]);
+    }
+    if (expanded.empty()) continue;
+    std::vector<std::uint32_t> order(values.size());
+    for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](std::uint32_t a, std::uint32_t b) { return values[a] < values[b]; });
+    std::sort(expanded.begin(), expanded.end());
+    for (const auto& s : {stat::mean, stat::percentile(0), stat::percentile(50),
+                          stat::percentile(90), stat::percentile(99), stat::percentile(100)})
+      EXPECT_NEAR(s.of_counts(values, order, counts, expanded.size()), s.of_sorted(expanded), 1e-9)
+          << "round " << round;
+  }
 }
 
 // Latencies as a request population gives them: each request its own base (prompt length),
