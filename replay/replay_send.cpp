@@ -16,37 +16,16 @@
 
 #include "base/clock.hpp"
 #include "base/json.hpp"
-#include "hooks/hook_chain.hpp"
-#include "hooks/registry.hpp"
-#include "net/http_client.hpp"
 #include "net/http_rules.hpp"
 #include "net/net.hpp"
 #include "replay/analyze.hpp"
+#include "replay/measure.hpp"
 
 namespace tokentap::replay {
 
 namespace http = beast::http;
 
 namespace {
-
-// Captures what the timing hook found, for one request.
-struct capture_factory : hooks::hook_factory {
-  struct capture : hooks::hook {
-    explicit capture(measured& m) : m_(m) {}
-    void on_stream_end(const hooks::stream_info& s) override {
-      m_.ttft_ms = s.timing.ttft_ms;
-      m_.ttft_answer_ms = s.timing.ttft_answer_ms;
-      m_.e2e_ms = s.timing.e2e_ms;
-      m_.itl_median_ms = s.timing.itl.p50;
-      m_.tokens_per_s = s.timing.tokens_per_s;
-      m_.outcome = hooks::to_string(s.outcome);  // a 2xx stream with an error event: stream_error
-    }
-    measured& m_;
-  };
-  explicit capture_factory(measured& m) : m_(m) {}
-  std::unique_ptr<hooks::hook> create() override { return std::make_unique<capture>(m_); }
-  measured& m_;
-};
 
 // Headers a replayed request keeps: no secrets (they were redacted), nothing connection-specific.
 bool replayable(std::string_view name, std::string_view value) {
@@ -57,63 +36,26 @@ bool replayable(std::string_view name, std::string_view value) {
   return true;
 }
 
-awaitable<void> send_one(const record& r, const send_options& o, measured& m) {
-  net::http_client client(co_await asio::this_coro::executor);
-  auto ec = co_await client.connect(o.host, o.port, std::chrono::seconds(10));
-  if (ec) {
-    m.error = "connect: " + ec.message();
-    m.outcome = "no_response";
-    co_return;
-  }
-  http::request<http::string_body> req;
-  req.method_string(r.method);
-  req.target(r.path);
-  req.version(11);
+awaitable<void> send_one(const measurer& meas, const record& r, const send_options& o,
+                         measured& m) {
+  outgoing out;
+  out.method = r.method;
+  out.target = r.path;
   for (const auto& [k, v] : r.request_headers)
-    if (replayable(k, v)) req.set(k, v);
-  for (const auto& [k, v] : o.headers) req.set(k, v);
-  req.set(http::field::host, o.host);
-  req.body() = r.body.value_or("");
-  req.prepare_payload();
-
-  // Measure exactly as the proxy does: the same decoders and timing hook on every read, tokens
-  // timed by their bytes' arrival.
-  config::config cfg;
-  cfg.hooks = {"timing"};
-  auto factories = hooks::builtin_hooks().build(cfg);
-  factories.push_back(std::make_shared<capture_factory>(m));
-  hooks::hook_chain_factory chain(cfg, std::move(factories));
-  auto tap = chain.create();
-  hooks::request_view view;
-  view.method = r.method;
-  view.target = r.path;
-  view.start_ns = base::mono_now_ns();
-  tap->on_request(view);
-
-  ec = co_await client.send(req, std::chrono::minutes(10));
-  if (ec) {
-    m.error = "request: " + ec.message();
-    tap->on_stream_end(hooks::stream_outcome::upstream_error, base::mono_now_ns());
-    m.outcome = "no_response";
-    co_return;
-  }
-  m.status = static_cast<int>(client.status());
-  tap->on_response_head({client.status(),
-                         client.header("content-type"),
-                         client.header("content-encoding"),
-                         base::mono_now_ns(),
-                         {}});
-  std::vector<char> chunk(16384);
-  while (!client.done()) {
-    const auto piece = co_await client.read_some(chunk, ec);
-    if (piece.size > 0)
-      tap->on_body({chunk.data(), piece.size}, {piece.arrived_ns, piece.read_ns, piece.read_ns});
-    if (ec) break;
-  }
-  tap->on_stream_end(ec ? hooks::stream_outcome::upstream_reset : hooks::stream_outcome::ok,
-                     base::mono_now_ns());
-  m.ok = !ec && m.status < 400 && m.outcome == "ok";
-  if (ec) m.error = "response: " + ec.message();
+    if (replayable(k, v)) out.headers.emplace_back(k, v);
+  for (const auto& h : o.headers) out.headers.push_back(h);
+  out.body = r.body.value_or("");
+  measurement got;
+  co_await meas.measure(out, got);
+  m.status = got.status;
+  m.ok = got.ok;
+  m.outcome = got.outcome;
+  m.error = got.error;
+  m.ttft_ms = got.ttft_ms;
+  m.ttft_answer_ms = got.ttfo_ms;
+  m.e2e_ms = got.e2e_ms;
+  m.itl_median_ms = got.itl_median_ms;
+  m.tokens_per_s = got.tokens_per_s;
 }
 
 // "stream_error", "upstream_reset after 200", "status 503", "ok".
@@ -140,6 +82,7 @@ send_result send(const std::vector<record>& records, const send_options& o) {
     m.recorded_outcome =
         ending(records[i].outcome.empty() ? "ok" : records[i].outcome, records[i].status);
   }
+  const measurer meas({.host = o.host, .port = o.port});
   asio::io_context ioc(1);
   std::size_t done = 0;
   std::mutex mu;
@@ -163,7 +106,7 @@ send_result send(const std::vector<record>& records, const send_options& o) {
           [&, next]() -> awaitable<void> {
             while (*next < records.size()) {
               const auto i = (*next)++;
-              co_await send_one(records[i], o, res.replayed[i]);
+              co_await send_one(meas, records[i], o, res.replayed[i]);
               finished();
             }
           },
@@ -191,7 +134,7 @@ send_result send(const std::vector<record>& records, const send_options& o) {
                          std::chrono::microseconds(static_cast<std::int64_t>(offset_ms * 1000)));
             error_code ec;
             co_await t.async_wait(use_ec(ec));
-            co_await send_one(records[i], o, res.replayed[i]);
+            co_await send_one(meas, records[i], o, res.replayed[i]);
             finished();
           },
           asio::detached);

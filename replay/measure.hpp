@@ -1,0 +1,73 @@
+#pragma once
+// One request sent and its response measured exactly as the proxy measures what it forwards:
+// the same decoders and timing hook on every read, tokens timed by their bytes' arrival (the
+// kernel's receive stamp).  `replay send` and `tokentap bench` send through it.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "net/net.hpp"
+#include "parsers/stream_decoder.hpp"
+
+namespace tokentap::hooks {
+class hook_factory;
+}
+
+namespace tokentap::replay {
+
+/// A request to send.
+struct outgoing {
+  std::string method = "POST";
+  std::string target;  ///< path and query
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+};
+
+/// What one response showed.  Times in ms from the request's start; -1: not measured.
+struct measurement {
+  int status = 0;                       ///< 0: no response
+  std::string outcome = "no_response";  ///< ok, stream_error, upstream_reset, no_response …
+  std::string error;                    ///< why it failed, when it did (connect, request, …)
+  bool ok = false;      ///< a status below 400 and a response that ended as its provider ends one
+  double ttft_ms = -1;  ///< first token, reasoning included
+  double ttfo_ms = -1;  ///< first answer (content) token
+  double e2e_ms = -1;   ///< the whole response
+  double tpot_ms = -1;  ///< (last token − first token) / (output tokens − 1)
+  double itl_median_ms = -1;
+  double tokens_per_s = -1;
+  std::vector<double> event_gaps_ms;  ///< between token events, in order (the first max_gaps)
+  std::uint64_t token_events = 0;
+  parsers::usage_counts usage;  ///< as the server reported it (-1: not reported)
+  std::string content;          ///< the answer's text (the first max_text bytes)
+  std::int64_t sent_ns = 0;     ///< when it was sent (monotonic, base::mono_now_ns)
+};
+
+/// Sends requests to one target and measures them; one per run, shared by its coroutines (on
+/// one thread).
+class measurer {
+ public:
+  struct options {
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 8080;
+    std::chrono::milliseconds timeout{std::chrono::minutes(10)};  ///< one whole exchange
+    std::size_t max_gaps = 4096;  ///< event gaps kept per response (1 .. 1048576)
+    std::size_t max_text = 0;     ///< answer bytes kept per response (graded tasks)
+  };
+  explicit measurer(options o);
+  ~measurer();
+  measurer(const measurer&) = delete;
+  measurer& operator=(const measurer&) = delete;
+
+  /// Sends `req` on a connection of its own and measures the response into `m`.
+  awaitable<void> measure(const outgoing& req, measurement& m) const;
+
+ private:
+  options o_;
+  std::shared_ptr<hooks::hook_factory> timing_;
+};
+
+}  // namespace tokentap::replay
