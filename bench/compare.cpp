@@ -37,16 +37,23 @@ std::vector<const request_result*> measured(std::span<const request_result> run)
   return out;
 }
 
-// Every id once in each run, and the same ids in both.
+// A request's name in its run: its level and its id (each level sends the workload from its
+// start).
+using request_key = std::pair<std::size_t, std::string_view>;
+request_key key_of(const request_result& r) {
+  return {r.level, r.id};
+}
+
+// Every request once in each run, and the same ones in both.
 bool same_workload(const std::vector<const request_result*>& a,
                    const std::vector<const request_result*>& b) {
   if (a.size() != b.size() || a.empty()) return false;
-  std::set<std::string_view> ids;
+  std::set<request_key> keys;
   for (const auto* r : a)
-    if (!ids.insert(r->id).second) return false;
-  std::set<std::string_view> seen;
+    if (!keys.insert(key_of(*r)).second) return false;
+  std::set<request_key> seen;
   for (const auto* r : b)
-    if (!ids.contains(r->id) || !seen.insert(r->id).second) return false;
+    if (!keys.contains(key_of(*r)) || !seen.insert(key_of(*r)).second) return false;
   return true;
 }
 
@@ -77,9 +84,9 @@ comparison compare_runs(std::span<const request_result> run_a,
   const auto a = measured(run_a), b = measured(run_b);
   comparison out;
   out.paired = same_workload(a, b);
-  std::map<std::string_view, const request_result*> b_by_id;
+  std::map<request_key, const request_result*> b_by_id;
   if (out.paired)
-    for (const auto* r : b) b_by_id[r->id] = r;
+    for (const auto* r : b) b_by_id[key_of(*r)] = r;
 
   // One metric: the values `of` gives on each side (pairs where both have one, when paired).
   std::uint64_t seed = opts.seed;
@@ -87,7 +94,7 @@ comparison compare_runs(std::span<const request_result> run_a,
     std::vector<double> va, vb;
     if (out.paired) {
       for (const auto* ra : a) {
-        const auto x = of(*ra), y = of(*b_by_id.at(ra->id));
+        const auto x = of(*ra), y = of(*b_by_id.at(key_of(*ra)));
         if (!x || !y) continue;
         va.push_back(*x);
         vb.push_back(*y);

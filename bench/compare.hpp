@@ -1,9 +1,9 @@
 #pragma once
 // `tokentap bench compare A B` (DESIGN.md §14): for each latency metric (TTFT, TTFO, TPOT, end to
 // end; P50 and P99) and each accuracy (all graded tasks, and per category), how run B moved from
-// run A, with a bootstrap 95 % interval and a verdict.  Requests are paired by id when both runs
-// ran the same workload (every id in both, once), which cancels what a request costs in both
-// runs; otherwise each run is resampled on its own.
+// run A, with a bootstrap 95 % interval and a verdict.  Requests are paired by level and id when
+// both runs ran the same workload (every request in both, once), which cancels what a request
+// costs in both runs; otherwise each run is resampled on its own.
 #include <cstddef>
 #include <cstdint>
 #include <span>

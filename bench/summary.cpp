@@ -35,6 +35,7 @@ void write_metric(base::json::writer& w, std::string_view name, std::vector<doub
 void write_level(base::json::writer& w, const level& l, const slo& goodput) {
   std::vector<double> ttft, ttfo, itl, chunk, tpot, e2e, lag;
   std::size_t requests = 0, ok = 0, good = 0, estimated = 0;
+  bool per_token = true;
   std::int64_t output_tokens = 0;
   struct tally {
     std::uint64_t n = 0, correct = 0;
@@ -53,6 +54,7 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput) {
     ++ok;
     good += goodput.met_by(r) ? 1 : 0;
     estimated += r.tokens_estimated ? 1 : 0;
+    per_token = per_token && (r.itl_per_token || r.itl_ms.empty());
     if (r.output_tokens > 0) output_tokens += r.output_tokens;
     if (r.ttft_ms >= 0) ttft.push_back(r.ttft_ms);
     if (r.ttfo_ms >= 0) ttfo.push_back(r.ttfo_ms);
@@ -77,7 +79,8 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput) {
       .field("requests", requests)
       .field("ok", ok)
       .field("errors", requests - ok)
-      .field("tokens_estimated", estimated);
+      .field("tokens_estimated", estimated)
+      .field("itl_per_token", per_token);
   w.key("duration_s").number(l.duration_s, 3);
   w.key("metrics").begin_object();
   write_metric(w, "ttft_ms", std::move(ttft));

@@ -30,8 +30,9 @@ struct request_result {
   int status = 0;       ///< HTTP status; 0: no response
   bool ok = false;      ///< 2xx and the response ended as its provider ends one
   double ttft_ms = -1, ttfo_ms = -1, e2e_ms = -1, tpot_ms = -1;
-  double mean_itl_ms = -1;           ///< the request's mean gap between tokens
-  std::vector<double> itl_ms;        ///< every gap between two tokens
+  double mean_itl_ms = -1;     ///< the request's mean gap between tokens
+  std::vector<double> itl_ms;  ///< every gap between two tokens
+  bool itl_per_token = false;  ///< itl_ms split events by their token counts (else one per event)
   std::vector<double> chunk_gap_ms;  ///< every gap between two token-bearing events
   std::int64_t input_tokens = -1, output_tokens = -1, cached_tokens = -1;
   bool tokens_estimated = false;  ///< the server gave no usage: counted by the client
@@ -65,7 +66,8 @@ struct level {
 
 /// `summary.json` for the levels of a run, in order: `{"levels":[...]}` as DESIGN.md §14, each
 /// level also with `chunk_gap_ms`, `errors`, `tokens_estimated` (requests whose counts the
-/// client made) and `client_kept_up` (schedule lag P99 within 1 ms).
+/// client made), `itl_per_token` (false when any request's ITL is one gap per event, its server
+/// not counting tokens per chunk) and `client_kept_up` (schedule lag P99 within 1 ms).
 std::string summary_json(std::span<const level> levels, const slo& goodput);
 
 /// One line of requests.jsonl for `r` (no newline).

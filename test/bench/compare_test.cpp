@@ -102,6 +102,14 @@ TEST(Compare, RequestsArePairedOnlyWhenBothRunsRanTheSameWorkload) {
   const auto c = compare_runs(a, warm);
   EXPECT_TRUE(c.paired);
   EXPECT_EQ(metric(c, "e2e_ms.p99").n_b, 200u);
+  // Levels send the workload from its start: the same id at two levels is two requests.
+  auto a2 = run(200, 1.0, 0.8, 1), b2 = run(200, 1.0, 0.8, 2);
+  for (auto* side : {&a2, &b2})
+    for (auto& r : *side) r.level = 1;
+  auto both_a = a, both_b = run(200, 1.0, 0.8, 2);
+  both_a.insert(both_a.end(), a2.begin(), a2.end());
+  both_b.insert(both_b.end(), b2.begin(), b2.end());
+  EXPECT_TRUE(compare_runs(both_a, both_b).paired);
   // A failed request has no latency: paired, the pair leaves the latency metrics.
   auto failing = run(200, 1.0, 0.8, 2);
   failing[5].ok = false;

@@ -71,6 +71,7 @@ TEST(Summary, ALevelFromItsRequests) {
   EXPECT_EQ(num(lv["ok"]), 3);
   EXPECT_EQ(num(lv["errors"]), 1);
   EXPECT_EQ(num(lv["tokens_estimated"]), 1);
+  EXPECT_FALSE(lv["itl_per_token"].get_bool().value());  // one gap per event here
   const auto m = lv["metrics"];
   EXPECT_EQ(num(m["ttft_ms"]["n"]), 3);
   EXPECT_DOUBLE_EQ(num(m["ttft_ms"]["p50"]), 300);
@@ -108,6 +109,7 @@ TEST(Summary, WithoutSlosOrRequestsTheFiguresAreNull) {
   EXPECT_TRUE(lv["goodput"].is_null());
   EXPECT_TRUE(lv["metrics"]["ttft_ms"]["p99"].is_null());
   EXPECT_TRUE(lv["client_kept_up"].get_bool().value());
+  EXPECT_TRUE(lv["itl_per_token"].get_bool().value());  // nothing says otherwise
 }
 
 TEST(Summary, GoodputBoundsAreParsedOrRefusedWithTheirReason) {

@@ -1,0 +1,198 @@
+#include "bench/run.hpp"
+
+// g++ 12 false positive on coroutines of asio's awaitable<T, io_context::executor_type>: the
+// frame's own operator new/delete pair (thread-local recycling) is reported as mismatched once
+// inlined.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+
+#include "base/clock.hpp"
+#include "base/json.hpp"
+#include "net/net.hpp"
+#include "replay/measure.hpp"
+
+namespace tokentap::bench {
+
+std::pair<std::string, std::string> request_of(const task& t, const std::string& model) {
+  std::string body;
+  base::json::writer w(body);
+  w.begin_object().field("model", model).key("messages").begin_array();
+  if (t.messages.empty()) w.begin_object().field("role", "user").field("content", t.prompt).end();
+  for (const auto& m : t.messages)
+    w.begin_object().field("role", m.role).field("content", m.content).end();
+  w.end();
+  if (t.max_tokens > 0) w.field("max_tokens", t.max_tokens);
+  w.field("stream", true).key("stream_options").begin_object().field("include_usage", true).end();
+  w.end();
+  return {"/v1/chat/completions", std::move(body)};
+}
+
+namespace {
+
+using seconds = std::chrono::duration<double>;
+
+// The state of one run: the tasks, how each is sent, what came back.
+class runner {
+ public:
+  runner(const std::vector<task>& tasks, const run_options& o)
+      : tasks_(tasks),
+        o_(o),
+        meas_({.host = o.host,
+               .port = o.port,
+               .max_gaps = o.max_gaps,
+               .max_text = std::any_of(tasks.begin(), tasks.end(),
+                                       [](const task& t) { return t.grade.has_value(); })
+                               ? std::size_t{64 * 1024}
+                               : 0}) {
+    for (const auto& t : tasks) {
+      auto [target, body] = request_of(t, o.model);
+      replay::outgoing out;
+      out.target = std::move(target);
+      out.body = std::move(body);
+      out.headers = o.headers;
+      out.headers.emplace_back("content-type", "application/json");
+      requests_.push_back(std::move(out));
+    }
+  }
+
+  run_result run() {
+    run_result res;
+    std::vector<std::pair<std::size_t, std::size_t>> spans;
+    std::vector<double> durations;
+    for (std::size_t l = 0; l < o_.values.size(); ++l) {
+      const auto first = results_.size();
+      asio::io_context ioc(1);
+      level_ = l;
+      sent_ = 0;
+      counted_ = 0;
+      last_end_ns_ = 0;
+      level_start_ns_ = base::mono_now_ns();
+      warm_end_ns_ = level_start_ns_ + static_cast<std::int64_t>(o_.warmup_s * 1e9);
+      if (o_.load == level::kind::rate)
+        asio::co_spawn(ioc, open_loop(o_.values[l]), asio::detached);
+      else
+        for (unsigned c = 0; c < static_cast<unsigned>(o_.values[l]); ++c)
+          asio::co_spawn(ioc, client(), asio::detached);
+      ioc.run();
+      spans.emplace_back(first, results_.size());
+      durations.push_back(last_end_ns_ > warm_end_ns_
+                              ? static_cast<double>(last_end_ns_ - warm_end_ns_) / 1e9
+                              : 0.0);
+    }
+    res.requests = std::move(results_);
+    for (std::size_t l = 0; l < spans.size(); ++l)
+      res.levels.push_back(
+          {.load = o_.load,
+           .value = o_.values[l],
+           .duration_s = durations[l],
+           .requests = std::span<const request_result>(res.requests)
+                           .subspan(spans[l].first, spans[l].second - spans[l].first)});
+    return res;
+  }
+
+ private:
+  // Past the level's time: nothing more is sent.
+  bool time_is_up(std::int64_t now_ns) const {
+    return o_.duration_s > 0 &&
+           now_ns >= warm_end_ns_ + static_cast<std::int64_t>(o_.duration_s * 1e9);
+  }
+  // Whether another counted request may be sent.
+  bool requests_left() const { return o_.requests == 0 || counted_ < o_.requests; }
+
+  // One request: the level's next task (`n`-th sent at this level), measured, recorded in the
+  // slot it took when sent.
+  awaitable<void> send(std::size_t n, bool warmup, std::int64_t planned_ns) {
+    const std::size_t slot = results_.size();
+    results_.emplace_back();
+    const auto& t = tasks_[n % tasks_.size()];
+    replay::measurement m;
+    co_await meas_.measure(requests_[n % tasks_.size()], m);
+    auto& r = results_[slot];
+    r.id = n < tasks_.size() ? t.id : t.id + "#" + std::to_string(n / tasks_.size() + 1);
+    r.level = level_;
+    r.warmup = warmup;
+    r.status = m.status;
+    r.ok = m.ok;
+    r.ttft_ms = m.ttft_ms;
+    r.ttfo_ms = m.ttfo_ms;
+    r.e2e_ms = m.e2e_ms;
+    r.tpot_ms = m.tpot_ms;
+    r.mean_itl_ms = m.tpot_ms;  // AIPerf's per-request ITL
+    r.chunk_gap_ms = m.event_gaps_ms;
+    r.itl_ms = m.event_gaps_ms;  // an event is one gap: no per-chunk token counts here
+    r.input_tokens = m.usage.input_tokens;
+    r.output_tokens = m.usage.output_tokens;
+    r.cached_tokens = m.usage.cached_input_tokens;
+    if (r.output_tokens < 0 && m.ok) {
+      r.output_tokens = static_cast<std::int64_t>(m.token_events);
+      r.tokens_estimated = true;
+    }
+    r.schedule_lag_ms =
+        planned_ns > 0 ? std::max(0.0, static_cast<double>(m.sent_ns - planned_ns) / 1e6) : 0;
+    if (t.grade) {
+      r.category = t.category;
+      r.correct = m.ok && t.grade->judge(m.content).correct;
+    }
+    last_end_ns_ = std::max(last_end_ns_, base::mono_now_ns());
+    if (o_.on_request) o_.on_request(r);
+  }
+
+  // A closed-loop client: its next request as soon as its last one is answered.
+  awaitable<void> client() {
+    for (;;) {
+      const auto now = base::mono_now_ns();
+      const bool warmup = now < warm_end_ns_;
+      if (time_is_up(now) || (!warmup && !requests_left())) co_return;
+      if (!warmup) ++counted_;
+      co_await send(sent_++, warmup, 0);
+    }
+  }
+
+  // An open loop: every request at its planned time, whether the earlier ones were answered or
+  // not; each planned time is kept to measure the lag.
+  awaitable<void> open_loop(double rate) {
+    const auto warm = static_cast<std::size_t>(std::ceil(o_.warmup_s * rate));
+    std::size_t main = o_.requests;
+    if (main == 0) main = static_cast<std::size_t>(std::ceil(o_.duration_s * rate));
+    const auto plan = schedule(warm + main, rate, o_.arrivals, o_.burstiness, o_.seed + level_);
+    const auto exec = co_await asio::this_coro::executor;
+    steady_timer timer(exec);
+    const auto start = clock::now();
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      timer.expires_at(start + std::chrono::duration_cast<clock::duration>(seconds(plan[i])));
+      error_code ec;
+      co_await timer.async_wait(use_ec(ec));
+      const bool warmup = i < warm;
+      if (!warmup && time_is_up(base::mono_now_ns())) break;
+      if (!warmup) ++counted_;
+      const auto planned = level_start_ns_ + static_cast<std::int64_t>(plan[i] * 1e9);
+      asio::co_spawn(exec, send(sent_++, warmup, planned), asio::detached);
+    }
+  }
+
+  const std::vector<task>& tasks_;
+  const run_options& o_;
+  replay::measurer meas_;
+  std::vector<replay::outgoing> requests_;
+  std::vector<request_result> results_;
+  std::size_t level_ = 0, sent_ = 0, counted_ = 0;
+  std::int64_t level_start_ns_ = 0, warm_end_ns_ = 0, last_end_ns_ = 0;
+};
+
+}  // namespace
+
+run_result run(const std::vector<task>& tasks, const run_options& o) {
+  if (tasks.empty()) return {};
+  runner r(tasks, o);
+  return r.run();
+}
+
+}  // namespace tokentap::bench
