@@ -44,6 +44,8 @@ commands:
   replay serve   answer requests with recorded responses, with their original timing
   replay send    re-issue recorded requests to a server, and compare its timing with the record
   analyze        summarize trace files
+  bench run      send a workload to a server level by level and measure it as the proxy does
+  bench compare  compare two runs: per metric the change, its 95 % interval and a verdict
   check-config   validate a YAML config file
 
 Run 'tokentap <command> --help' for the flags of a command.  'tokentap --version' prints the version.
@@ -224,6 +226,7 @@ int run(int argc, char** argv) {
     if (command == "check-config") return cmd_check_config(args);
     if (command == "replay") return cmd_replay(args);
     if (command == "analyze") return cmd_analyze(args);
+    if (command == "bench") return cmd_bench(args);
     throw usage_error{"unknown command '" + command + "' (see 'tokentap --help')"};
   } catch (const usage_error& e) {
     std::fprintf(stderr, "tokentap %s: %s\n", command.c_str(), e.message.c_str());

@@ -1,7 +1,8 @@
 #pragma once
 // The subcommands and what they share, private to app/: cli.cpp parses flags and dispatches, and
 // each family of subcommands has a file of its own (cmd_proxy.cpp, cmd_sim.cpp for sim and demo,
-// cmd_replay.cpp for replay and analyze), so that they compile side by side.
+// cmd_replay.cpp for replay and analyze, cmd_bench.cpp for bench), so that they compile side by
+// side.
 #include <functional>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@ int cmd_sim(const std::vector<std::string>& args);
 int cmd_demo(const std::vector<std::string>& args);
 int cmd_replay(const std::vector<std::string>& args);
 int cmd_analyze(const std::vector<std::string>& args);
+int cmd_bench(const std::vector<std::string>& args);
 
 /// `--help` or `-h` among the arguments.
 bool want_help(const std::vector<std::string>& args);

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <map>
 
+#include <simdjson.h>
+
 #include "base/json.hpp"
 #include "bench/stats.hpp"
 
@@ -200,6 +202,62 @@ std::string request_json(const request_result& r) {
   w.key("schedule_lag_ms").number(r.schedule_lag_ms, 3);
   if (r.correct) w.field("category", r.category).field("correct", *r.correct);
   w.end();
+  return out;
+}
+
+std::optional<std::vector<request_result>> read_requests(std::string_view text,
+                                                         const std::string& file,
+                                                         std::string& error) {
+  std::vector<request_result> out;
+  simdjson::dom::parser parser;
+  int line = 0;
+  while (!text.empty()) {
+    ++line;
+    const auto nl = text.find('\n');
+    const auto row = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    if (row.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const auto fail = [&](const std::string& why) {
+      error = file + ":" + std::to_string(line) + ": " + why;
+      return std::nullopt;
+    };
+    simdjson::dom::object o;
+    if (parser.parse(row.data(), row.size()).get(o)) return fail("not a request (a JSON object)");
+    request_result r;
+    std::string_view id;
+    std::uint64_t level = 0;
+    std::int64_t status = 0;
+    if (o["id"].get(id) || o["level"].get(level) || o["status"].get(status) || o["ok"].get(r.ok))
+      return fail("a request needs id, level, status and ok");
+    r.id = std::string(id);
+    r.level = static_cast<std::size_t>(level);
+    r.status = static_cast<int>(status);
+    bool flag = false;
+    if (!o["warmup"].get(flag)) r.warmup = flag;
+    if (!o["tokens_estimated"].get(flag)) r.tokens_estimated = flag;
+    const auto ms = [&](const char* key, double& v) {
+      double x = 0;
+      if (!o[key].get(x)) v = x;
+    };
+    ms("ttft_ms", r.ttft_ms);
+    ms("ttfo_ms", r.ttfo_ms);
+    ms("e2e_ms", r.e2e_ms);
+    ms("tpot_ms", r.tpot_ms);
+    ms("schedule_lag_ms", r.schedule_lag_ms);
+    const auto count = [&](const char* key, std::int64_t& v) {
+      std::int64_t x = 0;
+      if (!o[key].get(x)) v = x;
+    };
+    count("input_tokens", r.input_tokens);
+    count("output_tokens", r.output_tokens);
+    count("cached_tokens", r.cached_tokens);
+    if (bool correct = false; !o["correct"].get(correct)) {
+      r.correct = correct;
+      std::string_view category;
+      if (!o["category"].get(category)) r.category = std::string(category);
+    }
+    out.push_back(std::move(r));
+  }
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tokentap::bench {
@@ -72,5 +73,12 @@ std::string summary_json(std::span<const level> levels, const slo& goodput);
 
 /// One line of requests.jsonl for `r` (no newline).
 std::string request_json(const request_result& r);
+
+/// The requests of a requests.jsonl (what `compare` reads: ids, levels, outcomes, latencies,
+/// tokens, verdicts; the per-gap lists are not in the file).  nullopt with `error` =
+/// "FILE:LINE: reason" for a line that is not a request.
+std::optional<std::vector<request_result>> read_requests(std::string_view text,
+                                                         const std::string& file,
+                                                         std::string& error);
 
 }  // namespace tokentap::bench

@@ -150,5 +150,46 @@ TEST(Summary, ARequestLine) {
             R"("cached_tokens":null,"schedule_lag_ms":0.000,"category":"math","correct":true})");
 }
 
+// requests.jsonl read back: what compare needs of every request, and a broken line refused.
+TEST(Summary, RequestLinesReadBack) {
+  auto a = ok_request("q-7", 12.5, 100, 3);
+  a.level = 2;
+  a.input_tokens = 40;
+  a.category = "math";
+  a.correct = true;
+  a.warmup = true;
+  a.schedule_lag_ms = 0.25;
+  request_result failed;
+  failed.id = "q-8";
+  failed.status = 503;
+  const auto text = request_json(a) + "\n\n" + request_json(failed) + "\n";
+  std::string error;
+  const auto back = read_requests(text, "requests.jsonl", error);
+  ASSERT_TRUE(back) << error;
+  ASSERT_EQ(back->size(), 2u);
+  const auto& r = (*back)[0];
+  EXPECT_EQ(r.id, "q-7");
+  EXPECT_EQ(r.level, 2u);
+  EXPECT_TRUE(r.ok);
+  EXPECT_TRUE(r.warmup);
+  EXPECT_DOUBLE_EQ(r.ttft_ms, 12.5);
+  EXPECT_DOUBLE_EQ(r.tpot_ms, 43.75);
+  EXPECT_EQ(r.input_tokens, 40);
+  EXPECT_EQ(r.cached_tokens, -1);
+  EXPECT_DOUBLE_EQ(r.schedule_lag_ms, 0.25);
+  ASSERT_TRUE(r.correct.has_value());
+  EXPECT_TRUE(*r.correct);
+  EXPECT_EQ(r.category, "math");
+  const auto& f = (*back)[1];
+  EXPECT_FALSE(f.ok);
+  EXPECT_EQ(f.status, 503);
+  EXPECT_EQ(f.ttft_ms, -1);
+  EXPECT_FALSE(f.correct.has_value());
+  EXPECT_FALSE(read_requests(text + "{\"id\":\"x\"}\n", "requests.jsonl", error));
+  EXPECT_EQ(error, "requests.jsonl:4: a request needs id, level, status and ok");
+  EXPECT_FALSE(read_requests("oops\n", "r.jsonl", error));
+  EXPECT_EQ(error, "r.jsonl:1: not a request (a JSON object)");
+}
+
 }  // namespace
 }  // namespace tokentap::bench

@@ -38,10 +38,10 @@ TEST(Binary, VersionAndHelp) {
 #endif
   r = run({"--help"});
   EXPECT_EQ(r.status, 0);
-  for (const char* cmd :
-       {"proxy", "sim", "demo", "replay serve", "replay send", "analyze", "check-config"})
+  for (const char* cmd : {"proxy", "sim", "demo", "replay serve", "replay send", "analyze",
+                          "bench run", "bench compare", "check-config"})
     EXPECT_NE(r.out.find(std::string("\n  ") + cmd + " "), std::string::npos) << cmd << r.out;
-  for (const char* cmd : {"proxy", "sim", "demo", "check-config", "analyze", "replay"}) {
+  for (const char* cmd : {"proxy", "sim", "demo", "check-config", "analyze", "replay", "bench"}) {
     r = run({cmd, "--help"});
     EXPECT_EQ(r.status, 0) << cmd;
     EXPECT_NE(r.out.find("usage: tokentap"), std::string::npos) << cmd;

@@ -1,0 +1,131 @@
+// `tokentap bench` as a user runs it, on the real binary against a real simulator on 127.0.0.1:
+// a run writes its directory (run.json, requests.jsonl, summary.json), two runs of one target
+// compare as no regression (exit 0), a slower target as one (exit 1, the same in JSON), and a
+// broken workload or missing flags are refused with exit 2 and a one-line reason.
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "sim/sim_server.hpp"
+#include "test/support/process.hpp"
+#include "test/support/stack.hpp"
+#include "test/support/tls_cert.hpp"
+
+namespace tokentap::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Bench : ::testing::Test {
+  Bench() : sim(loopback_sim(20, 2, 6)), dir(temp_dir()) {
+    sim.start();
+    std::ofstream(dir + "/w.jsonl")
+        << R"({"id":"a","prompt":"hello"})"
+           "\n"
+        << R"({"id":"b","messages":[{"role":"user","content":"hi there"}],"max_tokens":4})"
+           "\n"
+        << R"({"id":"c","category":"trivia","prompt":"q","answer":"[a-z]","grader":"regex"})"
+        << "\n";
+  }
+  // `bench run` into dir/NAME with more flags; its exit status (out and err kept).
+  int run(const std::string& name, std::vector<std::string> more = {}) {
+    std::vector<std::string> args{
+        "bench",         "run",
+        "--target",      "http://127.0.0.1:" + std::to_string(sim.endpoint().port()),
+        "--workload",    dir + "/w.jsonl",
+        "--out",         dir + "/" + name,
+        "--model",       "sim-small",
+        "--concurrency", "2,3",
+        "--requests",    "9"};
+    args.insert(args.end(), more.begin(), more.end());
+    process p(args);
+    const int rc = p.wait(60s);
+    out = p.out();
+    err = p.err();
+    return rc;
+  }
+  int compare(const std::string& a, const std::string& b, std::vector<std::string> more = {}) {
+    std::vector<std::string> args{"bench", "compare", dir + "/" + a, dir + "/" + b};
+    args.insert(args.end(), more.begin(), more.end());
+    process p(args);
+    const int rc = p.wait(60s);
+    out = p.out();
+    err = p.err();
+    return rc;
+  }
+  sim::server sim;
+  std::string dir, out, err;
+};
+
+TEST_F(Bench, ARunWritesItsDirectoryAndTwoRunsOfOneTargetDoNotDiffer) {
+  ASSERT_EQ(run("a"), 0) << err;
+  EXPECT_NE(out.find("concurrency 2: 9 requests, 9 ok"), std::string::npos) << out;
+  EXPECT_NE(out.find("concurrency 3: 9 requests, 9 ok"), std::string::npos) << out;
+  for (const char* file : {"run.json", "requests.jsonl", "summary.json"})
+    EXPECT_TRUE(std::filesystem::exists(dir + "/a/" + file)) << file;
+  simdjson::dom::parser p;
+  const auto summary = p.load(dir + "/a/summary.json");
+  ASSERT_FALSE(summary.error());
+  const auto levels = summary["levels"].get_array();
+  ASSERT_EQ(levels.size(), 2u);
+  const auto l0 = levels.at(0);
+  EXPECT_EQ(l0["load"]["concurrency"].get_uint64().value(), 2u);
+  EXPECT_EQ(l0["ok"].get_uint64().value(), 9u);
+  EXPECT_GE(l0["metrics"]["ttft_ms"]["p50"].get_double().value(), 20);
+  EXPECT_DOUBLE_EQ(l0["accuracy"]["trivia"]["accuracy"].get_double().value(), 1);
+  EXPECT_GT(l0["throughput"]["output_tokens_per_s"].get_double().value(), 0);
+  simdjson::dom::parser q;
+  const auto run_json = q.load(dir + "/a/run.json");
+  ASSERT_FALSE(run_json.error());
+  EXPECT_EQ(std::string_view(run_json["model"].get_string().value()), "sim-small");
+  // A second run of the same target: no regression.
+  ASSERT_EQ(run("b"), 0) << err;
+  EXPECT_EQ(compare("a", "b"), 0) << out << err;
+  EXPECT_NE(out.find("requests paired by id"), std::string::npos) << out;
+  EXPECT_NE(out.find("verdict: no regression"), std::string::npos) << out;
+}
+
+TEST_F(Bench, ASlowerTargetIsARegression) {
+  ASSERT_EQ(run("fast"), 0) << err;
+  ASSERT_EQ(run("slow", {"--header", "x-sim-ttft-ms: 200"}), 0) << err;
+  EXPECT_EQ(compare("fast", "slow"), 1) << out << err;
+  EXPECT_NE(out.find("verdict: B is worse"), std::string::npos) << out;
+  EXPECT_EQ(compare("fast", "slow", {"--format", "json"}), 1);
+  simdjson::dom::parser p;
+  const auto doc = p.parse(out);
+  ASSERT_FALSE(doc.error()) << out;
+  const auto first = doc["metrics"].at(0);
+  EXPECT_EQ(std::string_view(first["name"].get_string().value()), "ttft_ms.p50");
+  EXPECT_EQ(std::string_view(first["verdict"].get_string().value()), "worse");
+  EXPECT_GT(first["delta_pct"].get_double().value(), 100);
+  // The other way round it is better: no regression.
+  EXPECT_EQ(compare("slow", "fast"), 0) << out;
+}
+
+TEST_F(Bench, WhatCannotRunIsRefusedWithExitTwo) {
+  std::ofstream(dir + "/bad.jsonl") << R"({"prompt":"ok"})"
+                                       "\n"
+                                    << R"({"promt":"typo"})"
+                                       "\n";
+  process bad({"bench", "run", "--target", "http://127.0.0.1:1", "--workload", dir + "/bad.jsonl",
+               "--out", dir + "/x", "--requests", "1"});
+  EXPECT_EQ(bad.wait(30s), 2);
+  EXPECT_EQ(bad.err(), "tokentap bench: " + dir +
+                           "/bad.jsonl:2: unknown key 'promt' (id, category, messages, prompt, "
+                           "answer, grader, max_tokens)\n");
+  process no_stop({"bench", "run", "--target", "http://127.0.0.1:1", "--workload", dir + "/w.jsonl",
+                   "--out", dir + "/x"});
+  EXPECT_EQ(no_stop.wait(30s), 2);
+  EXPECT_EQ(no_stop.err(), "tokentap bench: a level needs --requests N or --duration-s S\n");
+  process both({"bench", "run", "--target", "http://127.0.0.1:1", "--workload", dir + "/w.jsonl",
+                "--out", dir + "/x", "--requests", "1", "--rate", "1", "--concurrency", "1"});
+  EXPECT_EQ(both.wait(30s), 2);
+  EXPECT_NE(both.err().find("exclude each other"), std::string::npos) << both.err();
+  EXPECT_EQ(compare("nowhere", "neither"), 2);
+  EXPECT_NE(err.find("cannot read"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace tokentap::test
