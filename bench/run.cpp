@@ -51,7 +51,8 @@ class runner {
                .max_text = std::any_of(tasks.begin(), tasks.end(),
                                        [](const task& t) { return t.grade.has_value(); })
                                ? std::size_t{64 * 1024}
-                               : 0}) {
+                               : 0,
+               .analyze = o.analyze}) {
     for (const auto& t : tasks) {
       auto [target, body] = request_of(t, o.model);
       replay::outgoing out;
@@ -137,6 +138,10 @@ class runner {
     }
     r.schedule_lag_ms =
         planned_ns > 0 ? std::max(0.0, static_cast<double>(m.sent_ns - planned_ns) / 1e6) : 0;
+    r.steps = m.steps;
+    r.backtracks = m.backtracks;
+    r.cache_outcome = std::move(m.cache_outcome);
+    r.cache_events = std::move(m.cache_events);
     if (t.grade) {
       r.category = t.category;
       r.correct = m.ok && t.grade->judge(m.content).correct;

@@ -33,6 +33,8 @@ struct run_options {
   double burstiness = 1;
   std::uint64_t seed = 1;
   std::size_t max_gaps = 4096;  ///< gaps between token events kept per response
+  /// Reasoning steps and prompt-cache events per request (the proxy's steps and cache hooks).
+  bool analyze = true;
   /// Called after each request (on the run's thread): for a progress line.
   std::function<void(const request_result&)> on_request;
 };

@@ -43,6 +43,8 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput) {
     std::uint64_t n = 0, correct = 0;
   };
   std::map<std::string, tally> accuracy;
+  std::map<std::string, std::uint64_t> outcomes, events;
+  std::uint64_t steps = 0, backtracking = 0;
   for (const auto& r : l.requests) {
     if (r.warmup) continue;
     ++requests;
@@ -58,6 +60,10 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput) {
     estimated += r.tokens_estimated ? 1 : 0;
     per_token = per_token && (r.itl_per_token || r.itl_ms.empty());
     if (r.output_tokens > 0) output_tokens += r.output_tokens;
+    steps += r.steps;
+    backtracking += r.backtracks > 0 ? 1 : 0;
+    if (!r.cache_outcome.empty()) ++outcomes[r.cache_outcome];
+    for (const auto& e : r.cache_events) ++events[e];
     if (r.ttft_ms >= 0) ttft.push_back(r.ttft_ms);
     if (r.ttfo_ms >= 0) ttfo.push_back(r.ttfo_ms);
     if (r.tpot_ms >= 0) tpot.push_back(r.tpot_ms);
@@ -108,6 +114,15 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput) {
   } else {
     w.null();
   }
+  w.key("steps").begin_object();
+  w.key("mean").number(ok > 0 ? static_cast<double>(steps) / static_cast<double>(ok) : 0, 3);
+  w.key("backtracking_share")
+      .number(ok > 0 ? static_cast<double>(backtracking) / static_cast<double>(ok) : 0, 4);
+  w.end().key("cache").begin_object().key("outcomes").begin_object();
+  for (const auto& [name, n] : outcomes) w.field(name, n);
+  w.end().key("events").begin_object();
+  for (const auto& [name, n] : events) w.field(name, n);
+  w.end().end();
   std::sort(lag.begin(), lag.end());
   const double lag_p99 = percentile(lag, 99);
   w.key("schedule_lag_ms").begin_object();
@@ -201,6 +216,13 @@ std::string request_json(const request_result& r) {
   if (r.tokens_estimated) w.field("tokens_estimated", true);
   w.key("schedule_lag_ms").number(r.schedule_lag_ms, 3);
   if (r.correct) w.field("category", r.category).field("correct", *r.correct);
+  if (r.steps > 0) w.field("steps", r.steps).field("backtracks", r.backtracks);
+  if (!r.cache_outcome.empty()) w.field("cache", r.cache_outcome);
+  if (!r.cache_events.empty()) {
+    w.key("cache_events").begin_array();
+    for (const auto& e : r.cache_events) w.string(e);
+    w.end();
+  }
   w.end();
   return out;
 }

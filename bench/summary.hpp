@@ -40,6 +40,9 @@ struct request_result {
   double schedule_lag_ms = 0;     ///< sent − planned (open loop and schedules; 0 closed loop)
   std::string category;           ///< graded tasks
   std::optional<bool> correct;    ///< graded tasks: the grader's verdict
+  std::uint32_t steps = 0, backtracks = 0;  ///< reasoning steps the tap found
+  std::string cache_outcome;                ///< hit, partial, miss (empty: not judged)
+  std::vector<std::string> cache_events;    ///< the cache hook's events (a miss's cause …)
 };
 
 /// The service-level objectives goodput is measured against (`--goodput ttft_ms:500,itl_ms:50`);
@@ -66,7 +69,8 @@ struct level {
 };
 
 /// `summary.json` for the levels of a run, in order: `{"levels":[...]}` as DESIGN.md §14, each
-/// level also with `chunk_gap_ms`, `errors`, `tokens_estimated` (requests whose counts the
+/// level also with `chunk_gap_ms`, `errors`, `steps` (per response: mean, the share with a
+/// backtrack), `cache` (outcomes and events by name), `tokens_estimated` (requests whose counts the
 /// client made), `itl_per_token` (false when any request's ITL is one gap per event, its server
 /// not counting tokens per chunk) and `client_kept_up` (schedule lag P99 within 1 ms).
 std::string summary_json(std::span<const level> levels, const slo& goodput);

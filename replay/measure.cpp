@@ -7,6 +7,8 @@
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 
+#include <algorithm>
+
 #include <boost/beast/http.hpp>
 
 #include "base/clock.hpp"
@@ -14,6 +16,8 @@
 #include "hooks/hook_chain.hpp"
 #include "hooks/registry.hpp"
 #include "net/http_client.hpp"
+#include "parsers/request_inspector.hpp"
+#include "parsers/step_tagger.hpp"
 
 namespace tokentap::replay {
 
@@ -47,6 +51,12 @@ class capture_factory final : public hooks::hook_factory {
       m_.event_gaps_ms = s.timing.itl_values_ms;
       m_.token_events = s.token_events;
       m_.usage = s.usage;
+      m_.steps = static_cast<std::uint32_t>(s.steps.size());
+      m_.backtracks = static_cast<std::uint32_t>(std::count_if(
+          s.steps.begin(), s.steps.end(),
+          [](const parsers::step& x) { return x.kind == parsers::step_kind::backtrack; }));
+      for (const auto& [name, evidence] : s.cache_events) m_.cache_events.push_back(name);
+      m_.cache_outcome = std::string(s.cache_outcome);
       m_.outcome = hooks::to_string(s.outcome);  // a 2xx stream with an error event: stream_error
     }
     unsigned per_event() const noexcept override { return token_calls; }
@@ -62,9 +72,9 @@ class capture_factory final : public hooks::hook_factory {
 measurer::measurer(options o) : o_(std::move(o)) {
   config::config cfg;
   cfg.hooks = {"timing"};
+  if (o_.analyze) cfg.hooks = {"timing", "steps", "cache"};
   config::set_hook_sections(cfg, "timing: {exact_samples: " + std::to_string(o_.max_gaps) + "}");
-  auto factories = hooks::builtin_hooks().build(cfg);
-  timing_ = std::move(factories.front());
+  hooks_ = hooks::builtin_hooks().build(cfg);
 }
 
 measurer::~measurer() = default;
@@ -87,12 +97,26 @@ awaitable<void> measurer::measure(const outgoing& out, measurement& m) const {
   req.prepare_payload();
 
   config::config cfg;  // the chain's own settings: the defaults (max_event_bytes)
-  hooks::hook_chain_factory chain(cfg,
-                                  {timing_, std::make_shared<capture_factory>(m, o_.max_text)});
+  auto factories = hooks_;
+  factories.push_back(std::make_shared<capture_factory>(m, o_.max_text));
+  hooks::hook_chain_factory chain(cfg, std::move(factories));
   auto tap = chain.create();
+  // What the proxy's request phase knows of a request: its model and conversation (the cache
+  // hook compares conversations).
+  parsers::request_inspector inspector;
+  const auto info = inspector.inspect(out.body, {.digests = o_.analyze});
+  std::vector<hooks::header_view> headers;
+  for (const auto& [k, v] : out.headers) headers.push_back({k, v});
   hooks::request_view view;
   view.method = out.method;
   view.target = out.target;
+  view.model = info.model;
+  view.stream = info.stream;
+  view.body = out.body;
+  view.headers = headers;
+  view.conversation = info.digests;
+  view.prompt_chars = info.prompt_chars;
+  view.max_tokens = info.max_tokens;
   view.start_ns = m.sent_ns = base::mono_now_ns();
   tap->on_request(view);
 

@@ -43,7 +43,14 @@ struct measurement {
   std::uint64_t token_events = 0;
   parsers::usage_counts usage;  ///< as the server reported it (-1: not reported)
   std::string content;          ///< the answer's text (the first max_text bytes)
-  std::int64_t sent_ns = 0;     ///< when it was sent (monotonic, base::mono_now_ns)
+  /// Reasoning steps the step tagger found (with measurer::options::analyze): in all, and the
+  /// backtracks ("Wait,") among them.
+  std::uint32_t steps = 0, backtracks = 0;
+  /// Prompt-cache events of the request, as the cache hook names them (`hit`, `miss`, a miss's
+  /// cause …), and its verdict: hit, partial or miss (empty: not judged).
+  std::vector<std::string> cache_events;
+  std::string cache_outcome;
+  std::int64_t sent_ns = 0;  ///< when it was sent (monotonic, base::mono_now_ns)
 };
 
 /// Sends requests to one target and measures them; one per run, shared by its coroutines (on
@@ -56,6 +63,9 @@ class measurer {
     std::chrono::milliseconds timeout{std::chrono::minutes(10)};  ///< one whole exchange
     std::size_t max_gaps = 4096;  ///< event gaps kept per response (1 .. 1048576)
     std::size_t max_text = 0;     ///< answer bytes kept per response (graded tasks)
+    /// Also run the steps and cache hooks (the cache hook keeps what earlier requests of the
+    /// run sent, as the proxy's does, to say why a prefix missed).
+    bool analyze = false;
   };
   explicit measurer(options o);
   ~measurer();
@@ -67,7 +77,7 @@ class measurer {
 
  private:
   options o_;
-  std::shared_ptr<hooks::hook_factory> timing_;
+  std::vector<std::shared_ptr<hooks::hook_factory>> hooks_;  // timing (steps, cache)
 };
 
 }  // namespace tokentap::replay

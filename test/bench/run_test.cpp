@@ -54,7 +54,8 @@ TEST(Run, AClosedLoopSendsItsRequestsAndRepeatsAShortWorkload) {
     EXPECT_FALSE(q.tokens_estimated);
     EXPECT_GT(q.input_tokens, 0);
     EXPECT_EQ(q.chunk_gap_ms.size(), 3u);
-    EXPECT_EQ(q.schedule_lag_ms, 0);  // a closed loop has no schedule
+    EXPECT_EQ(q.schedule_lag_ms, 0);                // a closed loop has no schedule
+    EXPECT_FALSE(q.cache_outcome.empty()) << q.id;  // the cache hook judged it
     ids.insert(q.id);
   }
   EXPECT_EQ(ids, (std::set<std::string>{"a", "b", "a#2", "b#2", "a#3", "b#3", "a#4"}));

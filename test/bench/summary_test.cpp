@@ -57,6 +57,14 @@ TEST(Summary, ALevelFromItsRequests) {
   rs[1].correct = false;
   rs[2].category = "code";
   rs[2].correct = true;
+  rs[0].steps = 4;
+  rs[0].backtracks = 1;
+  rs[1].steps = 2;
+  rs[0].cache_outcome = "miss";
+  rs[0].cache_events = {"miss"};
+  rs[1].cache_outcome = "miss";
+  rs[1].cache_events = {"miss", "prefix_divergence"};
+  rs[2].cache_outcome = "hit";
   const level l{.load = level::kind::concurrency, .value = 4, .duration_s = 2, .requests = rs};
   slo goodput;
   goodput.ttft_ms = 500;
@@ -90,6 +98,13 @@ TEST(Summary, ALevelFromItsRequests) {
   // Lag: 0.2, 4, 0, 0 — its P99 is past 1 ms: the client did not keep up.
   EXPECT_FALSE(lv["client_kept_up"].get_bool().value());
   EXPECT_GT(num(lv["schedule_lag_ms"]["p99"]), 1);
+  // Steps per response that succeeded, and the share that backtracked; cache by name.
+  EXPECT_DOUBLE_EQ(num(lv["steps"]["mean"]), 2);
+  EXPECT_NEAR(num(lv["steps"]["backtracking_share"]), 1.0 / 3, 1e-4);
+  EXPECT_EQ(num(lv["cache"]["outcomes"]["miss"]), 2);
+  EXPECT_EQ(num(lv["cache"]["outcomes"]["hit"]), 1);
+  EXPECT_EQ(num(lv["cache"]["events"]["prefix_divergence"]), 1);
+  EXPECT_EQ(num(lv["cache"]["events"]["miss"]), 2);
   const auto math = lv["accuracy"]["math"];
   EXPECT_EQ(num(math["n"]), 2);
   EXPECT_EQ(num(math["correct"]), 1);
@@ -144,10 +159,15 @@ TEST(Summary, ARequestLine) {
   r.input_tokens = 40;
   r.category = "math";
   r.correct = true;
-  EXPECT_EQ(request_json(r),
-            R"({"id":"q-7","level":2,"status":200,"ok":true,"ttft_ms":12.500,"ttfo_ms":17.500,)"
-            R"("e2e_ms":100.000,"tpot_ms":43.750,"input_tokens":40,"output_tokens":3,)"
-            R"("cached_tokens":null,"schedule_lag_ms":0.000,"category":"math","correct":true})");
+  r.steps = 3;
+  r.cache_outcome = "miss";
+  r.cache_events = {"miss", "prefix_divergence"};
+  EXPECT_EQ(
+      request_json(r),
+      R"({"id":"q-7","level":2,"status":200,"ok":true,"ttft_ms":12.500,"ttfo_ms":17.500,)"
+      R"("e2e_ms":100.000,"tpot_ms":43.750,"input_tokens":40,"output_tokens":3,)"
+      R"("cached_tokens":null,"schedule_lag_ms":0.000,"category":"math","correct":true,)"
+      R"("steps":3,"backtracks":0,"cache":"miss","cache_events":["miss","prefix_divergence"]})");
 }
 
 // requests.jsonl read back: what compare needs of every request, and a broken line refused.

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -65,6 +67,35 @@ TEST(Measure, ReasoningComesBeforeTheFirstAnswerToken) {
   EXPECT_GE(got.ttfo_ms, got.ttft_ms + 4 * 20 * 0.9);
   EXPECT_FALSE(got.content.empty());
   EXPECT_EQ(got.token_events, 7u);
+}
+
+// With `analyze`, the steps and cache hooks run as in the proxy: reasoning steps are counted,
+// and a conversation whose system prompt changed is a miss the cache hook explains.
+TEST(Measure, StepsAndCacheEventsAsTheProxyFindsThem) {
+  sim::server sim(test::loopback_sim(5, 2, 20));
+  sim.start();
+  const measurer m({.host = "127.0.0.1", .port = sim.endpoint().port(), .analyze = true});
+  const auto ask = [&](const std::string& system) {
+    auto o = chat({{"x-sim-reasoning-tokens", "30"}});
+    o.body = R"({"model":"sim-small","stream":true,"stream_options":{"include_usage":true},)"
+             R"("messages":[{"role":"system","content":")" +
+             system + R"("},{"role":"user","content":"hello there, what is up"}]})";
+    return measure_one(m, o);
+  };
+  const auto first = ask("You are a helpful assistant who answers briefly.");
+  ASSERT_TRUE(first.ok) << first.error;
+  EXPECT_GT(first.steps, 0u);
+  EXPECT_EQ(first.cache_outcome, "miss");
+  const auto changed = ask("You are a terse assistant.");
+  ASSERT_TRUE(changed.ok);
+  EXPECT_NE(
+      std::find(changed.cache_events.begin(), changed.cache_events.end(), "prefix_divergence"),
+      changed.cache_events.end());
+  // Without it, neither hook runs.
+  const measurer plain({.host = "127.0.0.1", .port = sim.endpoint().port()});
+  const auto none = measure_one(plain, chat({{"x-sim-reasoning-tokens", "30"}}));
+  EXPECT_EQ(none.steps, 0u);
+  EXPECT_TRUE(none.cache_events.empty());
 }
 
 TEST(Measure, FailuresSayWhy) {
