@@ -20,6 +20,7 @@
 #include "app/commands.hpp"
 #include "base/log.hpp"
 #include "config/config.hpp"
+#include "config/url.hpp"
 #include "hooks/hook.hpp"
 #include "hooks/registry.hpp"
 #include "net/net.hpp"
@@ -55,6 +56,26 @@ bool want_help(const std::vector<std::string>& args) {
   for (const auto& a : args)
     if (a == "--help" || a == "-h") return true;
   return false;
+}
+
+config::host_port target_flag(const flags& f, std::string_view who) {
+  const auto target = f.get("target");
+  if (!target) throw usage_error{"--target URL is required"};
+  std::string err;
+  const auto u = config::parse_url(*target, err);
+  if (!u) throw usage_error{"--target: " + err};
+  if (u->tls) throw usage_error{"--target: https is not supported by " + std::string(who) + " yet"};
+  return {u->host, u->port};
+}
+
+std::optional<std::pair<std::string, std::string>> header_flag(const flags& f) {
+  const auto h = f.get("header");
+  if (!h) return std::nullopt;
+  const auto colon = h->find(':');
+  if (colon == std::string::npos) throw usage_error{"--header must be \"Name: value\""};
+  auto value = h->substr(colon + 1);
+  while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+  return std::pair{h->substr(0, colon), value};
 }
 
 // Parses HOST:PORT for a flag, as a usage error on failure.

@@ -18,7 +18,6 @@
 #include "bench/run.hpp"
 #include "bench/summary.hpp"
 #include "bench/workload.hpp"
-#include "config/url.hpp"
 #include "tokentap/version.hpp"
 
 namespace tokentap::app {
@@ -108,17 +107,14 @@ int cmd_bench_run(const std::vector<std::string>& args) {
       {});
   apply_log_level(f, "warn");
   bench::run_options o;
-  const auto target = f.get("target");
   const auto workload = f.get("workload");
   const auto out_dir = f.get("out");
-  if (!target || !workload || !out_dir)
+  if (!f.has("target") || !workload || !out_dir)
     throw usage_error{"--target URL, --workload FILE and --out DIR are required"};
+  const auto target = target_flag(f, "bench");
+  o.host = target.host;
+  o.port = target.port;
   std::string err;
-  const auto u = config::parse_url(*target, err);
-  if (!u) throw usage_error{"--target: " + err};
-  if (u->tls) throw usage_error{"--target: https is not supported by bench yet"};
-  o.host = u->host;
-  o.port = u->port;
   if (auto m = f.get("model")) o.model = *m;
   if (f.has("concurrency") && f.has("rate"))
     throw usage_error{"--concurrency (closed loop) and --rate (open loop) exclude each other"};
@@ -149,13 +145,7 @@ int cmd_bench_run(const std::vector<std::string>& args) {
     if (!s) throw usage_error{err};
     goodput = *s;
   }
-  if (auto h = f.get("header")) {
-    const auto colon = h->find(':');
-    if (colon == std::string::npos) throw usage_error{"--header must be \"Name: value\""};
-    auto value = h->substr(colon + 1);
-    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
-    o.headers.emplace_back(h->substr(0, colon), value);
-  }
+  if (auto h = header_flag(f)) o.headers.push_back(std::move(*h));
   const auto tasks = bench::read_tasks(read_file(*workload, "--workload"), *workload, err);
   if (!tasks) throw usage_error{err};
   std::error_code ec;
@@ -203,7 +193,7 @@ int cmd_bench_run(const std::vector<std::string>& args) {
     w.begin_object()
         .field("tokentap", version_string)
         .field("started", started)
-        .field("target", *target)
+        .field("target", *f.get("target"))
         .field("workload", *workload)
         .field("tasks", tasks->size())
         .field("model", o.model)

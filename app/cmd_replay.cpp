@@ -129,24 +129,13 @@ int cmd_replay_send(const std::vector<std::string>& args) {
       {});
   apply_log_level(f, "info");
   replay::send_options o;
-  const auto target = f.get("target");
-  if (!target) throw usage_error{"--target URL is required"};
-  std::string err;
-  const auto u = config::parse_url(*target, err);
-  if (!u) throw usage_error{"--target: " + err};
-  if (u->tls) throw usage_error{"--target: https is not supported by replay send yet"};
-  o.host = u->host;
-  o.port = u->port;
+  const auto target = target_flag(f, "replay send");
+  o.host = target.host;
+  o.port = target.port;
   o.concurrency = static_cast<unsigned>(f.number("concurrency", 0, 0, 100000));
   o.rate = f.number("rate", 0, 0, 1e6);
   o.speed = f.number("speed", 1, 0.001, 1000);
-  if (auto h = f.get("header")) {
-    const auto colon = h->find(':');
-    if (colon == std::string::npos) throw usage_error{"--header must be \"Name: value\""};
-    auto value = h->substr(colon + 1);
-    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
-    o.headers.emplace_back(h->substr(0, colon), value);
-  }
+  if (auto h = header_flag(f)) o.headers.push_back(std::move(*h));
   o.progress = isatty(STDERR_FILENO);
   const auto traces = load_traces(trace_files(f), ids_of(f));
   const auto result = replay::send(traces.records, o);

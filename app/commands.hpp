@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "app/cli.hpp"
@@ -26,6 +27,11 @@ int cmd_bench(const std::vector<std::string>& args);
 bool want_help(const std::vector<std::string>& args);
 /// A HOST:PORT flag, or `fallback` when absent; a usage error when malformed.
 config::host_port address_flag(const flags& f, std::string_view name, config::host_port fallback);
+/// `--target URL`: a plain-HTTP server under test (https refused: `who` does not speak TLS yet);
+/// a usage error when absent or malformed.
+config::host_port target_flag(const flags& f, std::string_view who);
+/// `--header "Name: value"`, when given: the header to add to every request.
+std::optional<std::pair<std::string, std::string>> header_flag(const flags& f);
 /// Sets the log level from `--log-level` (or `fallback`).
 void apply_log_level(const flags& f, std::string_view fallback);
 /// Runs until `wait_done` returns, handling SIGINT/SIGTERM meanwhile: the first signal (or the

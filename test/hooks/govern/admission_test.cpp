@@ -12,6 +12,7 @@
 #include "base/json.hpp"
 #include "config/config.hpp"
 #include "hooks/registry.hpp"
+#include "test/hooks/registry_check.hpp"
 
 namespace tokentap::hooks {
 namespace {
@@ -266,15 +267,7 @@ TEST(Shedding, ARouteOverItsTtftSloRefusesLowUntilItRecovers) {
 
 // The three sections as a file writes them (DESIGN.md §11): every knob, what they bring and
 // imply, and what they refuse — naming the line.
-std::string admission_error(const std::string& yaml) {
-  try {
-    auto cfg = config::parse_config(yaml);
-    builtin_hooks().check(cfg);
-  } catch (const config::config_error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::check_error;
 
 TEST(Admission, ItsSectionsSetEveryKnobBringTheHookAndTellTenantsApart) {
   auto cfg = config::parse_config(
@@ -387,7 +380,7 @@ TEST(Admission, ABadSectionIsRefusedAtItsLine) {
        "line 4: shed.model rewrites rerouted requests: it needs reroute"},
   };
   for (const auto& [yaml, error] : cases) {
-    const auto got = admission_error(base + yaml + "\n");
+    const auto got = check_error(base + yaml + "\n");
     EXPECT_EQ(got.substr(0, error.size()), error) << yaml << "\n" << got;
   }
 }

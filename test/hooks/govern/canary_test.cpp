@@ -13,6 +13,7 @@
 
 #include "config/config.hpp"
 #include "hooks/registry.hpp"
+#include "test/hooks/registry_check.hpp"
 
 namespace tokentap::hooks {
 namespace {
@@ -227,15 +228,7 @@ TEST(Canary, TheMemoryOfSidesIsBoundedAndForgetsTheOldestFirst) {
 
 // The section as a file writes it (DESIGN.md §11): every knob, the defaults, one canary as a
 // mapping or a list of them, and what it refuses — naming the line.
-std::string canary_error(const std::string& yaml) {
-  try {
-    auto cfg = config::parse_config(yaml);
-    builtin_hooks().check(cfg);
-  } catch (const config::config_error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::check_error;
 
 TEST(Canary, ItsSectionSetsEveryKnobAndBringsItsHook) {
   const std::string base =
@@ -293,20 +286,20 @@ TEST(Canary, ABadSectionIsRefusedAtItsLine) {
       {"min_request: 5", "line 3: unknown key 'min_request' in a canary"},
   };
   for (const auto& [knob, error] : cases)
-    EXPECT_EQ(canary_error(base + "canary: {route: local, upstream: b, " + knob + "}\n"), error)
+    EXPECT_EQ(check_error(base + "canary: {route: local, upstream: b, " + knob + "}\n"), error)
         << knob;
-  EXPECT_EQ(canary_error(base + "canary: {route: local}\n"),
+  EXPECT_EQ(check_error(base + "canary: {route: local}\n"),
             "line 3: a canary needs a route and an upstream");
   EXPECT_EQ(
-      canary_error(base +
-                   "canary:\n  - {route: local, upstream: b}\n  - {route: local, upstream: b}\n"),
+      check_error(base +
+                  "canary:\n  - {route: local, upstream: b}\n  - {route: local, upstream: b}\n"),
       "line 5: a second canary for route 'local'");
-  EXPECT_EQ(canary_error(base + "canary: {route: local, upstream: c}\n"),
+  EXPECT_EQ(check_error(base + "canary: {route: local, upstream: c}\n"),
             "line 3: canary of route 'local' names unknown upstream 'c'");
-  EXPECT_EQ(canary_error(base + "canary: {route: local, upstream: a}\n"),
+  EXPECT_EQ(check_error(base + "canary: {route: local, upstream: a}\n"),
             "line 3: canary of route 'local' is the route's own upstream 'a': name the new "
             "version's upstream");
-  EXPECT_EQ(canary_error(base + "canary: {route: remote, upstream: b}\n"),
+  EXPECT_EQ(check_error(base + "canary: {route: remote, upstream: b}\n"),
             "line 3: canary names unknown route 'remote'");
 }
 
