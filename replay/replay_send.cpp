@@ -12,7 +12,7 @@
 #include <mutex>
 
 #include <boost/asio/detached.hpp>
-#include <boost/beast/http.hpp>
+#include <boost/beast/core/string.hpp>
 
 #include "base/clock.hpp"
 #include "base/json.hpp"
@@ -22,8 +22,6 @@
 #include "replay/measure.hpp"
 
 namespace tokentap::replay {
-
-namespace http = beast::http;
 
 namespace {
 
