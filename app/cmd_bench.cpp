@@ -30,7 +30,9 @@ constexpr const char* bench_help =
 
 bench run: sends a workload to a target, level by level, measures every response with the
 proxy's own decoders (TTFT, answer TTFT, gaps between events, TPOT, end to end, usage), and
-writes DIR/run.json, DIR/requests.jsonl and DIR/summary.json (docs/bench.md: the definitions).
+writes DIR/run.json, DIR/requests.jsonl, DIR/summary.json and a trace record per request in
+DIR/traces/ (tokentap analyze and replay read it; requests.jsonl names each one's trace_id).
+docs/bench.md has the definitions.
 
   --target URL              http://host:port of the server under test
   --workload FILE           JSONL, one task per line: {"id", "category", "messages" | "prompt",
@@ -47,6 +49,7 @@ writes DIR/run.json, DIR/requests.jsonl and DIR/summary.json (docs/bench.md: the
   --goodput SLOS            e.g. ttft_ms:500,itl_ms:50 (ttft_ms, ttfo_ms, itl_ms, tpot_ms, e2e_ms)
   --header "Name: value"    added to every request (e.g. credentials)
   --seed N                  open-loop schedules (default 1)
+  --max-reasoning-steps K   count the responses whose reasoning ran past K steps
 
 bench compare: for TTFT, answer TTFT, TPOT and end to end (P50, P99) and the accuracy of graded
 tasks, B's change from A in percent with a bootstrap 95 % interval (requests paired by id when
@@ -137,6 +140,7 @@ int cmd_bench_run(const std::vector<std::string>& args) {
   o.duration_s = f.number("duration-s", 0, 0, 86400 * 7);
   o.warmup_s = f.number("warmup-s", 0, 0, 86400);
   o.seed = static_cast<std::uint64_t>(f.number("seed", 1, 0, 1e15));
+  const auto max_steps = static_cast<std::uint32_t>(f.number("max-reasoning-steps", 0, 0, 1e6));
   if (o.requests == 0 && o.duration_s == 0)
     throw usage_error{"a level needs --requests N or --duration-s S"};
   bench::slo goodput;
@@ -151,6 +155,12 @@ int cmd_bench_run(const std::vector<std::string>& args) {
   std::error_code ec;
   std::filesystem::create_directories(*out_dir, ec);
   if (ec) throw usage_error{"--out: cannot create " + *out_dir + " (" + ec.message() + ")"};
+  // The run's trace records (what `tokentap analyze` and `replay` read), a fresh set per run.
+  const auto traces = std::filesystem::path(*out_dir) / "traces";
+  std::filesystem::remove_all(traces, ec);
+  std::filesystem::create_directories(traces, ec);
+  if (ec) throw usage_error{"--out: cannot create " + traces.string() + " (" + ec.message() + ")"};
+  o.trace_dir = traces.string();
 
   // A progress line on a terminal: level, requests done, errors, TTFT P50 of the last ones.
   const bool tty = isatty(STDOUT_FILENO) != 0;
@@ -184,7 +194,7 @@ int cmd_bench_run(const std::vector<std::string>& args) {
   for (const auto& r : result.requests) requests += bench::request_json(r) + "\n";
   const std::filesystem::path dir(*out_dir);
   write_file(dir / "requests.jsonl", requests);
-  write_file(dir / "summary.json", bench::summary_json(result.levels, goodput) + "\n");
+  write_file(dir / "summary.json", bench::summary_json(result.levels, goodput, max_steps) + "\n");
   std::string run_json;
   {
     base::json::writer w(run_json);
@@ -242,7 +252,7 @@ int cmd_bench_run(const std::vector<std::string>& args) {
         l.duration_s > 0 ? static_cast<double>(ok) / l.duration_s : 0.0, t.p50, t.p99, e.p50,
         e.p99);
   }
-  std::printf("wrote %s/{run.json,requests.jsonl,summary.json}\n", out_dir->c_str());
+  std::printf("wrote %s/{run.json,requests.jsonl,summary.json,traces/}\n", out_dir->c_str());
   return 0;
 }
 

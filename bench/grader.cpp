@@ -165,42 +165,48 @@ std::optional<grader> grader::make(std::string_view kind_name, std::string_view 
   return g;
 }
 
-grader::verdict grader::judge(std::string_view content) const {
-  const auto answer_text = after_reasoning(content);
-  verdict v;
+std::string grader::extract(std::string_view text) const {
+  const auto answer_text = after_reasoning(text);
   switch (kind_) {
     case kind::exact:
-      v.extracted = normalized(stated_answer(answer_text));
-      v.correct = v.extracted == expected_;
-      break;
+      return normalized(stated_answer(answer_text));
     case kind::numeric:
       if (const auto n = last_number(stated_answer(answer_text))) {
         char buf[64];
         const auto r = std::to_chars(buf, buf + sizeof buf, *n);
-        v.extracted.assign(buf, r.ptr);
-        v.correct = std::fabs(*n - number_) <= 1e-6 * std::max(1.0, std::fabs(number_));
+        return std::string(buf, r.ptr);
       }
-      break;
+      return {};
     case kind::choice: {
       const auto s = stated_answer(answer_text);
-      for (std::size_t i = 0; i < s.size(); ++i) {
-        const bool alone = (s[i] >= 'A' && s[i] <= 'Z') && (i == 0 || !letter(s[i - 1])) &&
-                           (i + 1 == s.size() || !letter(s[i + 1]));
-        if (!alone) continue;
-        v.extracted.assign(1, s[i]);
-        v.correct = v.extracted == expected_;
-        break;
-      }
-      break;
+      for (std::size_t i = 0; i < s.size(); ++i)
+        if ((s[i] >= 'A' && s[i] <= 'Z') && (i == 0 || !letter(s[i - 1])) &&
+            (i + 1 == s.size() || !letter(s[i + 1])))
+          return std::string(1, s[i]);
+      return {};
     }
     case kind::regex: {
       std::match_results<std::string_view::const_iterator> m;
-      if (std::regex_search(answer_text.begin(), answer_text.end(), m, pattern_)) {
-        v.extracted = m.str();
-        v.correct = true;
-      }
-      break;
+      if (std::regex_search(answer_text.begin(), answer_text.end(), m, pattern_)) return m.str();
+      return {};
     }
+  }
+  return {};
+}
+
+grader::verdict grader::judge(std::string_view content) const {
+  verdict v;
+  v.extracted = extract(content);
+  if (kind_ == kind::numeric) {
+    double n = 0;
+    const auto r = std::from_chars(v.extracted.data(), v.extracted.data() + v.extracted.size(), n);
+    v.correct = !v.extracted.empty() && r.ec == std::errc() &&
+                std::fabs(n - number_) <= 1e-6 * std::max(1.0, std::fabs(number_));
+  } else if (kind_ == kind::regex) {
+    v.correct =
+        !v.extracted.empty() || std::regex_search(std::string(after_reasoning(content)), pattern_);
+  } else {
+    v.correct = !v.extracted.empty() && v.extracted == expected_;
   }
   return v;
 }

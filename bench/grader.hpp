@@ -42,6 +42,10 @@ class grader {
   ///   expected one;
   /// - regex: the pattern is found anywhere in the text after the reasoning.
   verdict judge(std::string_view content) const;
+  /// What judge() compares of a text (after its reasoning): the normalized stated answer, its
+  /// last number, its letter, or the pattern's match; empty when it states none.  Two texts
+  /// that extract alike say the same thing (a conclusion step and the final answer).
+  std::string extract(std::string_view text) const;
 
   kind which() const noexcept { return kind_; }
 

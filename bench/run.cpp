@@ -52,7 +52,8 @@ class runner {
                                        [](const task& t) { return t.grade.has_value(); })
                                ? std::size_t{64 * 1024}
                                : 0,
-               .analyze = o.analyze}) {
+               .analyze = o.analyze,
+               .trace_dir = o.trace_dir}) {
     for (const auto& t : tasks) {
       auto [target, body] = request_of(t, o.model);
       replay::outgoing out;
@@ -126,9 +127,8 @@ class runner {
     r.ttfo_ms = m.ttfo_ms;
     r.e2e_ms = m.e2e_ms;
     r.tpot_ms = m.tpot_ms;
-    r.mean_itl_ms = m.tpot_ms;  // AIPerf's per-request ITL
-    r.chunk_gap_ms = m.event_gaps_ms;
-    r.itl_ms = m.event_gaps_ms;  // an event is one gap: no per-chunk token counts here
+    r.mean_itl_ms = m.tpot_ms;                    // AIPerf's per-request ITL
+    r.chunk_gap_ms = std::move(m.event_gaps_ms);  // no per-chunk token counts: ITL is these
     r.input_tokens = m.usage.input_tokens;
     r.output_tokens = m.usage.output_tokens;
     r.cached_tokens = m.usage.cached_input_tokens;
@@ -142,9 +142,14 @@ class runner {
     r.backtracks = m.backtracks;
     r.cache_outcome = std::move(m.cache_outcome);
     r.cache_events = std::move(m.cache_events);
+    r.trace_id = std::move(m.trace_record_id);
     if (t.grade) {
       r.category = t.category;
       r.correct = m.ok && t.grade->judge(m.content).correct;
+      // Step consistency: the reasoning's conclusion states what the response finally answers.
+      if (m.ok && !m.conclusion.empty())
+        if (const auto stated = t.grade->extract(m.content); !stated.empty())
+          r.consistent = t.grade->extract(m.conclusion) == stated;
     }
     last_end_ns_ = std::max(last_end_ns_, base::mono_now_ns());
     if (o_.on_request) o_.on_request(r);
@@ -171,6 +176,7 @@ class runner {
     const auto exec = co_await asio::this_coro::executor;
     steady_timer timer(exec);
     const auto start = clock::now();
+    const auto start_ns = base::mono_now_ns();  // the same instant: what lag is measured from
     for (std::size_t i = 0; i < plan.size(); ++i) {
       timer.expires_at(start + std::chrono::duration_cast<clock::duration>(seconds(plan[i])));
       error_code ec;
@@ -178,7 +184,7 @@ class runner {
       const bool warmup = i < warm;
       if (!warmup && time_is_up(base::mono_now_ns())) break;
       if (!warmup) ++counted_;
-      const auto planned = level_start_ns_ + static_cast<std::int64_t>(plan[i] * 1e9);
+      const auto planned = start_ns + static_cast<std::int64_t>(plan[i] * 1e9);
       asio::co_spawn(exec, send(sent_++, warmup, planned), asio::detached);
     }
   }

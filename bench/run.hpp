@@ -35,6 +35,8 @@ struct run_options {
   std::size_t max_gaps = 4096;  ///< gaps between token events kept per response
   /// Reasoning steps and prompt-cache events per request (the proxy's steps and cache hooks).
   bool analyze = true;
+  /// A trace record per request, written here by the proxy's trace hook; empty: none.
+  std::string trace_dir{};
   /// Called after each request (on the run's thread): for a progress line.
   std::function<void(const request_result&)> on_request;
 };

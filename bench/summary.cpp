@@ -34,7 +34,8 @@ void write_metric(base::json::writer& w, std::string_view name, std::vector<doub
   w.end();
 }
 
-void write_level(base::json::writer& w, const level& l, const slo& goodput) {
+void write_level(base::json::writer& w, const level& l, const slo& goodput,
+                 std::uint32_t max_steps) {
   std::vector<double> ttft, ttfo, itl, chunk, tpot, e2e, lag;
   std::size_t requests = 0, ok = 0, good = 0, estimated = 0;
   bool per_token = true;
@@ -44,7 +45,7 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput) {
   };
   std::map<std::string, tally> accuracy;
   std::map<std::string, std::uint64_t> outcomes, events;
-  std::uint64_t steps = 0, backtracking = 0;
+  std::uint64_t steps = 0, backtracking = 0, over_max = 0, concluded = 0, consistent = 0;
   for (const auto& r : l.requests) {
     if (r.warmup) continue;
     ++requests;
@@ -58,17 +59,23 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput) {
     ++ok;
     good += goodput.met_by(r) ? 1 : 0;
     estimated += r.tokens_estimated ? 1 : 0;
-    per_token = per_token && (r.itl_per_token || r.itl_ms.empty());
+    per_token = per_token && (r.itl_per_token || r.chunk_gap_ms.empty());
     if (r.output_tokens > 0) output_tokens += r.output_tokens;
     steps += r.steps;
     backtracking += r.backtracks > 0 ? 1 : 0;
+    over_max += max_steps > 0 && r.steps > max_steps ? 1 : 0;
+    if (r.consistent) {
+      ++concluded;
+      consistent += *r.consistent ? 1 : 0;
+    }
     if (!r.cache_outcome.empty()) ++outcomes[r.cache_outcome];
     for (const auto& e : r.cache_events) ++events[e];
     if (r.ttft_ms >= 0) ttft.push_back(r.ttft_ms);
     if (r.ttfo_ms >= 0) ttfo.push_back(r.ttfo_ms);
     if (r.tpot_ms >= 0) tpot.push_back(r.tpot_ms);
     if (r.e2e_ms >= 0) e2e.push_back(r.e2e_ms);
-    itl.insert(itl.end(), r.itl_ms.begin(), r.itl_ms.end());
+    const auto& gaps = r.itl_per_token ? r.itl_ms : r.chunk_gap_ms;
+    itl.insert(itl.end(), gaps.begin(), gaps.end());
     chunk.insert(chunk.end(), r.chunk_gap_ms.begin(), r.chunk_gap_ms.end());
   }
   w.begin_object().key("load").begin_object();
@@ -118,6 +125,14 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput) {
   w.key("mean").number(ok > 0 ? static_cast<double>(steps) / static_cast<double>(ok) : 0, 3);
   w.key("backtracking_share")
       .number(ok > 0 ? static_cast<double>(backtracking) / static_cast<double>(ok) : 0, 4);
+  if (max_steps > 0) w.field("max", max_steps).field("over_max", over_max);
+  w.end()
+      .key("step_consistency")
+      .begin_object()
+      .field("n", concluded)
+      .field("consistent", consistent);
+  w.key("share").number(
+      concluded > 0 ? static_cast<double>(consistent) / static_cast<double>(concluded) : 0, 4);
   w.end().key("cache").begin_object().key("outcomes").begin_object();
   for (const auto& [name, n] : outcomes) w.field(name, n);
   w.end().key("events").begin_object();
@@ -185,11 +200,12 @@ std::optional<slo> parse_slo(std::string_view text, std::string& error) {
   return out;
 }
 
-std::string summary_json(std::span<const level> levels, const slo& goodput) {
+std::string summary_json(std::span<const level> levels, const slo& goodput,
+                         std::uint32_t max_reasoning_steps) {
   std::string out;
   base::json::writer w(out);
   w.begin_object().key("levels").begin_array();
-  for (const auto& l : levels) write_level(w, l, goodput);
+  for (const auto& l : levels) write_level(w, l, goodput, max_reasoning_steps);
   w.end().end();
   return out;
 }
@@ -217,12 +233,14 @@ std::string request_json(const request_result& r) {
   w.key("schedule_lag_ms").number(r.schedule_lag_ms, 3);
   if (r.correct) w.field("category", r.category).field("correct", *r.correct);
   if (r.steps > 0) w.field("steps", r.steps).field("backtracks", r.backtracks);
+  if (r.consistent) w.field("consistent", *r.consistent);
   if (!r.cache_outcome.empty()) w.field("cache", r.cache_outcome);
   if (!r.cache_events.empty()) {
     w.key("cache_events").begin_array();
     for (const auto& e : r.cache_events) w.string(e);
     w.end();
   }
+  if (!r.trace_id.empty()) w.field("trace_id", r.trace_id);
   w.end();
   return out;
 }

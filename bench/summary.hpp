@@ -31,9 +31,11 @@ struct request_result {
   int status = 0;       ///< HTTP status; 0: no response
   bool ok = false;      ///< 2xx and the response ended as its provider ends one
   double ttft_ms = -1, ttfo_ms = -1, e2e_ms = -1, tpot_ms = -1;
-  double mean_itl_ms = -1;     ///< the request's mean gap between tokens
-  std::vector<double> itl_ms;  ///< every gap between two tokens
-  bool itl_per_token = false;  ///< itl_ms split events by their token counts (else one per event)
+  double mean_itl_ms = -1;  ///< the request's mean gap between tokens
+  /// Every gap between two tokens, when the server counted tokens per chunk (`itl_per_token`);
+  /// otherwise empty, and the level's ITL takes chunk_gap_ms (an event is one gap).
+  std::vector<double> itl_ms;
+  bool itl_per_token = false;
   std::vector<double> chunk_gap_ms;  ///< every gap between two token-bearing events
   std::int64_t input_tokens = -1, output_tokens = -1, cached_tokens = -1;
   bool tokens_estimated = false;  ///< the server gave no usage: counted by the client
@@ -41,8 +43,12 @@ struct request_result {
   std::string category;           ///< graded tasks
   std::optional<bool> correct;    ///< graded tasks: the grader's verdict
   std::uint32_t steps = 0, backtracks = 0;  ///< reasoning steps the tap found
-  std::string cache_outcome;                ///< hit, partial, miss (empty: not judged)
-  std::vector<std::string> cache_events;    ///< the cache hook's events (a miss's cause …)
+  /// Graded tasks whose response concluded (a conclusion step): whether the conclusion states
+  /// the same answer as the response's final one (step consistency).
+  std::optional<bool> consistent;
+  std::string cache_outcome;              ///< hit, partial, miss (empty: not judged)
+  std::vector<std::string> cache_events;  ///< the cache hook's events (a miss's cause …)
+  std::string trace_id;  ///< its trace record in the run directory's traces/ (empty: none)
 };
 
 /// The service-level objectives goodput is measured against (`--goodput ttft_ms:500,itl_ms:50`);
@@ -70,10 +76,13 @@ struct level {
 
 /// `summary.json` for the levels of a run, in order: `{"levels":[...]}` as DESIGN.md §14, each
 /// level also with `chunk_gap_ms`, `errors`, `steps` (per response: mean, the share with a
-/// backtrack), `cache` (outcomes and events by name), `tokens_estimated` (requests whose counts the
-/// client made), `itl_per_token` (false when any request's ITL is one gap per event, its server
-/// not counting tokens per chunk) and `client_kept_up` (schedule lag P99 within 1 ms).
-std::string summary_json(std::span<const level> levels, const slo& goodput);
+/// backtrack; with `max_reasoning_steps` K > 0 also `over_max`, the responses that ran past K
+/// steps), `step_consistency` (graded responses that concluded: how many concluded as they
+/// finally answered), `cache` (outcomes and events by name), `tokens_estimated` (requests whose
+/// counts the client made), `itl_per_token` (false when any request's ITL is one gap per event, its
+/// server not counting tokens per chunk) and `client_kept_up` (schedule lag P99 within 1 ms).
+std::string summary_json(std::span<const level> levels, const slo& goodput,
+                         std::uint32_t max_reasoning_steps = 0);
 
 /// One line of requests.jsonl for `r` (no newline).
 std::string request_json(const request_result& r);

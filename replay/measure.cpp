@@ -37,9 +37,10 @@ class capture_factory final : public hooks::hook_factory {
   struct capture final : hooks::hook {
     capture(measurement& m, std::size_t max_text) : m_(m), max_text_(max_text) {}
     void on_token(const hooks::token_event& e) override {
-      if (e.channel != parsers::channel::content || e.choice != 0) return;
-      const auto room = max_text_ - std::min(max_text_, m_.content.size());
-      m_.content.append(e.text.substr(0, room));
+      if (e.choice != 0 || e.channel == parsers::channel::tool) return;
+      auto& text = e.channel == parsers::channel::content ? m_.content : reasoning_;
+      const auto room = max_text_ - std::min(max_text_, text.size());
+      text.append(e.text.substr(0, room));
     }
     void on_stream_end(const hooks::stream_info& s) override {
       m_.ttft_ms = s.timing.ttft_ms;
@@ -56,12 +57,24 @@ class capture_factory final : public hooks::hook_factory {
           s.steps.begin(), s.steps.end(),
           [](const parsers::step& x) { return x.kind == parsers::step_kind::backtrack; }));
       for (const auto& [name, evidence] : s.cache_events) m_.cache_events.push_back(name);
+      // The last conclusion step: from its offset in its channel's text to the next step's.
+      const auto& text =
+          s.steps_channel == parsers::channel::content ? m_.content : std::string_view(reasoning_);
+      for (std::size_t i = s.steps.size(); i-- > 0;) {
+        if (s.steps[i].kind != parsers::step_kind::conclusion) continue;
+        const auto from = s.steps[i].offset;
+        const auto to = i + 1 < s.steps.size() ? s.steps[i + 1].offset : text.size();
+        if (from < text.size() && to > from) m_.conclusion.assign(text.substr(from, to - from));
+        break;
+      }
       m_.cache_outcome = std::string(s.cache_outcome);
+      m_.trace_record_id = s.trace_record_id;
       m_.outcome = hooks::to_string(s.outcome);  // a 2xx stream with an error event: stream_error
     }
     unsigned per_event() const noexcept override { return token_calls; }
     measurement& m_;
     std::size_t max_text_;
+    std::string reasoning_;  // its text (the first max_text bytes), for the conclusion
   };
   measurement& m_;
   std::size_t max_text_;
@@ -70,11 +83,14 @@ class capture_factory final : public hooks::hook_factory {
 }  // namespace
 
 measurer::measurer(options o) : o_(std::move(o)) {
-  config::config cfg;
-  cfg.hooks = {"timing"};
-  if (o_.analyze) cfg.hooks = {"timing", "steps", "cache"};
-  config::set_hook_sections(cfg, "timing: {exact_samples: " + std::to_string(o_.max_gaps) + "}");
-  hooks_ = hooks::builtin_hooks().build(cfg);
+  cfg_.hooks = {"timing"};
+  if (o_.analyze) cfg_.hooks.insert(cfg_.hooks.end(), {"steps", "cache"});
+  if (!o_.trace_dir.empty()) {
+    cfg_.trace.dir = o_.trace_dir;
+    cfg_.hooks.push_back("trace");
+  }
+  config::set_hook_sections(cfg_, "timing: {exact_samples: " + std::to_string(o_.max_gaps) + "}");
+  hooks_ = hooks::builtin_hooks().build(cfg_);
 }
 
 measurer::~measurer() = default;
@@ -96,10 +112,9 @@ awaitable<void> measurer::measure(const outgoing& out, measurement& m) const {
   req.body() = out.body;
   req.prepare_payload();
 
-  config::config cfg;  // the chain's own settings: the defaults (max_event_bytes)
   auto factories = hooks_;
   factories.push_back(std::make_shared<capture_factory>(m, o_.max_text));
-  hooks::hook_chain_factory chain(cfg, std::move(factories));
+  hooks::hook_chain_factory chain(cfg_, std::move(factories));
   auto tap = chain.create();
   // What the proxy's request phase knows of a request: its model and conversation (the cache
   // hook compares conversations).

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/config.hpp"
 #include "net/net.hpp"
 #include "parsers/stream_decoder.hpp"
 
@@ -43,6 +44,9 @@ struct measurement {
   std::uint64_t token_events = 0;
   parsers::usage_counts usage;  ///< as the server reported it (-1: not reported)
   std::string content;          ///< the answer's text (the first max_text bytes)
+  /// The last conclusion step's text ("Therefore, …"; with options::analyze and max_text, when
+  /// it lies within the first max_text bytes of its channel): what the reasoning concluded.
+  std::string conclusion;
   /// Reasoning steps the step tagger found (with measurer::options::analyze): in all, and the
   /// backtracks ("Wait,") among them.
   std::uint32_t steps = 0, backtracks = 0;
@@ -50,7 +54,8 @@ struct measurement {
   /// cause …), and its verdict: hit, partial or miss (empty: not judged).
   std::vector<std::string> cache_events;
   std::string cache_outcome;
-  std::int64_t sent_ns = 0;  ///< when it was sent (monotonic, base::mono_now_ns)
+  std::string trace_record_id;  ///< its trace record's id (with options::trace_dir)
+  std::int64_t sent_ns = 0;     ///< when it was sent (monotonic, base::mono_now_ns)
 };
 
 /// Sends requests to one target and measures them; one per run, shared by its coroutines (on
@@ -66,6 +71,9 @@ class measurer {
     /// Also run the steps and cache hooks (the cache hook keeps what earlier requests of the
     /// run sent, as the proxy's does, to say why a prefix missed).
     bool analyze = false;
+    /// Also write a trace record per request into this directory (the proxy's trace hook and
+    /// writer: `analyze` and `replay` read them); empty: none.
+    std::string trace_dir{};
   };
   explicit measurer(options o);
   ~measurer();
@@ -77,7 +85,8 @@ class measurer {
 
  private:
   options o_;
-  std::vector<std::shared_ptr<hooks::hook_factory>> hooks_;  // timing (steps, cache)
+  config::config cfg_;  // what the hooks' factories were built from (they may point into it)
+  std::vector<std::shared_ptr<hooks::hook_factory>> hooks_;  // timing (steps, cache, trace)
 };
 
 }  // namespace tokentap::replay

@@ -80,6 +80,18 @@ TEST(Grader, RegexSearchesTheWholeAnswer) {
   EXPECT_EQ(g.judge("paris").extracted, "paris");
 }
 
+// Step consistency compares what a conclusion step and the final answer state, as the grader
+// reads them.
+TEST(Grader, AConclusionAndAnAnswerThatStateTheSame) {
+  const auto numeric = make("numeric", "12");
+  EXPECT_EQ(numeric.extract("Therefore, 3 × 4 = 12."), numeric.extract("The answer is 12"));
+  EXPECT_NE(numeric.extract("So it is 11."), numeric.extract("The answer is 12"));
+  EXPECT_EQ(numeric.extract("Therefore, we are done."), "");
+  const auto choice = make("choice", "A");
+  EXPECT_EQ(choice.extract("Thus the answer is (C)."), "C");
+  EXPECT_EQ(make("exact", "paris").extract("So: Paris."), "so: paris");
+}
+
 TEST(Grader, AGraderThatCannotWorkIsRefusedWithItsReason) {
   std::string error;
   EXPECT_FALSE(grader::make("fuzzy", "x", error));

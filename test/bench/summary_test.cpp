@@ -24,6 +24,7 @@ request_result ok_request(std::string id, double ttft, double e2e, std::int64_t 
   r.tpot_ms = (e2e - ttft) / static_cast<double>(out - 1);
   r.mean_itl_ms = r.tpot_ms;
   r.itl_ms.assign(static_cast<std::size_t>(out - 1), r.tpot_ms);
+  r.itl_per_token = true;
   r.chunk_gap_ms = {r.tpot_ms * 2};
   return r;
 }
@@ -48,6 +49,7 @@ TEST(Summary, ALevelFromItsRequests) {
   auto warm = ok_request("w", 5000, 9000, 2);
   warm.warmup = true;
   rs.push_back(warm);
+  rs[0].itl_per_token = false;  // its server does not count tokens per chunk
   rs[0].schedule_lag_ms = 0.2;
   rs[1].schedule_lag_ms = 4;
   rs[2].tokens_estimated = true;
@@ -65,11 +67,13 @@ TEST(Summary, ALevelFromItsRequests) {
   rs[1].cache_outcome = "miss";
   rs[1].cache_events = {"miss", "prefix_divergence"};
   rs[2].cache_outcome = "hit";
+  rs[0].consistent = true;
+  rs[1].consistent = false;
   const level l{.load = level::kind::concurrency, .value = 4, .duration_s = 2, .requests = rs};
   slo goodput;
   goodput.ttft_ms = 500;
   goodput.itl_ms = 200;
-  const auto text = summary_json(std::span(&l, 1), goodput);
+  const auto text = summary_json(std::span(&l, 1), goodput, 3);
   simdjson::dom::parser p;
   const auto doc = p.parse(text);
   ASSERT_FALSE(doc.error()) << text;
@@ -79,13 +83,13 @@ TEST(Summary, ALevelFromItsRequests) {
   EXPECT_EQ(num(lv["ok"]), 3);
   EXPECT_EQ(num(lv["errors"]), 1);
   EXPECT_EQ(num(lv["tokens_estimated"]), 1);
-  EXPECT_FALSE(lv["itl_per_token"].get_bool().value());  // one gap per event here
+  EXPECT_FALSE(lv["itl_per_token"].get_bool().value());  // a's ITL is one gap per event
   const auto m = lv["metrics"];
   EXPECT_EQ(num(m["ttft_ms"]["n"]), 3);
   EXPECT_DOUBLE_EQ(num(m["ttft_ms"]["p50"]), 300);
   EXPECT_DOUBLE_EQ(num(m["ttft_ms"]["mean"]), 433.333);
   EXPECT_DOUBLE_EQ(num(m["ttfo_ms"]["p50"]), 305);
-  EXPECT_EQ(num(m["itl_ms"]["n"]), 10 + 5 + 2);  // every gap, pooled
+  EXPECT_EQ(num(m["itl_ms"]["n"]), 1 + 5 + 2);  // every gap, pooled; a's events for its tokens
   EXPECT_EQ(num(m["chunk_gap_ms"]["n"]), 3);
   EXPECT_DOUBLE_EQ(num(m["tpot_ms"]["p50"]), 100);
   EXPECT_DOUBLE_EQ(num(m["e2e_ms"]["p99"]), 1884);  // 1100 + 0.98 × 800
@@ -101,6 +105,10 @@ TEST(Summary, ALevelFromItsRequests) {
   // Steps per response that succeeded, and the share that backtracked; cache by name.
   EXPECT_DOUBLE_EQ(num(lv["steps"]["mean"]), 2);
   EXPECT_NEAR(num(lv["steps"]["backtracking_share"]), 1.0 / 3, 1e-4);
+  EXPECT_EQ(num(lv["steps"]["max"]), 3);
+  EXPECT_EQ(num(lv["steps"]["over_max"]), 1);  // a's 4 steps
+  EXPECT_EQ(num(lv["step_consistency"]["n"]), 2);
+  EXPECT_DOUBLE_EQ(num(lv["step_consistency"]["share"]), 0.5);
   EXPECT_EQ(num(lv["cache"]["outcomes"]["miss"]), 2);
   EXPECT_EQ(num(lv["cache"]["outcomes"]["hit"]), 1);
   EXPECT_EQ(num(lv["cache"]["events"]["prefix_divergence"]), 1);

@@ -1,5 +1,6 @@
 // `tokentap bench` as a user runs it, on the real binary against a real simulator on 127.0.0.1:
-// a run writes its directory (run.json, requests.jsonl, summary.json), two runs of one target
+// a run writes its directory (run.json, requests.jsonl, summary.json, traces/ that analyze
+// reads), two runs of one target
 // compare as no regression (exit 0), a slower target as one (exit 1, the same in JSON), and a
 // broken workload or missing flags are refused with exit 2 and a one-line reason.
 #include <gtest/gtest.h>
@@ -80,6 +81,18 @@ TEST_F(Bench, ARunWritesItsDirectoryAndTwoRunsOfOneTargetDoNotDiffer) {
   const auto run_json = q.load(dir + "/a/run.json");
   ASSERT_FALSE(run_json.error());
   EXPECT_EQ(std::string_view(run_json["model"].get_string().value()), "sim-small");
+  // A trace record per request, which analyze reads; requests.jsonl names each one's.
+  std::ifstream requests(dir + "/a/requests.jsonl");
+  std::size_t named = 0;
+  for (std::string line; std::getline(requests, line);)
+    named += line.find("\"trace_id\":\"") != std::string::npos ? 1 : 0;
+  EXPECT_EQ(named, 18u);
+  process analyze({"analyze", dir + "/a/traces", "--format", "json"});
+  EXPECT_EQ(analyze.wait(30s), 0) << analyze.err();
+  simdjson::dom::parser r;
+  const auto report = r.parse(analyze.out());
+  ASSERT_FALSE(report.error()) << analyze.out();
+  EXPECT_EQ(report["groups"].at(0)["requests"].get_uint64().value(), 18u) << analyze.out();
   // A second run of the same target: no regression.
   ASSERT_EQ(run("b"), 0) << err;
   EXPECT_EQ(compare("a", "b"), 0) << out << err;

@@ -6,13 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include "replay/trace_reader.hpp"
 #include "sim/sim_server.hpp"
 #include "test/support/stack.hpp"
+#include "test/support/tls_cert.hpp"
 
 namespace tokentap::replay {
 namespace {
@@ -86,6 +89,19 @@ TEST(Measure, StepsAndCacheEventsAsTheProxyFindsThem) {
   ASSERT_TRUE(first.ok) << first.error;
   EXPECT_GT(first.steps, 0u);
   EXPECT_EQ(first.cache_outcome, "miss");
+  // The reasoning's last conclusion step, as text: from "Therefore" / "So" / "因此" to the next
+  // step.
+  const measurer texts(
+      {.host = "127.0.0.1", .port = sim.endpoint().port(), .max_text = 100000, .analyze = true});
+  const auto long_reasoning = measure_one(texts, chat({{"x-sim-reasoning-tokens", "200"}}));
+  ASSERT_TRUE(long_reasoning.ok);
+  const auto& c = long_reasoning.conclusion;
+  ASSERT_FALSE(c.empty());
+  const auto head = c.substr(0, 12);
+  EXPECT_TRUE(head.find("Therefore") != std::string::npos || head.find("So") != std::string::npos ||
+              head.find("因此") != std::string::npos)
+      << c;
+  EXPECT_LT(c.size(), 200u) << "one step, not the whole reasoning";
   const auto changed = ask("You are a terse assistant.");
   ASSERT_TRUE(changed.ok);
   EXPECT_NE(
@@ -96,6 +112,29 @@ TEST(Measure, StepsAndCacheEventsAsTheProxyFindsThem) {
   const auto none = measure_one(plain, chat({{"x-sim-reasoning-tokens", "30"}}));
   EXPECT_EQ(none.steps, 0u);
   EXPECT_TRUE(none.cache_events.empty());
+}
+
+// With a trace directory, each request leaves the proxy's trace record, read back as `analyze`
+// reads it, under the id the measurement names.
+TEST(Measure, EachRequestLeavesATraceRecord) {
+  sim::server sim(test::loopback_sim(5, 2, 3));
+  sim.start();
+  const auto dir = test::temp_dir() + "/traces";
+  std::filesystem::create_directories(dir);
+  std::string id;
+  {
+    const measurer m({.host = "127.0.0.1", .port = sim.endpoint().port(), .trace_dir = dir});
+    const auto got = measure_one(m, chat({}));
+    ASSERT_TRUE(got.ok) << got.error;
+    id = got.trace_record_id;
+  }  // the writer writes what is queued as the measurer goes
+  ASSERT_EQ(id.size(), 16u);
+  const auto read = read_traces({dir});
+  ASSERT_EQ(read.records.size(), 1u);
+  EXPECT_EQ(read.records[0].id, id);
+  EXPECT_EQ(read.records[0].status, 200);
+  EXPECT_GE(read.records[0].ttft_ms, 5);
+  EXPECT_NE(read.records[0].body.value_or("").find("hello there"), std::string::npos);
 }
 
 TEST(Measure, FailuresSayWhy) {
