@@ -143,7 +143,7 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput,
   w.key("schedule_lag_ms").begin_object();
   w.key("p50").number(percentile(lag, 50), 3);
   w.key("p99").number(lag_p99, 3);
-  w.end().field("client_kept_up", lag_p99 <= 1.0);
+  w.end().field("client_kept_up", client_kept_up(l));
   w.key("accuracy").begin_object();
   for (const auto& [category, t] : accuracy) {
     const auto ci = wilson(t.correct, t.n);
@@ -155,6 +155,14 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput,
 }
 
 }  // namespace
+
+double schedule_lag_p99(const level& l) {
+  std::vector<double> lag;
+  for (const auto& r : l.requests)
+    if (!r.warmup) lag.push_back(r.schedule_lag_ms);
+  std::sort(lag.begin(), lag.end());
+  return percentile(lag, 99);
+}
 
 bool slo::met_by(const request_result& r) const noexcept {
   return r.ok && within(r.ttft_ms, ttft_ms) && within(r.ttfo_ms, ttfo_ms) &&

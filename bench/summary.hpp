@@ -74,6 +74,13 @@ struct level {
   std::span<const request_result> requests;
 };
 
+/// The P99 of a level's schedule lag (ms; warm-up left out), and whether the client kept up:
+/// that P99 within 1 ms — past it, the level's figures include the client's own delays.
+double schedule_lag_p99(const level& l);
+inline bool client_kept_up(const level& l) {
+  return schedule_lag_p99(l) <= 1.0;
+}
+
 /// `summary.json` for the levels of a run, in order: `{"levels":[...]}` as DESIGN.md §14, each
 /// level also with `chunk_gap_ms`, `errors`, `steps` (per response: mean, the share with a
 /// backtrack; with `max_reasoning_steps` K > 0 also `over_max`, the responses that ran past K

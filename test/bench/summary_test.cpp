@@ -101,6 +101,8 @@ TEST(Summary, ALevelFromItsRequests) {
   EXPECT_DOUBLE_EQ(num(lv["goodput"]["requests_per_s"]), 1);
   // Lag: 0.2, 4, 0, 0 — its P99 is past 1 ms: the client did not keep up.
   EXPECT_FALSE(lv["client_kept_up"].get_bool().value());
+  EXPECT_FALSE(client_kept_up(l));
+  EXPECT_NEAR(schedule_lag_p99(l), 0.2 + 0.97 * (4 - 0.2), 1e-9);  // of 0, 0, 0.2, 4
   EXPECT_GT(num(lv["schedule_lag_ms"]["p99"]), 1);
   // Steps per response that succeeded, and the share that backtracked; cache by name.
   EXPECT_DOUBLE_EQ(num(lv["steps"]["mean"]), 2);
