@@ -82,9 +82,7 @@ class rx_stamped_reader {
     last_rx_ns_ = -1;
     if (stamps_ && rx_real >= 0) {
       // The kernel stamps with the wall clock; the simulator with the monotonic one.
-      timespec mono;
-      ::clock_gettime(CLOCK_MONOTONIC, &mono);
-      last_rx_ns_ = rx_real - (realtime_ns() - ns_of(mono));
+      last_rx_ns_ = rx_real - realtime_minus_mono_ns();
     }
     return true;
   }
