@@ -253,8 +253,9 @@ class admission_hook_factory final : public hook_factory {
 };
 
 class hook_registry;
-/// Registers "admission" with its three sections.  A reload that leaves what the admission state
-/// reads unchanged keeps it: budgets, concurrency in flight and shedding windows carry on.
+/// Registers "admission" with its three sections (read in admission_settings.cpp).  A reload that
+/// leaves what the admission state reads unchanged keeps it: budgets, concurrency in flight and
+/// shedding windows carry on.
 void register_admission(hook_registry& r, std::shared_ptr<metrics_registry> metrics);
 
 }  // namespace tokentap::hooks
