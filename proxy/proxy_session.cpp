@@ -108,64 +108,13 @@ class proxy_session final : public relay_host, public net::session_base {
     co_return co_await read_request(client_, buf_, timeouts(), limits(), req, ec);
   }
 
+  // One exchange: its request taken (take_request), then forwarded and its response relayed.
+  // This frame lives as long as the stream, so it holds the exchange and nothing else: the
+  // request and what answers it here live in take_request's, which is gone by then.
   awaitable<bool> serve_one() {
-    http::request<http::string_body> req;
-    {
-      error_code ec;
-      const bool got = co_await next_request(req, ec);
-      if (!got && !ec) co_return false;
-      if (!got) co_return co_await reject(ec);
-    }
-
     exchange ex;
-    on_generation(ex);
-    begin(req, ex, timeouts());
-
-    const std::string_view target = req.target();
-    if (target.empty() || target.front() != '/') {
-      shared_.stats.rejected_requests.add();
-      co_await send_error(ex, 400, "bad_request", "request target must be a path (origin-form)");
-      co_return false;
-    }
-    const auto path = target.substr(0, target.find('?'));
-    ex.route = config::match_route(ex.gen->cfg, path);
-    if (!ex.route) {
-      shared_.stats.rejected_requests.add();
-      co_await send_error(ex, 404, "no_route", "no route matches " + log_safe(path, 256));
-      co_return ex.client_keep_alive && !draining_;
-    }
-    ex.upstream_index = ex.route->upstream_index;
-
-    inspect(req, ex, inspector_, shared_);
-    if (ex.gen->taps) ex.tap = ex.gen->taps->create();
-    // What answers the request here instead of the upstream is kept on the heap, and only then:
-    // this frame lives as long as the stream.
-    if (ex.tap) {
-      if (auto stop = request_phase(req, ex))
-        co_return co_await answer_locally(std::move(req), ex, *stop);
-    }
-    if (ex.gen->faults) {
-      if (auto refused = fault_refusal(req, ex))
-        co_return co_await answer_locally(std::move(req), ex, *refused);
-      if (ex.fault && ex.fault.kind == fault_kind::abort)
-        co_return co_await abort_fault(std::move(req), ex);
-    }
-    // (The admin token never goes upstream, whatever the request was for.)
-    req.erase(fault_token_header);
-    if (!choose_endpoint(ex)) {
-      // Every endpoint of the upstream (and of its fallback) is ejected.
-      ex.outcome = stream_outcome::upstream_error;
-      tap_request(ex, req);
-      if (ex.tap) ex.tap->on_upstream_error("connect", 503);
-      co_await send_error(
-          ex, 503, "no_upstream_endpoint",
-          "no endpoint of upstream '" + ex.upstream_cluster->cfg().name + "' can take the request");
-      end_tap(ex);
-      write_access_log(ex, peer_);
-      co_return ex.client_keep_alive && !draining_;
-    }
-    plan_upstream_request(std::move(req), ex, peer_, shared_.metrics.get());
-    tap_request(ex);
+    const auto next = co_await take_request(ex);
+    if (next != after_request::forward) co_return next == after_request::keep_alive;
 
     shared_.stats.active_streams.add();
     watch_client();
@@ -180,6 +129,76 @@ class proxy_session final : public relay_host, public net::session_base {
     write_access_log(ex, peer_);
 
     co_return ex.response_complete&& ex.client_keep_alive && !draining_ && !client_gone_;
+  }
+
+  // What the connection does after take_request.
+  enum class after_request { forward, keep_alive, close };
+  static after_request answered(bool keep_alive) noexcept {
+    return keep_alive ? after_request::keep_alive : after_request::close;
+  }
+
+  // Reads the next request and makes `ex` ready to forward it, or answers it here: a request
+  // that could not be read, a target that is not a path, no route, a hook's or a fault's
+  // refusal, no endpoint left.
+  awaitable<after_request> take_request(exchange& ex) {
+    http::request<http::string_body> req;
+    {
+      error_code ec;
+      const bool got = co_await next_request(req, ec);
+      if (!got && !ec) co_return after_request::close;
+      if (!got) {
+        co_await reject(ec);
+        co_return after_request::close;  // the stream position is unknown after a bad request
+      }
+    }
+
+    on_generation(ex);
+    begin(req, ex, timeouts());
+
+    const std::string_view target = req.target();
+    if (target.empty() || target.front() != '/') {
+      shared_.stats.rejected_requests.add();
+      co_await send_error(ex, 400, "bad_request", "request target must be a path (origin-form)");
+      co_return after_request::close;
+    }
+    const auto path = target.substr(0, target.find('?'));
+    ex.route = config::match_route(ex.gen->cfg, path);
+    if (!ex.route) {
+      shared_.stats.rejected_requests.add();
+      co_await send_error(ex, 404, "no_route", "no route matches " + log_safe(path, 256));
+      co_return answered(ex.client_keep_alive && !draining_);
+    }
+    ex.upstream_index = ex.route->upstream_index;
+
+    inspect(req, ex, inspector_, shared_);
+    if (ex.gen->taps) ex.tap = ex.gen->taps->create();
+    if (ex.tap) {
+      if (auto stop = request_phase(req, ex))
+        co_return answered(co_await answer_locally(std::move(req), ex, *stop));
+    }
+    if (ex.gen->faults) {
+      if (auto refused = fault_refusal(req, ex))
+        co_return answered(co_await answer_locally(std::move(req), ex, *refused));
+      if (ex.fault && ex.fault.kind == fault_kind::abort)
+        co_return answered(co_await abort_fault(std::move(req), ex));
+    }
+    // (The admin token never goes upstream, whatever the request was for.)
+    req.erase(fault_token_header);
+    if (!choose_endpoint(ex)) {
+      // Every endpoint of the upstream (and of its fallback) is ejected.
+      ex.outcome = stream_outcome::upstream_error;
+      tap_request(ex, req);
+      if (ex.tap) ex.tap->on_upstream_error("connect", 503);
+      co_await send_error(
+          ex, 503, "no_upstream_endpoint",
+          "no endpoint of upstream '" + ex.upstream_cluster->cfg().name + "' can take the request");
+      end_tap(ex);
+      write_access_log(ex, peer_);
+      co_return answered(ex.client_keep_alive && !draining_);
+    }
+    plan_upstream_request(std::move(req), ex, peer_, shared_.metrics.get());
+    tap_request(ex);
+    co_return after_request::forward;
   }
 
   // Plain functions, not coroutines, for the steps between suspensions: GCC keeps every local of
@@ -235,8 +254,9 @@ class proxy_session final : public relay_host, public net::session_base {
     co_return ex.response_complete&& ex.client_keep_alive && !draining_;
   }
 
-  // Answers a request that could not be read (or closes when there is nobody to answer).
-  awaitable<bool> reject(error_code ec) {
+  // Answers a request that could not be read (or closes when there is nobody to answer).  The
+  // connection closes after it: the stream position is unknown after a bad request.
+  awaitable<void> reject(error_code ec) {
     exchange ex;
     if (!generation_) generation_ = shared_.current();
     ex.gen = generation_.get();  // (the limits it was read under are rules_')
@@ -247,7 +267,6 @@ class proxy_session final : public relay_host, public net::session_base {
     } else if (ec == beast::error::timeout) {
       TT_LOG(debug) << "client " << peer_ << " too slow sending its request; closing";
     }
-    co_return false;  // the stream position is unknown after a bad request: close
   }
 
   // ---------------------------------------------------------------- upstream side
