@@ -348,7 +348,6 @@ class proxy_session final : public relay_host, public net::session_base {
     // The relay (relay.hpp): one read, one write, repeat, never reading ahead of the client.
     // Its timeouts are enforced by the host's one lazily re-armed timer, not by Beast's
     // per-operation timers, so Beast's expiry is off for its duration.
-    ensure_relay_buffer();
     conn.lowest().expires_never();
     client_.expires_never();
     {

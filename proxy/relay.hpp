@@ -37,9 +37,10 @@
 
 namespace tokentap::proxy {
 
-/// A session's relay buffer starts small (an SSE event is a few hundred bytes, and an open stream
-/// pins its buffer while it waits) and doubles when a read fills it (bulk bodies), up to the
-/// maximum: at most relay_buffer_doublings allocations a session once its body streams.
+/// A session's relay buffer starts small (an SSE event is a few hundred bytes) and doubles when a
+/// read fills it (bulk bodies), up to the maximum.  It exists only while it holds bytes or a read
+/// waits to fill it: a stamped read waits for the socket to be readable without one, so an
+/// open stream between its events holds no buffer (relay_host::relay_buffer).
 inline constexpr std::size_t relay_buffer_min = 512;
 inline constexpr std::size_t relay_buffer_max = 64 * 1024;
 inline constexpr unsigned relay_buffer_doublings = [] {
@@ -138,8 +139,8 @@ class relay_host : public std::enable_shared_from_this<relay_host> {
 
   // What every relayed read touches, together: with hundreds of open streams each further line
   // of a connection's state is a cache miss per event.
-  std::unique_ptr<char[]> relay_buf_;
-  std::size_t relay_size_ = 0;
+  std::unique_ptr<char[]> relay_buf_;               // relay_buffer(); none while nothing is in it
+  std::size_t relay_size_ = relay_buffer_min;       // its size, kept from one exchange to the next
   clock::time_point relay_timer_at_ = no_deadline;  // what the timer waits for
   clock::time_point upstream_deadline_ = no_deadline, write_deadline_ = no_deadline;
   std::uint64_t relay_gen_ = 0;
@@ -148,12 +149,16 @@ class relay_host : public std::enable_shared_from_this<relay_host> {
   bool forced_ = false;              // the shutdown grace period is over
   bool client_nonblocking_ = false;  // the client's writes never block (writes_never_block)
 
-  /// Allocates the relay buffer at its first body.
-  void ensure_relay_buffer() {
-    if (relay_buf_) return;
-    relay_size_ = relay_buffer_min;
-    relay_buf_ = std::make_unique<char[]>(relay_size_);
+  /// The relay buffer, made when a read is about to fill it.  Given back whenever it holds
+  /// nothing the relay still needs (release_relay_buffer): before a stamped read waits, and at
+  /// the body's end.  The allocator's per-thread cache hands the block just given back by one
+  /// stream to the next stream's read, so the streams of a thread share a few hot blocks
+  /// instead of each pinning its own.
+  char* relay_buffer() {
+    if (!relay_buf_) relay_buf_ = std::make_unique_for_overwrite<char[]>(relay_size_);
+    return relay_buf_.get();
   }
+  void release_relay_buffer() noexcept { relay_buf_.reset(); }
 
  private:
   template <class, class, class>
@@ -261,7 +266,7 @@ class relay_op final : deferred_step {
       // the first reads.  Completed through the executor, never inline.
       auto& early = early_buf_;
       const auto n =
-          asio::buffer_copy(asio::buffer(s_.relay_buf_.get(), s_.relay_size_), early.data());
+          asio::buffer_copy(asio::buffer(s_.relay_buffer(), s_.relay_size_), early.data());
       early.consume(n);
       early_ = early.size() > 0;
       release_head_buffer();
@@ -272,7 +277,7 @@ class relay_op final : deferred_step {
     if constexpr (std::is_same_v<Upstream, tcp_socket>) {
       if (stamped_) return stamped_read();
     }
-    up_.async_read_some(asio::buffer(s_.relay_buf_.get(), s_.relay_size_),
+    up_.async_read_some(asio::buffer(s_.relay_buffer(), s_.relay_size_),
                         step<&relay_op::on_read>(this));
   }
 
@@ -315,6 +320,7 @@ class relay_op final : deferred_step {
   }
 
   void wait_readable() {
+    s_.release_relay_buffer();  // (nothing in it is needed again)
     up_.async_wait(tcp_socket::wait_read, step<&relay_op::on_readable>(this));
   }
 
@@ -324,7 +330,7 @@ class relay_op final : deferred_step {
       if (!ec) {
         // What the handling of these bytes touches first, fetched while the kernel copies them.
         hot_.prefetch();
-        iovec iov{s_.relay_buf_.get(), s_.relay_size_};
+        iovec iov{s_.relay_buffer(), s_.relay_size_};
         if (!net::recv_stamped(up_.native_handle(), &iov, 1, 0, got, ec, rx_real_ns_)) {
           stamped_full_ = false;  // nothing there (yet): wait for it
           // Unless the deadline fired while this try was posted: its cancel found no wait to
@@ -531,8 +537,8 @@ class relay_op final : deferred_step {
       note_hot_lines();
     }
     if (got_ == s_.relay_size_ && s_.relay_size_ < relay_buffer_max && pending_n_ == 0) {
-      s_.relay_size_ *= 2;  // the upstream outpaces us: read more per syscall
-      s_.relay_buf_ = std::make_unique<char[]>(s_.relay_size_);
+      s_.relay_size_ *= 2;        // the upstream outpaces us: read more per syscall
+      s_.release_relay_buffer();  // (the next read makes one of the new size)
     }
     next(from_mono(sent_ns_));
   }
@@ -591,6 +597,7 @@ class relay_op final : deferred_step {
   // refers to).
   void finish(bool body_done) {
     s_.stop_relay_timer();
+    s_.release_relay_buffer();
     auto h = std::move(handler_);
     delete this;
     std::move(h)(body_done);
@@ -640,8 +647,8 @@ Tls& relay_io(Tls& s) noexcept {
 /// Relays the response body from `up` to `client` and completes with true when the body ended,
 /// false when the exchange ended in the relay (the outcome is in `ex`, the streams are closed as
 /// needed).  `body` decodes the upstream's framing; `chunked`: frame the client's body as chunks
-/// (the terminating chunk is the caller's).  The host's relay buffer must exist
-/// (ensure_relay_buffer), and `up`, `client`, `src.early`, `ex` and `body` outlive the operation.
+/// (the terminating chunk is the caller's).  `up`, `client`, `src.early`, `ex` and `body` outlive
+/// the operation.
 template <class Client, class Upstream, class Token>
 auto async_relay(relay_host& host, Client& client, Upstream& up, relay_source src, exchange& ex,
                  parsers::http_body_decoder& body, bool chunked, Token&& token) {

@@ -6,9 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/_experimental/test/stream.hpp>
 
+#include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,13 +69,12 @@ struct recording_tap final : hooks::stream_tap {
 };
 
 // The relay's host as the session is to it, recording what the relay asks of it.
-class test_host final : public relay_host {
+template <class Stream>
+class basic_test_host final : public relay_host {
  public:
-  test_host(asio::io_context& ioc, const config::timeouts_config& t, test_stream& client,
-            test_stream& up)
-      : relay_host(ioc.get_executor(), t), client_(client), up_(up) {
-    ensure_relay_buffer();
-  }
+  basic_test_host(asio::io_context& ioc, const config::timeouts_config& t, Stream& client,
+                  Stream& up)
+      : relay_host(ioc.get_executor(), t), client_(client), up_(up) {}
 
   void client_lost(exchange& ex) override {
     ex.outcome = stream_outcome::client_disconnect;
@@ -89,6 +92,7 @@ class test_host final : public relay_host {
   void set_client_gone() { client_gone_ = true; }
   void set_forced() { forced_ = true; }
   std::size_t buffer_size() const { return relay_size_; }
+  bool holds_buffer() const { return relay_buf_ != nullptr; }
 
   int lost = 0;
   bool client_closed = false;
@@ -97,9 +101,10 @@ class test_host final : public relay_host {
   void cancel_client_io() noexcept override { client_.close(); }
   void cancel_upstream_io() noexcept override { up_.close(); }
 
-  test_stream& client_;
-  test_stream& up_;
+  Stream& client_;
+  Stream& up_;
 };
+using test_host = basic_test_host<test_stream>;
 
 // One relay: an upstream stream to read, a client stream (and the peer reading what it is sent).
 struct relay_run {
@@ -330,6 +335,59 @@ TEST(Relay, ReadsThatDoNotFillTheBufferLeaveItAsItIs) {
   r.up.read_size(relay_buffer_min - 1);
   EXPECT_TRUE(r.run(parsers::http_body_decoder::length(body.size()), false));
   EXPECT_EQ(r.host().buffer_size(), relay_buffer_min);
+}
+
+// Between two events a stream whose upstream reads are stamped (plain TCP, SO_TIMESTAMPNS) holds
+// no relay buffer: the relay waits for the socket to be readable without one.  On real sockets,
+// since only they are read that way.
+TEST(Relay, AStampedStreamHoldsNoBufferBetweenItsEvents) {
+  asio::io_context ioc;
+  tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  tcp_socket up_server(ioc), up(ioc), client(ioc), client_peer(ioc);
+  up.connect(acceptor.local_endpoint());
+  acceptor.accept(up_server);
+  client_peer.connect(acceptor.local_endpoint());
+  acceptor.accept(client);
+  ASSERT_TRUE(net::enable_rx_stamps(up.native_handle()));
+
+  config::timeouts_config timeouts;
+  exchange ex;
+  auto tap = std::make_unique<recording_tap>();
+  auto& seen = *tap;
+  ex.tap = std::move(tap);
+  beast::flat_buffer early;
+  auto host = std::make_shared<basic_test_host<tcp_socket>>(ioc, timeouts, client, up);
+  const std::string first = sse_body(1), second = sse_body(3).substr(first.size());
+  auto body = parsers::http_body_decoder::length(first.size() + second.size());
+  bool done = false, result = false;
+  async_relay(*host, client, up, {early, true}, ex, body, false, [&](bool r) {
+    done = true;
+    result = r;
+  });
+  // Runs the relay until `until` holds (or two seconds pass).
+  const auto run_until = [&](auto until) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (!until() && std::chrono::steady_clock::now() < give_up)
+      ioc.run_one_for(std::chrono::milliseconds(10));
+    return until();
+  };
+
+  asio::write(up_server, asio::buffer(first));
+  ASSERT_TRUE(run_until([&] { return seen.body.size() == first.size() && !host->holds_buffer(); }))
+      << "the relay still holds its buffer after the first event (" << seen.body.size()
+      << " bytes tapped)";
+  EXPECT_EQ(client_peer.available(), first.size());
+
+  asio::write(up_server, asio::buffer(second));
+  ASSERT_TRUE(run_until([&] { return done; }));
+  EXPECT_TRUE(result);
+  EXPECT_FALSE(host->holds_buffer());
+  EXPECT_EQ(seen.body, first + second);
+  std::string sent(first.size() + second.size(), '\0');
+  asio::read(client_peer, asio::buffer(sent));
+  EXPECT_EQ(sent, first + second);
+  ASSERT_EQ(seen.times.size(), 2u);
+  for (const auto& t : seen.times) EXPECT_LE(t.arrived, t.read);
 }
 
 }  // namespace
