@@ -89,32 +89,15 @@ struct timing_summary {
   std::vector<double> itl_values_ms;  ///< the first timing.exact_samples gaps, in order (traces)
 };
 
-/// What is known of an exchange when it ends.  The chain owns it and fills what it measured
-/// itself (status, outcome, provider, usage, token times, errors); hooks that provide a piece
-/// (hook_contract::provides: "timing", "steps", "cache_events") fill theirs in hook::fill, in
-/// dependency order; then every hook reads the whole of it in hook::on_stream_end.
-struct stream_info {
-  stream_outcome outcome = stream_outcome::ok;
+/// What the chain learns of an exchange while it runs: the part of its stream_info that comes
+/// before the end.  The chain keeps only this while the stream is open (an idle stream holds it
+/// for as long as it lasts) and makes the whole stream_info when the stream ends.
+struct stream_progress {
   std::string tenant;  ///< request_view::tenant_name
-  parsers::provider provider = parsers::provider::unknown;
-  parsers::usage_counts usage;
   unsigned status = 0;
   std::string error_type, error_message;  ///< a provider error reported inside the stream
   std::string finish_reason;              ///< the last one reported (of any choice)
-  /// The response's id and model as the stream named them (stream_decoder::response_id); empty
-  /// when it did not.
-  std::string response_id, response_model;
-  /// Choices that answered (highest `choices[].index` + 1 with a token or a finish reason); 0
-  /// when none did.  With more than one, `by_choice` has a row per choice index seen below
-  /// parsers::tracked_choices, in index order; gaps between tokens are measured per choice.
-  std::uint32_t choices = 0;
-  struct choice_summary {
-    std::uint32_t index = 0;
-    std::uint64_t token_events = 0;
-    std::string finish_reason;
-  };
-  std::vector<choice_summary> by_choice;
-  std::string upstream_error_reason;  ///< set when the proxy answered for a failed upstream
+  std::string upstream_error_reason;      ///< set when the proxy answered for a failed upstream
   /// The upstream the exchange went to: its name, balancing policy, and every attempt on one of
   /// its endpoints in order (the last one's endpoint is the one that answered, or failed last).
   struct upstream_summary {
@@ -128,8 +111,34 @@ struct stream_info {
     std::vector<attempt> attempts;
   } upstream;
   std::uint64_t parse_errors[3] = {0, 0, 0};  ///< by parsers::parse_stage
-  mono_ns start_ns = 0, head_ns = 0, end_ns = 0;
+  mono_ns start_ns = 0, head_ns = 0;
   std::int64_t wall_start_us = 0;
+  /// A fault injected on purpose (`faults:`): the ground truth an analysis must recover.
+  injected_fault fault;
+};
+
+/// What is known of an exchange when it ends.  The chain owns it and fills what it measured
+/// itself (status, outcome, provider, usage, token times, errors); hooks that provide a piece
+/// (hook_contract::provides: "timing", "steps", "cache_events") fill theirs in hook::fill, in
+/// dependency order; then every hook reads the whole of it in hook::on_stream_end.
+struct stream_info : stream_progress {
+  stream_outcome outcome = stream_outcome::ok;
+  parsers::provider provider = parsers::provider::unknown;
+  parsers::usage_counts usage;
+  /// The response's id and model as the stream named them (stream_decoder::response_id); empty
+  /// when it did not.
+  std::string response_id, response_model;
+  /// Choices that answered (highest `choices[].index` + 1 with a token or a finish reason); 0
+  /// when none did.  With more than one, `by_choice` has a row per choice index seen below
+  /// parsers::tracked_choices, in index order; gaps between tokens are measured per choice.
+  std::uint32_t choices = 0;
+  struct choice_summary {
+    std::uint32_t index = 0;
+    std::uint64_t token_events = 0;
+    std::string finish_reason;
+  };
+  std::vector<choice_summary> by_choice;
+  mono_ns end_ns = 0;
   // Token arrival, from the chain: first and last streamed token of any channel (-1: none),
   // first streamed content token, and every token event (streamed or not).
   mono_ns first_token_ns = -1, last_token_ns = -1, first_content_ns = -1;
@@ -138,8 +147,6 @@ struct stream_info {
   /// Where the time went (DESIGN.md §13), from the chain: the proxy's phases and the engine's
   /// account.
   attribution attributed;
-  /// A fault injected on purpose (`faults:`): the ground truth an analysis must recover.
-  injected_fault fault;
   // Filled by the steps hook ("steps").
   std::vector<parsers::step> steps;
   std::vector<mono_ns> step_end_ns;  ///< when each step ended (the next one's start)

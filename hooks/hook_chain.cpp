@@ -136,7 +136,7 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
         disable(i, "unknown exception");
       }
       if (status == request_status::stop && d.stop) {
-        info_.status = d.status;
+        live_.status = d.status;
         return;
       }
       // A stop without a reply, or a reply without a stop: the hook's intent is unclear, and
@@ -154,11 +154,11 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
   // ---- stream_tap: the stream phase (called by the proxy after forwarding)
 
   void on_request(const request_view& r) noexcept override {
-    info_.start_ns = r.start_ns;
-    info_.wall_start_us = r.wall_start_us;
-    info_.upstream.name.assign(r.upstream);
-    info_.upstream.policy.assign(r.balance);
-    info_.tenant.assign(r.tenant_name);
+    live_.start_ns = r.start_ns;
+    live_.wall_start_us = r.wall_start_us;
+    live_.upstream.name.assign(r.upstream);
+    live_.upstream.policy.assign(r.balance);
+    live_.tenant.assign(r.tenant_name);
     flushed_ns_ = r.start_ns;
     provider_ = parsers::provider_from_path(r.target.substr(0, r.target.find('?')));
     each(all(), [&](hook& h) { h.on_request(r); });
@@ -172,8 +172,8 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
   }
 
   void on_response_head(const response_view& r) noexcept override {
-    info_.status = r.status;
-    info_.head_ns = r.t_ns;
+    live_.status = r.status;
+    live_.head_ns = r.t_ns;
     client_wait_ns_ = 0;
     engine_headers(r);
     // A compressed body is passed through untouched and not decoded.
@@ -208,23 +208,29 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
 
   void on_upstream_attempt(const upstream_attempt& a) noexcept override {
     // (At most 1 + config::max_retries per exchange; bounded again here.)
-    if (info_.upstream.attempts.size() < max_attempts)
-      info_.upstream.attempts.push_back({std::string(a.upstream), std::string(a.endpoint),
-                                         std::string(a.error), std::string(a.reason),
-                                         a.matched_messages});
+    auto& attempts = progress().upstream.attempts;
+    if (attempts.size() < max_attempts)
+      attempts.push_back({std::string(a.upstream), std::string(a.endpoint), std::string(a.error),
+                          std::string(a.reason), a.matched_messages});
   }
-  const parsers::usage_counts* usage() const noexcept override { return &info_.usage; }
-  stream_outcome judged_outcome(stream_outcome) const noexcept override { return info_.outcome; }
+  // (Known at the stream's end.)
+  const parsers::usage_counts* usage() const noexcept override {
+    return info_ ? &info_->usage : nullptr;
+  }
+  stream_outcome judged_outcome(stream_outcome given) const noexcept override {
+    return info_ ? info_->outcome : given;
+  }
   static constexpr std::size_t max_attempts = 16;
 
   void on_upstream_error(std::string_view reason, unsigned status) noexcept override {
-    info_.upstream_error_reason.assign(reason);
-    if (info_.status == 0) info_.status = status;
+    auto& p = progress();
+    p.upstream_error_reason.assign(reason);
+    if (p.status == 0) p.status = status;
   }
 
   void on_phase_marks(const phase_marks& m) noexcept override { marks_ = m; }
-  void on_fault(const injected_fault& f) noexcept override { info_.fault = f; }
-  void on_local_reply(unsigned status) noexcept override { info_.status = status; }
+  void on_fault(const injected_fault& f) noexcept override { progress().fault = f; }
+  void on_local_reply(unsigned status) noexcept override { progress().status = status; }
 
   // TGI's timing headers (on non-streamed answers; its streams send none).
   void engine_headers(const response_view& r) noexcept {
@@ -242,57 +248,63 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
 
   // Where the exchange's time went: the proxy's phases, the engine's account (its stream's,
   // else its headers').
-  void attribute_time(mono_ns end_ns) noexcept {
+  void attribute_time(stream_info& info, mono_ns end_ns) noexcept {
     const parsers::engine_account* engine = &header_engine_;
     std::uint32_t invalid = header_engine_.invalid;
     if (decoder_) {
       invalid += decoder_->engine().invalid;
       if (decoder_->engine().reported()) engine = &decoder_->engine();
     }
-    info_.attributed = attribute(marks_, {.start_ns = info_.start_ns,
-                                          .head_ns = info_.head_ns,
-                                          .first_token_ns = first_token_ns_,
-                                          .end_ns = end_ns,
-                                          .client_wait_ns = client_wait_ns_,
-                                          .engine = engine,
-                                          .prompt_tokens = info_.usage.input_tokens,
-                                          .cached_tokens = info_.usage.cached_input_tokens});
-    info_.attributed.engine.invalid = invalid;
+    info.attributed = attribute(marks_, {.start_ns = info.start_ns,
+                                         .head_ns = info.head_ns,
+                                         .first_token_ns = first_token_ns_,
+                                         .end_ns = end_ns,
+                                         .client_wait_ns = client_wait_ns_,
+                                         .engine = engine,
+                                         .prompt_tokens = info.usage.input_tokens,
+                                         .cached_tokens = info.usage.cached_input_tokens});
+    info.attributed.engine.invalid = invalid;
   }
 
   void on_stream_end(stream_outcome outcome, mono_ns end_ns) noexcept override {
+    // (The decoder's last events may still report an error, a finish reason, a parse error.)
+    if (decoder_) decoder_->finish(end_ns, *this);
+    if (!info_) {
+      info_ = std::make_unique<stream_info>();
+      static_cast<stream_progress&>(*info_) = std::move(live_);
+    }
+    auto& info = *info_;
     std::uint64_t tokens = 0;  // every on_token call: the decoder counts them by channel
     if (decoder_) {
-      decoder_->finish(end_ns, *this);
-      info_.usage = decoder_->usage();
-      info_.provider = decoder_->detected_provider();
-      info_.response_id.assign(decoder_->response_id());
-      info_.response_model.assign(decoder_->response_model());
+      info.usage = decoder_->usage();
+      info.provider = decoder_->detected_provider();
+      info.response_id.assign(decoder_->response_id());
+      info.response_model.assign(decoder_->response_model());
       for (auto c :
            {parsers::channel::content, parsers::channel::reasoning, parsers::channel::tool})
         tokens += decoder_->token_events(c);
     } else {
-      info_.provider = provider_;
+      info.provider = provider_;
     }
-    info_.end_ns = end_ns;
-    info_.token_events = tokens;
-    summarize_choices(tokens);
-    info_.first_token_ns = first_token_ns_;
-    info_.first_content_ns = first_content_ns_;
-    info_.last_token_ns = last_token_ns_;
-    attribute_time(end_ns);
+    info.end_ns = end_ns;
+    info.token_events = tokens;
+    summarize_choices(info, tokens);
+    info.first_token_ns = first_token_ns_;
+    info.first_content_ns = first_content_ns_;
+    info.last_token_ns = last_token_ns_;
+    attribute_time(info, end_ns);
     flush_samples(end_ns);
     // A provider error inside an otherwise complete 2xx stream is the stream's outcome (an error
     // body on a 4xx/5xx answer is just that answer: recorded in `error`, outcome unchanged).
-    const bool provider_error = !info_.error_type.empty() || !info_.error_message.empty();
-    info_.outcome = outcome == stream_outcome::ok && provider_error && info_.status < 300
-                        ? stream_outcome::stream_error
-                        : outcome;
+    const bool provider_error = !info.error_type.empty() || !info.error_message.empty();
+    info.outcome = outcome == stream_outcome::ok && provider_error && info.status < 300
+                       ? stream_outcome::stream_error
+                       : outcome;
     // The providers fill their pieces in dependency order (the registry's), then every hook
     // reads the whole.
-    each(all(), [&](hook& h) { h.fill(info_); });
-    const stream_info& info = info_;
-    each(all(), [&](hook& h) { h.on_stream_end(info); });
+    each(all(), [&](hook& h) { h.fill(info); });
+    const stream_info& done = info;
+    each(all(), [&](hook& h) { h.on_stream_end(done); });
   }
 
   // The chain's per-event fields, the next sample's slot, the hooks called at every read or
@@ -335,19 +347,20 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
   void on_stream_error(std::string_view type, std::string_view message,
                        std::int64_t) noexcept override {
     stats_->stream_errors.fetch_add(1, std::memory_order_relaxed);
-    if (info_.error_type.empty() && info_.error_message.empty()) {
-      info_.error_type.assign(type.empty() ? "error" : type);
-      info_.error_message.assign(message.substr(0, 1024));
+    auto& p = progress();
+    if (p.error_type.empty() && p.error_message.empty()) {
+      p.error_type.assign(type.empty() ? "error" : type);
+      p.error_message.assign(message.substr(0, 1024));
     }
   }
 
   void on_finish_reason(std::string_view reason, std::uint32_t choice) noexcept override {
-    info_.finish_reason.assign(reason.substr(0, 64));
+    progress().finish_reason.assign(reason.substr(0, 64));
     if (choice != 0 || choices_) choice_state(choice).finish.assign(reason.substr(0, 64));
   }
 
   void on_parse_error(parsers::parse_stage stage, std::int64_t) noexcept override {
-    ++info_.parse_errors[static_cast<int>(stage)];
+    ++progress().parse_errors[static_cast<int>(stage)];
     stats_->parse_errors[static_cast<int>(stage)].fetch_add(1, std::memory_order_relaxed);
   }
 
@@ -375,26 +388,26 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
       // Every token and finish reason so far was the first choice's.
       auto& first = choices_->slots[0];
       first.last = last_token_ns_;
-      first.finish = info_.finish_reason;
+      first.finish = progress().finish_reason;
     }
     choices_->highest = std::max(choices_->highest, choice);
     return choices_->slots[std::min(choice, parsers::tracked_choices - 1)];
   }
 
-  void summarize_choices(std::uint64_t tokens) {
+  void summarize_choices(stream_info& info, std::uint64_t tokens) {
     if (!choices_) {
-      info_.choices = tokens > 0 || !info_.finish_reason.empty() ? 1 : 0;
+      info.choices = tokens > 0 || !info.finish_reason.empty() ? 1 : 0;
       return;
     }
-    info_.choices = choices_->highest + 1;
-    const auto n = std::min(info_.choices, parsers::tracked_choices);
+    info.choices = choices_->highest + 1;
+    const auto n = std::min(info.choices, parsers::tracked_choices);
     std::uint64_t others = 0;
     for (std::uint32_t i = 1; i < n; ++i) others += choices_->slots[i].tokens;
     choices_->slots[0].tokens = tokens - others;
     for (std::uint32_t i = 0; i < n; ++i) {
       auto& c = choices_->slots[i];
       if (c.tokens == 0 && c.finish.empty()) continue;
-      info_.by_choice.push_back({i, c.tokens, std::move(c.finish)});
+      info.by_choice.push_back({i, c.tokens, std::move(c.finish)});
     }
   }
 
@@ -445,7 +458,7 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
   // Bit i stands for hooks_[i] (at most 64 hooks): those with on_body / on_token / on_samples,
   // those that threw and are skipped.
   std::uint64_t body_ = 0, token_ = 0, sampled_ = 0, disabled_ = 0, shaped_ = 0;
-  mono_ns last_token_ns_ = -1;  // info_.last_token_ns until the end (the first two below too)
+  mono_ns last_token_ns_ = -1;  // stream_info::last_token_ns until the end (so the two below)
   std::uint8_t n_samples_ = 0;
   bool streamed_ = false;
   parsers::provider provider_ = parsers::provider::unknown;
@@ -464,7 +477,13 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
   std::size_t max_event_bytes_;
   std::shared_ptr<chain_stats> stats_;
   std::unique_ptr<choices_state> choices_;  // made when a second choice answers
-  stream_info info_;
+  // What the stream told so far; at its end it becomes the first part of the whole stream_info
+  // (made then: the rest would sit unused in every open stream).
+  stream_progress live_;
+  std::unique_ptr<stream_info> info_;
+  stream_progress& progress() noexcept {
+    return info_ ? static_cast<stream_progress&>(*info_) : live_;
+  }
 };
 
 }  // namespace
