@@ -235,7 +235,10 @@ int run(int argc, char** argv) {
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "--version" || args[0] == "version") {
-    std::cout << "tokentap " << version_string << "\nallocator: " << allocator_name() << "\n";
+    std::cout << "tokentap " << version_string << "\nallocator: " << allocator_name();
+    if (const auto settings = proxy::allocator_settings(); !settings.empty())
+      std::cout << " (" << settings << ")";
+    std::cout << "\n";
     return 0;
   }
   const std::string command = args[0];

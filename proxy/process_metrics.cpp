@@ -28,6 +28,18 @@ std::string allocator_name() {
   return "libc malloc";
 }
 
+std::string allocator_settings() {
+  if (mallctl == nullptr) return "";
+  bool background = false;
+  std::size_t n = sizeof background;
+  if (mallctl("opt.background_thread", &background, &n, nullptr, 0) != 0) return "";
+  ssize_t decay = 0;
+  n = sizeof decay;
+  if (mallctl("opt.dirty_decay_ms", &decay, &n, nullptr, 0) != 0) return "";
+  return std::string("background_thread:") + (background ? "true" : "false") +
+         ",dirty_decay_ms:" + std::to_string(decay);
+}
+
 namespace {
 
 void write_series(std::string& out, const char* name, const char* type, const char* help,

@@ -33,6 +33,15 @@ TEST(Binary, VersionAndHelp) {
   // is what a request's CPU cost was measured with (BENCHMARKS.md).
 #if defined(TOKENTAP_EXPECT_JEMALLOC)
   EXPECT_NE(r.out.find("\nallocator: jemalloc "), std::string::npos) << r.out;
+  // With the binary's settings (app/allocator_conf.cpp), which the environment overrides.
+  EXPECT_NE(r.out.find(" (background_thread:true,dirty_decay_ms:1000)\n"), std::string::npos)
+      << r.out;
+  {
+    process p(std::vector<std::string>{"--version"}, {{"MALLOC_CONF", "dirty_decay_ms:5000"}});
+    ASSERT_EQ(p.wait(std::chrono::seconds(10)), 0);
+    EXPECT_NE(p.out().find(" (background_thread:true,dirty_decay_ms:5000)\n"), std::string::npos)
+        << p.out();
+  }
 #else
   EXPECT_NE(r.out.find("\nallocator: libc malloc"), std::string::npos) << r.out;
 #endif
