@@ -15,6 +15,7 @@
 #include "app/commands.hpp"
 #include "base/json.hpp"
 #include "bench/compare.hpp"
+#include "bench/report.hpp"
 #include "bench/run.hpp"
 #include "bench/summary.hpp"
 #include "bench/workload.hpp"
@@ -27,6 +28,7 @@ namespace {
 constexpr const char* bench_help =
     R"(usage: tokentap bench run --target URL --workload FILE --out DIR [flags]
        tokentap bench compare A B [--format text|json] [--min-change PCT]
+       tokentap bench report A [B] [--out FILE]
 
 bench run: sends a workload to a target, level by level, measures every response with the
 proxy's own decoders (TTFT, answer TTFT, gaps between events, TPOT, end to end, usage), and
@@ -56,6 +58,11 @@ tasks, B's change from A in percent with a bootstrap 95 % interval (requests pai
 both ran the same workload) and a verdict.  Exit status 1 when a metric is worse: a latency whose
 whole interval lies above --min-change (default 5) percent, an accuracy whose interval lies
 below 0.
+
+bench report: one self-contained HTML page (no script, nothing fetched: it opens offline) of run
+A, or of A against B — each level's figures, CDFs of TTFT, ITL and end to end, latency and
+throughput against load for a sweep, accuracy per category with its 95 % interval, the prompt
+cache's hit ratio and the events behind its misses.  Written to --out (default A/report.html).
 )";
 
 std::string read_file(const std::string& path, const char* what) {
@@ -276,13 +283,43 @@ int cmd_bench_compare(const std::vector<std::string>& args) {
   return c.regressed() ? 1 : 0;
 }
 
+int cmd_bench_report(const std::vector<std::string>& args) {
+  const auto f = flags::parse("bench report", args, {"out"}, {});
+  const auto& dirs = f.positional();
+  if (dirs.empty() || dirs.size() > 2) throw usage_error{"usage: tokentap bench report A [B]"};
+  std::vector<bench::report_run> runs;
+  for (const auto& d : dirs) {
+    const std::filesystem::path dir(d);
+    bench::report_run r;
+    r.name = std::filesystem::absolute(dir).lexically_normal().filename().string();
+    if (r.name.empty()) r.name = dir.lexically_normal().parent_path().filename().string();
+    r.run_json = read_file((dir / "run.json").string(), "bench report");
+    r.summary_json = read_file((dir / "summary.json").string(), "bench report");
+    const auto file = (dir / "requests.jsonl").string();
+    std::string err;
+    auto requests = bench::read_requests(read_file(file, "bench report"), file, err);
+    if (!requests) throw usage_error{err};
+    r.requests = std::move(*requests);
+    runs.push_back(std::move(r));
+  }
+  if (runs.size() == 2 && runs[0].name == runs[1].name) runs[1].name += " (2)";
+  std::string err;
+  const auto html = bench::report_html(runs, err);
+  if (!html) throw usage_error{err};
+  const auto out = f.get("out").value_or((std::filesystem::path(dirs[0]) / "report.html").string());
+  write_file(out, *html);
+  std::printf("wrote %s\n", out.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& args) {
   if (args.empty() || want_help(args)) return std::cout << bench_help, args.empty() ? 2 : 0;
   if (args[0] == "run") return cmd_bench_run({args.begin() + 1, args.end()});
   if (args[0] == "compare") return cmd_bench_compare({args.begin() + 1, args.end()});
-  throw usage_error{"bench takes run or compare (see 'tokentap bench --help')"};
+  if (args[0] == "report") return cmd_bench_report({args.begin() + 1, args.end()});
+  throw usage_error{"bench takes run, compare or report (see 'tokentap bench --help')"};
 }
 
 }  // namespace tokentap::app

@@ -87,7 +87,8 @@ inline bool client_kept_up(const level& l) {
 /// steps), `step_consistency` (graded responses that concluded: how many concluded as they
 /// finally answered), `cache` (outcomes and events by name), `tokens_estimated` (requests whose
 /// counts the client made), `itl_per_token` (false when any request's ITL is one gap per event, its
-/// server not counting tokens per chunk) and `client_kept_up` (schedule lag P99 within 1 ms).
+/// server not counting tokens per chunk), `client_kept_up` (schedule lag P99 within 1 ms) and
+/// `itl_percentiles_ms` (the gaps' percentiles 0, 1, …, 100: their CDF; empty without gaps).
 std::string summary_json(std::span<const level> levels, const slo& goodput,
                          std::uint32_t max_reasoning_steps = 0);
 

@@ -91,6 +91,13 @@ TEST(Summary, ALevelFromItsRequests) {
   EXPECT_DOUBLE_EQ(num(m["ttfo_ms"]["p50"]), 305);
   EXPECT_EQ(num(m["itl_ms"]["n"]), 1 + 5 + 2);  // every gap, pooled; a's events for its tokens
   EXPECT_EQ(num(m["chunk_gap_ms"]["n"]), 3);
+  // The gaps' percentiles 0…100 (the report's ITL CDF): 100 ×5, 200, 500 ×2.
+  const auto cdf = lv["itl_percentiles_ms"].get_array();
+  ASSERT_EQ(cdf.size(), 101u);
+  EXPECT_DOUBLE_EQ(num(cdf.at(0)), 100);
+  EXPECT_DOUBLE_EQ(num(cdf.at(50)), 100);
+  EXPECT_DOUBLE_EQ(num(cdf.at(75)), 275);  // rank 5.25: 200 + 0.25 × 300
+  EXPECT_DOUBLE_EQ(num(cdf.at(100)), 500);
   EXPECT_DOUBLE_EQ(num(m["tpot_ms"]["p50"]), 100);
   EXPECT_DOUBLE_EQ(num(m["e2e_ms"]["p99"]), 1884);  // 1100 + 0.98 × 800
   // 3 ok over 2 s; 20 output tokens.

@@ -1,8 +1,9 @@
 // `tokentap bench` as a user runs it, on the real binary against a real simulator on 127.0.0.1:
 // a run writes its directory (run.json, requests.jsonl, summary.json, traces/ that analyze
 // reads), two runs of one target
-// compare as no regression (exit 0), a slower target as one (exit 1, the same in JSON), and a
-// broken workload or missing flags are refused with exit 2 and a one-line reason.
+// compare as no regression (exit 0), a slower target as one (exit 1, the same in JSON), the
+// report of two runs renders in headless Chromium from the file alone, and a broken workload or
+// missing flags are refused with exit 2 and a one-line reason.
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -10,6 +11,7 @@
 #include <fstream>
 
 #include "sim/sim_server.hpp"
+#include "test/support/browser.hpp"
 #include "test/support/process.hpp"
 #include "test/support/stack.hpp"
 #include "test/support/tls_cert.hpp"
@@ -116,6 +118,49 @@ TEST_F(Bench, ASlowerTargetIsARegression) {
   EXPECT_GT(first["delta_pct"].get_double().value(), 100);
   // The other way round it is better: no regression.
   EXPECT_EQ(compare("slow", "fast"), 0) << out;
+}
+
+TEST_F(Bench, TheReportOfTwoRunsRendersOfflineInChromium) {
+  ASSERT_EQ(run("fast"), 0) << err;
+  ASSERT_EQ(run("slow", {"--header", "x-sim-ttft-ms: 200"}), 0) << err;
+  const auto page = dir + "/report.html";
+  process report({"bench", "report", dir + "/fast", dir + "/slow", "--out", page});
+  ASSERT_EQ(report.wait(30s), 0) << report.err();
+  EXPECT_EQ(report.out(), "wrote " + page + "\n");
+  // The page as Chromium builds it from the file alone (the flags allow no network).
+  const auto dom = dump_dom("file://" + page);
+  ASSERT_FALSE(dom.empty()) << "chromium failed";
+  EXPECT_NE(dom.find("<title>tokentap bench report: fast against slow</title>"), std::string::npos);
+  // A line per run and level in each CDF; the sweep's charts against load.
+  for (const char* chart : {"cdf-ttft", "cdf-itl", "cdf-e2e", "latency-vs-load"}) {
+    const auto at = dom.find("<svg id=\"" + std::string(chart) + "\"");
+    ASSERT_NE(at, std::string::npos) << chart;
+    const auto svg = dom.substr(at, dom.find("</svg>", at) - at);
+    std::size_t lines = 0;
+    for (auto k = svg.find("<polyline"); k != std::string::npos; k = svg.find("<polyline", k + 1))
+      ++lines;
+    EXPECT_EQ(lines, std::string(chart) == "latency-vs-load" ? 6u : 4u) << chart;
+    const bool per_level = std::string(chart) != "latency-vs-load";
+    EXPECT_NE(
+        svg.find(per_level ? "data-series=\"B slow · c 3\"" : "data-series=\"B slow · TTFT P50\""),
+        std::string::npos)
+        << chart;
+  }
+  // The slow run's TTFT P50 in its table: the simulator's 200 ms.
+  const auto table = dom.find("data-run=\"B slow\"");
+  ASSERT_NE(table, std::string::npos);
+  const std::string ttft_cell = "<td class=\"ttft\">";
+  const auto cell = dom.find(ttft_cell, table);
+  ASSERT_NE(cell, std::string::npos);
+  EXPECT_NEAR(std::atof(dom.c_str() + cell + ttft_cell.size()), 200, 20) << dom.substr(cell, 60);
+  // And a picture of it.
+  const auto artifacts = std::string(TOKENTAP_BINARY_DIR) + "/test-artifacts";
+  std::filesystem::create_directories(artifacts);
+  const std::string shot = "chromium " + chromium_flags() + "--screenshot=" + artifacts +
+                           "/bench-report.png file://" + page + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(shot.c_str()), 0);
+  EXPECT_GT(std::filesystem::file_size(artifacts + "/bench-report.png"), 10000u);
+  std::printf("bench report screenshot: %s/bench-report.png\n", artifacts.c_str());
 }
 
 TEST_F(Bench, WhatCannotRunIsRefusedWithExitTwo) {

@@ -1,0 +1,648 @@
+#include "bench/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include <simdjson.h>
+
+#include "bench/stats.hpp"
+
+namespace tokentap::bench {
+
+namespace {
+
+// ---------------------------------------------------------------- the runs' figures
+
+struct dist {
+  std::uint64_t n = 0;
+  double mean = -1, p50 = -1, p90 = -1, p95 = -1, p99 = -1;
+};
+
+struct category_accuracy {
+  std::uint64_t n = 0, correct = 0;
+  double accuracy = 0, lo = 0, hi = 0;
+};
+
+// A level of summary.json.
+struct level_figures {
+  std::string load_kind;  // concurrency | rate | schedule_speed
+  double load = 0;
+  std::uint64_t requests = 0, ok = 0, errors = 0;
+  std::map<std::string, dist, std::less<>> metrics;
+  double requests_per_s = 0, output_tokens_per_s = 0;
+  std::optional<double> goodput_fraction, goodput_per_s;
+  double lag_p99 = 0;
+  bool kept_up = true;
+  std::map<std::string, category_accuracy> accuracy;
+  std::map<std::string, std::uint64_t> cache_outcomes, cache_events;
+  std::vector<double> itl_percentiles;  // 0, 1, …, 100
+
+  const dist& metric(std::string_view name) const {
+    static const dist none;
+    const auto it = metrics.find(name);
+    return it == metrics.end() ? none : it->second;
+  }
+  std::string label() const {
+    char b[64];
+    std::snprintf(b, sizeof b, "%s %g",
+                  load_kind == "concurrency" ? "c"
+                  : load_kind == "rate"      ? "rate"
+                                             : "speed",
+                  load);
+    return b;
+  }
+};
+
+struct run_figures {
+  const report_run* src = nullptr;
+  std::string target, workload, started, model, host;
+  std::vector<level_figures> levels;
+};
+
+// A number where the document has one (a missing key or a null: `fallback`).
+double number_or(simdjson::dom::element e, double fallback) {
+  double v = 0;
+  if (!e.get(v)) return v;
+  std::int64_t i = 0;
+  if (!e.get(i)) return static_cast<double>(i);
+  std::uint64_t u = 0;
+  if (!e.get(u)) return static_cast<double>(u);
+  return fallback;
+}
+double number_or(simdjson::simdjson_result<simdjson::dom::element> r, double fallback) {
+  simdjson::dom::element e;
+  return r.get(e) ? fallback : number_or(e, fallback);
+}
+
+std::string string_or_empty(simdjson::simdjson_result<simdjson::dom::element> e) {
+  std::string_view s;
+  return e.get(s) ? std::string() : std::string(s);
+}
+
+std::optional<run_figures> read_run(const report_run& r, std::string& error) {
+  run_figures out;
+  out.src = &r;
+  simdjson::dom::parser parser;
+  simdjson::dom::object run;
+  if (parser.parse(r.run_json).get(run)) {
+    error = r.name + "/run.json: not a run (a JSON object)";
+    return std::nullopt;
+  }
+  out.target = string_or_empty(run["target"]);
+  out.workload = string_or_empty(run["workload"]);
+  out.started = string_or_empty(run["started"]);
+  out.model = string_or_empty(run["model"]);
+  out.host = string_or_empty(run.at_pointer("/machine/host"));
+
+  simdjson::dom::parser summary_parser;
+  simdjson::dom::array levels;
+  if (summary_parser.parse(r.summary_json)["levels"].get(levels)) {
+    error = r.name + "/summary.json: no \"levels\" array (not written by bench run)";
+    return std::nullopt;
+  }
+  for (const auto element : levels) {
+    level_figures f;
+    simdjson::dom::object l, load;
+    if (element.get(l) || l["load"].get(load) || load.size() != 1) {
+      error = r.name + "/summary.json: a level without its \"load\"";
+      return std::nullopt;
+    }
+    for (auto [k, v] : load) {
+      f.load_kind = std::string(k);
+      f.load = number_or(v, 0);
+    }
+    f.requests = static_cast<std::uint64_t>(number_or(l["requests"], 0));
+    f.ok = static_cast<std::uint64_t>(number_or(l["ok"], 0));
+    f.errors = static_cast<std::uint64_t>(number_or(l["errors"], 0));
+    simdjson::dom::object metrics;
+    if (!l["metrics"].get(metrics)) {
+      for (auto [name, m] : metrics) {
+        if (!m.is_object()) continue;
+        dist d;
+        d.n = static_cast<std::uint64_t>(number_or(m["n"], 0));
+        d.mean = number_or(m["mean"], -1);
+        d.p50 = number_or(m["p50"], -1);
+        d.p90 = number_or(m["p90"], -1);
+        d.p95 = number_or(m["p95"], -1);
+        d.p99 = number_or(m["p99"], -1);
+        f.metrics.emplace(std::string(name), d);
+      }
+    }
+    simdjson::dom::array itl;
+    if (!l["itl_percentiles_ms"].get(itl))
+      for (auto v : itl) f.itl_percentiles.push_back(number_or(v, 0));
+    f.requests_per_s = number_or(l.at_pointer("/throughput/requests_per_s"), 0);
+    f.output_tokens_per_s = number_or(l.at_pointer("/throughput/output_tokens_per_s"), 0);
+    if (const double g = number_or(l.at_pointer("/goodput/fraction"), -1); g >= 0) {
+      f.goodput_fraction = g;
+      f.goodput_per_s = number_or(l.at_pointer("/goodput/requests_per_s"), 0);
+    }
+    f.lag_p99 = number_or(l.at_pointer("/schedule_lag_ms/p99"), 0);
+    if (bool kept = true; !l["client_kept_up"].get(kept)) f.kept_up = kept;
+    simdjson::dom::object accuracy;
+    if (!l["accuracy"].get(accuracy)) {
+      for (auto [category, a] : accuracy) {
+        if (!a.is_object()) continue;
+        category_accuracy c;
+        c.n = static_cast<std::uint64_t>(number_or(a["n"], 0));
+        c.correct = static_cast<std::uint64_t>(number_or(a["correct"], 0));
+        c.accuracy = number_or(a["accuracy"], 0);
+        c.lo = number_or(a.at_pointer("/ci95/0"), 0);
+        c.hi = number_or(a.at_pointer("/ci95/1"), 0);
+        f.accuracy.emplace(std::string(category), c);
+      }
+    }
+    for (auto [part, into] : {std::pair{"/cache/outcomes", &f.cache_outcomes},
+                              std::pair{"/cache/events", &f.cache_events}}) {
+      simdjson::dom::object counts;
+      if (l.at_pointer(part).get(counts)) continue;
+      for (auto [name, n] : counts)
+        (*into)[std::string(name)] = static_cast<std::uint64_t>(number_or(n, 0));
+    }
+    out.levels.push_back(std::move(f));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- HTML and SVG
+
+std::string esc(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string fmt(double v, int decimals = 1) {
+  if (v < 0) return "–";
+  char b[48];
+  std::snprintf(b, sizeof b, "%.*f", decimals, v);
+  return b;
+}
+
+// A run's colour, and a level's shade of it (a sweep's first level lightest).
+constexpr const char* run_colours[] = {"#2563eb", "#ea580c"};
+double level_opacity(std::size_t level, std::size_t levels) {
+  return levels <= 1 ? 1.0
+                     : 0.35 + 0.65 * static_cast<double>(level) / static_cast<double>(levels - 1);
+}
+
+// Round numbers for an axis from lo to hi, about `want` of them.
+std::vector<double> ticks(double lo, double hi, int want) {
+  std::vector<double> out;
+  if (!(hi > lo)) return {lo};
+  const double raw = (hi - lo) / want;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (const double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
+    step = m * mag;
+    if (step >= raw) break;
+  }
+  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push_back(t);
+  return out;
+}
+
+std::string tick_label(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
+// A chart's frame: the plot area inside margins, its scales, the axes with their ticks.
+class chart {
+ public:
+  static constexpr double width = 560, height = 300, left = 64, right = 16, top = 16, bottom = 44;
+
+  chart(std::string id, double x_lo, double x_hi, double y_lo, double y_hi)
+      : id_(std::move(id)),
+        x_lo_(x_lo),
+        x_hi_(x_hi > x_lo ? x_hi : x_lo + 1),
+        y_lo_(y_lo),
+        y_hi_(y_hi > y_lo ? y_hi : y_lo + 1) {}
+
+  double x(double v) const { return left + (v - x_lo_) / (x_hi_ - x_lo_) * (width - left - right); }
+  double y(double v) const {
+    return height - bottom - (v - y_lo_) / (y_hi_ - y_lo_) * (height - top - bottom);
+  }
+
+  std::string open(std::string_view x_title, std::string_view y_title) const {
+    std::string s = "<svg id=\"" + id_ + "\" class=\"chart\" viewBox=\"0 0 " + tick_label(width) +
+                    " " + tick_label(height) + "\" width=\"" + tick_label(width) + "\" height=\"" +
+                    tick_label(height) + "\" role=\"img\">";
+    for (const double t : ticks(x_lo_, x_hi_, 6)) {
+      s += line(x(t), top, x(t), height - bottom, "grid");
+      s += text(x(t), height - bottom + 16, tick_label(t), "middle");
+    }
+    for (const double t : ticks(y_lo_, y_hi_, 5)) {
+      s += line(left, y(t), width - right, y(t), "grid");
+      s += text(left - 6, y(t) + 4, tick_label(t), "end");
+    }
+    s += line(left, height - bottom, width - right, height - bottom, "axis");
+    s += line(left, top, left, height - bottom, "axis");
+    s += text((left + width - right) / 2, height - 6, x_title, "middle");
+    s += "<text class=\"title\" x=\"12\" y=\"" + tick_label((top + height - bottom) / 2) +
+         "\" transform=\"rotate(-90 12 " + tick_label((top + height - bottom) / 2) +
+         ")\" text-anchor=\"middle\">" + esc(y_title) + "</text>";
+    return s;
+  }
+
+  static std::string line(double x1, double y1, double x2, double y2, const char* cls) {
+    char b[160];
+    std::snprintf(b, sizeof b,
+                  "<line class=\"%s\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", cls, x1,
+                  y1, x2, y2);
+    return b;
+  }
+  static std::string text(double x, double y, std::string_view t, const char* anchor) {
+    char b[96];
+    std::snprintf(b, sizeof b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">", x, y, anchor);
+    return b + esc(t) + "</text>";
+  }
+
+ private:
+  std::string id_;
+  double x_lo_, x_hi_, y_lo_, y_hi_;
+};
+
+// One line of a chart: its points, colour, opacity and name.
+struct series {
+  std::string name;
+  const char* colour;
+  double opacity = 1;
+  std::vector<std::pair<double, double>> points;
+};
+
+std::string polyline(const chart& c, const series& s, bool markers) {
+  std::string pts;
+  char b[64];
+  for (const auto& [x, y] : s.points) {
+    std::snprintf(b, sizeof b, "%.1f,%.1f ", c.x(x), c.y(y));
+    pts += b;
+  }
+  std::snprintf(b, sizeof b, "%.2f", s.opacity);
+  std::string out = "<polyline class=\"series\" data-series=\"" + esc(s.name) + "\" data-n=\"" +
+                    std::to_string(s.points.size()) + "\" fill=\"none\" stroke=\"" + s.colour +
+                    "\" stroke-opacity=\"" + b + "\" stroke-width=\"2\" points=\"" + pts +
+                    "\"><title>" + esc(s.name) + "</title></polyline>";
+  if (markers)
+    for (const auto& [x, y] : s.points) {
+      std::snprintf(b, sizeof b, "%.1f", c.x(x));
+      out += "<circle cx=\"" + std::string(b);
+      std::snprintf(b, sizeof b, "%.1f", c.y(y));
+      out += "\" cy=\"" + std::string(b) + "\" r=\"3\" fill=\"" + s.colour + "\"/>";
+    }
+  return out;
+}
+
+std::string legend(const std::vector<series>& all) {
+  std::string out = "<div class=\"legend\">";
+  for (const auto& s : all) {
+    char b[16];
+    std::snprintf(b, sizeof b, "%.2f", s.opacity);
+    out += "<span><i style=\"background:" + std::string(s.colour) + ";opacity:" + b + "\"></i>" +
+           esc(s.name) + "</span>";
+  }
+  return out + "</div>";
+}
+
+// A chart of lines; markers on each point (few points: load levels).
+std::string line_chart(const std::string& id, std::string_view x_title, std::string_view y_title,
+                       const std::vector<series>& all, bool markers, double y_floor = 0) {
+  double x_lo = 1e300, x_hi = -1e300, y_hi = y_floor;
+  for (const auto& s : all)
+    for (const auto& [x, y] : s.points) {
+      x_lo = std::min(x_lo, x);
+      x_hi = std::max(x_hi, x);
+      y_hi = std::max(y_hi, y);
+    }
+  if (x_lo > x_hi) return "<p class=\"none\">no samples</p>";
+  if (markers) {  // some room around the load levels
+    const double pad = x_hi > x_lo ? (x_hi - x_lo) * 0.05 : std::max(1.0, x_lo * 0.5);
+    x_lo = std::max(0.0, x_lo - pad);
+    x_hi += pad;
+  }
+  const chart c(id, x_lo, x_hi, 0, y_hi * 1.05);
+  std::string out = c.open(x_title, y_title);
+  for (const auto& s : all) out += polyline(c, s, markers);
+  return out + "</svg>" + legend(all);
+}
+
+// Horizontal bars with an optional interval each (accuracy's Wilson interval).
+struct bar {
+  std::string label;
+  const char* colour;
+  double value = 0, lo = -1, hi = -1;
+  std::string note;
+};
+
+std::string bar_chart(const std::string& id, const std::vector<bar>& bars, double max_value,
+                      std::string_view unit) {
+  constexpr double width = 560, label_w = 200, row = 22, right = 70;
+  const double height = row * static_cast<double>(bars.size()) + 8;
+  if (max_value <= 0) max_value = 1;
+  const auto x = [&](double v) { return label_w + v / max_value * (width - label_w - right); };
+  char b[256];
+  std::snprintf(b, sizeof b,
+                "<svg id=\"%s\" class=\"chart bars\" viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" "
+                "height=\"%.0f\" role=\"img\">",
+                id.c_str(), width, height, width, height);
+  std::string out = b;
+  for (std::size_t i = 0; i < bars.size(); ++i) {
+    const auto& r = bars[i];
+    const double y = 4 + row * static_cast<double>(i);
+    out += chart::text(label_w - 6, y + 14, r.label, "end");
+    std::snprintf(b, sizeof b,
+                  "<rect class=\"bar\" data-value=\"%g\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                  "height=\"%.1f\" fill=\"%s\"/>",
+                  r.value, label_w, y + 3, std::max(0.0, x(r.value) - label_w), row - 8, r.colour);
+    out += b;
+    if (r.lo >= 0 && r.hi >= 0) {
+      out += chart::line(x(r.lo), y + row / 2, x(r.hi), y + row / 2, "whisker");
+      out += chart::line(x(r.lo), y + 5, x(r.lo), y + row - 5, "whisker");
+      out += chart::line(x(r.hi), y + 5, x(r.hi), y + row - 5, "whisker");
+    }
+    out +=
+        chart::text(x(std::max(r.value, r.hi)) + 6, y + 14,
+                    (r.note.empty() ? tick_label(r.value) + std::string(unit) : r.note), "start");
+  }
+  return out + "</svg>";
+}
+
+// ---------------------------------------------------------------- the page's sections
+
+// The samples of one metric of a run's level: its ok requests, warm-up left out.
+std::vector<double> samples(const report_run& r, std::size_t level, double request_result::*m) {
+  std::vector<double> out;
+  for (const auto& q : r.requests)
+    if (q.level == level && !q.warmup && q.ok && q.*m >= 0) out.push_back(q.*m);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string run_name(const run_figures& r, std::size_t i, std::size_t runs) {
+  return runs > 1 ? std::string(1, static_cast<char>('A' + i)) + " " + r.src->name : r.src->name;
+}
+
+// A CDF chart, one staircase per run and level; `cdf` gives a level's points (x, share).
+template <class Points>
+std::string cdf_section(std::span<const run_figures> runs, const char* id, const char* title,
+                        Points cdf) {
+  std::vector<series> all;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    for (std::size_t l = 0; l < r.levels.size(); ++l) {
+      series s{run_name(r, i, runs.size()) + " · " + r.levels[l].label(), run_colours[i % 2],
+               level_opacity(l, r.levels.size()), cdf(r, l)};
+      if (!s.points.empty()) all.push_back(std::move(s));
+    }
+  }
+  double x_lo = 1e300, x_hi = -1e300;
+  for (const auto& s : all)
+    for (const auto& p : s.points) x_lo = std::min(x_lo, p.first), x_hi = std::max(x_hi, p.first);
+  std::string out = "<figure><figcaption>" + std::string(title) + "</figcaption>";
+  if (all.empty()) return out + "<p class=\"none\">no samples</p></figure>";
+  const double pad = x_hi > x_lo ? (x_hi - x_lo) * 0.03 : std::max(1.0, x_lo * 0.05);
+  const chart c(id, std::max(0.0, x_lo - pad), x_hi + pad, 0, 1);
+  out += c.open("ms", "share");
+  for (const auto& s : all) out += polyline(c, s, false);
+  return out + "</svg>" + legend(all) + "</figure>";
+}
+
+// The empirical CDF of a per-request metric as a staircase: each request lifts it by 1/n.
+auto per_request(double request_result::*m) {
+  return [m](const run_figures& r, std::size_t level) {
+    const auto xs = samples(*r.src, level, m);
+    std::vector<std::pair<double, double>> points;
+    if (xs.empty()) return points;
+    const double n = static_cast<double>(xs.size());
+    points.emplace_back(xs.front(), 0);
+    for (std::size_t k = 0; k < xs.size(); ++k) {
+      if (k > 0) points.emplace_back(xs[k], static_cast<double>(k) / n);
+      points.emplace_back(xs[k], static_cast<double>(k + 1) / n);
+    }
+    return points;
+  };
+}
+
+// The gaps' CDF from their percentiles (summary.json keeps them, not the gaps).
+std::vector<std::pair<double, double>> itl_points(const run_figures& r, std::size_t level) {
+  std::vector<std::pair<double, double>> points;
+  const auto& q = r.levels[level].itl_percentiles;
+  for (std::size_t k = 0; k < q.size(); ++k)
+    points.emplace_back(q[k], static_cast<double>(k) / static_cast<double>(q.size() - 1));
+  return points;
+}
+
+std::string levels_table(const run_figures& r, const std::string& name) {
+  std::string out = "<h3>" + esc(name) + "</h3><table class=\"levels\" data-run=\"" + esc(name) +
+                    "\"><tr><th>load</th><th>requests</th><th>ok</th><th>errors</th>"
+                    "<th>TTFT P50 / P99</th><th>TTFO P50</th><th>ITL P50 / P99</th>"
+                    "<th>TPOT P50</th><th>end to end P50 / P99</th><th>req/s</th>"
+                    "<th>output tok/s</th><th>goodput</th><th>lag P99</th></tr>";
+  for (const auto& l : r.levels) {
+    const auto& ttft = l.metric("ttft_ms");
+    const auto& ttfo = l.metric("ttfo_ms");
+    const auto& itl = l.metric("itl_ms");
+    const auto& tpot = l.metric("tpot_ms");
+    const auto& e2e = l.metric("e2e_ms");
+    out += "<tr><td>" + esc(l.label()) + "</td><td>" + std::to_string(l.requests) + "</td><td>" +
+           std::to_string(l.ok) + "</td><td" + (l.errors > 0 ? " class=\"bad\"" : "") + ">" +
+           std::to_string(l.errors) + "</td><td class=\"ttft\">" + fmt(ttft.p50) + " / " +
+           fmt(ttft.p99) + "</td><td>" + fmt(ttfo.p50) + "</td><td>" + fmt(itl.p50, 2) + " / " +
+           fmt(itl.p99, 2) + "</td><td>" + fmt(tpot.p50, 2) + "</td><td class=\"e2e\">" +
+           fmt(e2e.p50) + " / " + fmt(e2e.p99) + "</td><td>" + fmt(l.requests_per_s, 2) +
+           "</td><td>" + fmt(l.output_tokens_per_s, 1) + "</td><td>" +
+           (l.goodput_fraction ? fmt(*l.goodput_fraction * 100, 1) + " %" : std::string("–")) +
+           "</td><td" + (l.kept_up ? "" : " class=\"bad\" title=\"the client fell behind\"") + ">" +
+           fmt(l.lag_p99, 3) + " ms</td></tr>";
+  }
+  return out + "</table>";
+}
+
+std::string against_load_section(std::span<const run_figures> runs) {
+  bool sweep = false;
+  for (const auto& r : runs) sweep = sweep || r.levels.size() > 1;
+  if (!sweep) return {};
+  std::string x_title = "load";
+  if (!runs.empty() && !runs[0].levels.empty())
+    x_title = runs[0].levels[0].load_kind == "concurrency" ? "concurrent requests"
+              : runs[0].levels[0].load_kind == "rate"      ? "requests per second offered"
+                                                           : "schedule speed-up";
+  std::vector<series> latency, throughput;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto name = run_name(runs[i], i, runs.size());
+    series p50{name + " · TTFT P50", run_colours[i % 2], 1, {}};
+    series p99{name + " · TTFT P99", run_colours[i % 2], 0.45, {}};
+    series e2e{name + " · end to end P50", run_colours[i % 2], 0.7, {}};
+    series tokens{name + " · output tok/s", run_colours[i % 2], 1, {}};
+    series good{name + " · goodput req/s × 100", run_colours[i % 2], 0.45, {}};
+    for (const auto& l : runs[i].levels) {
+      if (l.metric("ttft_ms").n > 0) {
+        p50.points.emplace_back(l.load, l.metric("ttft_ms").p50);
+        p99.points.emplace_back(l.load, l.metric("ttft_ms").p99);
+      }
+      if (l.metric("e2e_ms").n > 0) e2e.points.emplace_back(l.load, l.metric("e2e_ms").p50);
+      tokens.points.emplace_back(l.load, l.output_tokens_per_s);
+      if (l.goodput_per_s) good.points.emplace_back(l.load, *l.goodput_per_s * 100);
+    }
+    for (auto* s : {&p50, &p99, &e2e})
+      if (!s->points.empty()) latency.push_back(std::move(*s));
+    throughput.push_back(std::move(tokens));
+    if (!good.points.empty()) throughput.push_back(std::move(good));
+  }
+  return "<h2>Against load</h2><div class=\"row\"><figure><figcaption>Latency (ms)</figcaption>" +
+         line_chart("latency-vs-load", x_title, "ms", latency, true) +
+         "</figure><figure><figcaption>Throughput</figcaption>" +
+         line_chart("throughput-vs-load", x_title, "per second", throughput, true) +
+         "</figure></div>";
+}
+
+std::string accuracy_section(std::span<const run_figures> runs) {
+  std::vector<bar> bars;
+  std::string table =
+      "<table class=\"accuracy\"><tr><th>run</th><th>load</th><th>category</th><th>n</th>"
+      "<th>correct</th><th>accuracy</th><th>95 % interval</th></tr>";
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto name = run_name(runs[i], i, runs.size());
+    for (const auto& l : runs[i].levels)
+      for (const auto& [category, a] : l.accuracy) {
+        const auto label = name + " · " + l.label() + " · " + category;
+        bars.push_back({label, run_colours[i % 2], a.accuracy * 100, a.lo * 100, a.hi * 100,
+                        fmt(a.accuracy * 100, 1) + " % (" + fmt(a.lo * 100, 1) + "–" +
+                            fmt(a.hi * 100, 1) + ")"});
+        table += "<tr><td>" + esc(name) + "</td><td>" + esc(l.label()) + "</td><td>" +
+                 esc(category) + "</td><td>" + std::to_string(a.n) + "</td><td>" +
+                 std::to_string(a.correct) + "</td><td class=\"acc\">" + fmt(a.accuracy * 100, 1) +
+                 " %</td><td>" + fmt(a.lo * 100, 1) + " – " + fmt(a.hi * 100, 1) + " %</td></tr>";
+      }
+  }
+  if (bars.empty()) return {};
+  return "<h2>Accuracy by category</h2><p>Graded tasks: the answer extracted after the reasoning, "
+         "with its binomial 95 % interval (Wilson).</p>" +
+         bar_chart("accuracy", bars, 100, " %") + table + "</table>";
+}
+
+std::string cache_section(std::span<const run_figures> runs) {
+  std::vector<bar> ratios, causes;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto name = run_name(runs[i], i, runs.size());
+    for (const auto& l : runs[i].levels) {
+      std::uint64_t judged = 0, hits = 0;
+      for (const auto& [outcome, n] : l.cache_outcomes) {
+        judged += n;
+        if (outcome == "hit") hits += n;  // (a partial hit is not one)
+      }
+      if (judged > 0) {
+        const double ratio = 100.0 * static_cast<double>(hits) / static_cast<double>(judged);
+        std::string note = fmt(ratio, 1) + " % (";
+        bool first = true;
+        for (const auto& [outcome, n] : l.cache_outcomes) {
+          note += (first ? "" : ", ") + outcome + " " + std::to_string(n);
+          first = false;
+        }
+        ratios.push_back({name + " · " + l.label(), run_colours[i % 2], ratio, -1, -1, note + ")"});
+      }
+      for (const auto& [event, n] : l.cache_events)
+        causes.push_back({name + " · " + l.label() + " · " + event, run_colours[i % 2],
+                          static_cast<double>(n), -1, -1, std::to_string(n)});
+    }
+  }
+  if (ratios.empty() && causes.empty()) return {};
+  std::string out = "<h2>Prompt cache</h2>";
+  if (!ratios.empty())
+    out +=
+        "<figure><figcaption>Hit ratio (responses whose prompt the engine had cached)"
+        "</figcaption>" +
+        bar_chart("cache-hits", ratios, 100, " %") + "</figure>";
+  if (!causes.empty()) {
+    double most = 0;
+    for (const auto& c : causes) most = std::max(most, c.value);
+    out += "<figure><figcaption>Cache events (why a prompt missed)</figcaption>" +
+           bar_chart("cache-events", causes, most, "") + "</figure>";
+  }
+  return out;
+}
+
+constexpr const char* style = R"(<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#111;max-width:1240px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
+h3{font-size:14px;margin:12px 0 4px}table{border-collapse:collapse;margin:4px 0 12px}
+td,th{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
+th{background:#f4f4f5;font-weight:600}td:first-child,th:first-child{text-align:left}
+.bad{color:#b91c1c;font-weight:600}.none{color:#777}
+.row{display:flex;flex-wrap:wrap;gap:16px}figure{margin:0}figcaption{font-weight:600;margin:6px 0}
+svg.chart{background:#fff}svg text{font-size:11px;fill:#333}svg .title{font-size:12px}
+.grid{stroke:#eee}.axis{stroke:#888}.whisker{stroke:#111;stroke-width:1.5}
+.legend{display:flex;flex-wrap:wrap;gap:4px 14px;font-size:12px;max-width:560px}
+.legend i{display:inline-block;width:14px;height:3px;margin:0 5px 3px 0;vertical-align:middle}
+.runs td{text-align:left}
+</style>)";
+
+}  // namespace
+
+std::optional<std::string> report_html(std::span<const report_run> runs, std::string& error) {
+  std::vector<run_figures> figures;
+  for (const auto& r : runs) {
+    auto f = read_run(r, error);
+    if (!f) return std::nullopt;
+    figures.push_back(std::move(*f));
+  }
+  std::string title = "tokentap bench report: ";
+  for (std::size_t i = 0; i < figures.size(); ++i)
+    title += (i > 0 ? " against " : "") + figures[i].src->name;
+  std::string out = "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>" +
+                    esc(title) + "</title>" + style + "</head><body><h1>" + esc(title) + "</h1>";
+  out +=
+      "<table class=\"runs\"><tr><th>run</th><th>target</th><th>workload</th><th>model</th>"
+      "<th>started</th><th>host</th></tr>";
+  for (std::size_t i = 0; i < figures.size(); ++i) {
+    const auto& f = figures[i];
+    out += "<tr><td><i style=\"color:" + std::string(run_colours[i % 2]) + "\">■</i> " +
+           esc(run_name(f, i, figures.size())) + "</td><td>" + esc(f.target) + "</td><td>" +
+           esc(f.workload) + "</td><td>" + esc(f.model) + "</td><td>" + esc(f.started) +
+           "</td><td>" + esc(f.host) + "</td></tr>";
+  }
+  out += "</table><h2>Levels</h2>";
+  for (std::size_t i = 0; i < figures.size(); ++i)
+    out += levels_table(figures[i], run_name(figures[i], i, figures.size()));
+  out +=
+      "<p>TTFT: request sent to its first token; TTFO: to the first answer token after the "
+      "reasoning; ITL: gaps between tokens; TPOT: (end to end − TTFT) / (output tokens − 1); "
+      "milliseconds, measured by the tap (docs/bench.md).</p>";
+  out += "<h2>Distributions</h2><div class=\"row\">";
+  out += cdf_section(figures, "cdf-ttft", "TTFT (ms): share of requests at or under",
+                     per_request(&request_result::ttft_ms));
+  out += cdf_section(figures, "cdf-itl", "ITL (ms): share of gaps between tokens at or under",
+                     itl_points);
+  out += cdf_section(figures, "cdf-e2e", "End to end (ms): share of requests at or under",
+                     per_request(&request_result::e2e_ms));
+  out += "</div>";
+  out += against_load_section(figures);
+  out += accuracy_section(figures);
+  out += cache_section(figures);
+  return out + "</body></html>\n";
+}
+
+}  // namespace tokentap::bench
