@@ -15,6 +15,7 @@
 #include "app/commands.hpp"
 #include "base/json.hpp"
 #include "bench/compare.hpp"
+#include "bench/recorded.hpp"
 #include "bench/report.hpp"
 #include "bench/run.hpp"
 #include "bench/summary.hpp"
@@ -38,7 +39,11 @@ docs/bench.md has the definitions.
 
   --target URL              http://host:port of the server under test
   --workload FILE           JSONL, one task per line: {"id", "category", "messages" | "prompt",
-                            "answer", "grader": "exact|numeric|choice|regex", "max_tokens"}
+                            "answer", "grader": "exact|numeric|choice|regex", "max_tokens"};
+                            or a directory of trace records: their requests as recorded, by
+                            default on their recorded schedule
+  --speed S[,S...]          a recorded schedule played S times as fast; a list is a sweep
+                            (default 1; one pass unless --requests or --duration-s say more)
   --out DIR                 the run directory (created; its files are replaced)
   --model NAME              the model every request names (default: default)
   --concurrency N[,N...]    closed loop: N clients; a list is a sweep (default 1)
@@ -99,6 +104,18 @@ std::vector<double> number_list(const flags& f, std::string_view name, double mi
   return out;
 }
 
+const char* load_name(bench::level::kind k) {
+  switch (k) {
+    case bench::level::kind::rate:
+      return "rate";
+    case bench::level::kind::schedule:
+      return "schedule";
+    case bench::level::kind::concurrency:
+      break;
+  }
+  return "concurrency";
+}
+
 // "2026-12-07T19:30:00Z"
 std::string now_rfc3339() {
   const std::time_t t = std::time(nullptr);
@@ -110,11 +127,12 @@ std::string now_rfc3339() {
 }
 
 int cmd_bench_run(const std::vector<std::string>& args) {
-  const auto f = flags::parse(
-      "bench run", args,
-      {"target", "workload", "out", "model", "concurrency", "rate", "arrival", "burstiness",
-       "requests", "duration-s", "warmup-s", "goodput", "header", "seed", "log-level"},
-      {});
+  const auto f =
+      flags::parse("bench run", args,
+                   {"target", "workload", "out", "model", "concurrency", "rate", "arrival",
+                    "burstiness", "requests", "duration-s", "warmup-s", "goodput", "header", "seed",
+                    "log-level", "max-reasoning-steps", "speed"},
+                   {});
   apply_log_level(f, "warn");
   bench::run_options o;
   const auto workload = f.get("workload");
@@ -148,8 +166,21 @@ int cmd_bench_run(const std::vector<std::string>& args) {
   o.warmup_s = f.number("warmup-s", 0, 0, 86400);
   o.seed = static_cast<std::uint64_t>(f.number("seed", 1, 0, 1e15));
   const auto max_steps = static_cast<std::uint32_t>(f.number("max-reasoning-steps", 0, 0, 1e6));
-  if (o.requests == 0 && o.duration_s == 0)
+  // A directory of trace records is a recorded workload: its requests as they were sent, by
+  // default on their recorded schedule (--speed), one pass unless told more.
+  std::error_code ec;
+  const bool recorded = std::filesystem::is_directory(*workload, ec);
+  if (f.has("speed")) {
+    if (!recorded) throw usage_error{"--speed replays a recorded workload (a trace directory)"};
+    if (f.has("concurrency") || f.has("rate"))
+      throw usage_error{"--speed (the recorded schedule) excludes --concurrency and --rate"};
+  }
+  if (recorded && !f.has("concurrency") && !f.has("rate")) {
+    o.load = bench::level::kind::schedule;
+    o.values = f.has("speed") ? number_list(f, "speed", 0.001, 1e6) : std::vector<double>{1};
+  } else if (o.requests == 0 && o.duration_s == 0) {
     throw usage_error{"a level needs --requests N or --duration-s S"};
+  }
   bench::slo goodput;
   if (auto g = f.get("goodput")) {
     const auto s = bench::parse_slo(*g, err);
@@ -157,9 +188,14 @@ int cmd_bench_run(const std::vector<std::string>& args) {
     goodput = *s;
   }
   if (auto h = header_flag(f)) o.headers.push_back(std::move(*h));
-  const auto tasks = bench::read_tasks(read_file(*workload, "--workload"), *workload, err);
+  std::size_t skipped = 0;
+  const auto tasks = recorded
+                         ? bench::recorded_tasks(*workload, skipped, err)
+                         : bench::read_tasks(read_file(*workload, "--workload"), *workload, err);
   if (!tasks) throw usage_error{err};
-  std::error_code ec;
+  if (skipped > 0)
+    std::fprintf(stderr, "tokentap bench: %zu line(s) of %s were not trace records; left out\n",
+                 skipped, workload->c_str());
   std::filesystem::create_directories(*out_dir, ec);
   if (ec) throw usage_error{"--out: cannot create " + *out_dir + " (" + ec.message() + ")"};
   // The run's trace records (what `tokentap analyze` and `replay` read), a fresh set per run.
@@ -188,9 +224,8 @@ int cmd_bench_run(const std::vector<std::string>& args) {
     auto sorted = recent;
     std::sort(sorted.begin(), sorted.end());
     std::printf("\r\x1b[Klevel %zu/%zu (%s %g): %zu requests, %zu errors, TTFT P50 %.1f ms",
-                level + 1, o.values.size(),
-                o.load == bench::level::kind::rate ? "rate" : "concurrency", o.values[level], done,
-                errors, sorted.empty() ? 0.0 : bench::percentile(sorted, 50));
+                level + 1, o.values.size(), load_name(o.load), o.values[level], done, errors,
+                sorted.empty() ? 0.0 : bench::percentile(sorted, 50));
     std::fflush(stdout);
   };
   const auto started = now_rfc3339();
@@ -216,7 +251,7 @@ int cmd_bench_run(const std::vector<std::string>& args) {
         .field("model", o.model)
         .key("load")
         .begin_object()
-        .field("kind", o.load == bench::level::kind::rate ? "rate" : "concurrency")
+        .field("kind", load_name(o.load))
         .key("values")
         .begin_array();
     for (const double v : o.values) w.significant(v, 6);
@@ -255,7 +290,7 @@ int cmd_bench_run(const std::vector<std::string>& args) {
     std::printf(
         "%s %g: %zu requests, %zu ok, %.2f req/s, TTFT P50 %.1f P99 %.1f ms, end to end "
         "P50 %.1f P99 %.1f ms\n",
-        l.load == bench::level::kind::rate ? "rate" : "concurrency", l.value, n, ok,
+        load_name(l.load), l.value, n, ok,
         l.duration_s > 0 ? static_cast<double>(ok) / l.duration_s : 0.0, t.p50, t.p99, e.p50,
         e.p99);
   }

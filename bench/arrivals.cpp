@@ -33,4 +33,22 @@ std::vector<double> schedule(std::size_t n, double rate, arrival kind, double bu
   return at;
 }
 
+std::vector<double> recorded_schedule(const std::vector<double>& at, double speed,
+                                      std::size_t max_requests, double until_s) {
+  std::vector<double> out;
+  if (at.empty() || !(speed > 0)) return out;
+  const std::size_t n = at.size();
+  const double span = at.back() - at.front();
+  const double period = span + (n > 1 ? span / static_cast<double>(n - 1) : 1.0);
+  const bool unbounded = max_requests == 0 && until_s <= 0;
+  for (std::size_t i = 0;; ++i) {
+    if (unbounded ? i == n : max_requests > 0 && i == max_requests) break;
+    const double t =
+        (at[i % n] - at.front() + static_cast<double>(i / n) * (period > 0 ? period : 1.0)) / speed;
+    if (until_s > 0 && t >= until_s) break;
+    out.push_back(t);
+  }
+  return out;
+}
+
 }  // namespace tokentap::bench

@@ -27,4 +27,14 @@ std::optional<arrival> arrival_of(std::string_view name) noexcept;
 std::vector<double> schedule(std::size_t n, double rate, arrival kind, double burstiness,
                              std::uint64_t seed);
 
+/// A recorded schedule (`--workload DIR_OF_TRACES`): planned send times, in seconds from the
+/// level's start, of recorded requests whose offsets from the first are `at` (ascending, the
+/// first 0), played `speed` times as fast (> 0).  Request i is recorded request i mod n: a
+/// workload shorter than the level repeats, each pass one recorded span plus one mean gap after
+/// the one before (so a pass's first request does not land on the last one's).  The times run
+/// while the count is below `max_requests` (0: no bound) and the time below `until_s` (≤ 0: no
+/// bound); with neither bound, one pass.
+std::vector<double> recorded_schedule(const std::vector<double>& at, double speed,
+                                      std::size_t max_requests, double until_s);
+
 }  // namespace tokentap::bench

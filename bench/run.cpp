@@ -55,13 +55,20 @@ class runner {
                .analyze = o.analyze,
                .trace_dir = o.trace_dir}) {
     for (const auto& t : tasks) {
-      auto [target, body] = request_of(t, o.model);
       replay::outgoing out;
-      out.target = std::move(target);
-      out.body = std::move(body);
+      if (!t.path.empty()) {  // recorded: as it was sent
+        out.method = t.method;
+        out.target = t.path;
+        out.body = t.body;
+      } else {
+        auto [target, body] = request_of(t, o.model);
+        out.target = std::move(target);
+        out.body = std::move(body);
+      }
       out.headers = o.headers;
-      out.headers.emplace_back("content-type", "application/json");
+      if (!out.body.empty()) out.headers.emplace_back("content-type", "application/json");
       requests_.push_back(std::move(out));
+      recorded_at_.push_back(std::max(0.0, t.at_s));
     }
   }
 
@@ -79,7 +86,9 @@ class runner {
       level_start_ns_ = base::mono_now_ns();
       warm_end_ns_ = level_start_ns_ + static_cast<std::int64_t>(o_.warmup_s * 1e9);
       if (o_.load == level::kind::rate)
-        asio::co_spawn(ioc, open_loop(o_.values[l]), asio::detached);
+        asio::co_spawn(ioc, rate_loop(o_.values[l]), asio::detached);
+      else if (o_.load == level::kind::schedule)
+        asio::co_spawn(ioc, recorded_loop(o_.values[l]), asio::detached);
       else
         for (unsigned c = 0; c < static_cast<unsigned>(o_.values[l]); ++c)
           asio::co_spawn(ioc, client(), asio::detached);
@@ -166,13 +175,31 @@ class runner {
     }
   }
 
-  // An open loop: every request at its planned time, whether the earlier ones were answered or
-  // not; each planned time is kept to measure the lag.
-  awaitable<void> open_loop(double rate) {
+  // An open loop at `rate` requests per second: the warm-up's and the level's requests on one
+  // schedule made now.
+  awaitable<void> rate_loop(double rate) {
     const auto warm = static_cast<std::size_t>(std::ceil(o_.warmup_s * rate));
     std::size_t main = o_.requests;
     if (main == 0) main = static_cast<std::size_t>(std::ceil(o_.duration_s * rate));
-    const auto plan = schedule(warm + main, rate, o_.arrivals, o_.burstiness, o_.seed + level_);
+    co_await open_loop(schedule(warm + main, rate, o_.arrivals, o_.burstiness, o_.seed + level_),
+                       warm);
+  }
+
+  // The recorded schedule played `speed` times as fast: the requests planned in the first
+  // warmup_s seconds are the warm-up; then --requests or --duration-s more, or one pass.
+  awaitable<void> recorded_loop(double speed) {
+    const std::size_t warm =
+        o_.warmup_s > 0 ? recorded_schedule(recorded_at_, speed, 0, o_.warmup_s).size() : 0;
+    co_await open_loop(
+        recorded_schedule(recorded_at_, speed, o_.requests > 0 ? warm + o_.requests : 0,
+                          o_.duration_s > 0 ? o_.warmup_s + o_.duration_s : 0),
+        warm);
+  }
+
+  // An open loop: every request at its planned time (seconds from the level's start), whether
+  // the earlier ones were answered or not; each planned time is kept to measure the lag.  The
+  // first `warm` are the warm-up.
+  awaitable<void> open_loop(std::vector<double> plan, std::size_t warm) {
     const auto exec = co_await asio::this_coro::executor;
     steady_timer timer(exec);
     const auto start = clock::now();
@@ -193,6 +220,7 @@ class runner {
   const run_options& o_;
   replay::measurer meas_;
   std::vector<replay::outgoing> requests_;
+  std::vector<double> recorded_at_;  // each task's recorded offset (recorded workloads)
   std::vector<request_result> results_;
   std::size_t level_ = 0, sent_ = 0, counted_ = 0;
   std::int64_t level_start_ns_ = 0, warm_end_ns_ = 0, last_end_ns_ = 0;

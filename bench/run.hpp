@@ -1,7 +1,8 @@
 #pragma once
 // Runs a workload against a target, level by level (DESIGN.md §14): a closed loop of N clients
 // each sending its next task when its last one is answered, or an open loop sending on a
-// schedule made before the level starts; each level stops after a number of requests or a
+// schedule made before the level starts (a rate's, or the recorded one of a trace workload); each
+// level stops after a number of requests or a
 // duration, its first seconds (warm-up) sent but left out of its figures.  Every response is
 // measured by the proxy's own decoders (replay/measure.hpp); all clients are coroutines on one
 // Asio thread, so one process drives thousands of streams.
@@ -23,7 +24,8 @@ struct run_options {
   std::uint16_t port = 8000;
   std::string model = "default";                             ///< the `model` every request names
   std::vector<std::pair<std::string, std::string>> headers;  ///< sent with every request
-  /// The levels: clients (closed loop), or requests per second (open loop), in order.
+  /// The levels: clients (closed loop), requests per second (open loop), or the speed-up of
+  /// the tasks' recorded schedule (task::at_s; recorded workloads), in order.
   level::kind load = level::kind::concurrency;
   std::vector<double> values{1};
   std::size_t requests = 0;  ///< per level, warm-up excluded (0: by duration only)

@@ -27,6 +27,11 @@ struct task {
   std::string answer;
   std::int64_t max_tokens = -1;  ///< -1: the request sets none
   int line = 0;                  ///< where the file wrote it
+  /// A recorded request (bench/recorded.hpp): sent as it was — its method, path and body, its
+  /// own model — `at_s` seconds after the first recorded one.  Empty path: a request is made of
+  /// `messages` or `prompt`.
+  std::string method, path, body;
+  double at_s = -1;
 };
 
 /// Reads a JSONL workload; `file` names it in errors.  nullopt with `error` =

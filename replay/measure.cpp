@@ -133,6 +133,7 @@ awaitable<void> measurer::measure(const outgoing& out, measurement& m) const {
   view.prompt_chars = info.prompt_chars;
   view.max_tokens = info.max_tokens;
   view.start_ns = m.sent_ns = base::mono_now_ns();
+  view.wall_start_us = base::wall_now_us();  // the trace record's `start`
   tap->on_request(view);
 
   ec = co_await client.send(req, o_.timeout);

@@ -58,5 +58,21 @@ TEST(Arrivals, DrawnGapsKeepTheRateAskedForAndVaryAsTheirShapeSays) {
   EXPECT_FALSE(arrival_of("uniform").has_value());
 }
 
+TEST(Arrivals, ARecordedScheduleKeepsItsOffsetsAtItsSpeedAndRepeatsAfterASpanAndAGap) {
+  const std::vector<double> at{0, 1, 3};
+  EXPECT_EQ(recorded_schedule(at, 1, 0, 0), (std::vector<double>{0, 1, 3}));  // one pass
+  EXPECT_EQ(recorded_schedule(at, 2, 0, 0), (std::vector<double>{0, 0.5, 1.5}));
+  // Longer than the recording: the next pass starts one span (3 s) and one mean gap (1.5 s)
+  // after the first.
+  EXPECT_EQ(recorded_schedule(at, 2, 5, 0), (std::vector<double>{0, 0.5, 1.5, 2.25, 2.75}));
+  EXPECT_EQ(recorded_schedule(at, 1, 0, 6), (std::vector<double>{0, 1, 3, 4.5, 5.5}));
+  EXPECT_EQ(recorded_schedule(at, 1, 2, 6), (std::vector<double>{0, 1}));  // the nearer bound
+  // Offsets from the first record, whenever it was; one record repeats every second.
+  EXPECT_EQ(recorded_schedule({10, 12}, 1, 0, 0), (std::vector<double>{0, 2}));
+  EXPECT_EQ(recorded_schedule({0}, 4, 3, 0), (std::vector<double>{0, 0.25, 0.5}));
+  EXPECT_TRUE(recorded_schedule({}, 1, 3, 0).empty());
+  EXPECT_TRUE(recorded_schedule(at, 0, 3, 0).empty());
+}
+
 }  // namespace
 }  // namespace tokentap::bench

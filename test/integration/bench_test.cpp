@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -90,6 +91,15 @@ TEST_F(Bench, ARunWritesItsDirectoryAndTwoRunsOfOneTargetDoNotDiffer) {
   for (std::string line; std::getline(requests, line);)
     named += line.find("\"trace_id\":\"") != std::string::npos ? 1 : 0;
   EXPECT_EQ(named, 18u);
+  // Each record starts when its request did, on the wall clock (the run's day).
+  const std::string day(std::string_view(run_json["started"].get_string().value()).substr(0, 10));
+  std::ifstream records(
+      dir + "/a/traces/" +
+      std::filesystem::directory_iterator(dir + "/a/traces")->path().filename().string());
+  std::string first_record;
+  std::getline(records, first_record);
+  EXPECT_NE(first_record.find("\"start\":\"" + day + "T"), std::string::npos)
+      << first_record.substr(0, 120);
   process analyze({"analyze", dir + "/a/traces", "--format", "json"});
   EXPECT_EQ(analyze.wait(30s), 0) << analyze.err();
   simdjson::dom::parser r;
@@ -97,7 +107,11 @@ TEST_F(Bench, ARunWritesItsDirectoryAndTwoRunsOfOneTargetDoNotDiffer) {
   ASSERT_FALSE(report.error()) << analyze.out();
   EXPECT_EQ(report["groups"].at(0)["requests"].get_uint64().value(), 18u) << analyze.out();
   // A second run of the same target: no regression.
-  ASSERT_EQ(run("b"), 0) << err;
+  ASSERT_EQ(run("b", {"--max-reasoning-steps", "1"}), 0) << err;
+  simdjson::dom::parser b;
+  const auto b_summary = b.load(dir + "/b/summary.json");
+  ASSERT_FALSE(b_summary.error());
+  EXPECT_EQ(b_summary["levels"].at(0)["steps"]["max"].get_uint64().value(), 1u);
   EXPECT_EQ(compare("a", "b"), 0) << out << err;
   EXPECT_NE(out.find("requests paired by id"), std::string::npos) << out;
   EXPECT_NE(out.find("verdict: no regression"), std::string::npos) << out;
@@ -161,6 +175,50 @@ TEST_F(Bench, TheReportOfTwoRunsRendersOfflineInChromium) {
   ASSERT_EQ(std::system(shot.c_str()), 0);
   EXPECT_GT(std::filesystem::file_size(artifacts + "/bench-report.png"), 10000u);
   std::printf("bench report screenshot: %s/bench-report.png\n", artifacts.c_str());
+}
+
+TEST_F(Bench, RecordedTracesReplayOnTheirScheduleAtTheSpeedAsked) {
+  ASSERT_EQ(run("a"), 0) << err;  // 18 requests, each with its trace record
+  std::vector<std::string> recorded;
+  {
+    std::ifstream requests(dir + "/a/requests.jsonl");
+    for (std::string line; std::getline(requests, line);) {
+      const auto k = line.find("\"trace_id\":\"");
+      if (k != std::string::npos) recorded.push_back(line.substr(k + 12, 16));
+    }
+  }
+  ASSERT_EQ(recorded.size(), 18u);
+  process replay({"bench", "run", "--target",
+                  "http://127.0.0.1:" + std::to_string(sim.endpoint().port()), "--workload",
+                  dir + "/a/traces", "--out", dir + "/replayed", "--speed", "4,8"});
+  ASSERT_EQ(replay.wait(60s), 0) << replay.err();
+  EXPECT_NE(replay.out().find("schedule 4: 18 requests, 18 ok"), std::string::npos) << replay.out();
+  EXPECT_NE(replay.out().find("schedule 8: 18 requests, 18 ok"), std::string::npos) << replay.out();
+  EXPECT_EQ(replay.out().find("fell behind"), std::string::npos) << replay.out();
+  // Each recorded request once per level, under its record's id.
+  std::vector<std::string> sent;
+  std::ifstream requests(dir + "/replayed/requests.jsonl");
+  for (std::string line; std::getline(requests, line);)
+    if (line.find("\"level\":0") != std::string::npos)
+      sent.push_back(line.substr(7, line.find('"', 7) - 7));
+  std::sort(recorded.begin(), recorded.end());
+  std::sort(sent.begin(), sent.end());
+  EXPECT_EQ(sent, recorded);
+  simdjson::dom::parser p;
+  const auto summary = p.load(dir + "/replayed/summary.json");
+  ASSERT_FALSE(summary.error());
+  EXPECT_EQ(summary["levels"].at(1)["load"]["schedule_speed"].get_double().value(), 8);
+  EXPECT_TRUE(summary["levels"].at(0)["client_kept_up"].get_bool().value());
+  simdjson::dom::parser q;
+  const auto run_json = q.load(dir + "/replayed/run.json");
+  ASSERT_FALSE(run_json.error());
+  EXPECT_EQ(std::string_view(run_json["load"]["kind"].get_string().value()), "schedule");
+  // --speed belongs to recorded workloads.
+  process wrong({"bench", "run", "--target", "http://127.0.0.1:1", "--workload", dir + "/w.jsonl",
+                 "--out", dir + "/x", "--requests", "1", "--speed", "2"});
+  EXPECT_EQ(wrong.wait(30s), 2);
+  EXPECT_EQ(wrong.err(),
+            "tokentap bench: --speed replays a recorded workload (a trace directory)\n");
 }
 
 TEST_F(Bench, WhatCannotRunIsRefusedWithExitTwo) {
