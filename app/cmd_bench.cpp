@@ -19,6 +19,7 @@
 #include "bench/report.hpp"
 #include "bench/run.hpp"
 #include "bench/summary.hpp"
+#include "bench/synthetic.hpp"
 #include "bench/workload.hpp"
 #include "tokentap/version.hpp"
 
@@ -40,8 +41,10 @@ docs/bench.md has the definitions.
   --target URL              http://host:port of the server under test
   --workload FILE           JSONL, one task per line: {"id", "category", "messages" | "prompt",
                             "answer", "grader": "exact|numeric|choice|regex", "max_tokens"};
-                            or a directory of trace records: their requests as recorded, by
-                            default on their recorded schedule
+                            or YAML with a `synthetic:` section (lengths, shared system
+                            prompts, cache breakers: docs/bench.md); or a directory of trace
+                            records: their requests as recorded, by default on their recorded
+                            schedule
   --speed S[,S...]          a recorded schedule played S times as fast; a list is a sweep
                             (default 1; one pass unless --requests or --duration-s say more)
   --out DIR                 the run directory (created; its files are replaced)
@@ -189,9 +192,14 @@ int cmd_bench_run(const std::vector<std::string>& args) {
   }
   if (auto h = header_flag(f)) o.headers.push_back(std::move(*h));
   std::size_t skipped = 0;
-  const auto tasks = recorded
-                         ? bench::recorded_tasks(*workload, skipped, err)
-                         : bench::read_tasks(read_file(*workload, "--workload"), *workload, err);
+  const auto tasks = [&]() -> std::optional<std::vector<bench::task>> {
+    if (recorded) return bench::recorded_tasks(*workload, skipped, err);
+    const auto text = read_file(*workload, "--workload");
+    if (!bench::is_synthetic(text)) return bench::read_tasks(text, *workload, err);
+    const auto spec = bench::read_synthetic(text, *workload, err);
+    if (!spec) return std::nullopt;
+    return bench::synthetic_tasks(*spec);
+  }();
   if (!tasks) throw usage_error{err};
   if (skipped > 0)
     std::fprintf(stderr, "tokentap bench: %zu line(s) of %s were not trace records; left out\n",
