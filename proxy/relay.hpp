@@ -43,11 +43,6 @@ namespace tokentap::proxy {
 /// open stream between its events holds no buffer (relay_host::relay_buffer).
 inline constexpr std::size_t relay_buffer_min = 512;
 inline constexpr std::size_t relay_buffer_max = 64 * 1024;
-inline constexpr unsigned relay_buffer_doublings = [] {
-  unsigned n = 0;
-  for (std::size_t s = relay_buffer_min; s < relay_buffer_max; s *= 2) ++n;
-  return n;
-}();
 
 inline constexpr clock::time_point no_deadline = clock::time_point::max();
 
