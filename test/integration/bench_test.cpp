@@ -249,27 +249,25 @@ TEST_F(Bench, ASyntheticWorkloadReachesTheServerAtItsLengths) {
     EXPECT_LE(r["output_tokens"].get_int64().value(), 5) << line;
   }
   EXPECT_EQ(n, 6u);
-  // A broken spec: its file and line.
-  std::ofstream(dir + "/bad.yaml") << "synthetic:\n  requests: 2\n  turns: 3\n";
-  process bad({"bench", "run", "--target", "http://127.0.0.1:1", "--workload", dir + "/bad.yaml",
-               "--out", dir + "/x", "--requests", "1"});
-  EXPECT_EQ(bad.wait(30s), 2);
-  EXPECT_EQ(bad.err(), "tokentap bench: " + dir +
-                           "/bad.yaml:3: unknown key 'turns' in synthetic (requests, seed, "
-                           "input_tokens, output_tokens, system_prompt, cache_breakers)\n");
 }
 
 TEST_F(Bench, WhatCannotRunIsRefusedWithExitTwo) {
-  std::ofstream(dir + "/bad.jsonl") << R"({"prompt":"ok"})"
-                                       "\n"
-                                    << R"({"promt":"typo"})"
-                                       "\n";
-  process bad({"bench", "run", "--target", "http://127.0.0.1:1", "--workload", dir + "/bad.jsonl",
-               "--out", dir + "/x", "--requests", "1"});
-  EXPECT_EQ(bad.wait(30s), 2);
-  EXPECT_EQ(bad.err(), "tokentap bench: " + dir +
-                           "/bad.jsonl:2: unknown key 'promt' (id, category, messages, prompt, "
-                           "answer, grader, max_tokens)\n");
+  // A broken workload, JSONL or YAML: exit 2 and its file and line.
+  const auto refusal = [&](const std::string& file, const std::string& text) {
+    std::ofstream(dir + "/" + file) << text;
+    process bad({"bench", "run", "--target", "http://127.0.0.1:1", "--workload", dir + "/" + file,
+                 "--out", dir + "/x", "--requests", "1"});
+    EXPECT_EQ(bad.wait(30s), 2) << file;
+    return bad.err();
+  };
+  EXPECT_EQ(refusal("bad.jsonl", "{\"prompt\":\"ok\"}\n{\"promt\":\"typo\"}\n"),
+            "tokentap bench: " + dir +
+                "/bad.jsonl:2: unknown key 'promt' (id, category, messages, prompt, answer, "
+                "grader, max_tokens)\n");
+  EXPECT_EQ(refusal("bad.yaml", "synthetic:\n  requests: 2\n  turns: 3\n"),
+            "tokentap bench: " + dir +
+                "/bad.yaml:3: unknown key 'turns' in synthetic (requests, seed, input_tokens, "
+                "output_tokens, system_prompt, cache_breakers)\n");
   process no_stop({"bench", "run", "--target", "http://127.0.0.1:1", "--workload", dir + "/w.jsonl",
                    "--out", dir + "/x"});
   EXPECT_EQ(no_stop.wait(30s), 2);
