@@ -10,8 +10,6 @@
 // - dirty_decay_ms:1000 — pages unused for a second go back (jemalloc's default: 10 s).  A
 //   proxy under steady load reuses what it freed within milliseconds; what a spike left behind
 //   goes back soon after.
-// BENCHMARKS.md (issue 59): idle memory per stream, and the CPU per event paired against the
-// default settings.
 extern "C" {
 extern const char* malloc_conf;
 const char* malloc_conf = "background_thread:true,dirty_decay_ms:1000";
