@@ -41,19 +41,23 @@ docs/bench.md has the definitions.
   --target URL              http://host:port of the server under test
   --workload FILE           JSONL, one task per line: {"id", "category", "messages" | "prompt",
                             "answer", "grader": "exact|numeric|choice|regex", "max_tokens"};
-                            or YAML with a `synthetic:` section (lengths, shared system
-                            prompts, cache breakers: docs/bench.md); or a directory of trace
-                            records: their requests as recorded, by default on their recorded
-                            schedule
+                            or ShareGPT conversations (JSONL or one JSON array), each a
+                            conversation whose turns resend their history with the server's
+                            answers; or YAML with a `synthetic:` section (lengths, shared
+                            system prompts, multi-turn conversations, cache breakers:
+                            docs/bench.md); or a directory of trace records: their requests
+                            as recorded, by default on their recorded schedule
   --speed S[,S...]          a recorded schedule played S times as fast; a list is a sweep
                             (default 1; one pass unless --requests or --duration-s say more)
   --out DIR                 the run directory (created; its files are replaced)
   --model NAME              the model every request names (default: default)
   --concurrency N[,N...]    closed loop: N clients; a list is a sweep (default 1)
+                            (conversations: N at a time, each turn after the last answer)
   --rate R[,R...]           open loop: R requests per second; a list is a sweep
+                            (conversations: R conversations started per second)
   --arrival KIND            constant | poisson | gamma (open loop; default poisson)
   --burstiness B            gamma's shape: 1 Poisson, below 1 burstier (default 1)
-  --requests N              per level, warm-up excluded
+  --requests N              per level, warm-up excluded (a conversation's turns each count)
   --duration-s S            per level, warm-up excluded (one of --requests, --duration-s needed)
   --warmup-s S              sent first at each level, left out of its figures (default 0)
   --goodput SLOS            e.g. ttft_ms:500,itl_ms:50 (ttft_ms, ttfo_ms, itl_ms, tpot_ms, e2e_ms)
@@ -191,11 +195,11 @@ int cmd_bench_run(const std::vector<std::string>& args) {
     goodput = *s;
   }
   if (auto h = header_flag(f)) o.headers.push_back(std::move(*h));
-  std::size_t skipped = 0;
+  std::size_t skipped = 0, unasked = 0;
   const auto tasks = [&]() -> std::optional<std::vector<bench::task>> {
     if (recorded) return bench::recorded_tasks(*workload, skipped, err);
     const auto text = read_file(*workload, "--workload");
-    if (!bench::is_synthetic(text)) return bench::read_tasks(text, *workload, err);
+    if (!bench::is_synthetic(text)) return bench::read_tasks(text, *workload, err, &unasked);
     const auto spec = bench::read_synthetic(text, *workload, err);
     if (!spec) return std::nullopt;
     return bench::synthetic_tasks(*spec);
@@ -204,6 +208,10 @@ int cmd_bench_run(const std::vector<std::string>& args) {
   if (skipped > 0)
     std::fprintf(stderr, "tokentap bench: %zu line(s) of %s were not trace records; left out\n",
                  skipped, workload->c_str());
+  if (unasked > 0)
+    std::fprintf(stderr,
+                 "tokentap bench: %zu conversation(s) of %s have no human message; left out\n",
+                 unasked, workload->c_str());
   std::filesystem::create_directories(*out_dir, ec);
   if (ec) throw usage_error{"--out: cannot create " + *out_dir + " (" + ec.message() + ")"};
   // The run's trace records (what `tokentap analyze` and `replay` read), a fresh set per run.

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
+#include <tuple>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -21,21 +23,86 @@
 
 namespace tokentap::bench {
 
-std::pair<std::string, std::string> request_of(const task& t, const std::string& model) {
+namespace {
+
+// A chat completion of `messages` (then `prompt` as a user message, when not empty), streamed,
+// with usage asked for.
+std::pair<std::string, std::string> chat_request(std::span<const message> messages,
+                                                 std::string_view prompt, std::int64_t max_tokens,
+                                                 const std::string& model) {
   std::string body;
   base::json::writer w(body);
   w.begin_object().field("model", model).key("messages").begin_array();
-  if (t.messages.empty()) w.begin_object().field("role", "user").field("content", t.prompt).end();
-  for (const auto& m : t.messages)
+  for (const auto& m : messages)
     w.begin_object().field("role", m.role).field("content", m.content).end();
+  if (!prompt.empty()) w.begin_object().field("role", "user").field("content", prompt).end();
   w.end();
-  if (t.max_tokens > 0) w.field("max_tokens", t.max_tokens);
+  if (max_tokens > 0) w.field("max_tokens", max_tokens);
   w.field("stream", true).key("stream_options").begin_object().field("include_usage", true).end();
   w.end();
   return {"/v1/chat/completions", std::move(body)};
 }
 
+}  // namespace
+
+std::pair<std::string, std::string> request_of(const task& t, const std::string& model) {
+  return chat_request(t.messages, t.messages.empty() ? std::string_view(t.prompt) : "",
+                      t.max_tokens, model);
+}
+
 namespace {
+
+// A conversation's history as a turn resends it: its opening (the system prompt) and each kept
+// turn's user message and answer, with the tokens the client estimates for each.
+class history {
+ public:
+  explicit history(const std::vector<message>& opening) {
+    for (const auto& m : opening) add(m.role, m.content, -1);
+  }
+  void add(std::string role, std::string content, int turn) {
+    tokens_ += estimated_tokens(content);
+    entries_.push_back({{std::move(role), std::move(content)}, turn});
+  }
+  // Rewrites the answer of `turn`, when it is still kept: the request after diverges from the
+  // engine's cached prefix there.
+  void edit_answer(int turn) {
+    for (auto& e : entries_)
+      if (e.turn == turn && e.m.role == "assistant") {
+        tokens_ -= estimated_tokens(e.m.content);
+        e.m.content = "(edited) " + e.m.content;
+        tokens_ += estimated_tokens(e.m.content);
+      }
+  }
+  // Drops the oldest turns (user message and answer) while the history passes `window` tokens,
+  // the turn being sent (`current`) aside: a client's context-window overflow.
+  void fit(std::int64_t window, int current) {
+    while (window > 0 && tokens_ > window) {
+      auto oldest = std::find_if(entries_.begin(), entries_.end(),
+                                 [](const entry& e) { return e.turn >= 0; });
+      if (oldest == entries_.end() || oldest->turn == current) return;
+      const int turn = oldest->turn;
+      std::erase_if(entries_, [&](const entry& e) {
+        if (e.turn != turn) return false;
+        tokens_ -= estimated_tokens(e.m.content);
+        return true;
+      });
+    }
+  }
+  std::vector<message> messages() const {
+    std::vector<message> out;
+    out.reserve(entries_.size());
+    for (const auto& e : entries_) out.push_back(e.m);
+    return out;
+  }
+
+ private:
+  struct entry {
+    message m;
+    int turn;  // -1: the opening
+  };
+  std::vector<entry> entries_;
+  std::int64_t tokens_ = 0;
+};
 
 using seconds = std::chrono::duration<double>;
 
@@ -48,15 +115,19 @@ class runner {
         meas_({.host = o.host,
                .port = o.port,
                .max_gaps = o.max_gaps,
+               // Graded tasks' answers are judged; conversations resend theirs.
                .max_text = std::any_of(tasks.begin(), tasks.end(),
-                                       [](const task& t) { return t.grade.has_value(); })
+                                       [](const task& t) {
+                                         return t.grade.has_value() || !t.turns.empty();
+                                       })
                                ? std::size_t{64 * 1024}
                                : 0,
                .analyze = o.analyze,
                .trace_dir = o.trace_dir}) {
     for (const auto& t : tasks) {
       replay::outgoing out;
-      if (!t.path.empty()) {  // recorded: as it was sent
+      if (!t.turns.empty()) {  // a conversation: each turn's request is made when it is sent
+      } else if (!t.path.empty()) {  // recorded: as it was sent
         out.method = t.method;
         out.target = t.path;
         out.body = t.body;
@@ -118,16 +189,67 @@ class runner {
   // Whether another counted request may be sent.
   bool requests_left() const { return o_.requests == 0 || counted_ < o_.requests; }
 
-  // One request: the level's next task (`n`-th sent at this level), measured, recorded in the
-  // slot it took when sent.
+  // The level's next task (the `n`-th sent at this level): one request, or a conversation's
+  // turns.
   awaitable<void> send(std::size_t n, bool warmup, std::int64_t planned_ns) {
+    const auto& t = tasks_[n % tasks_.size()];
+    auto id = n < tasks_.size() ? t.id : t.id + "#" + std::to_string(n / tasks_.size() + 1);
+    if (!t.turns.empty()) {
+      co_await converse(t, std::move(id), warmup, planned_ns);
+      co_return;
+    }
     const std::size_t slot = results_.size();
     results_.emplace_back();
-    const auto& t = tasks_[n % tasks_.size()];
     replay::measurement m;
     co_await meas_.measure(requests_[n % tasks_.size()], m);
-    auto& r = results_[slot];
-    r.id = n < tasks_.size() ? t.id : t.id + "#" + std::to_string(n / tasks_.size() + 1);
+    record(results_[slot], t, std::move(id), warmup, planned_ns, m);
+  }
+
+  // A conversation: each turn sent with the history so far once the previous one is answered
+  // and its think time has passed (a turn's planned time: the answer's end + the think time,
+  // from which its lag is measured).  It ends early when a turn fails, the level's time is up or
+  // its requests are sent.  The first turn was counted by the caller.
+  awaitable<void> converse(const task& t, std::string id, bool warmup, std::int64_t planned_ns) {
+    history h(t.messages);
+    steady_timer timer(co_await asio::this_coro::executor);
+    for (std::size_t k = 0; k < t.turns.size(); ++k) {
+      const auto& u = t.turns[k];
+      if (k > 0) {
+        planned_ns = base::mono_now_ns() + static_cast<std::int64_t>(u.think_ms * 1e6);
+        if (u.think_ms > 0) {
+          timer.expires_after(std::chrono::duration_cast<clock::duration>(
+              std::chrono::duration<double, std::milli>(u.think_ms)));
+          error_code ec;
+          co_await timer.async_wait(use_ec(ec));
+        }
+        const auto now = base::mono_now_ns();
+        warmup = now < warm_end_ns_;
+        if (time_is_up(now) || (!warmup && !requests_left())) co_return;
+        if (!warmup) ++counted_;
+      }
+      if (u.edit_answer >= 0) h.edit_answer(u.edit_answer);
+      h.add("user", u.user, static_cast<int>(k));
+      h.fit(t.context_window, static_cast<int>(k));
+      replay::outgoing out;
+      std::tie(out.target, out.body) = chat_request(h.messages(), "", u.max_tokens, o_.model);
+      out.headers = o_.headers;
+      out.headers.emplace_back("content-type", "application/json");
+      const std::size_t slot = results_.size();
+      results_.emplace_back();
+      replay::measurement m;
+      co_await meas_.measure(out, m);
+      auto& r = results_[slot];
+      r.turn = static_cast<std::uint32_t>(k + 1);
+      record(r, t, id + "/" + std::to_string(k + 1), warmup, planned_ns, m);
+      if (!m.ok) co_return;
+      h.add("assistant", std::move(m.content), static_cast<int>(k));
+    }
+  }
+
+  // What a response came to, into `r` (its slot, taken when it was sent).
+  void record(request_result& r, const task& t, std::string id, bool warmup,
+              std::int64_t planned_ns, replay::measurement& m) {
+    r.id = std::move(id);
     r.level = level_;
     r.warmup = warmup;
     r.status = m.status;
@@ -163,6 +285,7 @@ class runner {
     last_end_ns_ = std::max(last_end_ns_, base::mono_now_ns());
     if (o_.on_request) o_.on_request(r);
   }
+
 
   // A closed-loop client: its next request as soon as its last one is answered.
   awaitable<void> client() {

@@ -46,9 +46,29 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput,
   std::map<std::string, tally> accuracy;
   std::map<std::string, std::uint64_t> outcomes, events;
   std::uint64_t steps = 0, backtracking = 0, over_max = 0, concluded = 0, consistent = 0;
+  // Conversations: what each turn came to (a later turn resends more, an engine has more of it
+  // cached).
+  struct turn_tally {
+    std::uint64_t n = 0, ok = 0;
+    std::int64_t input = 0, cached = 0;  // of the responses that reported both
+    std::vector<double> ttft;
+  };
+  std::map<std::uint32_t, turn_tally> turns;
   for (const auto& r : l.requests) {
     if (r.warmup) continue;
     ++requests;
+    if (r.turn > 0) {
+      auto& t = turns[r.turn];
+      ++t.n;
+      if (r.ok) {
+        ++t.ok;
+        if (r.ttft_ms >= 0) t.ttft.push_back(r.ttft_ms);
+        if (r.input_tokens > 0 && r.cached_tokens >= 0) {
+          t.input += r.input_tokens;
+          t.cached += r.cached_tokens;
+        }
+      }
+    }
     lag.push_back(r.schedule_lag_ms);
     if (r.correct) {
       auto& t = accuracy[r.category.empty() ? "all" : r.category];
@@ -147,6 +167,20 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput,
   w.end().key("events").begin_object();
   for (const auto& [name, n] : events) w.field(name, n);
   w.end().end();
+  if (!turns.empty()) {
+    w.key("turns").begin_array();
+    for (auto& [turn, t] : turns) {
+      w.begin_object().field("turn", turn).field("requests", t.n).field("ok", t.ok);
+      write_metric(w, "ttft_ms", std::move(t.ttft));
+      w.key("cached_share");
+      if (t.input > 0)
+        w.number(static_cast<double>(t.cached) / static_cast<double>(t.input), 4);
+      else
+        w.null();
+      w.end();
+    }
+    w.end();
+  }
   std::sort(lag.begin(), lag.end());
   const double lag_p99 = percentile(lag, 99);
   w.key("schedule_lag_ms").begin_object();
@@ -236,8 +270,9 @@ std::string request_json(const request_result& r) {
     else
       w.key(k).number(v, 3);
   };
-  w.begin_object().field("id", r.id).field("level", r.level).field("status", r.status);
-  w.field("ok", r.ok);
+  w.begin_object().field("id", r.id).field("level", r.level);
+  if (r.turn > 0) w.field("turn", r.turn);
+  w.field("status", r.status).field("ok", r.ok);
   if (r.warmup) w.field("warmup", true);
   ms("ttft_ms", r.ttft_ms);
   ms("ttfo_ms", r.ttfo_ms);
@@ -289,6 +324,8 @@ std::optional<std::vector<request_result>> read_requests(std::string_view text,
     r.id = std::string(id);
     r.level = static_cast<std::size_t>(level);
     r.status = static_cast<int>(status);
+    if (std::uint64_t turn = 0; !o["turn"].get(turn))
+      r.turn = static_cast<std::uint32_t>(std::min<std::uint64_t>(turn, UINT32_MAX));
     bool flag = false;
     if (!o["warmup"].get(flag)) r.warmup = flag;
     if (!o["tokens_estimated"].get(flag)) r.tokens_estimated = flag;

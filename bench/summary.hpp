@@ -27,6 +27,7 @@ namespace tokentap::bench {
 struct request_result {
   std::string id;
   std::size_t level = 0;
+  std::uint32_t turn = 0;  ///< a conversation's turn, from 1 (0: a single request)
   bool warmup = false;  ///< sent during the warm-up: in requests.jsonl, not in the summary
   int status = 0;       ///< HTTP status; 0: no response
   bool ok = false;      ///< 2xx and the response ended as its provider ends one
@@ -86,7 +87,8 @@ inline bool client_kept_up(const level& l) {
 /// backtrack; with `max_reasoning_steps` K > 0 also `over_max`, the responses that ran past K
 /// steps), `step_consistency` (graded responses that concluded: how many concluded as they
 /// finally answered), `cache` (outcomes and events by name), `tokens_estimated` (requests whose
-/// counts the client made), `itl_per_token` (false when any request's ITL is one gap per event, its
+/// counts the client made), `turns` (conversations only: per turn its requests, TTFT and the
+/// share of its input the server had cached), `itl_per_token` (false when any request's ITL is one gap per event, its
 /// server not counting tokens per chunk), `client_kept_up` (schedule lag P99 within 1 ms) and
 /// `itl_percentiles_ms` (the gaps' percentiles 0, 1, …, 100: their CDF; empty without gaps).
 std::string summary_json(std::span<const level> levels, const slo& goodput,

@@ -70,18 +70,19 @@ double number(const YAML::Node& n, std::string_view key, double lo, double hi) {
   return v;
 }
 
-length_dist read_length(const YAML::Node& n, std::string_view key, length_dist d) {
+// A length: a number, or {mean, stddev, min, max}; every value from `lo` on.
+length_dist read_length(const YAML::Node& n, std::string_view key, length_dist d, double lo = 1) {
   if (n.IsScalar()) {
-    d.mean = number(n, key, 1, 1 << 20);
+    d.mean = number(n, key, lo, 1 << 20);
     d.stddev = 0;
     return d;
   }
   check_keys(n, {"mean", "stddev", "min", "max"}, key);
   if (!n["mean"]) fail(n, std::string(key) + " needs a mean");
-  d.mean = number(n["mean"], "mean", 1, 1 << 20);
+  d.mean = number(n["mean"], "mean", lo, 1 << 20);
   if (n["stddev"]) d.stddev = number(n["stddev"], "stddev", 0, 1 << 20);
-  if (n["min"]) d.min = static_cast<std::int64_t>(number(n["min"], "min", 1, 1 << 20));
-  if (n["max"]) d.max = static_cast<std::int64_t>(number(n["max"], "max", 1, 1 << 20));
+  if (n["min"]) d.min = static_cast<std::int64_t>(number(n["min"], "min", lo, 1 << 20));
+  if (n["max"]) d.max = static_cast<std::int64_t>(number(n["max"], "max", lo, 1 << 20));
   if (d.min > d.max) fail(n, std::string(key) + ": min is over max");
   return d;
 }
@@ -107,12 +108,31 @@ std::optional<synthetic_spec> read_synthetic(const std::string& text, const std:
     const auto doc = YAML::Load(text);
     check_keys(doc, {"synthetic"}, "a synthetic workload");
     const auto s = doc["synthetic"];
-    check_keys(
-        s, {"requests", "seed", "input_tokens", "output_tokens", "system_prompt", "cache_breakers"},
-        "synthetic");
+    check_keys(s,
+               {"requests", "conversations", "turns", "think_time_ms", "seed", "input_tokens",
+                "output_tokens", "system_prompt", "cache_breakers"},
+               "synthetic");
     synthetic_spec spec;
     if (s["requests"])
       spec.requests = static_cast<std::size_t>(number(s["requests"], "requests", 1, 1e7));
+    if (const auto c = s["conversations"]) {
+      if (s["requests"]) fail(c, "conversations and requests: one or the other");
+      spec.conversations = static_cast<std::size_t>(number(c, "conversations", 1, 1e6));
+    }
+    // What only a conversation has.
+    const auto of_conversations = [&](const YAML::Node& n, std::string_view key) {
+      if (spec.conversations == 0)
+        fail(n, std::string(key) + " needs conversations (requests are single-turn)");
+    };
+    if (const auto t = s["turns"]) {
+      of_conversations(t, "turns");
+      spec.turns = read_length(t, "turns", {.mean = 1, .max = 1000});
+      if (spec.turns.max > 1000) fail(t, "turns: at most 1000");
+    }
+    if (const auto t = s["think_time_ms"]) {
+      of_conversations(t, "think_time_ms");
+      spec.think_ms = read_length(t, "think_time_ms", spec.think_ms, 0);
+    }
     if (s["seed"]) spec.seed = static_cast<std::uint64_t>(number(s["seed"], "seed", 0, 1e15));
     if (s["input_tokens"]) spec.input = read_length(s["input_tokens"], "input_tokens", spec.input);
     if (s["output_tokens"])
@@ -124,7 +144,16 @@ std::optional<synthetic_spec> read_synthetic(const std::string& text, const std:
       if (p["pool"]) spec.system_pool = static_cast<std::size_t>(number(p["pool"], "pool", 1, 1e5));
     }
     if (const auto b = s["cache_breakers"]) {
-      check_keys(b, {"jittered_system_prompt"}, "cache_breakers");
+      check_keys(b, {"jittered_system_prompt", "context_window", "edited_history"},
+                 "cache_breakers");
+      if (const auto w = b["context_window"]) {
+        of_conversations(w, "context_window");
+        spec.context_window = static_cast<std::int64_t>(number(w, "context_window", 1, 1 << 24));
+      }
+      if (const auto e = b["edited_history"]) {
+        of_conversations(e, "edited_history");
+        spec.edited_history = number(e, "edited_history", 0, 1);
+      }
       if (b["jittered_system_prompt"]) {
         if (spec.system_tokens == 0)
           fail(b["jittered_system_prompt"], "jittered_system_prompt needs a system_prompt");
@@ -149,10 +178,12 @@ std::vector<task> synthetic_tasks(const synthetic_spec& spec) {
   std::uniform_int_distribution<std::size_t> which(0, prompts.empty() ? 0 : prompts.size() - 1);
   std::uniform_real_distribution<double> coin(0, 1);
   std::vector<task> out;
-  out.reserve(spec.requests);
-  for (std::size_t i = 0; i < spec.requests; ++i) {
+  const bool conversations = spec.conversations > 0;
+  const auto n = conversations ? spec.conversations : spec.requests;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
     task t;
-    t.id = "s" + std::to_string(i);
+    t.id = (conversations ? "c" : "s") + std::to_string(i);
     if (!prompts.empty()) {
       auto system = prompts[which(rng)];
       // A jittered system prompt: its first words differ (a timestamp or a request id put
@@ -161,8 +192,23 @@ std::vector<task> synthetic_tasks(const synthetic_spec& spec) {
         system = "run " + std::to_string(rng() % 100000) + " " + system;
       t.messages.push_back({"system", std::move(system)});
     }
-    t.messages.push_back({"user", text_of(draw(spec.input, rng), rng)});
-    t.max_tokens = draw(spec.output, rng);
+    if (!conversations) {
+      t.messages.push_back({"user", text_of(draw(spec.input, rng), rng)});
+      t.max_tokens = draw(spec.output, rng);
+    } else {
+      const auto turns = draw(spec.turns, rng);
+      for (std::int64_t k = 0; k < turns; ++k) {
+        turn u{.user = text_of(draw(spec.input, rng), rng), .max_tokens = draw(spec.output, rng)};
+        if (k > 0) u.think_ms = static_cast<double>(draw(spec.think_ms, rng));
+        // An edit breaks a cached prefix only inside what an earlier turn sent as its prompt:
+        // an answer before the last one, so from the third turn on.
+        if (k > 1 && coin(rng) < spec.edited_history)
+          u.edit_answer =
+              static_cast<int>(std::uniform_int_distribution<std::int64_t>(0, k - 2)(rng));
+        t.turns.push_back(std::move(u));
+      }
+      t.context_window = spec.context_window;
+    }
     out.push_back(std::move(t));
   }
   return out;

@@ -88,8 +88,8 @@ TEST(Synthetic, ABrokenSpecIsRefusedWithItsLine) {
   std::string err;
   EXPECT_FALSE(read_synthetic("synthetic:\n  requests: 5\n  inptu_tokens: 3\n", "w.yaml", err));
   EXPECT_EQ(err,
-            "w.yaml:3: unknown key 'inptu_tokens' in synthetic (requests, seed, input_tokens, "
-            "output_tokens, system_prompt, cache_breakers)");
+            "w.yaml:3: unknown key 'inptu_tokens' in synthetic (requests, conversations, turns, "
+            "think_time_ms, seed, input_tokens, output_tokens, system_prompt, cache_breakers)");
   EXPECT_FALSE(read_synthetic("synthetic:\n  requests: 0\n", "w.yaml", err));
   EXPECT_EQ(err, "w.yaml:2: requests must be a number from 1 to 1e+07");
   EXPECT_FALSE(
@@ -98,8 +98,63 @@ TEST(Synthetic, ABrokenSpecIsRefusedWithItsLine) {
   EXPECT_FALSE(read_synthetic("synthetic:\n  cache_breakers: {jittered_system_prompt: 0.1}\n",
                               "w.yaml", err));
   EXPECT_EQ(err, "w.yaml:2: jittered_system_prompt needs a system_prompt");
+  EXPECT_FALSE(read_synthetic("synthetic:\n  requests: 3\n  conversations: 3\n", "w.yaml", err));
+  EXPECT_EQ(err, "w.yaml:3: conversations and requests: one or the other");
+  EXPECT_FALSE(read_synthetic("synthetic:\n  think_time_ms: 5\n", "w.yaml", err));
+  EXPECT_EQ(err, "w.yaml:2: think_time_ms needs conversations (requests are single-turn)");
+  EXPECT_FALSE(read_synthetic("synthetic:\n  cache_breakers:\n    edited_history: 0.2\n",
+                              "w.yaml", err));
+  EXPECT_EQ(err, "w.yaml:3: edited_history needs conversations (requests are single-turn)");
+  EXPECT_FALSE(read_synthetic(
+      "synthetic:\n  conversations: 2\n  cache_breakers: {context_window: 0}\n", "w.yaml", err));
+  EXPECT_EQ(err, "w.yaml:3: context_window must be a number from 1 to 1.67772e+07");
+  EXPECT_FALSE(read_synthetic("synthetic:\n  conversations: 2\n  turns: {mean: 3, max: 5000}\n",
+                              "w.yaml", err));
+  EXPECT_EQ(err, "w.yaml:3: turns: at most 1000");
   EXPECT_FALSE(read_synthetic("synthetic:\n  requests: [1\n", "w.yaml", err));
   EXPECT_EQ(err.rfind("w.yaml:", 0), 0u) << err;
+}
+
+TEST(Synthetic, ConversationsHaveTheirTurnsThinkTimesAndBreakers) {
+  const auto spec = read(
+      "synthetic:\n  conversations: 400\n  seed: 9\n  turns: {mean: 4, stddev: 2, min: 2, max: 6}\n"
+      "  think_time_ms: {mean: 500, stddev: 100, min: 0}\n  input_tokens: 30\n"
+      "  output_tokens: 12\n  system_prompt: {tokens: 50}\n"
+      "  cache_breakers: {context_window: 300, edited_history: 0.25}\n");
+  const auto tasks = synthetic_tasks(spec);
+  ASSERT_EQ(tasks.size(), 400u);
+  std::size_t later = 0, editable = 0, edited = 0;
+  double think = 0;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const auto& t = tasks[i];
+    EXPECT_EQ(t.id, "c" + std::to_string(i));
+    ASSERT_EQ(t.messages.size(), 1u);  // the opening: its system prompt
+    EXPECT_EQ(t.messages[0].role, "system");
+    EXPECT_EQ(t.context_window, 300);
+    ASSERT_GE(t.turns.size(), 2u);
+    ASSERT_LE(t.turns.size(), 6u);
+    EXPECT_EQ(t.turns[0].think_ms, 0);  // the first turn starts the conversation
+    EXPECT_EQ(t.turns[0].edit_answer, -1);
+    EXPECT_EQ(t.turns[1].edit_answer, -1);  // the first answer was never part of a prompt yet
+    for (std::size_t k = 0; k < t.turns.size(); ++k) {
+      EXPECT_EQ(words(t.turns[k].user), 30u);
+      EXPECT_EQ(t.turns[k].max_tokens, 12);
+      if (k == 0) continue;
+      ++later;
+      think += t.turns[k].think_ms;
+      if (k == 1) continue;
+      ++editable;
+      if (t.turns[k].edit_answer >= 0) {
+        ++edited;
+        // An answer an earlier turn resent: before the last one.
+        EXPECT_LT(t.turns[k].edit_answer, static_cast<int>(k) - 1);
+      }
+    }
+  }
+  EXPECT_NEAR(think / static_cast<double>(later), 500, 15);
+  EXPECT_NEAR(static_cast<double>(edited) / static_cast<double>(editable), 0.25, 0.04);
+  // The same seed, the same conversations.
+  EXPECT_EQ(synthetic_tasks(spec)[7].turns[1].user, tasks[7].turns[1].user);
 }
 
 TEST(Synthetic, AYamlWorkloadIsToldFromJsonl) {

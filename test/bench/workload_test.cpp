@@ -1,5 +1,6 @@
-// JSONL workloads of tasks (DESIGN.md §14): what a line may say, what each task becomes, and
-// every way a line is refused — with the file's name and the line at fault.
+// JSON workloads (DESIGN.md §14): what a line may say, what each task becomes, ShareGPT
+// conversations (a line each, or one JSON array) becoming tasks of turns, and every way an entry
+// is refused — with the file's name and the line at fault.
 #include "bench/workload.hpp"
 
 #include <gtest/gtest.h>
@@ -64,7 +65,7 @@ TEST(Workload, ABrokenLineIsRefusedWithItsFileAndLine) {
   EXPECT_EQ(refusal(ok + R"({"id":"a","prompt":"y"})"), "tasks.jsonl:2: a second task with id 'a'");
   EXPECT_EQ(refusal(ok + R"({"prompt":"y","max_token":5})"),
             "tasks.jsonl:2: unknown key 'max_token' (id, category, messages, prompt, answer, "
-            "grader, max_tokens)");
+            "grader, max_tokens; or a ShareGPT conversation: id, conversations)");
   EXPECT_EQ(refusal(ok + R"({"prompt":"y","max_tokens":0})"),
             "tasks.jsonl:2: max_tokens must be a whole number from 1 to 1000000");
   EXPECT_EQ(refusal(ok + R"({"messages":[]})"),
@@ -78,7 +79,105 @@ TEST(Workload, ABrokenLineIsRefusedWithItsFileAndLine) {
   EXPECT_EQ(refusal(ok + R"({"prompt":"y","answer":true})"),
             "tasks.jsonl:2: answer must be a string or a number");
   EXPECT_EQ(refusal(ok + R"({"prompt":7})"), "tasks.jsonl:2: prompt must be a string");
-  EXPECT_EQ(refusal("\n\n"), "tasks.jsonl: no tasks (one JSON object per line)");
+  EXPECT_EQ(refusal("\n\n"),
+            "tasks.jsonl: no tasks (one JSON object per line, or a JSON array of ShareGPT "
+            "conversations)");
+}
+
+// ShareGPT's own file shape: one JSON array, pretty-printed over many lines.
+const std::string sharegpt = R"([
+  {
+    "id": "QWJhYvA_0",
+    "conversations": [
+      {"from": "system", "value": "You are terse."},
+      {"from": "human", "value": "Summarize the plot of Hamlet."},
+      {"from": "gpt", "value": "A prince avenges his father, and almost everyone dies."},
+      {"from": "human", "value": "Shorter?"},
+      {"from": "gpt", "value": "Revenge; deaths."},
+      {"from": "human", "value": "Thanks [\"really\"] {ok}"}
+    ]
+  },
+  {"id": "opened_by_gpt", "conversations": [{"from": "gpt", "value": "Hello!"},
+                                            {"from": "human", "value": "Hi."}]},
+  {"id": "empty", "conversations": []},
+  {"conversations": [{"from": "user", "value": "no id"}, {"from": "assistant", "value": "ok"}],
+   "model": "gpt-4"}
+]
+)";
+
+TEST(Workload, ShareGptConversationsBecomeTasksOfTurns) {
+  for (const bool as_lines : {false, true}) {
+    std::string text = sharegpt;
+    if (as_lines) {  // the same conversations as JSONL: one per line
+      text.clear();
+      int depth = 0;
+      bool in_string = false;
+      for (std::size_t i = 1; i + 1 < sharegpt.rfind(']'); ++i) {
+        const char c = sharegpt[i];
+        if (in_string && c == '\\') {
+          text += c;
+          text += sharegpt[++i];
+          continue;
+        }
+        if (c == '"') in_string = !in_string;
+        if (!in_string && (c == '{' || c == '[')) ++depth;
+        if (!in_string && (c == '}' || c == ']')) --depth;
+        if (!in_string && depth == 0 && c == ',') {
+          text += '\n';
+          continue;
+        }
+        if (c != '\n') text += c;
+      }
+    }
+    std::string error;
+    std::size_t skipped = 9;
+    const auto w = read_tasks(text, "sg.json", error, &skipped);
+    ASSERT_TRUE(w.has_value()) << error;
+    EXPECT_EQ(skipped, 1u);  // "empty": nothing asked
+    ASSERT_EQ(w->size(), 3u);
+    const auto& h = (*w)[0];
+    EXPECT_EQ(h.id, "QWJhYvA_0");
+    ASSERT_EQ(h.messages.size(), 1u);
+    EXPECT_EQ(h.messages[0].role, "system");
+    ASSERT_EQ(h.turns.size(), 3u);
+    EXPECT_EQ(h.turns[0].user, "Summarize the plot of Hamlet.");
+    // The recorded reply's length is what the turn asks for: 54 characters, 14 tokens.
+    EXPECT_EQ(h.turns[0].max_tokens, 14);
+    EXPECT_EQ(h.turns[1].max_tokens, 4);
+    EXPECT_EQ(h.turns[2].user, "Thanks [\"really\"] {ok}");
+    EXPECT_EQ(h.turns[2].max_tokens, -1);  // no reply recorded
+    // A reply before any question is not sent.
+    ASSERT_EQ((*w)[1].turns.size(), 1u);
+    EXPECT_EQ((*w)[1].turns[0].user, "Hi.");
+    EXPECT_TRUE((*w)[1].messages.empty());
+    // No id: named by its line (the array's element starts on line 16; as JSONL, line 4).
+    EXPECT_EQ((*w)[2].id, as_lines ? "line4" : "line16");
+    EXPECT_EQ((*w)[2].turns[0].max_tokens, 1);
+  }
+}
+
+TEST(Workload, ABrokenShareGptEntryIsRefusedAtItsLine) {
+  std::string error;
+  auto bad = sharegpt;
+  bad.replace(bad.find("\"gpt\", \"value\": \"Revenge"), 5, "\"bot\"");
+  EXPECT_FALSE(read_tasks(bad, "sg.json", error));
+  EXPECT_EQ(error,
+            "sg.json:2: unknown from 'bot' in conversations (human, gpt, system; user, "
+            "assistant, chatgpt, bard, bing, model)");
+  EXPECT_FALSE(read_tasks("[\n  {\"conversations\": [{\"from\": \"human\"}]}\n]", "sg.json",
+                          error));
+  EXPECT_EQ(error,
+            "sg.json:2: each message of conversations needs a from and a value, both strings");
+  EXPECT_FALSE(read_tasks("[\n{\"conversations\": 3}\n]", "sg.json", error));
+  EXPECT_EQ(error, "sg.json:2: conversations must be a list of {from, value}");
+  EXPECT_FALSE(read_tasks("[\n{\"conversations\": []},\n{\"conversations\": [] x}\n]", "sg.json",
+                          error));
+  EXPECT_EQ(error.rfind("sg.json:3: not JSON", 0), 0u) << error;
+  EXPECT_FALSE(read_tasks("[\n{\"conversations\": []},\n", "sg.json", error));
+  EXPECT_EQ(error, "sg.json:3: the JSON array does not close");
+  const std::string twice = R"({"id":"x","conversations":[{"from":"human","value":"a"}]})";
+  EXPECT_FALSE(read_tasks(twice + "\n" + twice, "sg.jsonl", error));
+  EXPECT_EQ(error, "sg.jsonl:2: a second task with id 'x'");
 }
 
 }  // namespace

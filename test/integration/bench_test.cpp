@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "sim/sim_server.hpp"
 #include "test/support/browser.hpp"
@@ -251,6 +252,136 @@ TEST_F(Bench, ASyntheticWorkloadReachesTheServerAtItsLengths) {
   EXPECT_EQ(n, 6u);
 }
 
+// A trace record of a run: its request's messages, the answer's text, when it started (s of the
+// day) and its end to end.
+struct recorded_turn {
+  std::vector<std::pair<std::string, std::string>> messages;  // role, content
+  std::string text;
+  double start_s = 0, e2e_ms = 0;
+};
+std::map<std::string, recorded_turn> records_of(const std::string& run_dir) {
+  std::map<std::string, recorded_turn> out;
+  for (const auto& f : std::filesystem::directory_iterator(run_dir + "/traces")) {
+    std::ifstream in(f.path());
+    for (std::string line; std::getline(in, line);) {
+      simdjson::dom::parser p, q;
+      const auto r = p.parse(line);
+      recorded_turn t;
+      const simdjson::padded_string body(std::string_view(r["request"]["body"].get_string()));
+      simdjson::dom::array messages;
+      EXPECT_FALSE(q.parse(body)["messages"].get(messages)) << body;
+      for (const auto m : messages)
+        t.messages.emplace_back(std::string(m["role"].get_string().value()),
+                                std::string(m["content"].get_string().value()));
+      t.text = std::string(r["text"]["content"].get_string().value());
+      const std::string start(r["start"].get_string().value());  // …T01:09:23.511943Z
+      const auto clock = start.substr(start.find('T') + 1);
+      t.start_s = std::stod(clock.substr(0, 2)) * 3600 + std::stod(clock.substr(3, 2)) * 60 +
+                  std::stod(clock.substr(6));
+      t.e2e_ms = r["timing"]["e2e_ms"].get_double().value();
+      out.emplace(std::string(r["id"].get_string().value()), std::move(t));
+    }
+  }
+  return out;
+}
+
+// The rows of a run's requests.jsonl by id.
+std::map<std::string, std::string> rows_of(const std::string& run_dir) {
+  std::map<std::string, std::string> out;
+  std::ifstream in(run_dir + "/requests.jsonl");
+  for (std::string line; std::getline(in, line);)
+    out.emplace(line.substr(7, line.find('"', 7) - 7), line);
+  return out;
+}
+
+TEST(BenchConversations, EachTurnResendsTheHistoryWithTheServersAnswersAndTheBreakersBreakIt) {
+  auto so = loopback_sim(20, 2, 6);
+  so.cache.capacity_blocks = 100000;
+  sim::server sim(so);
+  sim.start();
+  const auto dir = temp_dir();
+  const auto bench = [&](const std::string& name, const std::string& breakers) {
+    std::ofstream(dir + "/" + name + ".yaml")
+        << "synthetic:\n  conversations: 2\n  turns: 3\n  think_time_ms: 40\n"
+           "  input_tokens: 40\n  output_tokens: 6\n  system_prompt: {tokens: 300}\n"
+        << breakers;
+    process p({"bench", "run", "--target",
+               "http://127.0.0.1:" + std::to_string(sim.endpoint().port()), "--workload",
+               dir + "/" + name + ".yaml", "--out", dir + "/" + name, "--model", "sim-small",
+               "--concurrency", "2", "--requests", "6"});
+    EXPECT_EQ(p.wait(60s), 0) << p.err();
+    EXPECT_NE(p.out().find("concurrency 2: 6 requests, 6 ok"), std::string::npos) << p.out();
+  };
+  // Whole histories: turn k+1 sends turn k's messages, the server's answer to it, its own.
+  bench("whole", "");
+  auto rows = rows_of(dir + "/whole");
+  auto records = records_of(dir + "/whole");
+  ASSERT_EQ(rows.size(), 6u);
+  for (const std::string c : {"c0", "c1"}) {
+    std::vector<recorded_turn> turns;
+    for (int k = 1; k <= 3; ++k) {
+      const auto& row = rows[c + "/" + std::to_string(k)];
+      EXPECT_NE(row.find("\"turn\":" + std::to_string(k)), std::string::npos) << row;
+      const auto id = row.substr(row.find("\"trace_id\":\"") + 12, 16);
+      ASSERT_TRUE(records.contains(id)) << row;
+      turns.push_back(records[id]);
+      if (k > 1) EXPECT_NE(row.find("\"cache\":\"hit\""), std::string::npos) << row;
+    }
+    for (std::size_t k = 1; k < turns.size(); ++k) {
+      auto expected = turns[k - 1].messages;
+      ASSERT_FALSE(turns[k - 1].text.empty());
+      expected.emplace_back("assistant", turns[k - 1].text);
+      ASSERT_EQ(turns[k].messages.size(), expected.size() + 1);
+      EXPECT_TRUE(std::equal(expected.begin(), expected.end(), turns[k].messages.begin()));
+      EXPECT_EQ(turns[k].messages.back().first, "user");
+      // Sent once the answer had ended and the think time had passed.
+      const double gap_ms =
+          (turns[k].start_s - turns[k - 1].start_s) * 1000 - turns[k - 1].e2e_ms;
+      EXPECT_GE(gap_ms, 39) << c << " turn " << k + 1;
+    }
+  }
+  simdjson::dom::parser p;
+  const auto summary = p.load(dir + "/whole/summary.json");
+  ASSERT_FALSE(summary.error());
+  const auto turns = summary["levels"].at(0)["turns"];
+  ASSERT_EQ(turns.get_array().size(), 3u);
+  // The system prompt was the server's before the first turn (c0 or c1 sent it first); later
+  // turns have their whole history but the last user message cached.
+  EXPECT_GT(turns.at(2)["cached_share"].get_double().value(), 0.8);
+
+  // A context window of 420 tokens: the third turn (~440) drops the first; the cache hook sees
+  // the truncated conversation.
+  bench("window", "  cache_breakers: {context_window: 420}\n");
+  rows = rows_of(dir + "/window");
+  records = records_of(dir + "/window");
+  for (const std::string c : {"c0", "c1"}) {
+    const auto& second = rows[c + "/2"];
+    const auto& third = rows[c + "/3"];
+    EXPECT_EQ(second.find("truncation"), std::string::npos) << second;
+    EXPECT_NE(third.find("\"truncation\""), std::string::npos) << third;
+    const auto& before = records[second.substr(second.find("\"trace_id\":\"") + 12, 16)];
+    const auto& after = records[third.substr(third.find("\"trace_id\":\"") + 12, 16)];
+    ASSERT_EQ(after.messages.size(), 4u);           // system, user 2, answer 2, user 3
+    EXPECT_EQ(after.messages[0], before.messages[0]);  // the system prompt stays
+    EXPECT_EQ(after.messages[1], before.messages[3]);  // the first turn is gone
+  }
+  // The third turn rewrites the first answer, which the second turn had resent: the
+  // conversation diverges there, and the engine has only what comes before it.
+  bench("edited", "  cache_breakers: {edited_history: 1}\n");
+  rows = rows_of(dir + "/edited");
+  records = records_of(dir + "/edited");
+  for (const std::string c : {"c0", "c1"}) {
+    EXPECT_EQ(rows[c + "/2"].find("prefix_divergence"), std::string::npos) << rows[c + "/2"];
+    const auto& row = rows[c + "/3"];
+    EXPECT_NE(row.find("\"prefix_divergence\""), std::string::npos) << row;
+    EXPECT_NE(row.find("\"cache\":\"partial\""), std::string::npos) << row;
+    const auto& sent = records[row.substr(row.find("\"trace_id\":\"") + 12, 16)];
+    ASSERT_EQ(sent.messages.size(), 6u);
+    EXPECT_EQ(sent.messages[2].first, "assistant");
+    EXPECT_TRUE(sent.messages[2].second.starts_with("(edited) ")) << sent.messages[2].second;
+  }
+}
+
 TEST_F(Bench, WhatCannotRunIsRefusedWithExitTwo) {
   // A broken workload, JSONL or YAML: exit 2 and its file and line.
   const auto refusal = [&](const std::string& file, const std::string& text) {
@@ -263,11 +394,15 @@ TEST_F(Bench, WhatCannotRunIsRefusedWithExitTwo) {
   EXPECT_EQ(refusal("bad.jsonl", "{\"prompt\":\"ok\"}\n{\"promt\":\"typo\"}\n"),
             "tokentap bench: " + dir +
                 "/bad.jsonl:2: unknown key 'promt' (id, category, messages, prompt, answer, "
-                "grader, max_tokens)\n");
-  EXPECT_EQ(refusal("bad.yaml", "synthetic:\n  requests: 2\n  turns: 3\n"),
+                "grader, max_tokens; or a ShareGPT conversation: id, conversations)\n");
+  EXPECT_EQ(refusal("bad.yaml", "synthetic:\n  requests: 2\n  trns: 3\n"),
             "tokentap bench: " + dir +
-                "/bad.yaml:3: unknown key 'turns' in synthetic (requests, seed, input_tokens, "
-                "output_tokens, system_prompt, cache_breakers)\n");
+                "/bad.yaml:3: unknown key 'trns' in synthetic (requests, conversations, turns, "
+                "think_time_ms, seed, input_tokens, output_tokens, system_prompt, "
+                "cache_breakers)\n");
+  EXPECT_EQ(refusal("bad2.yaml", "synthetic:\n  requests: 2\n  turns: 3\n"),
+            "tokentap bench: " + dir +
+                "/bad2.yaml:3: turns needs conversations (requests are single-turn)\n");
   process no_stop({"bench", "run", "--target", "http://127.0.0.1:1", "--workload", dir + "/w.jsonl",
                    "--out", dir + "/x"});
   EXPECT_EQ(no_stop.wait(30s), 2);
