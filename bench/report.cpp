@@ -1,6 +1,7 @@
 #include "bench/report.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -31,6 +32,13 @@ struct level_figures {
   double load = 0;
   std::uint64_t requests = 0, ok = 0, errors = 0;
   std::map<std::string, dist, std::less<>> metrics;
+  std::map<std::string, dist, std::less<>> phases;  // the requests' attribution
+  struct turn {
+    std::uint32_t turn = 0;
+    std::uint64_t requests = 0;
+    double ttft_p50 = -1, cached_share = -1;
+  };
+  std::vector<turn> turns;  // conversations
   double requests_per_s = 0, output_tokens_per_s = 0;
   std::optional<double> goodput_fraction, goodput_per_s;
   double lag_p99 = 0;
@@ -116,8 +124,10 @@ std::optional<run_figures> read_run(const report_run& r, std::string& error) {
     f.requests = static_cast<std::uint64_t>(number_or(l["requests"], 0));
     f.ok = static_cast<std::uint64_t>(number_or(l["ok"], 0));
     f.errors = static_cast<std::uint64_t>(number_or(l["errors"], 0));
-    simdjson::dom::object metrics;
-    if (!l["metrics"].get(metrics)) {
+    for (auto [part, into] :
+         {std::pair{"metrics", &f.metrics}, std::pair{"attribution", &f.phases}}) {
+      simdjson::dom::object metrics;
+      if (l[part].get(metrics)) continue;
       for (auto [name, m] : metrics) {
         if (!m.is_object()) continue;
         dist d;
@@ -127,9 +137,16 @@ std::optional<run_figures> read_run(const report_run& r, std::string& error) {
         d.p90 = number_or(m["p90"], -1);
         d.p95 = number_or(m["p95"], -1);
         d.p99 = number_or(m["p99"], -1);
-        f.metrics.emplace(std::string(name), d);
+        into->emplace(std::string(name), d);
       }
     }
+    simdjson::dom::array turns;
+    if (!l["turns"].get(turns))
+      for (auto t : turns)
+        f.turns.push_back({static_cast<std::uint32_t>(number_or(t["turn"], 0)),
+                           static_cast<std::uint64_t>(number_or(t["requests"], 0)),
+                           number_or(t.at_pointer("/ttft_ms/p50"), -1),
+                           number_or(t["cached_share"], -1)});
     simdjson::dom::array itl;
     if (!l["itl_percentiles_ms"].get(itl))
       for (auto v : itl) f.itl_percentiles.push_back(number_or(v, 0));
@@ -585,6 +602,60 @@ std::string cache_section(std::span<const run_figures> runs) {
   return out;
 }
 
+// Where the time went: each level's attribution phases (P50, ms), the engine's account beside.
+std::string attribution_section(std::span<const run_figures> runs) {
+  static constexpr std::array<std::pair<const char*, const char*>, 8> columns{{
+      {"connect_ms", "connect"},
+      {"upstream_head_ms", "request → head"},
+      {"first_token_ms", "head → first token"},
+      {"decode_ms", "decode"},
+      {"engine_queue_ms", "engine queue"},
+      {"engine_prefill_ms", "engine prefill"},
+      {"engine_decode_ms", "engine decode"},
+      {"unexplained_ms", "unexplained"},
+  }};
+  std::string rows;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    for (const auto& l : runs[i].levels) {
+      if (l.phases.empty()) continue;
+      rows += "<tr><td>" + esc(run_name(runs[i], i, runs.size())) + " · " + esc(l.label()) +
+              "</td>";
+      for (const auto& [key, title] : columns) {
+        const auto it = l.phases.find(key);
+        rows += it == l.phases.end() || it->second.n == 0
+                    ? std::string("<td class=\"none\">–</td>")
+                    : "<td>" + fmt(it->second.p50, 2) + "</td>";
+      }
+      rows += "</tr>";
+    }
+  if (rows.empty()) return {};
+  std::string out =
+      "<h2>Where the time went</h2><p>Each request's end to end cut into phases by the tap "
+      "(P50, ms): the connection's setup (outside end to end), request written → response head, "
+      "head → first token, first token → end; with the engine's own account when the server "
+      "reports one, and what it leaves unexplained of TTFT (network, the server's front end).</p>"
+      "<table id=\"attribution\"><tr><th>run · level</th>";
+  for (const auto& [key, title] : columns) out += "<th>" + std::string(title) + "</th>";
+  return out + "</tr>" + rows + "</table>";
+}
+
+// Conversations: each turn's TTFT and the share of its input the server had cached.
+std::string turns_section(std::span<const run_figures> runs) {
+  std::string rows;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    for (const auto& l : runs[i].levels)
+      for (const auto& t : l.turns)
+        rows += "<tr><td>" + esc(run_name(runs[i], i, runs.size())) + " · " + esc(l.label()) +
+                "</td><td>" + std::to_string(t.turn) + "</td><td>" + std::to_string(t.requests) +
+                "</td><td>" + (t.ttft_p50 >= 0 ? fmt(t.ttft_p50, 2) : "–") + "</td><td>" +
+                (t.cached_share >= 0 ? fmt(100 * t.cached_share, 1) + " %" : "–") + "</td></tr>";
+  if (rows.empty()) return {};
+  return "<h2>Conversations by turn</h2><p>Each turn resends the history: the share of its input "
+         "the server reported cached, and its TTFT.</p><table id=\"turns\"><tr><th>run · "
+         "level</th><th>turn</th><th>requests</th><th>TTFT P50 (ms)</th><th>cached</th></tr>" +
+         rows + "</table>";
+}
+
 constexpr const char* style = R"(<style>
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#111;max-width:1240px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
@@ -642,6 +713,8 @@ std::optional<std::string> report_html(std::span<const report_run> runs, std::st
   out += against_load_section(figures);
   out += accuracy_section(figures);
   out += cache_section(figures);
+  out += turns_section(figures);
+  out += attribution_section(figures);
   return out + "</body></html>\n";
 }
 

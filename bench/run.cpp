@@ -274,6 +274,18 @@ class runner {
     r.cache_outcome = std::move(m.cache_outcome);
     r.cache_events = std::move(m.cache_events);
     r.trace_id = std::move(m.trace_record_id);
+    auto& a = r.attribution;
+    a.connect_ms = m.connect_ms;
+    a.upstream_head_ms = m.upstream_head_ms;
+    a.first_token_ms = m.first_token_ms;
+    a.decode_ms = m.decode_ms;
+    if (m.engine.reported()) {
+      a.engine = std::string(parsers::to_string(m.engine.source));
+      a.engine_queue_ms = m.engine.queue_ms;
+      a.engine_prefill_ms = m.engine.prefill_ms;
+      a.engine_decode_ms = m.engine.decode_ms;
+      a.unexplained_ms = m.unexplained_ms;
+    }
     if (t.grade) {
       r.category = t.category;
       r.correct = m.ok && t.grade->judge(m.content).correct;

@@ -54,6 +54,11 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput,
     std::vector<double> ttft;
   };
   std::map<std::uint32_t, turn_tally> turns;
+  // The attribution's phases, each over the requests that knew it.
+  std::map<std::string_view, std::vector<double>> phases;
+  const auto phase = [&](std::string_view name, double v) {
+    if (v >= 0) phases[name].push_back(v);
+  };
   for (const auto& r : l.requests) {
     if (r.warmup) continue;
     ++requests;
@@ -90,6 +95,15 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput,
     }
     if (!r.cache_outcome.empty()) ++outcomes[r.cache_outcome];
     for (const auto& e : r.cache_events) ++events[e];
+    const auto& a = r.attribution;
+    phase("connect_ms", a.connect_ms);
+    phase("upstream_head_ms", a.upstream_head_ms);
+    phase("first_token_ms", a.first_token_ms);
+    phase("decode_ms", a.decode_ms);
+    phase("engine_queue_ms", a.engine_queue_ms);
+    phase("engine_prefill_ms", a.engine_prefill_ms);
+    phase("engine_decode_ms", a.engine_decode_ms);
+    phase("unexplained_ms", a.unexplained_ms);
     if (r.ttft_ms >= 0) ttft.push_back(r.ttft_ms);
     if (r.ttfo_ms >= 0) ttfo.push_back(r.ttfo_ms);
     if (r.tpot_ms >= 0) tpot.push_back(r.tpot_ms);
@@ -167,6 +181,9 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput,
   w.end().key("events").begin_object();
   for (const auto& [name, n] : events) w.field(name, n);
   w.end().end();
+  w.key("attribution").begin_object();
+  for (auto& [name, values] : phases) write_metric(w, name, std::move(values));
+  w.end();
   if (!turns.empty()) {
     w.key("turns").begin_array();
     for (auto& [turn, t] : turns) {
@@ -293,6 +310,21 @@ std::string request_json(const request_result& r) {
     w.end();
   }
   if (!r.trace_id.empty()) w.field("trace_id", r.trace_id);
+  const auto& a = r.attribution;
+  w.key("attribution").begin_object();
+  ms("connect_ms", a.connect_ms);
+  ms("upstream_head_ms", a.upstream_head_ms);
+  ms("first_token_ms", a.first_token_ms);
+  ms("decode_ms", a.decode_ms);
+  if (!a.engine.empty()) {
+    w.key("engine").begin_object().field("source", a.engine);
+    ms("queue_ms", a.engine_queue_ms);
+    ms("prefill_ms", a.engine_prefill_ms);
+    ms("decode_ms", a.engine_decode_ms);
+    w.end();
+    ms("unexplained_ms", a.unexplained_ms);
+  }
+  w.end();
   w.end();
   return out;
 }

@@ -50,6 +50,17 @@ struct request_result {
   std::string cache_outcome;              ///< hit, partial, miss (empty: not judged)
   std::vector<std::string> cache_events;  ///< the cache hook's events (a miss's cause …)
   std::string trace_id;  ///< its trace record in the run directory's traces/ (empty: none)
+  /// Where its time went (DESIGN.md §13, the tap's attribution; ms, -1 unknown): the server's
+  /// phases as the client saw them — request written → response head, head → first token, first
+  /// token → end — the connection's setup (outside end to end), and the engine's own account when
+  /// the server reported one (its name, queue, prefill, decode) with what it leaves unexplained
+  /// of TTFT (network and the engine's HTTP front end).
+  struct attribution {
+    double connect_ms = -1, upstream_head_ms = -1, first_token_ms = -1, decode_ms = -1;
+    std::string engine;  ///< llama.cpp, vllm, tgi, ollama; empty: none reported
+    double engine_queue_ms = -1, engine_prefill_ms = -1, engine_decode_ms = -1;
+    double unexplained_ms = -1;
+  } attribution;
 };
 
 /// The service-level objectives goodput is measured against (`--goodput ttft_ms:500,itl_ms:50`);
@@ -87,7 +98,8 @@ inline bool client_kept_up(const level& l) {
 /// backtrack; with `max_reasoning_steps` K > 0 also `over_max`, the responses that ran past K
 /// steps), `step_consistency` (graded responses that concluded: how many concluded as they
 /// finally answered), `cache` (outcomes and events by name), `tokens_estimated` (requests whose
-/// counts the client made), `turns` (conversations only: per turn its requests, TTFT and the
+/// counts the client made), `attribution` (each phase of the requests' attribution that any of
+/// them knew: mean and percentiles), `turns` (conversations only: per turn its requests, TTFT and the
 /// share of its input the server had cached), `itl_per_token` (false when any request's ITL is one gap per event, its
 /// server not counting tokens per chunk), `client_kept_up` (schedule lag P99 within 1 ms) and
 /// `itl_percentiles_ms` (the gaps' percentiles 0, 1, …, 100: their CDF; empty without gaps).

@@ -180,7 +180,7 @@ class stream_tap {
   virtual void on_local_reply(unsigned status) noexcept {}
   /// A fault was injected into the exchange (at most once, before on_stream_end).
   virtual void on_fault(const injected_fault&) noexcept {}
-  /// Where the exchange's phases began (phase_marks); called once, just before on_stream_end.
+  /// Where the exchange's phases began (phase_marks); called once, before on_stream_end.
   virtual void on_phase_marks(const phase_marks&) noexcept {}
   virtual void on_stream_end(stream_outcome, mono_ns end_ns) noexcept {}
   /// After on_stream_end: how the tap judged the exchange's end — the outcome it was given, or

@@ -67,6 +67,13 @@ class capture_factory final : public hooks::hook_factory {
         if (from < text.size() && to > from) m_.conclusion.assign(text.substr(from, to - from));
         break;
       }
+      const auto& a = s.attributed;
+      const auto ms = [](std::optional<double> v) { return v.value_or(-1); };
+      m_.upstream_head_ms = ms(a[hooks::phase::upstream_head]);
+      m_.first_token_ms = ms(a[hooks::phase::first_token]);
+      m_.decode_ms = ms(a[hooks::phase::decode]);
+      m_.engine = a.engine;
+      m_.unexplained_ms = ms(a.unexplained_ms);
       m_.cache_outcome = std::string(s.cache_outcome);
       m_.trace_record_id = s.trace_record_id;
       m_.outcome = hooks::to_string(s.outcome);  // a 2xx stream with an error event: stream_error
@@ -98,11 +105,13 @@ measurer::~measurer() = default;
 awaitable<void> measurer::measure(const outgoing& out, measurement& m) const {
   m = measurement{};
   net::http_client client(co_await asio::this_coro::executor);
+  const auto connecting = base::mono_now_ns();
   auto ec = co_await client.connect(o_.host, o_.port, std::chrono::seconds(10));
   if (ec) {
     m.error = "connect: " + ec.message();
     co_return;
   }
+  const double connect_ms = static_cast<double>(base::mono_now_ns() - connecting) / 1e6;
   http::request<http::string_body> req;
   req.method_string(out.method);
   req.target(out.target);
@@ -136,6 +145,10 @@ awaitable<void> measurer::measure(const outgoing& out, measurement& m) const {
   view.wall_start_us = base::wall_now_us();  // the trace record's `start`
   tap->on_request(view);
 
+  // No proxy stands between: the request is forwarded from its start, on a connection ready
+  // then, so the tap's phases are the server's (upstream_head, first_token, decode).
+  tap->on_phase_marks({.routed = view.start_ns, .attempt = view.start_ns,
+                       .connected = view.start_ns});
   ec = co_await client.send(req, o_.timeout);
   if (ec) {
     m.error = "request: " + ec.message();
@@ -159,6 +172,7 @@ awaitable<void> measurer::measure(const outgoing& out, measurement& m) const {
   tap->on_stream_end(ec ? hooks::stream_outcome::upstream_reset : hooks::stream_outcome::ok,
                      base::mono_now_ns());
   m.ok = !ec && m.status < 400 && m.outcome == "ok";
+  m.connect_ms = connect_ms;
   if (ec) m.error = "response: " + ec.message();
 }
 

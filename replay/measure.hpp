@@ -54,6 +54,13 @@ struct measurement {
   /// cause …), and its verdict: hit, partial or miss (empty: not judged).
   std::vector<std::string> cache_events;
   std::string cache_outcome;
+  /// Where its time went (DESIGN.md §13, the tap's attribution; -1 unknown): the connection's
+  /// setup (before the request's start: outside TTFT and end to end, as a pooled connection's
+  /// would be), request written → response head, head → first token, first token → end; the
+  /// engine's own account when the server sent one, and what it leaves unexplained of TTFT.
+  double connect_ms = -1, upstream_head_ms = -1, first_token_ms = -1, decode_ms = -1;
+  parsers::engine_account engine;
+  double unexplained_ms = -1;
   std::string trace_record_id;  ///< its trace record's id (with options::trace_dir)
   std::int64_t sent_ns = 0;     ///< when it was sent (monotonic, base::mono_now_ns)
 };

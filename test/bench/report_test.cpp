@@ -179,6 +179,45 @@ TEST(Report, AccuracyWithItsIntervalAndTheCachesOutcomes) {
   EXPECT_NE(html->find("data-value=\"4\"", events), std::string::npos);
 }
 
+TEST(Report, WhereTheTimeWentAndConversationsByTurn) {
+  fake_run f;
+  f.loads = {2};
+  for (int i = 0; i < 4; ++i) {
+    auto r = answered("c" + std::to_string(i / 2) + "/" + std::to_string(i % 2 + 1), 0, 40, 100);
+    r.turn = static_cast<std::uint32_t>(i % 2 + 1);
+    r.input_tokens = 100;
+    r.cached_tokens = r.turn == 1 ? 0 : 80;
+    r.attribution.connect_ms = 0.2;
+    r.attribution.upstream_head_ms = 1;
+    r.attribution.first_token_ms = 39;
+    r.attribution.decode_ms = 60;
+    f.requests.push_back(r);
+  }
+  std::string err;
+  auto html = report_html(std::vector<report_run>{f.files("conv")}, err);
+  ASSERT_TRUE(html) << err;
+  const auto table = html->find("<table id=\"attribution\">");
+  ASSERT_NE(table, std::string::npos);
+  const auto row = html->substr(table, html->find("</table>", table) - table);
+  // connect, request → head, head → first token, decode; no engine reported its own.
+  EXPECT_NE(row.find("<td>0.20</td><td>1.00</td><td>39.00</td><td>60.00</td>"
+                     "<td class=\"none\">–</td>"),
+            std::string::npos)
+      << row;
+  const auto turns = html->find("<table id=\"turns\">");
+  ASSERT_NE(turns, std::string::npos);
+  EXPECT_NE(html->find("<td>1</td><td>2</td><td>40.00</td><td>0.0 %</td>", turns),
+            std::string::npos);
+  EXPECT_NE(html->find("<td>2</td><td>2</td><td>40.00</td><td>80.0 %</td>", turns),
+            std::string::npos);
+  // Single requests without attribution: neither section.
+  fake_run plain = sweep(20);
+  html = report_html(std::vector<report_run>{plain.files("plain")}, err);
+  ASSERT_TRUE(html) << err;
+  EXPECT_EQ(html->find("id=\"turns\""), std::string::npos);
+  EXPECT_EQ(html->find("id=\"attribution\""), std::string::npos);
+}
+
 TEST(Report, NamesAreEscapedAndABrokenSummaryIsRefused) {
   fake_run f;
   f.loads = {1};

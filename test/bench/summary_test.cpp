@@ -184,7 +184,37 @@ TEST(Summary, ARequestLine) {
       R"({"id":"q-7","level":2,"status":200,"ok":true,"ttft_ms":12.500,"ttfo_ms":17.500,)"
       R"("e2e_ms":100.000,"tpot_ms":43.750,"input_tokens":40,"output_tokens":3,)"
       R"("cached_tokens":null,"schedule_lag_ms":0.000,"category":"math","correct":true,)"
-      R"("steps":3,"backtracks":0,"cache":"miss","cache_events":["miss","prefix_divergence"]})");
+      R"("steps":3,"backtracks":0,"cache":"miss","cache_events":["miss","prefix_divergence"],)"
+      R"("attribution":{"connect_ms":null,"upstream_head_ms":null,"first_token_ms":null,)"
+      R"("decode_ms":null}})");
+  // A conversation's turn, and an attribution with the engine's account.
+  r.id = "c1/2";
+  r.turn = 2;
+  r.correct.reset();
+  r.steps = 0;
+  r.cache_outcome.clear();
+  r.cache_events.clear();
+  r.attribution = {.connect_ms = 0.1,
+                   .upstream_head_ms = 0.5,
+                   .first_token_ms = 12,
+                   .decode_ms = 87.5,
+                   .engine = "vllm",
+                   .engine_queue_ms = 1,
+                   .engine_prefill_ms = 9,
+                   .engine_decode_ms = 86,
+                   .unexplained_ms = 2.5};
+  EXPECT_EQ(request_json(r),
+            R"({"id":"c1/2","level":2,"turn":2,"status":200,"ok":true,"ttft_ms":12.500,)"
+            R"("ttfo_ms":17.500,"e2e_ms":100.000,"tpot_ms":43.750,"input_tokens":40,)"
+            R"("output_tokens":3,"cached_tokens":null,"schedule_lag_ms":0.000,)"
+            R"("attribution":{"connect_ms":0.100,"upstream_head_ms":0.500,)"
+            R"("first_token_ms":12.000,"decode_ms":87.500,"engine":{"source":"vllm",)"
+            R"("queue_ms":1.000,"prefill_ms":9.000,"decode_ms":86.000},)"
+            R"("unexplained_ms":2.500}})");
+  std::string error;
+  const auto back = read_requests(request_json(r), "requests.jsonl", error);
+  ASSERT_TRUE(back) << error;
+  EXPECT_EQ((*back)[0].turn, 2u);
 }
 
 // requests.jsonl read back: what compare needs of every request, and a broken line refused.

@@ -382,6 +382,52 @@ TEST(BenchConversations, EachTurnResendsTheHistoryWithTheServersAnswersAndTheBre
   }
 }
 
+TEST(BenchAttribution, EachRequestSaysWhereItsTimeWentWithTheEnginesAccount) {
+  // vLLM's shape: the engine reports its queue, prefill and decode with the last chunk.
+  auto so = loopback_sim(15, 2, 8);
+  so.engine = sim::engine_shape::vllm;
+  so.defaults.prefill_us_per_token = 40;
+  sim::server sim(so);
+  sim.start();
+  const auto dir = temp_dir();
+  std::ofstream(dir + "/s.yaml") << "synthetic:\n  requests: 4\n  input_tokens: 500\n"
+                                    "  output_tokens: 8\n";
+  process p({"bench", "run", "--target",
+             "http://127.0.0.1:" + std::to_string(sim.endpoint().port()), "--workload",
+             dir + "/s.yaml", "--out", dir + "/a", "--model", "sim-small", "--requests", "4"});
+  ASSERT_EQ(p.wait(60s), 0) << p.err();
+  std::ifstream requests(dir + "/a/requests.jsonl");
+  std::size_t n = 0;
+  for (std::string line; std::getline(requests, line); ++n) {
+    simdjson::dom::parser j;
+    const auto r = j.parse(line);
+    ASSERT_FALSE(r.error()) << line;
+    const auto a = r["attribution"];
+    const double head = a["upstream_head_ms"].get_double().value(),
+                 first = a["first_token_ms"].get_double().value(),
+                 decode = a["decode_ms"].get_double().value();
+    // The phases cut TTFT and end to end as the tap measured them (each rounded to the µs).
+    EXPECT_NEAR(head + first, r["ttft_ms"].get_double().value(), 0.003) << line;
+    EXPECT_NEAR(head + first + decode, r["e2e_ms"].get_double().value(), 0.004) << line;
+    EXPECT_GE(a["connect_ms"].get_double().value(), 0) << line;
+    // The engine's own account: 500 prompt tokens at 40 µs each, 20 ms, inside TTFT; what is
+    // left unexplained is the network and the server's front end, under TTFT.
+    EXPECT_EQ(std::string_view(a["engine"]["source"].get_string().value()), "vllm") << line;
+    EXPECT_GT(a["engine"]["prefill_ms"].get_double().value(), 15) << line;
+    const double unexplained = a["unexplained_ms"].get_double().value();
+    EXPECT_GE(unexplained, 0) << line;
+    EXPECT_LT(unexplained, r["ttft_ms"].get_double().value()) << line;
+  }
+  EXPECT_EQ(n, 4u);
+  simdjson::dom::parser q;
+  const auto summary = q.load(dir + "/a/summary.json");
+  ASSERT_FALSE(summary.error());
+  const auto phases = summary["levels"].at(0)["attribution"];
+  for (const char* name : {"connect_ms", "upstream_head_ms", "first_token_ms", "decode_ms",
+                           "engine_prefill_ms", "engine_decode_ms", "unexplained_ms"})
+    EXPECT_EQ(phases[name]["n"].get_uint64().value(), 4u) << name;
+}
+
 TEST_F(Bench, WhatCannotRunIsRefusedWithExitTwo) {
   // A broken workload, JSONL or YAML: exit 2 and its file and line.
   const auto refusal = [&](const std::string& file, const std::string& text) {
