@@ -66,16 +66,24 @@ inline std::int64_t num(od::value v) {
 // `<think>…</think>` spans inside content are reasoning.  Tags may be split across deltas: a
 // possible tag prefix at the end of a delta (at most 7 bytes, "</think") is held back until the
 // next one.  Held inline: the decoder reads this at every delta, next to its other per-event
-// fields (a string's heap buffer would be one more line to miss).
+// fields (a string's heap buffer would be one more line to miss) — so the time a held prefix
+// arrived, needed only when a stream ends holding one ("a <": text of that time, not of the
+// stream's end), is the caller's to keep: feed() says when to take it.
 class think_splitter {
  public:
+  /// Returns true when it now holds a prefix that came with `text` (the caller keeps `text`'s
+  /// time for flush); false when it holds none, or still holds one begun by an earlier delta.
   template <class Emit>
-  void feed(std::string_view text, Emit&& emit) {
-    if (held_n_ == 0) return feed_from(text, emit);
+  bool feed(std::string_view text, Emit&& emit) {
+    if (held_n_ == 0) {
+      feed_from(text, emit);
+      return held_n_ != 0;
+    }
     std::string joined(held_, held_n_);  // rare: a tag split across deltas
     joined.append(text);
     held_n_ = 0;
     feed_from(joined, emit);
+    return held_n_ != 0 && held_n_ != joined.size();
   }
   /// True when feed(text) would emit `text` whole, in the current channel (in_think()): nothing
   /// held from the previous delta and no '<' in it — nearly every delta.
@@ -296,13 +304,24 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
   // having met another key first.
 
   // Choices past the first have their own `<think>` splitter (the first's is on the hot line).
+  // When a splitter holds a tag prefix: the time its delta arrived (per choice, the first's
+  // here, off the hot line).
   std::vector<think_splitter> other_think;
+  std::int64_t think_held_ns = 0;
+  std::vector<std::int64_t> other_think_held_ns;
 
   think_splitter& think_of(std::uint32_t choice) {
     if (choice == 0) return think;
     const std::size_t i = std::min(choice, tracked_choices - 1) - 1;
-    if (other_think.size() <= i) other_think.resize(i + 1);
+    if (other_think.size() <= i) {
+      other_think.resize(i + 1);
+      other_think_held_ns.resize(i + 1);
+    }
     return other_think[i];
+  }
+  std::int64_t& think_held_ns_of(std::uint32_t choice) {
+    return choice == 0 ? think_held_ns
+                       : other_think_held_ns[std::min(choice, tracked_choices - 1) - 1];
   }
 
   void token(channel ch, std::string_view text, std::int64_t t_ns, std::uint32_t choice = 0) {
@@ -321,7 +340,7 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
     }
     run.clear();
     bool run_in_think = false;
-    th.feed(text, [&](bool in_think, std::string_view part) {
+    const bool held = th.feed(text, [&](bool in_think, std::string_view part) {
       if (!run.empty() && in_think != run_in_think) {
         token(run_in_think ? channel::reasoning : channel::content, run, t_ns, choice);
         run.clear();
@@ -329,6 +348,7 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
       run_in_think = in_think;
       run.append(part);
     });
+    if (held) think_held_ns_of(choice) = t_ns;
     token(run_in_think ? channel::reasoning : channel::content, run, t_ns, choice);
   }
 

@@ -109,13 +109,15 @@ void stream_decoder::finish(std::int64_t t_ns, decoder_handler& h) {
       d.body.clear();
       break;
   }
+  // A tag prefix held at the end is text, of the time its delta arrived.
   d.think.flush([&](bool in_think, std::string_view part) {
-    d.token(in_think ? channel::reasoning : channel::content, part, t_ns);
+    d.token(in_think ? channel::reasoning : channel::content, part, d.think_held_ns);
   });
   for (std::size_t i = 0; i < d.other_think.size(); ++i) {
     const auto choice = static_cast<std::uint32_t>(i + 1);
     d.other_think[i].flush([&](bool in_think, std::string_view part) {
-      d.token(in_think ? channel::reasoning : channel::content, part, t_ns, choice);
+      d.token(in_think ? channel::reasoning : channel::content, part, d.other_think_held_ns[i],
+              choice);
     });
   }
 }

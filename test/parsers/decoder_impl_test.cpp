@@ -42,6 +42,18 @@ TEST(ThinkSplitter, TagsCutAnywhereAcrossDeltasSplitTheSameWay) {
 TEST(ThinkSplitter, AHeldPrefixThatNeverBecomesATagIsTextAtTheEnd) {
   EXPECT_EQ(split({"5 <", "/thi"}), "c:5 </thi");
   EXPECT_EQ(split({"<think>a</thi"}), "r:a</thi");
+  // feed() says when the prefix it holds came with the delta fed (the caller keeps that
+  // delta's time for the flush), and not while it holds one begun earlier.
+  think_splitter held;
+  const auto none = [](bool, std::string_view) {};
+  EXPECT_FALSE(held.feed("plain", none));
+  EXPECT_TRUE(held.feed("a <", none));
+  EXPECT_FALSE(held.feed("/th", none));  // "</th": still the first delta's prefix
+  EXPECT_TRUE(held.feed("x <", none));   // "</thx <": text, and a new prefix from this delta
+  EXPECT_FALSE(held.feed("b", none));    // "<b": text
+  std::string flushed = "?";
+  held.flush([&](bool, std::string_view part) { flushed = part; });
+  EXPECT_EQ(flushed, "?");  // nothing held
   think_splitter t;
   EXPECT_TRUE(t.passes_whole("plain"));
   EXPECT_FALSE(t.passes_whole("a<b"));

@@ -246,6 +246,31 @@ TEST(DecoderRobustness, ProviderIsRecognizedFromTheStreamWhenThePathSaysNothing)
   EXPECT_EQ(names.count("unknown"), 0u);
 }
 
+// A stream that ends holding a possible `<think>` prefix ("a <"): the prefix is text, timed when
+// its delta arrived — not at the stream's end (which made the last token, decode time and TPOT
+// of llama.cpp answers ending in "<" too late).
+TEST(StreamDecoder, AHeldTagPrefixAtTheEndKeepsItsDeltasTime) {
+  struct timed : test::decoder_transcript {
+    std::vector<std::pair<std::string, std::int64_t>> tokens_at;
+    void on_token(channel ch, std::string_view t, std::int64_t at,
+                  std::uint32_t choice) noexcept override {
+      decoder_transcript::on_token(ch, t, at, choice);
+      tokens_at.emplace_back(std::to_string(choice) + ":" + std::string(t), at);
+    }
+  } h;
+  stream_decoder d(provider::openai_chat, "text/event-stream");
+  d.feed("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n", 1, h);
+  d.feed("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a <\"}}]}\n\n", 5, h);
+  d.feed("data: {\"choices\":[{\"index\":1,\"delta\":{\"content\":\"b<thi\"}}]}\n\n", 6, h);
+  d.feed("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n", 7, h);
+  d.finish(9, h);
+  // (Texts of all choices, in the order they came.)
+  EXPECT_EQ(h.text[static_cast<int>(channel::content)], "xa b<<thi");
+  const std::vector<std::pair<std::string, std::int64_t>> expected = {
+      {"0:x", 1}, {"0:a ", 5}, {"1:b", 6}, {"0:<", 5}, {"1:<thi", 6}};
+  EXPECT_EQ(h.tokens_at, expected);
+}
+
 // ---- the simulator's output decodes to exactly what it generated
 
 // What the next chat chunk touches (stream_decoder::add_hot_lines, prefetched by the relay with
