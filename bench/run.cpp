@@ -154,6 +154,7 @@ class runner {
       sent_ = 0;
       counted_ = 0;
       last_end_ns_ = 0;
+      first_sent_ns_ = 0;
       level_start_ns_ = base::mono_now_ns();
       warm_end_ns_ = level_start_ns_ + static_cast<std::int64_t>(o_.warmup_s * 1e9);
       if (o_.load == level::kind::rate)
@@ -165,9 +166,11 @@ class runner {
           asio::co_spawn(ioc, client(), asio::detached);
       ioc.run();
       spans.emplace_back(first, results_.size());
-      durations.push_back(last_end_ns_ > warm_end_ns_
-                              ? static_cast<double>(last_end_ns_ - warm_end_ns_) / 1e9
-                              : 0.0);
+      // From the first counted request sent to the last response's end (AIPerf's benchmark
+      // duration): the connection a first request opens is not the level's time.
+      const auto from = first_sent_ns_ > 0 ? first_sent_ns_ : warm_end_ns_;
+      durations.push_back(last_end_ns_ > from ? static_cast<double>(last_end_ns_ - from) / 1e9
+                                              : 0.0);
     }
     res.requests = std::move(results_);
     for (std::size_t l = 0; l < spans.size(); ++l)
@@ -256,7 +259,9 @@ class runner {
     r.ok = m.ok;
     r.ttft_ms = m.ttft_ms;
     r.ttfo_ms = m.ttfo_ms;
-    r.e2e_ms = m.e2e_ms;
+    // End to end as vLLM and AIPerf end it: at the response's last event (the framing's end,
+    // which the trace record's timing includes, may come later).
+    r.e2e_ms = m.last_byte_ms >= 0 ? m.last_byte_ms : m.e2e_ms;
     r.tpot_ms = m.tpot_ms;
     r.mean_itl_ms = m.tpot_ms;                    // AIPerf's per-request ITL
     r.chunk_gap_ms = std::move(m.event_gaps_ms);  // no per-chunk token counts: ITL is these
@@ -294,7 +299,11 @@ class runner {
         if (const auto stated = t.grade->extract(m.content); !stated.empty())
           r.consistent = t.grade->extract(m.conclusion) == stated;
     }
-    last_end_ns_ = std::max(last_end_ns_, base::mono_now_ns());
+    if (!warmup && m.sent_ns > 0 && (first_sent_ns_ == 0 || m.sent_ns < first_sent_ns_))
+      first_sent_ns_ = m.sent_ns;
+    last_end_ns_ = std::max(last_end_ns_, r.e2e_ms >= 0 ? m.sent_ns + static_cast<std::int64_t>(
+                                                                        r.e2e_ms * 1e6)
+                                                          : base::mono_now_ns());
     if (o_.on_request) o_.on_request(r);
   }
 
@@ -358,7 +367,7 @@ class runner {
   std::vector<double> recorded_at_;  // each task's recorded offset (recorded workloads)
   std::vector<request_result> results_;
   std::size_t level_ = 0, sent_ = 0, counted_ = 0;
-  std::int64_t level_start_ns_ = 0, warm_end_ns_ = 0, last_end_ns_ = 0;
+  std::int64_t level_start_ns_ = 0, warm_end_ns_ = 0, last_end_ns_ = 0, first_sent_ns_ = 0;
 };
 
 }  // namespace

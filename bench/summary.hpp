@@ -9,7 +9,10 @@
 // - ITL: every gap between two tokens (an event of k tokens: k gaps of 1/k of the gap before it,
 //   when the server counts tokens per chunk), pooled over the level's requests; the gaps between
 //   events (what vLLM, and AIPerf's ICL, call ITL) are `chunk_gap_ms`, kept apart.
-// - TPOT: per request, (end to end − TTFT) / (output tokens − 1), as vLLM and AIPerf define it.
+// - TPOT: per request, (last token − first token) / (output tokens − 1); vLLM and AIPerf take end
+//   to end for the last token (the same when the stream ends with its last token).
+// - End to end: request sent → the response's last event (its last body bytes), where vLLM and
+//   AIPerf stop; a server's framing may end later.
 // - Goodput: a request is good when it succeeded and meets every SLO given (`itl_ms` against
 //   its mean inter-token latency, AIPerf's per-request ITL); the fraction counts failed requests
 //   in its denominator (AIPerf's good_request_fraction).
@@ -82,6 +85,7 @@ struct level {
   enum class kind : std::uint8_t { concurrency, rate, schedule };
   kind load = kind::concurrency;
   double value = 0;  ///< clients, or requests per second (schedule: its speed-up)
+  /// Its first request sent after the warm-up to its last response's last event.
   double duration_s = 0;
   std::span<const request_result> requests;
 };

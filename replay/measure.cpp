@@ -163,12 +163,17 @@ awaitable<void> measurer::measure(const outgoing& out, measurement& m) const {
                          base::mono_now_ns(),
                          {}});
   std::vector<char> chunk(16384);
+  std::int64_t last_byte_ns = -1;
   while (!client.done()) {
     const auto piece = co_await client.read_some(chunk, ec);
-    if (piece.size > 0)
+    if (piece.size > 0) {
       tap->on_body({chunk.data(), piece.size}, {piece.arrived_ns, piece.read_ns, piece.read_ns});
+      last_byte_ns = piece.arrived_ns;
+    }
     if (ec) break;
   }
+  if (last_byte_ns >= view.start_ns)
+    m.last_byte_ms = static_cast<double>(last_byte_ns - view.start_ns) / 1e6;
   tap->on_stream_end(ec ? hooks::stream_outcome::upstream_reset : hooks::stream_outcome::ok,
                      base::mono_now_ns());
   m.ok = !ec && m.status < 400 && m.outcome == "ok";

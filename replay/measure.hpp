@@ -36,7 +36,10 @@ struct measurement {
   bool ok = false;      ///< a status below 400 and a response that ended as its provider ends one
   double ttft_ms = -1;  ///< first token, reasoning included
   double ttfo_ms = -1;  ///< first answer (content) token
-  double e2e_ms = -1;   ///< the whole response
+  double e2e_ms = -1;   ///< the whole response, its HTTP framing's end included (the tap's)
+  /// To the last body bytes' arrival (the response's last event): where vLLM's and AIPerf's end
+  /// to end stop.  A server may end its framing later (llama.cpp: ~1 ms after `[DONE]`).
+  double last_byte_ms = -1;
   double tpot_ms = -1;  ///< (last token − first token) / (output tokens − 1)
   double itl_median_ms = -1;
   double tokens_per_s = -1;
