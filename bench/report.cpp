@@ -618,8 +618,8 @@ std::string attribution_section(std::span<const run_figures> runs) {
   for (std::size_t i = 0; i < runs.size(); ++i)
     for (const auto& l : runs[i].levels) {
       if (l.phases.empty()) continue;
-      rows += "<tr><td>" + esc(run_name(runs[i], i, runs.size())) + " · " + esc(l.label()) +
-              "</td>";
+      rows +=
+          "<tr><td>" + esc(run_name(runs[i], i, runs.size())) + " · " + esc(l.label()) + "</td>";
       for (const auto& [key, title] : columns) {
         const auto it = l.phases.find(key);
         rows += it == l.phases.end() || it->second.n == 0
@@ -700,7 +700,8 @@ std::optional<std::string> report_html(std::span<const report_run> runs, std::st
     out += levels_table(figures[i], run_name(figures[i], i, figures.size()));
   out +=
       "<p>TTFT: request sent to its first token; TTFO: to the first answer token after the "
-      "reasoning; ITL: gaps between tokens; TPOT: (end to end − TTFT) / (output tokens − 1); "
+      "reasoning; ITL: gaps between tokens; TPOT: (last token − first token) / (output tokens − "
+      "1); "
       "milliseconds, measured by the tap (docs/bench.md).</p>";
   out += "<h2>Distributions</h2><div class=\"row\">";
   out += cdf_section(figures, "cdf-ttft", "TTFT (ms): share of requests at or under",

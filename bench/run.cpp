@@ -126,7 +126,7 @@ class runner {
                .trace_dir = o.trace_dir}) {
     for (const auto& t : tasks) {
       replay::outgoing out;
-      if (!t.turns.empty()) {  // a conversation: each turn's request is made when it is sent
+      if (!t.turns.empty()) {        // a conversation: each turn's request is made when it is sent
       } else if (!t.path.empty()) {  // recorded: as it was sent
         out.method = t.method;
         out.target = t.path;
@@ -192,13 +192,27 @@ class runner {
   // Whether another counted request may be sent.
   bool requests_left() const { return o_.requests == 0 || counted_ < o_.requests; }
 
+  // Counts the `n`-th task against the level's requests before it starts, and says how many
+  // requests it may send (0: none).  A conversation reserves all its turns, so that it runs
+  // whole and two runs of one workload send the same turns (compare pairs them by id); the first
+  // one that does not fit takes what is left and stops there.  Warm-up tasks count nothing.
+  std::size_t reserve(std::size_t n, bool warmup) {
+    const auto need = std::max<std::size_t>(1, tasks_[n % tasks_.size()].turns.size());
+    if (warmup) return need;
+    const auto granted =
+        o_.requests == 0 ? need : std::min(need, o_.requests - std::min(o_.requests, counted_));
+    counted_ += granted;
+    return granted;
+  }
+
   // The level's next task (the `n`-th sent at this level): one request, or a conversation's
   // turns.
-  awaitable<void> send(std::size_t n, bool warmup, std::int64_t planned_ns) {
+  // `turns`: what reserve() granted a conversation.
+  awaitable<void> send(std::size_t n, bool warmup, std::int64_t planned_ns, std::size_t turns) {
     const auto& t = tasks_[n % tasks_.size()];
     auto id = n < tasks_.size() ? t.id : t.id + "#" + std::to_string(n / tasks_.size() + 1);
     if (!t.turns.empty()) {
-      co_await converse(t, std::move(id), warmup, planned_ns);
+      co_await converse(t, std::move(id), warmup, planned_ns, turns);
       co_return;
     }
     const std::size_t slot = results_.size();
@@ -208,14 +222,15 @@ class runner {
     record(results_[slot], t, std::move(id), warmup, planned_ns, m);
   }
 
-  // A conversation: each turn sent with the history so far once the previous one is answered
-  // and its think time has passed (a turn's planned time: the answer's end + the think time,
-  // from which its lag is measured).  It ends early when a turn fails, the level's time is up or
-  // its requests are sent.  The first turn was counted by the caller.
-  awaitable<void> converse(const task& t, std::string id, bool warmup, std::int64_t planned_ns) {
+  // A conversation: each of its first `turns` turns sent with the history so far once the
+  // previous one is answered and its think time has passed (a turn's planned time: the answer's
+  // end + the think time, from which its lag is measured).  It ends early when a turn fails or
+  // the level's time is up.  Its turns are warm-up when it began in the warm-up.
+  awaitable<void> converse(const task& t, std::string id, bool warmup, std::int64_t planned_ns,
+                           std::size_t turns) {
     history h(t.messages);
     steady_timer timer(co_await asio::this_coro::executor);
-    for (std::size_t k = 0; k < t.turns.size(); ++k) {
+    for (std::size_t k = 0; k < std::min(turns, t.turns.size()); ++k) {
       const auto& u = t.turns[k];
       if (k > 0) {
         planned_ns = base::mono_now_ns() + static_cast<std::int64_t>(u.think_ms * 1e6);
@@ -225,10 +240,7 @@ class runner {
           error_code ec;
           co_await timer.async_wait(use_ec(ec));
         }
-        const auto now = base::mono_now_ns();
-        warmup = now < warm_end_ns_;
-        if (time_is_up(now) || (!warmup && !requests_left())) co_return;
-        if (!warmup) ++counted_;
+        if (time_is_up(base::mono_now_ns())) co_return;
       }
       if (u.edit_answer >= 0) h.edit_answer(u.edit_answer);
       h.add("user", u.user, static_cast<int>(k));
@@ -301,12 +313,11 @@ class runner {
     }
     if (!warmup && m.sent_ns > 0 && (first_sent_ns_ == 0 || m.sent_ns < first_sent_ns_))
       first_sent_ns_ = m.sent_ns;
-    last_end_ns_ = std::max(last_end_ns_, r.e2e_ms >= 0 ? m.sent_ns + static_cast<std::int64_t>(
-                                                                        r.e2e_ms * 1e6)
-                                                          : base::mono_now_ns());
+    last_end_ns_ =
+        std::max(last_end_ns_, r.e2e_ms >= 0 ? m.sent_ns + static_cast<std::int64_t>(r.e2e_ms * 1e6)
+                                             : base::mono_now_ns());
     if (o_.on_request) o_.on_request(r);
   }
-
 
   // A closed-loop client: its next request as soon as its last one is answered.
   awaitable<void> client() {
@@ -314,8 +325,9 @@ class runner {
       const auto now = base::mono_now_ns();
       const bool warmup = now < warm_end_ns_;
       if (time_is_up(now) || (!warmup && !requests_left())) co_return;
-      if (!warmup) ++counted_;
-      co_await send(sent_++, warmup, 0);
+      const auto turns = reserve(sent_, warmup);
+      if (turns == 0) co_return;
+      co_await send(sent_++, warmup, 0, turns);
     }
   }
 
@@ -354,9 +366,10 @@ class runner {
       co_await timer.async_wait(use_ec(ec));
       const bool warmup = i < warm;
       if (!warmup && time_is_up(base::mono_now_ns())) break;
-      if (!warmup) ++counted_;
+      const auto turns = reserve(sent_, warmup);
+      if (turns == 0) break;
       const auto planned = start_ns + static_cast<std::int64_t>(plan[i] * 1e9);
-      asio::co_spawn(exec, send(sent_++, warmup, planned), asio::detached);
+      asio::co_spawn(exec, send(sent_++, warmup, planned, turns), asio::detached);
     }
   }
 

@@ -31,9 +31,9 @@ struct request_result {
   std::string id;
   std::size_t level = 0;
   std::uint32_t turn = 0;  ///< a conversation's turn, from 1 (0: a single request)
-  bool warmup = false;  ///< sent during the warm-up: in requests.jsonl, not in the summary
-  int status = 0;       ///< HTTP status; 0: no response
-  bool ok = false;      ///< 2xx and the response ended as its provider ends one
+  bool warmup = false;     ///< sent during the warm-up: in requests.jsonl, not in the summary
+  int status = 0;          ///< HTTP status; 0: no response
+  bool ok = false;         ///< 2xx and the response ended as its provider ends one
   double ttft_ms = -1, ttfo_ms = -1, e2e_ms = -1, tpot_ms = -1;
   double mean_itl_ms = -1;  ///< the request's mean gap between tokens
   /// Every gap between two tokens, when the server counted tokens per chunk (`itl_per_token`);
@@ -103,10 +103,11 @@ inline bool client_kept_up(const level& l) {
 /// steps), `step_consistency` (graded responses that concluded: how many concluded as they
 /// finally answered), `cache` (outcomes and events by name), `tokens_estimated` (requests whose
 /// counts the client made), `attribution` (each phase of the requests' attribution that any of
-/// them knew: mean and percentiles), `turns` (conversations only: per turn its requests, TTFT and the
-/// share of its input the server had cached), `itl_per_token` (false when any request's ITL is one gap per event, its
-/// server not counting tokens per chunk), `client_kept_up` (schedule lag P99 within 1 ms) and
-/// `itl_percentiles_ms` (the gaps' percentiles 0, 1, …, 100: their CDF; empty without gaps).
+/// them knew: mean and percentiles), `turns` (conversations only: per turn its requests, TTFT and
+/// the share of its input the server had cached), `itl_per_token` (false when any request's ITL is
+/// one gap per event, its server not counting tokens per chunk), `client_kept_up` (schedule lag P99
+/// within 1 ms) and `itl_percentiles_ms` (the gaps' percentiles 0, 1, …, 100: their CDF; empty
+/// without gaps).
 std::string summary_json(std::span<const level> levels, const slo& goodput,
                          std::uint32_t max_reasoning_steps = 0);
 

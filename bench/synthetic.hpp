@@ -51,10 +51,10 @@ struct synthetic_spec {
   std::size_t conversations = 0;  ///< > 0: that many conversations instead of `requests`
   std::uint64_t seed = 1;
   length_dist input{.mean = 256}, output{.mean = 128};
-  length_dist turns{.mean = 1};                       ///< per conversation
-  length_dist think_ms{.mean = 0, .min = 0};          ///< before each turn after the first
-  std::int64_t system_tokens = 0;  ///< 0: no system prompt
-  std::size_t system_pool = 1;     ///< distinct system prompts the requests share
+  length_dist turns{.mean = 1};               ///< per conversation
+  length_dist think_ms{.mean = 0, .min = 0};  ///< before each turn after the first
+  std::int64_t system_tokens = 0;             ///< 0: no system prompt
+  std::size_t system_pool = 1;                ///< distinct system prompts the requests share
   double jittered_system_prompt = 0;
   std::int64_t context_window = 0;  ///< conversations: the history kept, in tokens (0: whole)
   double edited_history = 0;        ///< conversations: share of turns (third on) that edit one

@@ -138,8 +138,8 @@ std::optional<std::vector<element_text>> array_elements(std::string_view text, i
   const auto close = [&](std::size_t end) {
     if (start == std::string_view::npos) return;
     auto e = text.substr(start, end - start);
-    while (!e.empty() && (e.back() == ' ' || e.back() == '\n' || e.back() == '\r' ||
-                          e.back() == '\t'))
+    while (!e.empty() &&
+           (e.back() == ' ' || e.back() == '\n' || e.back() == '\r' || e.back() == '\t'))
       e.remove_suffix(1);
     out.push_back({e, start_line});
     start = std::string_view::npos;
@@ -224,8 +224,8 @@ std::optional<std::vector<task>> read_tasks(std::string_view text, const std::st
     out.push_back(std::move(*t));
   }
   if (out.empty()) {
-    error = file +
-            ": no tasks (one JSON object per line, or a JSON array of ShareGPT conversations)";
+    error =
+        file + ": no tasks (one JSON object per line, or a JSON array of ShareGPT conversations)";
     return std::nullopt;
   }
   return out;

@@ -2,6 +2,7 @@
 # tokentap quick start on Debian 12 (as root, or with sudo).
 #
 #   deploy/quickstart.sh demo   install what is missing, build, run simulator + proxy + load
+#                               (demo --experiment: a benchmark of two proxy configurations)
 #   deploy/quickstart.sh test   install what is missing, build, run the whole test suite, replay
 #                               the fuzz corpora, then run the suites again under ASan + UBSan
 #                               (SANITIZERS=0 skips that; TSAN=1 adds a ThreadSanitizer pass)
@@ -64,6 +65,14 @@ case "${1:-}" in
     shift
     install_deps "${BUILD_PACKAGES[@]}"
     TARGET=tokentap build   # the binary alone: the first start does not wait for the tests
+    if [ "${1:-}" = --experiment ]; then
+      # One benchmark experiment instead of the live demo: two proxy configurations, the same
+      # workload through each, `bench compare` and `bench report` (README).
+      shift
+      exec deploy/experiment/run.sh "$BUILD_DIR/tokentap" "$@"
+    fi
+    echo "==> demo (or: deploy/quickstart.sh demo --experiment — two proxy configurations" \
+         "benchmarked on one workload, compared, and a report page)"
     exec "$BUILD_DIR/tokentap" demo "$@"
     ;;
   test)

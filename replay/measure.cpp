@@ -147,8 +147,8 @@ awaitable<void> measurer::measure(const outgoing& out, measurement& m) const {
 
   // No proxy stands between: the request is forwarded from its start, on a connection ready
   // then, so the tap's phases are the server's (upstream_head, first_token, decode).
-  tap->on_phase_marks({.routed = view.start_ns, .attempt = view.start_ns,
-                       .connected = view.start_ns});
+  tap->on_phase_marks(
+      {.routed = view.start_ns, .attempt = view.start_ns, .connected = view.start_ns});
   ec = co_await client.send(req, o_.timeout);
   if (ec) {
     m.error = "request: " + ec.message();

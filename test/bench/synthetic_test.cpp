@@ -102,8 +102,8 @@ TEST(Synthetic, ABrokenSpecIsRefusedWithItsLine) {
   EXPECT_EQ(err, "w.yaml:3: conversations and requests: one or the other");
   EXPECT_FALSE(read_synthetic("synthetic:\n  think_time_ms: 5\n", "w.yaml", err));
   EXPECT_EQ(err, "w.yaml:2: think_time_ms needs conversations (requests are single-turn)");
-  EXPECT_FALSE(read_synthetic("synthetic:\n  cache_breakers:\n    edited_history: 0.2\n",
-                              "w.yaml", err));
+  EXPECT_FALSE(
+      read_synthetic("synthetic:\n  cache_breakers:\n    edited_history: 0.2\n", "w.yaml", err));
   EXPECT_EQ(err, "w.yaml:3: edited_history needs conversations (requests are single-turn)");
   EXPECT_FALSE(read_synthetic(
       "synthetic:\n  conversations: 2\n  cache_breakers: {context_window: 0}\n", "w.yaml", err));

@@ -164,14 +164,14 @@ TEST(Workload, ABrokenShareGptEntryIsRefusedAtItsLine) {
   EXPECT_EQ(error,
             "sg.json:2: unknown from 'bot' in conversations (human, gpt, system; user, "
             "assistant, chatgpt, bard, bing, model)");
-  EXPECT_FALSE(read_tasks("[\n  {\"conversations\": [{\"from\": \"human\"}]}\n]", "sg.json",
-                          error));
+  EXPECT_FALSE(
+      read_tasks("[\n  {\"conversations\": [{\"from\": \"human\"}]}\n]", "sg.json", error));
   EXPECT_EQ(error,
             "sg.json:2: each message of conversations needs a from and a value, both strings");
   EXPECT_FALSE(read_tasks("[\n{\"conversations\": 3}\n]", "sg.json", error));
   EXPECT_EQ(error, "sg.json:2: conversations must be a list of {from, value}");
-  EXPECT_FALSE(read_tasks("[\n{\"conversations\": []},\n{\"conversations\": [] x}\n]", "sg.json",
-                          error));
+  EXPECT_FALSE(
+      read_tasks("[\n{\"conversations\": []},\n{\"conversations\": [] x}\n]", "sg.json", error));
   EXPECT_EQ(error.rfind("sg.json:3: not JSON", 0), 0u) << error;
   EXPECT_FALSE(read_tasks("[\n{\"conversations\": []},\n", "sg.json", error));
   EXPECT_EQ(error, "sg.json:3: the JSON array does not close");

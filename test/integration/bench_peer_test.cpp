@@ -64,8 +64,7 @@ reference from_raw_events(simdjson::dom::element record) {
     else
       buffered += from_base64(std::string_view(ev["raw_b64"].get_string().value()));
     ref.end_ms = t;
-    for (auto end = buffered.find("\n\n"); end != std::string::npos;
-         end = buffered.find("\n\n")) {
+    for (auto end = buffered.find("\n\n"); end != std::string::npos; end = buffered.find("\n\n")) {
       const auto event = buffered.substr(0, end);
       buffered.erase(0, end + 2);
       for (std::size_t at = 0; at < event.size();) {
@@ -142,7 +141,8 @@ void check_against_reference(const std::string& url, const std::string& workload
     ++ok;
     ASSERT_GT(ref.output_tokens, 1) << line;
     ASSERT_GE(ref.ttft_ms, 0) << line;
-    const double tpot = (ref.last_token_ms - ref.ttft_ms) / static_cast<double>(ref.output_tokens - 1);
+    const double tpot =
+        (ref.last_token_ms - ref.ttft_ms) / static_cast<double>(ref.output_tokens - 1);
     expect_agrees(row["ttft_ms"].get_double().value(), ref.ttft_ms, "TTFT " + line);
     expect_agrees(row["tpot_ms"].get_double().value(), tpot, "TPOT " + line);
     expect_agrees(row["e2e_ms"].get_double().value(), ref.end_ms, "end to end " + line);
@@ -158,12 +158,12 @@ void check_against_reference(const std::string& url, const std::string& workload
   const auto summary = parser.load(dir + "/run/summary.json");
   ASSERT_FALSE(summary.error());
   const auto level = summary["levels"].at(0);
-  expect_agrees(level["metrics"]["ttft_ms"]["mean"].get_double().value(), ttft_sum / static_cast<double>(ok),
-                "mean TTFT");
-  expect_agrees(level["metrics"]["tpot_ms"]["mean"].get_double().value(), tpot_sum / static_cast<double>(ok),
-                "mean TPOT");
-  expect_agrees(level["metrics"]["e2e_ms"]["mean"].get_double().value(), e2e_sum / static_cast<double>(ok),
-                "mean end to end");
+  expect_agrees(level["metrics"]["ttft_ms"]["mean"].get_double().value(),
+                ttft_sum / static_cast<double>(ok), "mean TTFT");
+  expect_agrees(level["metrics"]["tpot_ms"]["mean"].get_double().value(),
+                tpot_sum / static_cast<double>(ok), "mean TPOT");
+  expect_agrees(level["metrics"]["e2e_ms"]["mean"].get_double().value(),
+                e2e_sum / static_cast<double>(ok), "mean end to end");
   // Output tokens over the level's span: the first request sent to the last response's end.
   expect_agrees(level["throughput"]["output_tokens_per_s"].get_double().value(),
                 static_cast<double>(tokens) / (last_end - first_start), "output tokens per s");
@@ -173,7 +173,8 @@ std::string prompts(const std::string& dir) {
   std::ofstream out(dir + "/w.jsonl");
   for (int i = 0; i < 6; ++i)
     out << R"({"id":"p)" << i << R"(","prompt":"Tell me about the number )" << i
-        << R"( in a few words.","max_tokens":24})" << "\n";
+        << R"( in a few words.","max_tokens":24})"
+        << "\n";
   return dir + "/w.jsonl";
 }
 
@@ -181,8 +182,8 @@ TEST(BenchPeer, OnTheSimulatorOurFiguresAreTheRawEventsOwn) {
   sim::server sim(loopback_sim(30, 3, 24));
   sim.start();
   const auto dir = temp_dir();
-  check_against_reference("http://127.0.0.1:" + std::to_string(sim.endpoint().port()),
-                          prompts(dir), dir);
+  check_against_reference("http://127.0.0.1:" + std::to_string(sim.endpoint().port()), prompts(dir),
+                          dir);
 }
 
 TEST(BenchPeer, OnLlamaCppOurFiguresAreTheRawEventsOwn) {

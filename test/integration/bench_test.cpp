@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include "sim/sim_server.hpp"
@@ -335,8 +336,7 @@ TEST(BenchConversations, EachTurnResendsTheHistoryWithTheServersAnswersAndTheBre
       EXPECT_TRUE(std::equal(expected.begin(), expected.end(), turns[k].messages.begin()));
       EXPECT_EQ(turns[k].messages.back().first, "user");
       // Sent once the answer had ended and the think time had passed.
-      const double gap_ms =
-          (turns[k].start_s - turns[k - 1].start_s) * 1000 - turns[k - 1].e2e_ms;
+      const double gap_ms = (turns[k].start_s - turns[k - 1].start_s) * 1000 - turns[k - 1].e2e_ms;
       EXPECT_GE(gap_ms, 39) << c << " turn " << k + 1;
     }
   }
@@ -348,6 +348,13 @@ TEST(BenchConversations, EachTurnResendsTheHistoryWithTheServersAnswersAndTheBre
   // The system prompt was the server's before the first turn (c0 or c1 sent it first); later
   // turns have their whole history but the last user message cached.
   EXPECT_GT(turns.at(2)["cached_share"].get_double().value(), 0.8);
+
+  // Each conversation runs whole (its turns reserved when it starts): a second run of the
+  // workload sends the same turns, and compare pairs them by id.
+  bench("again", "");
+  process compare({"bench", "compare", dir + "/whole", dir + "/again"});
+  EXPECT_EQ(compare.wait(60s), 0) << compare.out() << compare.err();
+  EXPECT_NE(compare.out().find("requests paired by id"), std::string::npos) << compare.out();
 
   // A context window of 420 tokens: the third turn (~440) drops the first; the cache hook sees
   // the truncated conversation.
@@ -361,7 +368,7 @@ TEST(BenchConversations, EachTurnResendsTheHistoryWithTheServersAnswersAndTheBre
     EXPECT_NE(third.find("\"truncation\""), std::string::npos) << third;
     const auto& before = records[second.substr(second.find("\"trace_id\":\"") + 12, 16)];
     const auto& after = records[third.substr(third.find("\"trace_id\":\"") + 12, 16)];
-    ASSERT_EQ(after.messages.size(), 4u);           // system, user 2, answer 2, user 3
+    ASSERT_EQ(after.messages.size(), 4u);              // system, user 2, answer 2, user 3
     EXPECT_EQ(after.messages[0], before.messages[0]);  // the system prompt stays
     EXPECT_EQ(after.messages[1], before.messages[3]);  // the first turn is gone
   }
@@ -432,6 +439,31 @@ TEST(BenchAttribution, EachRequestSaysWhereItsTimeWentWithTheEnginesAccount) {
   for (const char* name : {"connect_ms", "upstream_head_ms", "first_token_ms", "decode_ms",
                            "engine_prefill_ms", "engine_decode_ms", "unexplained_ms"})
     EXPECT_EQ(phases[name]["n"].get_uint64().value(), 4u) << name;
+}
+
+// The README's experiment as `deploy/quickstart.sh demo --experiment` runs it: two proxy
+// configurations, the same conversations through each, compared by id, and a report that holds
+// both runs.
+TEST(BenchExperiment, TheReadmesExperimentRunsEndToEnd) {
+  const auto out = temp_dir() + "/experiment";
+  process p(program{"/bin/bash"}, {std::string(TOKENTAP_SOURCE_DIR) + "/deploy/experiment/run.sh",
+                                   tokentap_binary(), out});
+  ASSERT_EQ(p.wait(300s), 0) << p.out() << p.err();
+  EXPECT_NE(p.out().find("requests paired by id (the same workload)"), std::string::npos)
+      << p.out();
+  for (const char* run : {"round-robin", "prefix"}) {
+    std::ifstream requests(out + "/" + run + "/requests.jsonl");
+    std::size_t n = 0, ok = 0;
+    for (std::string line; std::getline(requests, line); ++n)
+      ok += line.find("\"ok\":true") != std::string::npos ? 1 : 0;
+    EXPECT_EQ(n, 120u) << run;
+    EXPECT_EQ(ok, 120u) << run;
+  }
+  std::ifstream report(out + "/report.html");
+  const std::string html((std::istreambuf_iterator<char>(report)), {});
+  EXPECT_NE(html.find("round-robin against prefix"), std::string::npos);
+  EXPECT_NE(html.find("<table id=\"turns\">"), std::string::npos);
+  EXPECT_NE(html.find("<table id=\"attribution\">"), std::string::npos);
 }
 
 TEST_F(Bench, WhatCannotRunIsRefusedWithExitTwo) {
