@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/clock.hpp"
 #include "base/json.hpp"
 #include "hooks/observe/metrics.hpp"
 #include "hooks/registry.hpp"
@@ -30,20 +31,22 @@ prefix_tracker::prefix_tracker(const cache_settings& cfg) : cfg_(cfg) {}
 
 prefix_tracker::analysis prefix_tracker::observe(std::uint64_t scope,
                                                  std::span<const parsers::message_digest> conv,
-                                                 clock::time_point now) {
+                                                 clock::time_point started,
+                                                 clock::time_point cacheable) {
   analysis a;
   if (conv.empty()) return a;
   std::lock_guard lk(mu_);
-  // 1. The longest prefix seen before, and how long ago.
+  // 1. The longest prefix cacheable before this request was sent, and how long before.
   for (std::size_t i = conv.size(); i-- > 0;) {
-    if (auto* e = prefixes_.find(mix(scope, conv[i].chain))) {
-      a.found = true;
-      a.at_message = i + 1;
-      a.shared_chars = conv[i].chars_before + conv[i].chars;
-      a.age_s = std::chrono::duration<double>(now - e->last).count();
-      a.prefix_key = mix(scope, conv[i].chain);
-      break;
-    }
+    auto* e = prefixes_.find(mix(scope, conv[i].chain));
+    if (e == nullptr || e->first > started) continue;
+    a.found = true;
+    a.at_message = i + 1;
+    a.shared_chars = conv[i].chars_before + conv[i].chars;
+    // (Made cacheable again since it was sent: it was live then.)
+    a.age_s = e->last <= started ? std::chrono::duration<double>(started - e->last).count() : 0;
+    a.prefix_key = mix(scope, conv[i].chain);
+    break;
   }
   if (!a.found) a.prefix_key = mix(scope, conv.back().chain);  // this whole prompt, next time
 
@@ -77,7 +80,12 @@ prefix_tracker::analysis prefix_tracker::observe(std::uint64_t scope,
   }
 
   // 4. Remember this request.
-  for (const auto& d : conv) prefixes_.put(mix(scope, d.chain), cfg_.max_prefixes).last = now;
+  for (const auto& d : conv) {
+    auto& e = prefixes_.put(mix(scope, d.chain), cfg_.max_prefixes);
+    const bool fresh = e.first == clock::time_point{};
+    e.first = fresh ? cacheable : std::min(e.first, cacheable);
+    e.last = fresh ? cacheable : std::max(e.last, cacheable);
+  }
   if (conv_key) {
     auto& c = conversations_.put(conv_key, cfg_.max_conversations);
     c.input_tokens = -1;
@@ -87,7 +95,7 @@ prefix_tracker::analysis prefix_tracker::observe(std::uint64_t scope,
       c.chains.push_back(d.chain);
       if (d.role == "user") c.user_hashes.push_back(d.hash);
     }
-    c.last = now;
+    c.last = cacheable;
     for (std::size_t i = 0; i < c.user_hashes.size(); ++i) {
       auto& p = user_positions_.put(mix(scope, c.user_hashes[i]), cfg_.max_prefixes);
       // Keep the earliest position a message was seen at (its own conversation's start is 0).
@@ -164,7 +172,13 @@ class cache_hook final : public hook {
     const auto& attempts = s.upstream.attempts;
     const auto scope = attempts.empty() ? scope_ : mix(scope_, hash_str(attempts.back().endpoint));
     if (!conversation_.empty()) {
-      a_ = tracker_->observe(scope, conversation_, prefix_tracker::clock::now());
+      // The request's start and its first token on the tracker's clock (the same monotonic
+      // clock as the stream's stamps).
+      const auto now = prefix_tracker::clock::now();
+      const auto now_ns = base::mono_now_ns();
+      const auto at = [&](mono_ns t) { return now - std::chrono::nanoseconds(now_ns - t); };
+      a_ = tracker_->observe(scope, conversation_, s.start_ns > 0 ? at(s.start_ns) : now,
+                             s.first_token_ns > 0 ? at(s.first_token_ns) : now);
       observed_ = true;
       if (u.input_tokens > 0) tracker_->remember_input(scope, conversation_, u.input_tokens);
     }

@@ -13,10 +13,11 @@
 //                      is a new one), never when the provider reports a hit
 //   truncation         the conversation's head was dropped (its first user message sits later in a
 //                      recent conversation), or the input reached a fraction of the context window
-//   unexpected_miss    a prefix worth >= min_prefix_tokens was seen within the TTL, yet the
-//   provider
-//                      reports < 50 % of it cached
-//   expired            the same, but it was last seen longer ago than the TTL
+//   unexpected_miss    a prefix worth >= min_prefix_tokens was prefilled (an earlier request's
+//                      first token) before this request was sent, within the TTL, yet the
+//                      provider reports < 50 % of it cached — requests sent together with a new
+//                      prefix are no such miss, whichever ends first
+//   expired            the same, but it was last prefilled longer ago than the TTL
 //   prefill_anomaly    TTFT per uncached input token above k x the model's rolling median, for
 //                      prompts of >= prefill_min_uncached uncached tokens (below that TTFT is
 //                      the engine's fixed floor, not prefill)
@@ -63,7 +64,7 @@ class prefix_tracker {
     bool found = false;              ///< some prefix of this request was seen before
     std::size_t at_message = 0;      ///< elements in that prefix
     std::uint64_t shared_chars = 0;  ///< text bytes in that prefix
-    double age_s = 0;                ///< since it was last seen
+    double age_s = 0;                ///< since it was last seen, when this request was sent
     std::uint64_t prefix_key = 0;    ///< identifies the prefix (for repeated misses)
     int divergence_at = -1;          ///< prefix_divergence: first differing element
     std::size_t previous_elements = 0;
@@ -74,9 +75,13 @@ class prefix_tracker {
     bool continues = false;  ///< the request goes on past its first user message
   };
 
-  /// Compares the request with what was seen, then remembers it.
+  /// Compares the request with what was seen, then remembers it.  `started`: when it was sent —
+  /// a prefix counts as seen before it only if an earlier request had made it cacheable by then
+  /// (requests sent together with the same new prefix did not find it cached, however they end);
+  /// `cacheable`: when its own prompt was prefilled (its first token), what later requests are
+  /// compared with.
   analysis observe(std::uint64_t scope, std::span<const parsers::message_digest> conv,
-                   clock::time_point now);
+                   clock::time_point started, clock::time_point cacheable);
 
   /// The provider's count of the request's input tokens, for the next turn of its conversation
   /// (`observe` remembered the conversation; nothing when it was forgotten since).
@@ -95,7 +100,7 @@ class prefix_tracker {
  private:
   struct prefix_entry {
     std::uint64_t key;
-    clock::time_point last;
+    clock::time_point first, last;  // cacheable since, and last made so
   };
   struct conversation {
     std::uint64_t key;

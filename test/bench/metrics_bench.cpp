@@ -95,7 +95,8 @@ void BM_PrefixTrackerObserve(benchmark::State& state) {
   tokentap::hooks::prefix_tracker t(tokentap::hooks::cache_settings{});
   std::uint64_t scope = 1;
   for (auto _ : state) {
-    auto a = t.observe(++scope % 1000, digests, std::chrono::steady_clock::now());
+    const auto now = std::chrono::steady_clock::now();
+    auto a = t.observe(++scope % 1000, digests, now, now);
     benchmark::DoNotOptimize(a);
   }
 }

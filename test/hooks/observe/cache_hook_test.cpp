@@ -175,5 +175,26 @@ TEST(CacheHook, AWholePromptCachedIsNeverExplainedAsADivergence) {
   EXPECT_TRUE(any_is(whole, "hit"));
 }
 
+// Requests sent together with a new prefix: none could have found it cached, whichever ends
+// first — the one that ends last is no `unexpected_miss`.  A request sent after one of them had
+// its first token (the prefix prefilled) is compared with it.
+TEST(PrefixTracker, APrefixCountsOnlyFromWhenItWasPrefilled) {
+  cache_settings cfg;
+  prefix_tracker t(cfg);
+  const auto conv = conversation({{"system", 1}, {"user", 2}});
+  const auto t0 = prefix_tracker::clock::now();
+  const auto ms = [&](int n) { return t0 + std::chrono::milliseconds(n); };
+  // B (sent at 1 ms, first token at 20) ends before A (sent at 0).
+  EXPECT_FALSE(t.observe(7, conv, ms(1), ms(20)).found);
+  EXPECT_FALSE(t.observe(7, conv, ms(0), ms(30)).found);
+  // C, sent at 25 ms: B's prompt was prefilled 5 ms before (and A's again at 30: live then).
+  const auto c = t.observe(7, conv, ms(25), ms(40));
+  EXPECT_TRUE(c.found);
+  EXPECT_EQ(c.at_message, 2u);
+  EXPECT_EQ(c.age_s, 0);
+  // D, sent at 100 ms: last prefilled by C, 60 ms before.
+  EXPECT_NEAR(t.observe(7, conv, ms(100), ms(120)).age_s, 0.060, 1e-9);
+}
+
 }  // namespace
 }  // namespace tokentap::hooks
