@@ -64,6 +64,10 @@ docs/bench.md has the definitions.
   --header "Name: value"    added to every request (e.g. credentials)
   --seed N                  open-loop schedules (default 1)
   --max-reasoning-steps K   count the responses whose reasoning ran past K steps
+  --continuous-usage        ask for the usage in every chunk (vLLM's stream_options
+                            .continuous_usage_stats): ITL then counts an event of k tokens as k
+                            gaps (per token); without it ITL is one gap per event (OpenAI's API
+                            refuses the option)
 
 bench compare: for TTFT, answer TTFT, TPOT and end to end (P50, P99) and the accuracy of graded
 tasks, B's change from A in percent with a bootstrap 95 % interval (requests paired by id when
@@ -139,7 +143,7 @@ int cmd_bench_run(const std::vector<std::string>& args) {
                    {"target", "workload", "out", "model", "concurrency", "rate", "arrival",
                     "burstiness", "requests", "duration-s", "warmup-s", "goodput", "header", "seed",
                     "log-level", "max-reasoning-steps", "speed"},
-                   {});
+                   {"continuous-usage"});
   apply_log_level(f, "warn");
   bench::run_options o;
   const auto workload = f.get("workload");
@@ -172,6 +176,7 @@ int cmd_bench_run(const std::vector<std::string>& args) {
   o.duration_s = f.number("duration-s", 0, 0, 86400 * 7);
   o.warmup_s = f.number("warmup-s", 0, 0, 86400);
   o.seed = static_cast<std::uint64_t>(f.number("seed", 1, 0, 1e15));
+  o.continuous_usage = f.has("continuous-usage");
   const auto max_steps = static_cast<std::uint32_t>(f.number("max-reasoning-steps", 0, 0, 1e6));
   // A directory of trace records is a recorded workload: its requests as they were sent, by
   // default on their recorded schedule (--speed), one pass unless told more.
@@ -282,6 +287,7 @@ int cmd_bench_run(const std::vector<std::string>& args) {
     w.key("duration_s").significant(o.duration_s, 6);
     w.key("warmup_s").significant(o.warmup_s, 6);
     w.field("seed", o.seed).field("goodput", f.get("goodput").value_or(""));
+    w.field("continuous_usage", o.continuous_usage);
     w.key("machine")
         .begin_object()
         .field("host", std::string(host))

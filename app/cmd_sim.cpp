@@ -35,6 +35,9 @@ constexpr const char* sim_help = R"(usage: tokentap sim [flags]
   --itl-dist D             fixed | uniform | normal | exponential (default fixed)
   --tokens N               answer tokens per response (default 48)
   --reasoning-tokens N     reasoning tokens before the answer (default 0)
+  --tokens-per-event N     OpenAI chat: N tokens in each streamed chunk, as engines that batch
+                           their output do (default 1); with stream_options
+                           .continuous_usage_stats every chunk reports the usage so far (vLLM)
   --reasoning-field F      reasoning_content | reasoning (OpenAI delta field)
   --seed N                 seed; same seed + same request = same response (default 42)
   --fault-status N         answer every request with this HTTP status
@@ -91,9 +94,10 @@ sim::server_options sim_options(const flags& f) {
   o.port = hp.port;
   o.threads = static_cast<unsigned>(f.number("threads", 1, 1, 64));
   // Every x-sim-* header has the same-named flag; apply_header validates both.
-  for (const char* name : {"ttft-ms", "itl-ms", "itl-jitter-ms", "itl-dist", "tokens",
-                           "reasoning-tokens", "reasoning-field", "seed", "error-after",
-                           "reset-after", "stall-after", "stall-ms", "prefill-us-per-token"}) {
+  for (const char* name :
+       {"ttft-ms", "itl-ms", "itl-jitter-ms", "itl-dist", "tokens", "tokens-per-event",
+        "reasoning-tokens", "reasoning-field", "seed", "error-after", "reset-after", "stall-after",
+        "stall-ms", "prefill-us-per-token"}) {
     if (auto v = f.get(name)) {
       if (auto err = sim::apply_header(o.defaults, name, *v))
         throw usage_error{"--" + std::string(name) + ": invalid value '" + *v + "'"};
@@ -163,13 +167,13 @@ std::string self_path() {
 int cmd_sim(const std::vector<std::string>& args) {
   if (want_help(args)) return std::cout << sim_help, 0;
   auto f = flags::parse(
-      "sim", args,
-      {"listen",         "replicas",     "threads",     "ttft-ms",          "itl-ms",
-       "itl-jitter-ms",  "itl-dist",     "tokens",      "reasoning-tokens", "reasoning-field",
-       "seed",           "fault-status", "error-after", "reset-after",      "stall-after",
-       "stall-ms",       "tls-cert",     "tls-key",     "log-level",        "prefill-us-per-token",
-       "cache-capacity", "cache-ttl-s",  "evict-rate",  "context-window",   "max-batch",
-       "itl-per-seq-us", "engine"},
+      "sim", args, {"listen",           "replicas",        "threads",     "ttft-ms",
+                    "itl-ms",           "itl-jitter-ms",   "itl-dist",    "tokens",
+                    "reasoning-tokens", "reasoning-field", "seed",        "fault-status",
+                    "error-after",      "reset-after",     "stall-after", "stall-ms",
+                    "tls-cert",         "tls-key",         "log-level",   "prefill-us-per-token",
+                    "cache-capacity",   "cache-ttl-s",     "evict-rate",  "context-window",
+                    "max-batch",        "itl-per-seq-us",  "engine",      "tokens-per-event"},
       {});
   apply_log_level(f, "info");
   const auto opts = sim_options(f);

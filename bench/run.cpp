@@ -26,10 +26,10 @@ namespace tokentap::bench {
 namespace {
 
 // A chat completion of `messages` (then `prompt` as a user message, when not empty), streamed,
-// with usage asked for.
+// with usage asked for (in every chunk with `continuous_usage`).
 std::pair<std::string, std::string> chat_request(std::span<const message> messages,
                                                  std::string_view prompt, std::int64_t max_tokens,
-                                                 const std::string& model) {
+                                                 const std::string& model, bool continuous_usage) {
   std::string body;
   base::json::writer w(body);
   w.begin_object().field("model", model).key("messages").begin_array();
@@ -38,16 +38,18 @@ std::pair<std::string, std::string> chat_request(std::span<const message> messag
   if (!prompt.empty()) w.begin_object().field("role", "user").field("content", prompt).end();
   w.end();
   if (max_tokens > 0) w.field("max_tokens", max_tokens);
-  w.field("stream", true).key("stream_options").begin_object().field("include_usage", true).end();
-  w.end();
+  w.field("stream", true).key("stream_options").begin_object().field("include_usage", true);
+  if (continuous_usage) w.field("continuous_usage_stats", true);
+  w.end().end();
   return {"/v1/chat/completions", std::move(body)};
 }
 
 }  // namespace
 
-std::pair<std::string, std::string> request_of(const task& t, const std::string& model) {
+std::pair<std::string, std::string> request_of(const task& t, const std::string& model,
+                                               bool continuous_usage) {
   return chat_request(t.messages, t.messages.empty() ? std::string_view(t.prompt) : "",
-                      t.max_tokens, model);
+                      t.max_tokens, model, continuous_usage);
 }
 
 namespace {
@@ -132,7 +134,7 @@ class runner {
         out.target = t.path;
         out.body = t.body;
       } else {
-        auto [target, body] = request_of(t, o.model);
+        auto [target, body] = request_of(t, o.model, o.continuous_usage);
         out.target = std::move(target);
         out.body = std::move(body);
       }
@@ -246,7 +248,8 @@ class runner {
       h.add("user", u.user, static_cast<int>(k));
       h.fit(t.context_window, static_cast<int>(k));
       replay::outgoing out;
-      std::tie(out.target, out.body) = chat_request(h.messages(), "", u.max_tokens, o_.model);
+      std::tie(out.target, out.body) =
+          chat_request(h.messages(), "", u.max_tokens, o_.model, o_.continuous_usage);
       out.headers = o_.headers;
       out.headers.emplace_back("content-type", "application/json");
       const std::size_t slot = results_.size();
@@ -275,8 +278,10 @@ class runner {
     // which the trace record's timing includes, may come later).
     r.e2e_ms = m.last_byte_ms >= 0 ? m.last_byte_ms : m.e2e_ms;
     r.tpot_ms = m.tpot_ms;
-    r.mean_itl_ms = m.tpot_ms;                    // AIPerf's per-request ITL
-    r.chunk_gap_ms = std::move(m.event_gaps_ms);  // no per-chunk token counts: ITL is these
+    r.mean_itl_ms = m.tpot_ms;  // AIPerf's per-request ITL
+    r.chunk_gap_ms = std::move(m.event_gaps_ms);
+    r.itl_per_token = m.per_token_gaps;  // else the level's ITL takes the chunk gaps
+    r.itl_ms = std::move(m.token_gaps_ms);
     r.input_tokens = m.usage.input_tokens;
     r.output_tokens = m.usage.output_tokens;
     r.cached_tokens = m.usage.cached_input_tokens;

@@ -35,6 +35,10 @@ struct run_options {
   double burstiness = 1;
   std::uint64_t seed = 1;
   std::size_t max_gaps = 4096;  ///< gaps between token events kept per response
+  /// Ask for the usage in every chunk (`stream_options.continuous_usage_stats`, vLLM's): with
+  /// it, an event of several tokens counts as that many gaps in ITL.  Servers that do not know
+  /// the option may refuse it (OpenAI's API does not take unknown stream options).
+  bool continuous_usage = false;
   /// Reasoning steps and prompt-cache events per request (the proxy's steps and cache hooks).
   bool analyze = true;
   /// A trace record per request, written here by the proxy's trace hook; empty: none.
@@ -50,9 +54,11 @@ struct run_result {
 };
 
 /// The path and body a task becomes: an OpenAI chat completion, streamed, with usage asked for
-/// (`stream_options.include_usage`) and the task's `max_tokens`; a `prompt` is one user message
-/// (every OpenAI-compatible server has chat completions; not all still serve /v1/completions).
-std::pair<std::string, std::string> request_of(const task& t, const std::string& model);
+/// (`stream_options.include_usage`, and `continuous_usage_stats` with `continuous_usage`) and the
+/// task's `max_tokens`; a `prompt` is one user message (every OpenAI-compatible server has chat
+/// completions; not all still serve /v1/completions).
+std::pair<std::string, std::string> request_of(const task& t, const std::string& model,
+                                               bool continuous_usage = false);
 
 /// Runs `tasks` (repeated when a level needs more: a repeat's id gets `#2`, `#3` …, so ids stay
 /// unique and two runs of one workload pair by id).  A level stops sending once it has sent its

@@ -206,6 +206,9 @@ class hook {
   /// One forwarded upstream read (raw body bytes) and its times (stream_tap::on_body).
   virtual void on_body(std::string_view bytes, const body_times& t) {}
   virtual void on_token(const token_event&) {}
+  /// The output tokens so far, when a chunk's usage reported them (after its token events; vLLM
+  /// reports them in every chunk with `continuous_usage_stats`).  To hooks with token_calls.
+  virtual void on_output_count(std::int64_t output_tokens, mono_ns t_ns) {}
   /// Timing samples since the last call, oldest first (see `sample`); `now_ns`: the time of
   /// the event that completed the batch.  Every sample reaches the hook before on_stream_end.
   virtual void on_samples(std::span<const sample>, mono_ns now_ns) {}

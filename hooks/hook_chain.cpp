@@ -344,6 +344,10 @@ class alignas(64) chain final : public stream_tap, public parsers::decoder_handl
     each(token_, [&](hook& h) { h.on_token(ev); });
   }
 
+  void on_output_count(std::int64_t output_tokens, std::int64_t t_ns) noexcept override {
+    each(token_, [&](hook& h) { h.on_output_count(output_tokens, t_ns); });
+  }
+
   void on_stream_error(std::string_view type, std::string_view message,
                        std::int64_t) noexcept override {
     stats_->stream_errors.fetch_add(1, std::memory_order_relaxed);

@@ -38,6 +38,8 @@ bool stream_decoder::impl::chat_chunk(std::string_view payload, std::int64_t t_n
       content(f.top_content, t_ns);
       if (f.stop_type != "none") finish_reason(f.stop_type);
     }
+    if (f.usage.completion && *f.usage.completion >= 0)
+      h->on_output_count(*f.usage.completion, t_ns);
     if (f.error) h->on_stream_error(f.error_type, f.error_message, t_ns);
   }
   return true;
@@ -129,7 +131,7 @@ void stream_decoder::impl::openai_usage(od::value u) {
     if (k == "prompt_tokens")
       input = num(v);
     else if (k == "completion_tokens")
-      output = num(v);
+      chunk_output = output = num(v);
     else if (k == "prompt_tokens_details") {
       fields(v, [&](std::string_view k2, od::value v2) {
         if (k2 == "cached_tokens") details_cached = num(v2);
@@ -182,6 +184,7 @@ void stream_decoder::impl::vllm_metrics(od::value m, engine_fields& e) {
 bool stream_decoder::impl::decode_openai(od::value root, std::int64_t t_ns) {
   choice_list.clear();
   tool_texts.clear();
+  chunk_output = -1;
   std::string_view top_content, stop_type, id, model;
   engine_fields engine_seen;
   std::int64_t tokens_cached = -1;
@@ -237,6 +240,7 @@ bool stream_decoder::impl::decode_openai(od::value root, std::int64_t t_ns) {
     content(top_content, t_ns);
     if (stop_type != "none") finish_reason(stop_type);
   }
+  if (chunk_output >= 0) h->on_output_count(chunk_output, t_ns);
   report(err, t_ns);
   return true;
 }

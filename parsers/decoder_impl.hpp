@@ -191,6 +191,7 @@ struct alignas(64) stream_decoder::impl : sse_handler, ndjson_handler {
 
   // Usage as reported, before normalization.
   std::int64_t input = -1, output = -1, reasoning = -1, cached = -1, cache_write = -1;
+  std::int64_t chunk_output = -1;  // the chat chunk being walked: its completion_tokens
   std::int64_t anth_input = -1, anth_read = -1, anth_creation = -1;
   std::int64_t timings_prompt = -1, timings_cache = -1, timings_predicted = -1;
   // The engine's account of its time (stream_decoder::engine).

@@ -403,8 +403,9 @@ request_info request_inspector::inspect(std::string_view body, inspect_options o
       if (v.get_object().get(o)) continue;
       for (auto f : o) {
         std::string_view k;
-        if (!f.unescaped_key().get(k) && k == "include_usage")
-          info.include_usage = is_true(f.value());
+        if (f.unescaped_key().get(k)) continue;
+        if (k == "include_usage") info.include_usage = is_true(f.value());
+        if (k == "continuous_usage_stats") info.continuous_usage = is_true(f.value());
       }
     } else if (key == "max_completion_tokens" || key == "max_tokens" ||
                key == "max_output_tokens") {

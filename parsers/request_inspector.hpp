@@ -45,6 +45,8 @@ struct request_info {
   bool stream = false;         ///< `stream: true`
   bool stream_given = false;   ///< the body has a `stream` key (Ollama streams without one)
   bool include_usage = false;  ///< `stream_options.include_usage: true` (OpenAI)
+  /// `stream_options.continuous_usage_stats: true` (vLLM): the usage so far in every chunk.
+  bool continuous_usage = false;
   bool reasoning =
       false;  ///< Anthropic `thinking.type == "enabled"`, OpenAI `reasoning_effort` / `reasoning`
   /// `max_completion_tokens`, `max_tokens`, `max_output_tokens` or Ollama's `options.num_predict`

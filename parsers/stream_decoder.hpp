@@ -105,6 +105,10 @@ class decoder_handler {
                                std::int64_t t_ns) noexcept {}
   /// finish_reason / stop_reason / done_reason of one choice.
   virtual void on_finish_reason(std::string_view reason, std::uint32_t choice) noexcept {}
+  /// The output tokens so far, as a chat chunk's usage reported them (vLLM's
+  /// `continuous_usage_stats` puts usage in every chunk): after the chunk's token events, read
+  /// at t_ns.  With it, a chunk's tokens are the difference from the last count.
+  virtual void on_output_count(std::int64_t output_tokens, std::int64_t t_ns) noexcept {}
   /// A payload that could not be decoded (counted; decoding continues with the next one).
   virtual void on_parse_error(parse_stage stage, std::int64_t t_ns) noexcept {}
 };

@@ -28,19 +28,51 @@ namespace {
 // Copies what the chain and the timing hook found, and the answer's text, into a measurement.
 class capture_factory final : public hooks::hook_factory {
  public:
-  capture_factory(measurement& m, std::size_t max_text) : m_(m), max_text_(max_text) {}
+  capture_factory(measurement& m, std::size_t max_text, std::size_t max_gaps)
+      : m_(m), max_text_(max_text), max_gaps_(max_gaps) {}
   std::unique_ptr<hooks::hook> create() override {
-    return std::make_unique<capture>(m_, max_text_);
+    return std::make_unique<capture>(m_, max_text_, max_gaps_);
   }
 
  private:
   struct capture final : hooks::hook {
-    capture(measurement& m, std::size_t max_text) : m_(m), max_text_(max_text) {}
+    capture(measurement& m, std::size_t max_text, std::size_t max_gaps)
+        : m_(m), max_text_(max_text), max_gaps_(max_gaps) {}
     void on_token(const hooks::token_event& e) override {
-      if (e.choice != 0 || e.channel == parsers::channel::tool) return;
+      if (e.choice != 0) return;
+      if (e.streamed) {
+        group_end_ns_ = e.t_ns;
+        ++group_events_;
+      }
+      if (e.channel == parsers::channel::tool) return;
       auto& text = e.channel == parsers::channel::content ? m_.content : reasoning_;
       const auto room = max_text_ - std::min(max_text_, text.size());
       text.append(e.text.substr(0, room));
+    }
+    // Per-token gaps, when the server counts its output per chunk: the token event since the
+    // last count carried (this count - the last) tokens, so the gap from the previous event to
+    // it is that many gaps of equal length.  (The first event has no gap before it; its tokens
+    // past the first arrived with it.)  A count after several events (usage only at the end,
+    // or a chunk split into reasoning and content) leaves ITL to the per-event gaps.
+    void on_output_count(std::int64_t n, hooks::mono_ns) override {
+      if (group_events_ == 0) {  // a count without new tokens (the role chunk, the finish)
+        counts_consistent_ = counts_consistent_ && n == last_count_;
+        return;
+      }
+      const auto tokens = n - last_count_;
+      // One count for several events (a usage only at the end) says nothing per chunk.
+      if (tokens <= 0 || group_events_ > 1) {
+        counts_consistent_ = false;
+      } else if (previous_end_ns_ >= 0) {
+        const double gap = static_cast<double>(group_end_ns_ - previous_end_ns_) / 1e6 /
+                           static_cast<double>(tokens);
+        for (std::int64_t i = 0; i < tokens && token_gaps_.size() < max_gaps_; ++i)
+          token_gaps_.push_back(gap);
+      }
+      previous_end_ns_ = group_end_ns_;
+      last_count_ = n;
+      group_events_ = 0;
+      ++counted_groups_;
     }
     void on_stream_end(const hooks::stream_info& s) override {
       m_.ttft_ms = s.timing.ttft_ms;
@@ -76,15 +108,24 @@ class capture_factory final : public hooks::hook_factory {
       m_.unexplained_ms = ms(a.unexplained_ms);
       m_.cache_outcome = std::string(s.cache_outcome);
       m_.trace_record_id = s.trace_record_id;
+      // Per token only when every token event was counted.
+      m_.per_token_gaps = counted_groups_ > 0 && group_events_ == 0 && counts_consistent_;
+      if (m_.per_token_gaps) m_.token_gaps_ms = std::move(token_gaps_);
       m_.outcome = hooks::to_string(s.outcome);  // a 2xx stream with an error event: stream_error
     }
     unsigned per_event() const noexcept override { return token_calls; }
     measurement& m_;
-    std::size_t max_text_;
+    std::size_t max_text_, max_gaps_;
     std::string reasoning_;  // its text (the first max_text bytes), for the conclusion
+    // Per-token gaps: the current group of token events (since the last output count).
+    hooks::mono_ns group_end_ns_ = -1, previous_end_ns_ = -1;
+    std::size_t group_events_ = 0, counted_groups_ = 0;
+    std::int64_t last_count_ = 0;
+    bool counts_consistent_ = true;
+    std::vector<double> token_gaps_;
   };
   measurement& m_;
-  std::size_t max_text_;
+  std::size_t max_text_, max_gaps_;
 };
 
 }  // namespace
@@ -122,7 +163,7 @@ awaitable<void> measurer::measure(const outgoing& out, measurement& m) const {
   req.prepare_payload();
 
   auto factories = hooks_;
-  factories.push_back(std::make_shared<capture_factory>(m, o_.max_text));
+  factories.push_back(std::make_shared<capture_factory>(m, o_.max_text, o_.max_gaps));
   hooks::hook_chain_factory chain(cfg_, std::move(factories));
   auto tap = chain.create();
   // What the proxy's request phase knows of a request: its model and conversation (the cache

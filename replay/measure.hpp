@@ -44,6 +44,10 @@ struct measurement {
   double itl_median_ms = -1;
   double tokens_per_s = -1;
   std::vector<double> event_gaps_ms;  ///< between token events, in order (the first max_gaps)
+  /// Between tokens, when the server counted its output per chunk (`per_token_gaps`; vLLM's
+  /// continuous_usage_stats): an event of k tokens is k gaps of 1/k of the gap before it.
+  std::vector<double> token_gaps_ms;
+  bool per_token_gaps = false;
   std::uint64_t token_events = 0;
   parsers::usage_counts usage;  ///< as the server reported it (-1: not reported)
   std::string content;          ///< the answer's text (the first max_text bytes)

@@ -98,7 +98,8 @@ struct ids {
 };
 
 std::string openai_chunk(const ids& id, const std::string& model, std::string_view delta_json,
-                         std::string_view finish, bool usage_null) {
+                         std::string_view finish, bool usage_null,
+                         std::string_view usage_json = {}) {
   std::string s =
       "data: {\"id\":\"" + id.id +
       "\",\"object\":\"chat.completion.chunk\",\"created\":" + std::to_string(id.created) +
@@ -109,15 +110,20 @@ std::string openai_chunk(const ids& id, const std::string& model, std::string_vi
   s += ",\"logprobs\":null,\"finish_reason\":";
   s += finish.empty() ? std::string("null") : "\"" + std::string(finish) + "\"";
   s += "}]";
-  if (usage_null) s += ",\"usage\":null";
+  if (!usage_json.empty())
+    s += ",\"usage\":" + std::string(usage_json);
+  else if (usage_null)
+    s += ",\"usage\":null";
   s += "}\n\n";
   return s;
 }
 
-std::string openai_usage_json(const plan& pl) {
+// The usage after `completion` tokens (all of them by default).
+std::string openai_usage_json(const plan& pl, int completion = -1) {
+  if (completion < 0) completion = pl.completion_tokens;
   return "{\"prompt_tokens\":" + std::to_string(pl.prompt_tokens) +
-         ",\"completion_tokens\":" + std::to_string(pl.completion_tokens) +
-         ",\"total_tokens\":" + std::to_string(pl.prompt_tokens + pl.completion_tokens) +
+         ",\"completion_tokens\":" + std::to_string(completion) +
+         ",\"total_tokens\":" + std::to_string(pl.prompt_tokens + completion) +
          ",\"prompt_tokens_details\":{\"cached_tokens\":" + std::to_string(pl.cached_tokens) +
          "},\"completion_tokens_details\":"
          "{\"reasoning_tokens\":" +
@@ -142,27 +148,37 @@ void build_openai_stream(const params& p, const request_shape& shape, const ids&
                          const std::vector<std::string>& answer,
                          const std::vector<double>& token_at, plan& pl) {
   const bool usage_null = shape.include_usage;
-  pl.events.push_back(
-      {openai_chunk(id, shape.model, R"({"role":"assistant","content":""})", "", usage_null),
-       token_at.empty() ? p.ttft_ms : token_at.front(), false});
+  // With continuous usage stats every chunk reports the usage so far (vLLM's shape).
+  const bool continuous = shape.include_usage && shape.continuous_usage;
+  const auto usage_so_far = [&](int n) { return continuous ? openai_usage_json(pl, n) : ""; };
+  pl.events.push_back({openai_chunk(id, shape.model, R"({"role":"assistant","content":""})", "",
+                                    usage_null, usage_so_far(0)),
+                       token_at.empty() ? p.ttft_ms : token_at.front(), false});
+  // Tokens p.tokens_per_event at a time, each chunk at its last token's time (reasoning and
+  // answer in chunks of their own).
   std::size_t k = 0;
-  for (const auto& t : reasoning) {
-    pl.events.push_back(
-        {openai_chunk(id, shape.model,
-                      "{\"" + p.reasoning_field + "\":\"" + base::json::escaped(t) + "\"}", "",
-                      usage_null),
-         token_at[k++], true});
-  }
-  for (const auto& t : answer) {
-    pl.events.push_back(
-        {openai_chunk(id, shape.model, "{\"content\":\"" + base::json::escaped(t) + "\"}", "",
-                      usage_null),
-         token_at[k++], true});
-  }
+  int sent = 0;
+  const auto chunks = [&](const std::vector<std::string>& tokens, std::string_view field) {
+    const auto per = static_cast<std::size_t>(std::max(1, p.tokens_per_event));
+    for (std::size_t i = 0; i < tokens.size(); i += per) {
+      std::string text;
+      const auto n = std::min(per, tokens.size() - i);
+      for (std::size_t j = 0; j < n; ++j) text += tokens[i + j];
+      k += n;
+      sent += static_cast<int>(n);
+      pl.events.push_back(
+          {openai_chunk(id, shape.model,
+                        "{\"" + std::string(field) + "\":\"" + base::json::escaped(text) + "\"}",
+                        "", usage_null, usage_so_far(sent)),
+           token_at[k - 1], true});
+    }
+  };
+  chunks(reasoning, p.reasoning_field);
+  chunks(answer, "content");
   const double end_at = pl.events.back().at_ms;
-  pl.events.push_back(
-      {openai_chunk(id, shape.model, "{}", pl.truncated ? "length" : "stop", usage_null), end_at,
-       false});
+  pl.events.push_back({openai_chunk(id, shape.model, "{}", pl.truncated ? "length" : "stop",
+                                    usage_null, usage_so_far(sent)),
+                       end_at, false});
   if (shape.include_usage) {
     std::string s =
         "data: {\"id\":\"" + id.id +
@@ -370,6 +386,11 @@ std::optional<std::string> apply_header(params& p, std::string_view name, std::s
   if (name == "itl-jitter-ms") return num(p.itl_jitter_ms);
   if (name == "tokens") return num(p.output_tokens);
   if (name == "reasoning-tokens") return num(p.reasoning_tokens);
+  if (name == "tokens-per-event") {
+    if (auto err = num(p.tokens_per_event)) return err;
+    if (p.tokens_per_event < 1) return bad();
+    return std::nullopt;
+  }
   if (name == "seed") return num(p.seed);
   if (name == "status") return num(p.fault_status);
   if (name == "error-after") return num(p.error_after);

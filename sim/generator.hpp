@@ -34,6 +34,7 @@ struct params {
   latency_dist dist = latency_dist::fixed;
   int output_tokens = 48;    ///< answer tokens (capped by the request's max_tokens)
   int reasoning_tokens = 0;  ///< reasoning tokens before the answer
+  int tokens_per_event = 1;  ///< OpenAI chat: tokens per streamed chunk (the last one's time)
   std::string reasoning_field = "reasoning_content";  ///< OpenAI delta field (vLLM: "reasoning")
   std::uint64_t seed = 42;
 
@@ -63,6 +64,7 @@ struct request_shape {
   std::string model;
   bool stream = false;  ///< (Ollama streams unless the body says `stream: false`)
   bool include_usage = false;
+  bool continuous_usage = false;  ///< `stream_options.continuous_usage_stats`: usage per chunk
   std::optional<std::int64_t> max_tokens;
   std::size_t prompt_chars = 0;
   std::size_t messages = 0;

@@ -319,6 +319,7 @@ class sim_responder {
     shape.model = info.model.empty() ? "sim-small" : info.model;
     shape.stream = info.stream || (is_ollama(kind) && !info.stream_given);
     shape.include_usage = info.include_usage;
+    shape.continuous_usage = info.continuous_usage;
     shape.max_tokens = info.max_tokens;
     shape.prompt_chars = info.prompt_chars;
     shape.messages = info.messages;

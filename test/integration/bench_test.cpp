@@ -466,6 +466,46 @@ TEST(BenchExperiment, TheReadmesExperimentRunsEndToEnd) {
   EXPECT_NE(html.find("<table id=\"attribution\">"), std::string::npos);
 }
 
+// A server that puts three tokens in each chunk (vLLM with a stream interval, speculative
+// decoding): asked for usage in every chunk (--continuous-usage), ITL is per token — each chunk
+// gap split three ways — and kept apart from the per-event gaps; without it, ITL is the
+// per-event gap and the summary says so.
+TEST(BenchItl, PerTokenWhenTheServerCountsItsOutputPerChunk) {
+  auto so = loopback_sim(20, 6, 24);
+  so.defaults.tokens_per_event = 3;
+  sim::server sim(so);
+  sim.start();
+  const auto dir = temp_dir();
+  std::ofstream(dir + "/w.jsonl") << R"({"id":"a","prompt":"hello","max_tokens":24})"
+                                  << "\n";
+  for (const bool continuous : {false, true}) {
+    std::vector<std::string> args{
+        "bench",      "run",
+        "--target",   "http://127.0.0.1:" + std::to_string(sim.endpoint().port()),
+        "--workload", dir + "/w.jsonl",
+        "--out",      dir + (continuous ? "/per-token" : "/per-event"),
+        "--requests", "3"};
+    if (continuous) args.push_back("--continuous-usage");
+    process p(args);
+    ASSERT_EQ(p.wait(60s), 0) << p.err();
+    simdjson::dom::parser j;
+    const auto level =
+        j.load(dir + (continuous ? "/per-token" : "/per-event") + "/summary.json")["levels"].at(0);
+    ASSERT_FALSE(level.error());
+    const double chunk = level["metrics"]["chunk_gap_ms"]["mean"].get_double().value();
+    const double itl = level["metrics"]["itl_ms"]["mean"].get_double().value();
+    EXPECT_NEAR(chunk, 18, 1.5);  // three tokens 6 ms apart: a chunk every 18 ms
+    EXPECT_EQ(level["itl_per_token"].get_bool().value(), continuous);
+    if (continuous) {
+      EXPECT_NEAR(itl, 6, 0.5);
+      // 8 chunks of 3: 7 gaps before the later ones, 3 tokens each, per request.
+      EXPECT_EQ(level["metrics"]["itl_ms"]["n"].get_uint64().value(), 3u * 7 * 3);
+    } else {
+      EXPECT_NEAR(itl, chunk, 0.01);
+    }
+  }
+}
+
 TEST_F(Bench, WhatCannotRunIsRefusedWithExitTwo) {
   // A broken workload, JSONL or YAML: exit 2 and its file and line.
   const auto refusal = [&](const std::string& file, const std::string& text) {

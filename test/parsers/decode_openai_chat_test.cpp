@@ -92,6 +92,31 @@ TEST(OpenAIDecoder, APartialThinkTagAtTheEndIsText) {
             "cache_fields=0|provider=openai-chat");
 }
 
+// vLLM's continuous_usage_stats: every chunk carries the usage so far; after each chunk's
+// tokens the decoder reports the output count (the same in both walks, whatever the key order;
+// `usage` before or after `choices`), so a chunk of several tokens can be told from one.
+TEST(OpenAIDecoder, ContinuousUsageReportsTheOutputSoFarAfterEachChunksTokens) {
+  const std::string s =
+      R"(data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":{"prompt_tokens":5,"completion_tokens":0}})"
+      "\n\n"
+      R"(data: {"usage":{"prompt_tokens":5,"completion_tokens":3},"choices":[{"index":0,"delta":{"content":"a b c"}}]})"
+      "\n\n"
+      R"(data: {"choices":[{"index":0,"delta":{"content":" d"}}],"usage":{"prompt_tokens":5,"completion_tokens":4}})"
+      "\n\n"
+      R"(data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":4}})"
+      "\n\n"
+      "data: [DONE]\n\n";
+  decode(s, provider::openai_chat);  // every split, both walks, every key order
+  for (const bool fast : {true, false}) {
+    std::string sequence;
+    run({s}, provider::openai_chat, "text/event-stream", 1 << 20, fast, &sequence);
+    EXPECT_NE(sequence.find("output(0)token(content,a b c)output(3)token(content, d)output(4)"
+                            "finish(stop)output(4)"),
+              std::string::npos)
+        << sequence;
+  }
+}
+
 TEST(OpenAIDecoder, LlamaCppTimingsAndLegacyErrorField) {
   const std::string s =
       "data: "

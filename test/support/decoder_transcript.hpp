@@ -33,6 +33,9 @@ struct decoder_transcript : parsers::decoder_handler {
     log += "error(" + std::string(type) + "," + std::string(msg) + ")";
     sequence += "error(" + std::string(type) + "," + std::string(msg) + ")";
   }
+  void on_output_count(std::int64_t n, std::int64_t) noexcept override {
+    sequence += "output(" + std::to_string(n) + ")";
+  }
   void on_finish_reason(std::string_view r, std::uint32_t choice) noexcept override {
     const std::string at = choice == 0 ? "" : "@" + std::to_string(choice);
     log += "finish" + at + "(" + std::string(r) + ")";
