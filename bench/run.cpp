@@ -151,6 +151,9 @@ class runner {
     std::vector<double> durations;
     for (std::size_t l = 0; l < o_.values.size(); ++l) {
       const auto first = results_.size();
+      pools_.push_back(std::make_unique<gap_pool>(o_.max_level_gaps, o_.seed + 2 * l));
+      pools_.push_back(std::make_unique<gap_pool>(o_.max_level_gaps, o_.seed + 2 * l + 1));
+      per_token_.push_back(true);
       asio::io_context ioc(1);
       level_ = l;
       sent_ = 0;
@@ -175,13 +178,17 @@ class runner {
                                               : 0.0);
     }
     res.requests = std::move(results_);
+    res.gaps = std::move(pools_);
     for (std::size_t l = 0; l < spans.size(); ++l)
       res.levels.push_back(
           {.load = o_.load,
            .value = o_.values[l],
            .duration_s = durations[l],
            .requests = std::span<const request_result>(res.requests)
-                           .subspan(spans[l].first, spans[l].second - spans[l].first)});
+                           .subspan(spans[l].first, spans[l].second - spans[l].first),
+           .itl_gaps = res.gaps[2 * l].get(),
+           .chunk_gaps = res.gaps[2 * l + 1].get(),
+           .itl_per_token = per_token_[l]});
     return res;
   }
 
@@ -318,10 +325,23 @@ class runner {
     }
     if (!warmup && m.sent_ns > 0 && (first_sent_ns_ == 0 || m.sent_ns < first_sent_ns_))
       first_sent_ns_ = m.sent_ns;
+    pool_gaps(r);
     last_end_ns_ =
         std::max(last_end_ns_, r.e2e_ms >= 0 ? m.sent_ns + static_cast<std::int64_t>(r.e2e_ms * 1e6)
                                              : base::mono_now_ns());
     if (o_.on_request) o_.on_request(r);
+  }
+
+  // A counted successful request's gaps into its level's pools (what the summary's ITL and
+  // chunk-gap figures are made of); the request keeps none, so a long run's memory is bounded.
+  void pool_gaps(request_result& r) {
+    if (!r.warmup && r.ok) {
+      per_token_[level_] = per_token_[level_] && (r.itl_per_token || r.chunk_gap_ms.empty());
+      for (const double g : r.itl_per_token ? r.itl_ms : r.chunk_gap_ms) pools_[2 * level_]->add(g);
+      for (const double g : r.chunk_gap_ms) pools_[2 * level_ + 1]->add(g);
+    }
+    std::vector<double>().swap(r.itl_ms);
+    std::vector<double>().swap(r.chunk_gap_ms);
   }
 
   // A closed-loop client: its next request as soon as its last one is answered.
@@ -384,6 +404,8 @@ class runner {
   std::vector<replay::outgoing> requests_;
   std::vector<double> recorded_at_;  // each task's recorded offset (recorded workloads)
   std::vector<request_result> results_;
+  std::vector<std::unique_ptr<gap_pool>> pools_;  // per level: ITL, chunk gaps
+  std::vector<bool> per_token_;                   // per level: every ITL gap per token
   std::size_t level_ = 0, sent_ = 0, counted_ = 0;
   std::int64_t level_start_ns_ = 0, warm_end_ns_ = 0, last_end_ns_ = 0, first_sent_ns_ = 0;
 };

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,9 @@ struct run_options {
   double burstiness = 1;
   std::uint64_t seed = 1;
   std::size_t max_gaps = 4096;  ///< gaps between token events kept per response
+  /// Gaps kept per level for its ITL and chunk-gap percentiles: past it, a uniform sample
+  /// (gap_pool).  Requests keep none of their own once they are pooled.
+  std::size_t max_level_gaps = 1000000;
   /// Ask for the usage in every chunk (`stream_options.continuous_usage_stats`, vLLM's): with
   /// it, an event of several tokens counts as that many gaps in ITL.  Servers that do not know
   /// the option may refuse it (OpenAI's API does not take unknown stream options).
@@ -49,8 +53,10 @@ struct run_options {
 
 struct run_result {
   std::vector<request_result> requests;  ///< in the order they were sent, warm-up included
-  /// One per level, its requests a view into `requests` (valid while it lives).
+  /// One per level, its requests a view into `requests` and its gaps into `gaps` (valid while
+  /// it lives).
   std::vector<level> levels;
+  std::vector<std::unique_ptr<gap_pool>> gaps;  ///< per level: ITL, then chunk gaps
 };
 
 /// The path and body a task becomes: an OpenAI chat completion, streamed, with usage asked for

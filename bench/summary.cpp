@@ -17,9 +17,11 @@ bool within(double v, double bound) noexcept {
   return bound < 0 || (v >= 0 && v <= bound);
 }
 
-void write_metric(base::json::writer& w, std::string_view name, std::vector<double> xs) {
+// `n`: how many samples `xs` stands for (a pool's sample of more; 0: its size).
+void write_metric(base::json::writer& w, std::string_view name, std::vector<double> xs,
+                  std::uint64_t n = 0) {
   const auto s = summarize(std::move(xs));
-  w.key(name).begin_object().field("n", s.n);
+  w.key(name).begin_object().field("n", n > s.n ? n : s.n);
   const auto v = [&](std::string_view k, double x) {
     if (s.n == 0)
       w.key(k).null();
@@ -112,6 +114,14 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput,
     itl.insert(itl.end(), gaps.begin(), gaps.end());
     chunk.insert(chunk.end(), r.chunk_gap_ms.begin(), r.chunk_gap_ms.end());
   }
+  std::uint64_t itl_n = 0, chunk_n = 0;
+  if (l.itl_gaps != nullptr && l.chunk_gaps != nullptr) {  // pooled by the runner
+    itl = l.itl_gaps->kept();
+    chunk = l.chunk_gaps->kept();
+    itl_n = l.itl_gaps->seen();
+    chunk_n = l.chunk_gaps->seen();
+    per_token = l.itl_per_token;
+  }
   w.begin_object().key("load").begin_object();
   switch (l.load) {
     case level::kind::concurrency:
@@ -140,8 +150,8 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput,
   w.key("metrics").begin_object();
   write_metric(w, "ttft_ms", std::move(ttft));
   write_metric(w, "ttfo_ms", std::move(ttfo));
-  write_metric(w, "itl_ms", std::move(itl));
-  write_metric(w, "chunk_gap_ms", std::move(chunk));
+  write_metric(w, "itl_ms", std::move(itl), itl_n);
+  write_metric(w, "chunk_gap_ms", std::move(chunk), chunk_n);
   write_metric(w, "tpot_ms", std::move(tpot));
   write_metric(w, "e2e_ms", std::move(e2e));
   w.end();
@@ -215,6 +225,21 @@ void write_level(base::json::writer& w, const level& l, const slo& goodput,
 }
 
 }  // namespace
+
+void gap_pool::add(double gap_ms) {
+  ++seen_;
+  if (kept_.size() < cap_) {
+    kept_.push_back(gap_ms);
+    return;
+  }
+  // Algorithm R: the seen_-th gap replaces a kept one with probability cap / seen (splitmix64).
+  state_ += 0x9e3779b97f4a7c15ull;
+  std::uint64_t z = state_;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  if (const auto j = z % seen_; j < cap_) kept_[j] = gap_ms;
+}
 
 double schedule_lag_p99(const level& l) {
   std::vector<double> lag;

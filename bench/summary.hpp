@@ -80,6 +80,22 @@ struct slo {
 /// nullopt with `error` set for anything else.
 std::optional<slo> parse_slo(std::string_view text, std::string& error);
 
+/// Gaps pooled as requests end: every one while they fit in `cap`, then a uniform sample of
+/// them (reservoir sampling, seeded), so that a long run holds a bounded number — the
+/// percentiles of a uniform sample of a million gaps are within a fraction of a percent.
+class gap_pool {
+ public:
+  explicit gap_pool(std::size_t cap = 1000000, std::uint64_t seed = 1) : cap_(cap), state_(seed) {}
+  void add(double gap_ms);
+  std::uint64_t seen() const noexcept { return seen_; }
+  const std::vector<double>& kept() const noexcept { return kept_; }
+
+ private:
+  std::size_t cap_;
+  std::uint64_t seen_ = 0, state_;
+  std::vector<double> kept_;
+};
+
 /// One level of a run: its load and how long it sent (warm-up excluded).
 struct level {
   enum class kind : std::uint8_t { concurrency, rate, schedule };
@@ -88,6 +104,11 @@ struct level {
   /// Its first request sent after the warm-up to its last response's last event.
   double duration_s = 0;
   std::span<const request_result> requests;
+  /// Its successful requests' gaps, pooled as they ended (bench's runner keeps none per
+  /// request), and whether each ITL gap was per token; null: the requests' own lists are pooled.
+  const gap_pool* itl_gaps = nullptr;
+  const gap_pool* chunk_gaps = nullptr;
+  bool itl_per_token = true;
 };
 
 /// The P99 of a level's schedule lag (ms; warm-up left out), and whether the client kept up:

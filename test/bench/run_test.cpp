@@ -53,7 +53,7 @@ TEST(Run, AClosedLoopSendsItsRequestsAndRepeatsAShortWorkload) {
     EXPECT_EQ(q.output_tokens, 4);  // the server's usage
     EXPECT_FALSE(q.tokens_estimated);
     EXPECT_GT(q.input_tokens, 0);
-    EXPECT_EQ(q.chunk_gap_ms.size(), 3u);
+    EXPECT_TRUE(q.chunk_gap_ms.empty());            // pooled into the level's gaps as it ended
     EXPECT_EQ(q.schedule_lag_ms, 0);                // a closed loop has no schedule
     EXPECT_FALSE(q.cache_outcome.empty()) << q.id;  // the cache hook judged it
     ids.insert(q.id);
@@ -62,6 +62,11 @@ TEST(Run, AClosedLoopSendsItsRequestsAndRepeatsAShortWorkload) {
   ASSERT_EQ(r.levels.size(), 1u);
   EXPECT_EQ(r.levels[0].requests.size(), 7u);
   EXPECT_GT(r.levels[0].duration_s, 0);
+  // Four tokens, one an event: three gaps a request, in the level's pools.
+  ASSERT_NE(r.levels[0].chunk_gaps, nullptr);
+  EXPECT_EQ(r.levels[0].chunk_gaps->seen(), 21u);
+  EXPECT_EQ(r.levels[0].itl_gaps->kept().size(), 21u);
+  EXPECT_FALSE(r.levels[0].itl_per_token);
   // A prompt and a conversation: both reached the simulator.
   EXPECT_EQ(s.sim.stats().requests.load(), 7u);
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -256,6 +257,29 @@ TEST(Summary, RequestLinesReadBack) {
   EXPECT_EQ(error, "requests.jsonl:4: a request needs id, level, status and ok");
   EXPECT_FALSE(read_requests("oops\n", "r.jsonl", error));
   EXPECT_EQ(error, "r.jsonl:1: not a request (a JSON object)");
+}
+
+// A long run's gaps: every one while they fit, then a uniform sample of them — bounded, and its
+// percentiles those of all the gaps; the summary reports the count of all of them.
+TEST(Summary, AGapPoolKeepsAUniformSampleOfBoundedSize) {
+  gap_pool pool(2000, 7);
+  for (int i = 0; i < 200000; ++i) pool.add(static_cast<double>(i % 1000));
+  EXPECT_EQ(pool.seen(), 200000u);
+  ASSERT_EQ(pool.kept().size(), 2000u);
+  auto kept = pool.kept();
+  std::sort(kept.begin(), kept.end());
+  EXPECT_NEAR(kept[1000], 500, 40);  // the median of 0 … 999
+  EXPECT_NEAR(kept[1980], 990, 15);  // P99
+  request_result r = ok_request("a", 10, 100, 3);
+  level l;
+  l.duration_s = 1;
+  l.requests = std::span<const request_result>(&r, 1);
+  l.itl_gaps = &pool;
+  l.chunk_gaps = &pool;
+  l.itl_per_token = false;
+  const auto json = summary_json(std::span<const level>(&l, 1), slo{});
+  EXPECT_NE(json.find(R"("itl_ms":{"n":200000,)"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("itl_per_token":false)"), std::string::npos) << json;
 }
 
 }  // namespace
