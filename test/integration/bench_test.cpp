@@ -326,7 +326,9 @@ TEST(BenchConversations, EachTurnResendsTheHistoryWithTheServersAnswersAndTheBre
       const auto id = row.substr(row.find("\"trace_id\":\"") + 12, 16);
       ASSERT_TRUE(records.contains(id)) << row;
       turns.push_back(records[id]);
-      if (k > 1) EXPECT_NE(row.find("\"cache\":\"hit\""), std::string::npos) << row;
+      if (k > 1) {
+        EXPECT_NE(row.find("\"cache\":\"hit\""), std::string::npos) << row;
+      }
     }
     for (std::size_t k = 1; k < turns.size(); ++k) {
       auto expected = turns[k - 1].messages;
