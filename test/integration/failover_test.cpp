@@ -101,7 +101,8 @@ TEST(Failover, RoundRobinTakesEachEndpointInTurn) {
 
 TEST(Failover, ARefusedEndpointIsLeftForAnotherBeforeAnyByteReachedTheClient) {
   canned_upstream live({{"/v1/chat/completions", stream_answer()}});
-  stack s(fleet({free_loopback_port(), live.port()}, "round_robin", 1));
+  const refusing_port dead;
+  stack s(fleet({dead.port(), live.port()}, "round_robin", 1));
   for (int i = 0; i < 6; ++i) {
     const auto r = fetch(s.proxy_ep(), chat());
     ASSERT_EQ(r.status, 200) << r.body;
@@ -151,7 +152,8 @@ TEST(Failover, WhenEveryAttemptFailsTheLastAnswerIsTheClients) {
 
 TEST(Failover, WithoutRetriesAFailedAttemptIsAnswered) {
   canned_upstream live({{"/v1/chat/completions", stream_answer()}});
-  stack s(fleet({free_loopback_port(), live.port()}, "round_robin", 0));
+  const refusing_port dead;
+  stack s(fleet({dead.port(), live.port()}, "round_robin", 0));
   int bad_gateway = 0, ok = 0;
   for (int i = 0; i < 4; ++i) {
     const auto r = fetch(s.proxy_ep(), chat());
@@ -163,8 +165,8 @@ TEST(Failover, WithoutRetriesAFailedAttemptIsAnswered) {
 }
 
 TEST(Failover, EveryEndpointRefusingIsA502AfterTheRetries) {
-  stack s(fleet({free_loopback_port(), free_loopback_port(), free_loopback_port()}, "least_request",
-                2));
+  const refusing_port dead[3];
+  stack s(fleet({dead[0].port(), dead[1].port(), dead[2].port()}, "least_request", 2));
   const auto r = fetch(s.proxy_ep(), chat());
   EXPECT_EQ(r.status, 502);
   EXPECT_NE(r.body.find("upstream_connect_error"), std::string::npos) << r.body;
@@ -179,7 +181,8 @@ double endpoint_metric(const stack& s, const std::string& name, std::uint16_t po
 // retries), the metrics say so, and it is tried again once its ejection is over.
 TEST(Failover, AnEndpointThatKeepsFailingIsEjectedAndTriedAgainLater) {
   canned_upstream live({{"/v1/chat/completions", stream_answer()}});
-  const auto dead = free_loopback_port();
+  const refusing_port refusing;
+  const auto dead = refusing.port();
   stack s([&](config::config& cfg) {
     fleet({dead, live.port()}, "round_robin", 1)(cfg);
     cfg.upstreams.front().outlier.consecutive_failures = 2;
@@ -233,7 +236,8 @@ TEST(Failover, TheTraceRecordListsEveryAttempt) {
       std::filesystem::temp_directory_path() / ("tokentap-failover-" + std::to_string(::getpid()));
   canned_upstream busy({{"/v1/chat/completions", error_answer(503)}});
   canned_upstream live({{"/v1/chat/completions", stream_answer()}});
-  const auto dead = free_loopback_port();
+  const refusing_port refusing;
+  const auto dead = refusing.port();
   {
     stack s([&](config::config& cfg) {
       fleet({dead, busy.port(), live.port()}, "round_robin", 2)(cfg);
@@ -261,7 +265,8 @@ TEST(Failover, TheTraceRecordListsEveryAttempt) {
 // own endpoints failed (within the retries), and at once while all of them are ejected.
 TEST(Failover, AnUpstreamWithNoEndpointLeftFallsBackToAnother) {
   canned_upstream backup({{"/v1/chat/completions", stream_answer()}});
-  const auto dead1 = free_loopback_port(), dead2 = free_loopback_port();
+  const refusing_port refusing[2];
+  const auto dead1 = refusing[0].port(), dead2 = refusing[1].port();
   const auto dir =
       std::filesystem::temp_directory_path() / ("tokentap-fallback-" + std::to_string(::getpid()));
   {
@@ -321,7 +326,8 @@ TEST(Failover, AnUpstreamWithNoEndpointLeftFallsBackToAnother) {
 // Every endpoint ejected and no fallback: the request is answered 503 at once, without an
 // attempt, and names the upstream; nothing hangs.
 TEST(Failover, NoEndpointLeftAndNoFallbackIsA503AtOnce) {
-  const auto dead1 = free_loopback_port(), dead2 = free_loopback_port();
+  const refusing_port refusing[2];
+  const auto dead1 = refusing[0].port(), dead2 = refusing[1].port();
   stack s([&](config::config& cfg) {
     fleet({dead1, dead2}, "least_request", 1)(cfg);
     auto& up = cfg.upstreams.front();

@@ -468,7 +468,8 @@ TEST(Otel, AReceiverThatIsDownSlowOrAnswersGarbageCostsOnlyCountedDrops) {
   EXPECT_GE(metric(s, "tokentap_otel_spans_total", {{"result", "queue_full"}}), 2);
   // Down: nothing listens.  Every span ends counted, none retried (no status to retry on).
   canned_upstream up2({{"/v1/chat/completions", chat_stream()}});
-  const auto closed = free_loopback_port();
+  const refusing_port refusing;
+  const auto closed = refusing.port();
   stack d([&](config::config& cfg) {
     std::string err;
     cfg.upstreams.front().endpoints = {

@@ -22,6 +22,21 @@ std::uint16_t free_loopback_port() {
   return ntohs(a.sin_port);
 }
 
+refusing_port::refusing_port() {
+  fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  port_ = ntohs(a.sin_port);
+}
+
+refusing_port::~refusing_port() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
 boost::asio::ip::tcp::endpoint ready_address(const std::string& line, const std::string& key) {
   const auto hp = ready_endpoint(line, key);
   const auto colon = hp.rfind(':');
