@@ -9,6 +9,7 @@
 #include <simdjson.h>
 
 #include "bench/stats.hpp"
+#include "bench/svg.hpp"
 
 namespace tokentap::bench {
 
@@ -183,41 +184,7 @@ std::optional<run_figures> read_run(const report_run& r, std::string& error) {
   return out;
 }
 
-// ---------------------------------------------------------------- HTML and SVG
-
-std::string esc(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (const char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-std::string fmt(double v, int decimals = 1) {
-  if (v < 0) return "–";
-  char b[48];
-  std::snprintf(b, sizeof b, "%.*f", decimals, v);
-  return b;
-}
+// ---------------------------------------------------------------- the page's look
 
 // A run's colour, and a level's shade of it (a sweep's first level lightest).
 constexpr const char* run_colours[] = {"#2563eb", "#ea580c"};
@@ -226,186 +193,15 @@ double level_opacity(std::size_t level, std::size_t levels) {
                      : 0.35 + 0.65 * static_cast<double>(level) / static_cast<double>(levels - 1);
 }
 
-// Round numbers for an axis from lo to hi, about `want` of them.
-std::vector<double> ticks(double lo, double hi, int want) {
-  std::vector<double> out;
-  if (!(hi > lo)) return {lo};
-  const double raw = (hi - lo) / want;
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = mag;
-  for (const double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
-    step = m * mag;
-    if (step >= raw) break;
-  }
-  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push_back(t);
-  return out;
-}
-
-std::string tick_label(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", v);
-  return b;
-}
-
-// A chart's frame: the plot area inside margins, its scales, the axes with their ticks.
-class chart {
- public:
-  static constexpr double width = 560, height = 300, left = 64, right = 16, top = 16, bottom = 44;
-
-  chart(std::string id, double x_lo, double x_hi, double y_lo, double y_hi)
-      : id_(std::move(id)),
-        x_lo_(x_lo),
-        x_hi_(x_hi > x_lo ? x_hi : x_lo + 1),
-        y_lo_(y_lo),
-        y_hi_(y_hi > y_lo ? y_hi : y_lo + 1) {}
-
-  double x(double v) const { return left + (v - x_lo_) / (x_hi_ - x_lo_) * (width - left - right); }
-  double y(double v) const {
-    return height - bottom - (v - y_lo_) / (y_hi_ - y_lo_) * (height - top - bottom);
-  }
-
-  std::string open(std::string_view x_title, std::string_view y_title) const {
-    std::string s = "<svg id=\"" + id_ + "\" class=\"chart\" viewBox=\"0 0 " + tick_label(width) +
-                    " " + tick_label(height) + "\" width=\"" + tick_label(width) + "\" height=\"" +
-                    tick_label(height) + "\" role=\"img\">";
-    for (const double t : ticks(x_lo_, x_hi_, 6)) {
-      s += line(x(t), top, x(t), height - bottom, "grid");
-      s += text(x(t), height - bottom + 16, tick_label(t), "middle");
-    }
-    for (const double t : ticks(y_lo_, y_hi_, 5)) {
-      s += line(left, y(t), width - right, y(t), "grid");
-      s += text(left - 6, y(t) + 4, tick_label(t), "end");
-    }
-    s += line(left, height - bottom, width - right, height - bottom, "axis");
-    s += line(left, top, left, height - bottom, "axis");
-    s += text((left + width - right) / 2, height - 6, x_title, "middle");
-    s += "<text class=\"title\" x=\"12\" y=\"" + tick_label((top + height - bottom) / 2) +
-         "\" transform=\"rotate(-90 12 " + tick_label((top + height - bottom) / 2) +
-         ")\" text-anchor=\"middle\">" + esc(y_title) + "</text>";
-    return s;
-  }
-
-  static std::string line(double x1, double y1, double x2, double y2, const char* cls) {
-    char b[160];
-    std::snprintf(b, sizeof b,
-                  "<line class=\"%s\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", cls, x1,
-                  y1, x2, y2);
-    return b;
-  }
-  static std::string text(double x, double y, std::string_view t, const char* anchor) {
-    char b[96];
-    std::snprintf(b, sizeof b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">", x, y, anchor);
-    return b + esc(t) + "</text>";
-  }
-
- private:
-  std::string id_;
-  double x_lo_, x_hi_, y_lo_, y_hi_;
-};
-
-// One line of a chart: its points, colour, opacity and name.
-struct series {
-  std::string name;
-  const char* colour;
-  double opacity = 1;
-  std::vector<std::pair<double, double>> points;
-};
-
-std::string polyline(const chart& c, const series& s, bool markers) {
-  std::string pts;
-  char b[64];
-  for (const auto& [x, y] : s.points) {
-    std::snprintf(b, sizeof b, "%.1f,%.1f ", c.x(x), c.y(y));
-    pts += b;
-  }
-  std::snprintf(b, sizeof b, "%.2f", s.opacity);
-  std::string out = "<polyline class=\"series\" data-series=\"" + esc(s.name) + "\" data-n=\"" +
-                    std::to_string(s.points.size()) + "\" fill=\"none\" stroke=\"" + s.colour +
-                    "\" stroke-opacity=\"" + b + "\" stroke-width=\"2\" points=\"" + pts +
-                    "\"><title>" + esc(s.name) + "</title></polyline>";
-  if (markers)
-    for (const auto& [x, y] : s.points) {
-      std::snprintf(b, sizeof b, "%.1f", c.x(x));
-      out += "<circle cx=\"" + std::string(b);
-      std::snprintf(b, sizeof b, "%.1f", c.y(y));
-      out += "\" cy=\"" + std::string(b) + "\" r=\"3\" fill=\"" + s.colour + "\"/>";
-    }
-  return out;
-}
-
-std::string legend(const std::vector<series>& all) {
-  std::string out = "<div class=\"legend\">";
-  for (const auto& s : all) {
-    char b[16];
-    std::snprintf(b, sizeof b, "%.2f", s.opacity);
-    out += "<span><i style=\"background:" + std::string(s.colour) + ";opacity:" + b + "\"></i>" +
-           esc(s.name) + "</span>";
-  }
-  return out + "</div>";
-}
-
-// A chart of lines; markers on each point (few points: load levels).
-std::string line_chart(const std::string& id, std::string_view x_title, std::string_view y_title,
-                       const std::vector<series>& all, bool markers, double y_floor = 0) {
-  double x_lo = 1e300, x_hi = -1e300, y_hi = y_floor;
-  for (const auto& s : all)
-    for (const auto& [x, y] : s.points) {
-      x_lo = std::min(x_lo, x);
-      x_hi = std::max(x_hi, x);
-      y_hi = std::max(y_hi, y);
-    }
-  if (x_lo > x_hi) return "<p class=\"none\">no samples</p>";
-  if (markers) {  // some room around the load levels
-    const double pad = x_hi > x_lo ? (x_hi - x_lo) * 0.05 : std::max(1.0, x_lo * 0.5);
-    x_lo = std::max(0.0, x_lo - pad);
-    x_hi += pad;
-  }
-  const chart c(id, x_lo, x_hi, 0, y_hi * 1.05);
-  std::string out = c.open(x_title, y_title);
-  for (const auto& s : all) out += polyline(c, s, markers);
-  return out + "</svg>" + legend(all);
-}
-
-// Horizontal bars with an optional interval each (accuracy's Wilson interval).
-struct bar {
-  std::string label;
-  const char* colour;
-  double value = 0, lo = -1, hi = -1;
-  std::string note;
-};
-
-std::string bar_chart(const std::string& id, const std::vector<bar>& bars, double max_value,
-                      std::string_view unit) {
-  constexpr double width = 560, label_w = 200, row = 22, right = 70;
-  const double height = row * static_cast<double>(bars.size()) + 8;
-  if (max_value <= 0) max_value = 1;
-  const auto x = [&](double v) { return label_w + v / max_value * (width - label_w - right); };
-  char b[256];
-  std::snprintf(b, sizeof b,
-                "<svg id=\"%s\" class=\"chart bars\" viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" "
-                "height=\"%.0f\" role=\"img\">",
-                id.c_str(), width, height, width, height);
-  std::string out = b;
-  for (std::size_t i = 0; i < bars.size(); ++i) {
-    const auto& r = bars[i];
-    const double y = 4 + row * static_cast<double>(i);
-    out += chart::text(label_w - 6, y + 14, r.label, "end");
-    std::snprintf(b, sizeof b,
-                  "<rect class=\"bar\" data-value=\"%g\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                  "height=\"%.1f\" fill=\"%s\"/>",
-                  r.value, label_w, y + 3, std::max(0.0, x(r.value) - label_w), row - 8, r.colour);
-    out += b;
-    if (r.lo >= 0 && r.hi >= 0) {
-      out += chart::line(x(r.lo), y + row / 2, x(r.hi), y + row / 2, "whisker");
-      out += chart::line(x(r.lo), y + 5, x(r.lo), y + row - 5, "whisker");
-      out += chart::line(x(r.hi), y + 5, x(r.hi), y + row - 5, "whisker");
-    }
-    out +=
-        chart::text(x(std::max(r.value, r.hi)) + 6, y + 14,
-                    (r.note.empty() ? tick_label(r.value) + std::string(unit) : r.note), "start");
-  }
-  return out + "</svg>";
-}
+using svg::bar;
+using svg::bar_chart;
+using svg::chart;
+using svg::esc;
+using svg::fmt;
+using svg::legend;
+using svg::line_chart;
+using svg::polyline;
+using svg::series;
 
 // ---------------------------------------------------------------- the page's sections
 
