@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 
+#include "base/json.hpp"
 #include "sim/sim_server.hpp"
 #include "test/support/llama_server.hpp"
 #include "test/support/process.hpp"
@@ -33,23 +34,6 @@ struct reference {
   double start_s = 0;  // wall clock (s of the day)
 };
 
-// A read whose bytes are not whole UTF-8 (a character cut between two reads) is recorded as
-// `raw_b64`.
-std::string from_base64(std::string_view in) {
-  static const std::string alphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  std::uint32_t bits = 0;
-  int n = 0;
-  for (const char c : in) {
-    const auto v = alphabet.find(c);
-    if (v == std::string::npos) continue;  // '=' padding
-    bits = bits << 6 | static_cast<std::uint32_t>(v);
-    if ((n += 6) >= 8) out += static_cast<char>(bits >> (n -= 8) & 0xff);
-  }
-  return out;
-}
-
 reference from_raw_events(simdjson::dom::element record) {
   reference ref;
   std::string buffered;
@@ -62,7 +46,7 @@ reference from_raw_events(simdjson::dom::element record) {
     if (!ev["raw"].get(raw))
       buffered += raw;
     else
-      buffered += from_base64(std::string_view(ev["raw_b64"].get_string().value()));
+      buffered += base::json::base64_decode(std::string_view(ev["raw_b64"].get_string().value()));
     ref.end_ms = t;
     for (auto end = buffered.find("\n\n"); end != std::string::npos; end = buffered.find("\n\n")) {
       const auto event = buffered.substr(0, end);
